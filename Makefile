@@ -13,7 +13,7 @@ OUT ?= outputs
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 PIP_FILTER := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: install study test export check-export nbdev-test pytest clean-venv lab
+.PHONY: install study bench test export check-export nbdev-test pytest clean-venv lab
 
 install: $(STAMP)
 
@@ -36,15 +36,25 @@ check-export: export
 	@echo "exported package matches the notebooks"
 
 nbdev-test: install
-	$(BIN)/nbdev_test --n_workers 2 --skip_folder_re '^(experiments|benchmarks|[_.].*)$$' --timing
+	@# one torch thread per notebook process: two workers share the two cores
+	OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2 --skip_folder_re '^(experiments|benchmarks|[_.].*)$$' --timing
 
 pytest: install
 	$(BIN)/python -m pytest tests -ra
 
 test: check-export nbdev-test pytest
 
+# the default study: each experiment notebook runs through papermill into its run folder under outputs/
+PAPERMILL := $(BIN)/papermill --cwd nbs --progress-bar
 study: install
-	$(BIN)/python -m reasoning_study.study --out $(OUT)
+	@mkdir -p $(OUT)/musobench
+	$(PAPERMILL) nbs/experiments/musobench_build.ipynb $(OUT)/musobench/musobench_build.ipynb -p out_dir $(OUT)/musobench
+	@echo "study done: see $(OUT)/musobench/summary.md and $(OUT)/musobench/figures/"
+
+# performance benchmarks (numbers to outputs/bench/)
+bench: install
+	@mkdir -p outputs/bench/runs
+	for nb in nbs/benchmarks/*.ipynb; do $(PAPERMILL) $$nb outputs/bench/runs/$$(basename $$nb); done
 
 lab: install
 	$(BIN)/jupyter lab --allow-root nbs

@@ -11,11 +11,13 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Literal, Protocol, Sequence, runtime_checkable
 
 # %% auto #0
-__all__ = ['Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'ThinkingSwitch', 'PRESETS', 'SamplingParams', 'Request', 'chat',
-           'Completion', 'split_reasoning', 'completion_status', 'make_completion', 'Backend', 'ModelPreset',
-           'get_preset', 'register_preset', 'load_backend']
+__all__ = ['SAMPLE_SEED_STRIDE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'ThinkingSwitch', 'PRESETS', 'SamplingParams',
+           'Request', 'chat', 'Completion', 'split_reasoning', 'completion_status', 'make_completion', 'Backend',
+           'ModelPreset', 'get_preset', 'register_preset', 'load_backend']
 
-# %% ../../nbs/10_backends.core.ipynb #a5f4358b
+# %% ../../nbs/10_backends.core.ipynb #4dab9056
+SAMPLE_SEED_STRIDE = 1_000_003  # a prime: sample i of seed s never equals sample j of a nearby seed s'
+
 @dataclass(frozen=True)
 class SamplingParams:
     temperature: float = 0.0  # 0 means greedy
@@ -23,7 +25,7 @@ class SamplingParams:
     top_k: int = 0  # 0 disables top-k
     max_tokens: int = 256  # new tokens, thinking included
     n: int = 1  # samples per request
-    seed: int | None = 0  # base seed; sample i uses seed + i
+    seed: int | None = 0  # base seed; sample i uses seed + i * SAMPLE_SEED_STRIDE
     stop: tuple[str, ...] = ()  # stop strings (not included in the output)
 
     def __post_init__(self):
@@ -35,9 +37,9 @@ class SamplingParams:
 
     def sample_seed(self, index: int) -> int | None:
         "The seed of sample `index` (so the n samples of one request differ but are reproducible)."
-        return None if self.seed is None else self.seed + index
+        return None if self.seed is None else self.seed + index * SAMPLE_SEED_STRIDE
 
-# %% ../../nbs/10_backends.core.ipynb #68f52461
+# %% ../../nbs/10_backends.core.ipynb #3f3ca1fe
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
 @dataclass
@@ -68,7 +70,7 @@ def chat(user: str, system: str | None = None, **kwargs) -> Request:
     msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
     return Request(messages=msgs, **kwargs)
 
-# %% ../../nbs/10_backends.core.ipynb #ae9f310a
+# %% ../../nbs/10_backends.core.ipynb #24437d97
 Status = Literal["answered", "truncated", "error"]
 
 @dataclass
@@ -88,7 +90,7 @@ class Completion:
 
     def to_dict(self) -> dict: return asdict(self)
 
-# %% ../../nbs/10_backends.core.ipynb #27bae213
+# %% ../../nbs/10_backends.core.ipynb #6ff7d585
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 def split_reasoning(text: str,  # generated text
@@ -119,7 +121,7 @@ def make_completion(text: str, finish_reason: str, prefill: str = "", thinking: 
     return Completion(text=text, reasoning=reasoning, answer=answer, finish_reason=finish_reason,
                       status=completion_status(finish_reason, closed), **kwargs)
 
-# %% ../../nbs/10_backends.core.ipynb #539383e5
+# %% ../../nbs/10_backends.core.ipynb #40cc74bd
 @runtime_checkable
 class Backend(Protocol):
     name: str  # backend kind: "transformers" | "vllm" | "openai" | ...
@@ -130,7 +132,7 @@ class Backend(Protocol):
         "One list of `request.sampling.n` completions per request, in request order."
         ...
 
-# %% ../../nbs/10_backends.core.ipynb #7c4e61e5
+# %% ../../nbs/10_backends.core.ipynb #b119a40e
 ThinkingSwitch = Literal["template", "always", "never", "api"]
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ class ModelPreset:
     def default_thinking(self) -> bool | None:
         return {"always": True, "never": False}.get(self.thinking)
 
-# %% ../../nbs/10_backends.core.ipynb #9dce9a9a
+# %% ../../nbs/10_backends.core.ipynb #6321cdb0
 _QWEN3_THINK = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=32768)
 _MUSO = SamplingParams(temperature=0.2, max_tokens=20480)
 

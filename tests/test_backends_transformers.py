@@ -1,0 +1,208 @@
+"""The transformers backend on the real embedded model (SmolLM2-135M-Instruct), short generations only."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from reasoning_study.backends import transformers as tb
+from reasoning_study.backends.core import Backend, ModelPreset, Request, SamplingParams, chat, load_backend
+
+QUESTIONS = ["What is 2+2?", "Hi", "List three fruits.",
+             "Write a short story about a dragon who loves pancakes, with many details about the morning.",
+             "Name the largest planet of the solar system."]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return load_backend("smollm2-135m")
+
+
+def with_batch_size(backend, batch_size, **kwargs):
+    "Another backend over the same loaded model, differing only in how it batches."
+    return tb.TransformersBackend(backend.model, backend.tokenizer, backend.model_id, backend.revision,
+                                  backend.thinking, batch_size=batch_size, **kwargs)
+
+
+def texts(results): return [[c.text for c in cs] for cs in results]
+
+
+def test_identity_and_protocol(backend):
+    assert isinstance(backend, Backend)
+    assert (backend.name, backend.model_id) == ("transformers", "embedded:SmolLM2-135M-Instruct")
+    assert backend.revision == "gguf-" + tb.file_sha256(tb.embedded_gguf_path())[:12]
+    assert load_backend("smollm2-135m").model is backend.model  # loaded once per process
+
+
+def test_converted_copy_is_servable():
+    folder = tb.embedded_model_dir()
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in config
+    assert {"model.safetensors", "tokenizer.json", "chat_template.jinja"} <= {p.name for p in folder.iterdir()}
+
+
+def test_greedy_matches_transformers_generate(backend):
+    request = chat("What is the capital of Italy?", sampling=SamplingParams(max_tokens=12))
+    ids = backend.render_prompt_ids(request)
+    with torch.inference_mode():
+        out = backend.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                     max_new_tokens=12, do_sample=False)
+    reference = out[0, len(ids):].tolist()
+    if reference[-1] in backend.eos_ids: reference = reference[:-1]
+    assert backend.generate([request])[0][0].text == backend.decode(reference)
+
+
+def test_greedy_batched_equals_sequential(backend):
+    requests = [chat(q, sampling=SamplingParams(max_tokens=12)) for q in QUESTIONS]
+    batched = with_batch_size(backend, 8).generate(requests)
+    sequential = with_batch_size(backend, 1).generate(requests)
+    assert texts(batched) == texts(sequential)
+    assert [c[0].finish_reason for c in batched] == [c[0].finish_reason for c in sequential]
+    assert all(c[0].status in ("answered", "truncated") for c in batched)
+
+
+def test_chunked_prompt_encoding_changes_nothing(backend):
+    requests = [chat(q, sampling=SamplingParams(max_tokens=8)) for q in QUESTIONS]
+    assert texts(with_batch_size(backend, 8, prefill_chunk=5).generate(requests)) == texts(backend.generate(requests))
+
+
+def test_seeded_sampling_reproducible_and_independent_of_batch(backend):
+    sampling = SamplingParams(temperature=1.0, top_p=0.95, top_k=50, n=3, seed=5, max_tokens=10)
+    target = chat("Tell me a fun fact.", sampling=sampling)
+    alone = backend.generate([target])[0]
+    others = [chat(q, sampling=SamplingParams(temperature=0.7, seed=99, max_tokens=6)) for q in QUESTIONS[:3]]
+    crowded = backend.generate([others[0], target, *others[1:]])[1]
+    assert [c.text for c in alone] == [c.text for c in crowded]
+    assert [c.seed for c in alone] == [sampling.sample_seed(i) for i in range(3)]
+    # sample i equals sample 0 of the same request with n=1 and seed = sample_seed(i)
+    single = backend.generate([chat("Tell me a fun fact.", sampling=SamplingParams(
+        temperature=1.0, top_p=0.95, top_k=50, seed=sampling.sample_seed(2), max_tokens=10))])[0][0]
+    assert single.text == alone[2].text
+
+
+def test_samples_differ(backend):
+    samples = backend.generate([chat("Write a word.", sampling=SamplingParams(temperature=1.0, n=4, seed=0, max_tokens=8))])[0]
+    assert len(samples) == 4 and [c.sample_index for c in samples] == [0, 1, 2, 3]
+    assert len({c.text for c in samples}) > 1
+
+
+def test_top_k_one_is_greedy(backend):
+    greedy = chat("Name a fruit.", sampling=SamplingParams(max_tokens=8))
+    top1 = chat("Name a fruit.", sampling=SamplingParams(temperature=1.3, top_k=1, seed=3, max_tokens=8))
+    assert texts(backend.generate([greedy])) == texts(backend.generate([top1]))
+
+
+def test_stop_strings(backend):
+    question = "List three fruits."
+    full = backend.generate([chat(question, sampling=SamplingParams(max_tokens=24))])[0][0]
+    stop = "fruits"
+    assert stop in full.text
+    stopped = backend.generate([chat(question, sampling=SamplingParams(max_tokens=24, stop=(stop, "zzz")))])[0][0]
+    assert stopped.text == full.text[:full.text.index(stop)]
+    assert (stopped.finish_reason, stopped.status) == ("stop", "answered")
+    assert stopped.completion_tokens < full.completion_tokens
+
+
+def test_per_row_budgets_in_one_batch(backend):
+    short, long_ = (chat("Write a poem about the sea.", sampling=SamplingParams(max_tokens=m)) for m in (3, 9))
+    a, b = backend.generate([short, long_])
+    assert (a[0].completion_tokens, a[0].finish_reason, a[0].status) == (3, "length", "truncated")
+    assert b[0].completion_tokens == 9 and b[0].text.startswith(a[0].text)
+
+
+def test_truncated_thinking_is_not_an_answer(backend):
+    c = backend.generate([chat("What is 17 * 3?", prefill="<think>\nLet me", sampling=SamplingParams(max_tokens=4))])[0][0]
+    assert (c.finish_reason, c.status, c.answer) == ("length", "truncated", "")
+    assert c.reasoning.startswith("Let me")
+
+
+def test_token_exact_prompt_equals_chat_render(backend):
+    request = chat("What is 2 + 3?", sampling=SamplingParams(max_tokens=10))
+    ids = backend.render_prompt_ids(request)
+    assert ids == backend.tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, return_dict=True)["input_ids"]
+    exact = Request(prompt_token_ids=ids, sampling=request.sampling)
+    assert texts(backend.generate([exact])) == texts(backend.generate([request]))
+    # a prefill is tokenized on its own and appended after the template
+    prefilled = chat("What is 2 + 3?", prefill="The answer", sampling=request.sampling)
+    assert backend.render_prompt_ids(prefilled) == ids + backend.encode("The answer")
+
+
+def test_error_isolation(backend):
+    fine = chat("Hi", sampling=SamplingParams(max_tokens=5))
+    too_long = Request(prompt_token_ids=[1] * backend.max_model_len, sampling=SamplingParams(max_tokens=5, n=2))
+    bad_token = Request(prompt_token_ids=[1, 10 ** 7], sampling=SamplingParams(max_tokens=5))  # fails inside the batch
+    results = backend.generate([fine, too_long, bad_token, fine])
+    assert [c.status for c in results[1]] == ["error", "error"] and "does not fit" in results[1][0].error
+    assert results[2][0].status == "error" and results[2][0].error
+    assert results[0][0].status != "error" and texts([results[0]]) == texts([results[3]]) == texts(backend.generate([fine]))
+
+
+@pytest.fixture(scope="module")
+def trace(backend):
+    q = chat("A shop sells 3 apples for 2 dollars. How much do 9 apples cost?", sampling=SamplingParams(max_tokens=30))
+    prompt = backend.render_prompt_ids(q)
+    return prompt, prompt + backend.encode(backend.generate([q])[0][0].text)
+
+
+def test_continue_from_equals_reencoding(backend, trace):
+    prompt, sequence = trace
+    cue = backend.encode("\nFinal answer:")
+    cached = backend.prefill_cache(sequence, chunk=16)  # chunked encoding gives the same cache
+    greedy = SamplingParams(max_tokens=6)
+    for n in (len(prompt) + 1, len(prompt) + 15, len(sequence)):
+        naive = backend.generate([Request(prompt_token_ids=sequence[:n] + cue, sampling=greedy)])[0][0]
+        continued = backend.continue_from(cached, n, cue, greedy)
+        assert continued.text == naive.text
+        assert (continued.prompt_tokens, continued.cached_prompt_tokens) == (n + len(cue), n)
+    # an empty suffix continues the prefix itself
+    n = len(prompt) + 10
+    naive = backend.generate([Request(prompt_token_ids=sequence[:n], sampling=greedy)])[0][0]
+    assert backend.continue_from(cached, n, [], greedy).text == naive.text
+
+
+def test_continue_many_mixed_suffixes_and_counter(backend, trace):
+    prompt, sequence = trace
+    cached = backend.prefill_cache(sequence)
+    cues = [backend.encode(s) for s in ["\nAnswer:", "\nSo, putting it all together, the final answer is", " Therefore"]]
+    jobs = [(len(prompt) + 3, cues[0]), (len(sequence), cues[1]), (len(prompt) + 20, cues[2]), (len(prompt) + 8, cues[1])]
+    greedy = SamplingParams(max_tokens=5)
+    prober, naive_runner = with_batch_size(backend, 3), with_batch_size(backend, 8)  # each counts its own tokens
+    continued = prober.continue_many(cached, jobs, greedy)
+    naive = naive_runner.generate([Request(prompt_token_ids=sequence[:n] + s, sampling=greedy) for n, s in jobs])
+    assert [c.text for c in continued] == [r[0].text for r in naive]
+    assert prober.prefill_tokens == sum(len(s) for _, s in jobs)  # only the suffixes were encoded
+    assert naive_runner.prefill_tokens == sum(n + len(s) for n, s in jobs)  # re-encoding pays for every prefix
+
+
+def test_continue_rejects_bad_input(backend, trace):
+    cached = backend.prefill_cache(trace[1])
+    with pytest.raises(ValueError, match="prefix_len"): backend.continue_from(cached, 0, [1])
+    with pytest.raises(ValueError, match="n=1"): backend.continue_many(cached, [(5, [1])], SamplingParams(n=2))
+
+
+def test_presets_are_offline_by_default():
+    with pytest.raises(OSError, match="allow_download"):
+        tb.from_preset(ModelPreset("nowhere", "reasoning-study-test/not-a-real-model", "transformers"))
+    with pytest.raises(ValueError, match="unknown transformers options"):
+        tb.from_preset(ModelPreset("typo", "embedded:SmolLM2-135M-Instruct", "transformers", options=(("batchsize", 2),)))
+    with pytest.raises(ValueError, match="unknown embedded model"):
+        tb.from_preset(ModelPreset("other", "embedded:TinyLlama", "transformers"))
+
+
+def test_embedded_dir_survives_a_race(tmp_path, monkeypatch):
+    "Two processes converting at once: the loser drops its copy and uses the winner's."
+    monkeypatch.setenv("REASONING_STUDY_CACHE", str(tmp_path))
+    target = tmp_path / "models" / f"{tb.EMBEDDED_NAME}-{tb.file_sha256(tb.embedded_gguf_path())[:12]}"
+
+    def convert_while_another_wins(gguf, out_dir):
+        (Path(out_dir) / "config.json").write_text("{}")  # our (pretend) copy
+        target.mkdir(parents=True)
+        (target / "config.json").write_text('{"winner": true}')  # the other process renamed first
+        (target / "model.safetensors").write_text("")
+        return out_dir
+
+    monkeypatch.setattr(tb, "convert_gguf", convert_while_another_wins)
+    assert tb.embedded_model_dir() == target
+    assert json.loads((target / "config.json").read_text()) == {"winner": True}
+    assert [p.name for p in target.parent.iterdir()] == [target.name]  # no temporary folder left behind
