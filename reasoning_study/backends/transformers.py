@@ -22,7 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.utils import logging as hf_logging
 
 from .core import Completion, ModelPreset, Request, SamplingParams, ThinkingSwitch
-from .core import get_preset, make_completion
+from .core import expected_thinking, get_preset, make_completion, render_prompt_ids
 
 # %% auto #0
 __all__ = ['EMBEDDED_PREFIX', 'EMBEDDED_NAME', 'EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'PRESET_OPTIONS', 'cache_root',
@@ -211,18 +211,13 @@ class TransformersBackend:
     # --- rendering -------------------------------------------------------------------------------
     def expects_thinking(self, request: Request) -> bool | None:
         "Whether the completion should open with a thinking block (None: detect from the text)."
-        if request.thinking is not None: return request.thinking
-        return {"always": True, "never": False}.get(self.thinking)
+        return expected_thinking(self.thinking, request)
 
     def render_prompt_ids(self, request: Request) -> list[int]:
-        "The exact prompt tokens of a request: chat template (or token-exact ids) plus the prefill."
-        if request.prompt_token_ids is not None: ids = list(request.prompt_token_ids)
-        else:
-            if self.tokenizer.chat_template is None: raise ValueError(f"{self.model_id} has no chat template: send prompt_token_ids")
-            extra = {"enable_thinking": request.thinking} if self.thinking == "template" and request.thinking is not None else {}
-            text = self.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True, **extra)
-            ids = self.encode(text)
-        return ids + self.encode(request.prefill) if request.prefill else ids
+        "The exact prompt tokens of a request (`backends.core.render_prompt_ids`: chat template, then the prefill)."
+        if request.prompt_token_ids is None and self.tokenizer.chat_template is None:
+            raise ValueError(f"{self.model_id} has no chat template: send prompt_token_ids")
+        return render_prompt_ids(self.tokenizer, request, self.thinking)
 
     def encode(self, text: str) -> list[int]:
         "Tokens of `text` as a continuation (no BOS or other special tokens added)."

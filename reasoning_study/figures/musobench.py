@@ -5,14 +5,22 @@
 # %% ../../nbs/81_figures.musobench.ipynb #ddb85da3
 from __future__ import annotations
 
+import re
+from typing import Sequence
+
 import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 import pandas as pd
 import seaborn as sns
 
 from .core import TASK_LABELS, require_columns, paper_style
 
 # %% auto #0
-__all__ = ['plot_solution_counts']
+__all__ = ['PARADIGM_LABELS', 'PARADIGM_COLORS', 'CONDITION_LABELS', 'METRIC_LABELS', 'EXPLORATION_METRICS',
+           'plot_solution_counts', 'run_label', 'one_task', 'plot_recall_confidence', 'plot_reliability',
+           'plot_calibration', 'plot_movement', 'plot_factors', 'plot_mitigations', 'plot_exploration_calibration',
+           'table_reconsideration', 'table_self_consistency', 'plot_table']
 
 # %% ../../nbs/81_figures.musobench.ipynb #cf4a77b7
 def plot_solution_counts(table: pd.DataFrame) -> plt.Figure:
@@ -26,5 +34,339 @@ def plot_solution_counts(table: pd.DataFrame) -> plt.Figure:
         sns.boxplot(data=sub, x="level", y="answer_count", ax=ax, color="#9ecae1", fliersize=0)
         sns.stripplot(data=sub, x="level", y="answer_count", ax=ax, color="#08519c", size=2, alpha=0.5, jitter=0.25)
         ax.set(title=f"{TASK_LABELS.get(task, task)} ({len(sub)} instances)", xlabel="Complexity level", ylabel="Number of solutions")
+    fig.tight_layout()
+    return fig
+
+# %% ../../nbs/81_figures.musobench.ipynb #9cef3ad1
+PARADIGM_LABELS = {"short": "Short-CoT", "long": "Long-CoT"}
+PARADIGM_COLORS = {"short": "#dd8452", "long": "#4c72b0"}
+CONDITION_LABELS = {"exploration": "w/ Exploration", "sc_median": "w/ Median Conf", "sc_vote": "w/ Voting", "sc_union": "w/ Union"}
+METRIC_LABELS = {"precision": "Precision", "recall": "Recall", "confidence": "Confidence", "ece_recall": "ECE (r)",
+                 "ece_precision": "ECE (p)", "csr": "CSR", "esc": "ESC", "nsd": "NSD"}
+
+def run_label(paradigm: str, condition: str = "base") -> str:
+    "The paper's name of a run: 'Short-CoT', 'Long-CoT', 'w/ Exploration', '2 reflections', ..."
+    if condition == "base": return PARADIGM_LABELS.get(paradigm, paradigm)
+    if m := re.fullmatch(r"reflection_k(\d+)", str(condition)): return f"{m.group(1)} reflection{'s' * (m.group(1) != '1')}"
+    return CONDITION_LABELS.get(condition, condition)
+
+def one_task(table: pd.DataFrame, task: str | None, figure: str) -> tuple[pd.DataFrame, str]:
+    "The rows of `task` (or of the only task in `table`) and the task's label."
+    require_columns(table, ["task"], figure)
+    tasks = list(dict.fromkeys(table["task"]))
+    if task is None:
+        if len(tasks) != 1: raise ValueError(f"{figure} draws one task; the table holds {tasks}: pass task=")
+        task = tasks[0]
+    elif task not in tasks: raise ValueError(f"{figure}: no rows for task {task!r} (the table holds {tasks})")
+    return table[table["task"] == task], TASK_LABELS.get(task, task)
+
+def _palette(values: Sequence, column: str) -> dict:
+    "Paradigm colours for paradigms, seaborn's palette for anything else."
+    if column == "paradigm": return {v: PARADIGM_COLORS.get(v, "grey") for v in values}
+    return dict(zip(values, sns.color_palette("deep", len(values))))
+
+def _hue_label(row: pd.Series | dict, hue: str) -> str:
+    if hue == "paradigm": return PARADIGM_LABELS.get(row["paradigm"], row["paradigm"])
+    if hue == "condition": return run_label(row.get("paradigm", ""), row["condition"])
+    return str(row[hue])
+
+def _panels(n: int, width: float = 4.2, height: float = 4.0):
+    fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
+    return fig, list(axes[0])
+
+def _unit_axes(ax, xlabel="Confidence", ylabel="Recall"):
+    ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1)
+    ax.set(xlim=(0, 1), ylim=(0, 1), xlabel=xlabel, ylabel=ylabel, aspect="equal")
+
+# %% ../../nbs/81_figures.musobench.ipynb #d5587944
+def _density(ax, x: np.ndarray, y: np.ndarray, color):
+    "Density contours, when the points are numerous and spread enough for a kernel estimate."
+    if len(x) < 5 or np.std(x) == 0 or np.std(y) == 0: return
+    try: sns.kdeplot(x=x, y=y, ax=ax, levels=4, color=color, linewidths=1, alpha=0.7, warn_singular=False, clip=((0, 1), (0, 1)))
+    except (np.linalg.LinAlgError, ValueError): pass
+
+def plot_recall_confidence(results: pd.DataFrame,  # results rows (instances); unscored rows and rows without confidence are skipped
+                           panel: str = "model",  # one panel per value of this column
+                           hue: str = "paradigm",  # one colour per value of this column
+                           task: str | None = None,  # the task to draw (needed when the table holds several)
+                           ) -> plt.Figure:
+    "Figure 2 / 8: per-instance recall vs confidence, one panel per model."
+    require_columns(results, [panel, hue, "confidence", "recall"], "plot_recall_confidence")
+    rows, task_label = one_task(results, task, "plot_recall_confidence")
+    rows = rows[rows["confidence"].notna() & rows["recall"].notna()]
+    paper_style()
+    names = list(dict.fromkeys(rows[panel]))
+    fig, axes = _panels(max(len(names), 1))
+    colours = _palette(list(dict.fromkeys(rows[hue])), hue)
+    for ax, name in zip(axes, names):
+        ax.fill_between([0, 1], [0, 0], [0, 1], color="#d62728", alpha=0.06, lw=0, label="Confidence > recall")
+        for value, sub in rows[rows[panel] == name].groupby(hue, sort=False):
+            x, y = sub["confidence"].to_numpy(float), sub["recall"].to_numpy(float)
+            _density(ax, x, y, colours[value])
+            ax.scatter(x, y, s=14, alpha=0.6, color=colours[value], label=f"{_hue_label(sub.iloc[0], hue)} (n={len(sub)})")
+        _unit_axes(ax); ax.set_title(str(name)); ax.legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"Recall vs confidence on {task_label}")
+    fig.tight_layout()
+    return fig
+
+# %% ../../nbs/81_figures.musobench.ipynb #7c01ba14
+def _draw_reliability(ax, bins: pd.DataFrame, hue: str):
+    "Side-by-side bars of each hue group's per-bin performance on the fixed bins."
+    groups = list(bins.groupby(hue, sort=False))
+    colours = _palette([v for v, _ in groups], hue)
+    for k, (value, sub) in enumerate(groups):
+        sub = sub[sub["count"] > 0]
+        width = (sub["upper"] - sub["lower"]) / len(groups)
+        left = sub["lower"] + k * width
+        ece = sub["ece"].iloc[0] if len(sub) else np.nan
+        ax.bar(left, sub["performance"], width=width, align="edge", color=colours[value], alpha=0.85,
+               edgecolor="white", label=f"{_hue_label(bins[bins[hue] == value].iloc[0], hue)} (ECE {ece * 100:.1f})")
+        ax.plot(left + width / 2, np.zeros(len(sub)), "|", color=colours[value], ms=6)  # marks non-empty bins
+    metric = bins["metric"].iloc[0] if "metric" in bins and len(bins) else "recall"
+    _unit_axes(ax, "Confidence", METRIC_LABELS.get(metric, metric))
+    ax.legend(loc="upper left", fontsize=8)
+
+def _draw_bars(ax, table: pd.DataFrame, x: str, hue: str, value: str, percent: bool = True):
+    "Grouped bars of `value` per `x`, one colour per `hue` group."
+    require_columns(table, [x, hue, value], "bars")
+    if table.duplicated([x, hue]).any(): raise ValueError(f"one row per ({x}, {hue}) expected: filter the table first")
+    xs, hues = list(dict.fromkeys(table[x])), list(dict.fromkeys(table[hue]))
+    colours = _palette(hues, hue)
+    width = 0.8 / len(hues)
+    for k, h in enumerate(hues):
+        sub = table[table[hue] == h].set_index(x).reindex(xs)
+        heights = sub[value].to_numpy(float) * (100 if percent else 1)
+        bars = ax.bar(np.arange(len(xs)) + (k - (len(hues) - 1) / 2) * width, heights, width=width, color=colours[h],
+                      label=_hue_label(table[table[hue] == h].iloc[0], hue))
+        ax.bar_label(bars, fmt="%.1f", fontsize=7)
+    ax.set_xticks(np.arange(len(xs)), [METRIC_LABELS.get(v, str(v)) for v in xs])
+    ax.set_ylabel(f"{METRIC_LABELS.get(value, value)}{' (%)' if percent else ''}")
+    ax.legend(fontsize=8)
+
+def plot_reliability(bins: pd.DataFrame,  # `reliability_bins` output grouped by `panel`, `hue` (and `task`)
+                     panel: str = "model",  # one panel per value of this column
+                     hue: str = "paradigm",  # one bar colour per value of this column
+                     task: str | None = None,  # the task to draw
+                     title: str = "Reliability diagram",  # figure title (the task is appended)
+                     ) -> plt.Figure:
+    "Reliability diagrams on the fixed confidence bins, one panel per `panel` value."
+    require_columns(bins, [panel, hue, "bin", "lower", "upper", "count", "performance", "ece"], "plot_reliability")
+    bins, task_label = one_task(bins, task, "plot_reliability")
+    paper_style()
+    names = list(dict.fromkeys(bins[panel]))
+    fig, axes = _panels(len(names))
+    for ax, name in zip(axes, names):
+        _draw_reliability(ax, bins[bins[panel] == name], hue); ax.set_title(str(name))
+    fig.suptitle(f"{title} on {task_label}")
+    fig.tight_layout()
+    return fig
+
+def plot_calibration(bins: pd.DataFrame,  # `reliability_bins(results, by=[panel, "paradigm", "task"])`
+                     summary: pd.DataFrame,  # `summary_table(results, by=[panel, "paradigm", "task"])`
+                     panel: str = "model",  # one reliability panel per value; also the x of the recall bars
+                     task: str | None = None,  # the task to draw
+                     ) -> plt.Figure:
+    "Figure 3 / 9: (a) reliability diagrams of Short- vs Long-CoT per model, (b) recall per model and paradigm."
+    require_columns(bins, [panel, "paradigm", "count", "performance", "ece"], "plot_calibration")
+    bins, task_label = one_task(bins, task, "plot_calibration")
+    summary, _ = one_task(summary, task if task else bins["task"].iloc[0], "plot_calibration")
+    paper_style()
+    names = list(dict.fromkeys(bins[panel]))
+    fig, axes = _panels(len(names) + 1)
+    for ax, name in zip(axes, names):
+        _draw_reliability(ax, bins[bins[panel] == name], "paradigm"); ax.set_title(f"(a) {name}")
+    _draw_bars(axes[-1], summary, panel, "paradigm", "recall"); axes[-1].set_title("(b) Recall")
+    fig.suptitle(f"Calibration and recall on {task_label}")
+    fig.tight_layout()
+    return fig
+
+# %% ../../nbs/81_figures.musobench.ipynb #f0b5dbf7
+def plot_movement(pairs: pd.DataFrame,  # `movement_pairs` (or `movement_grid`) output
+                  panel: str = "family",  # one panel per value of this column
+                  task: str | None = None,  # the task to draw
+                  ) -> plt.Figure:
+    "Figure 4 / 10: arrows from each instance's Short-CoT point to its Long-CoT point."
+    require_columns(pairs, [panel, "confidence_short", "recall_short", "confidence_long", "recall_long", "toward_diagonal"], "plot_movement")
+    pairs, task_label = one_task(pairs, task, "plot_movement")
+    paper_style()
+    names = list(dict.fromkeys(pairs[panel]))
+    fig, axes = _panels(len(names))
+    for ax, name in zip(axes, names):
+        sub = pairs[pairs[panel] == name]
+        for toward, colour, label in ((True, "#d62728", "toward the diagonal"), (False, "#7f7f7f", "away from it")):
+            arrows = sub[sub["toward_diagonal"] == toward]
+            if arrows.empty: continue
+            ax.quiver(arrows["confidence_short"], arrows["recall_short"], arrows["confidence_long"] - arrows["confidence_short"],
+                      arrows["recall_long"] - arrows["recall_short"], angles="xy", scale_units="xy", scale=1, color=colour,
+                      width=0.006, alpha=0.8, label=f"{label} ({len(arrows)})")
+        _unit_axes(ax); ax.set_title(str(name)); ax.legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"Short-CoT → Long-CoT on {task_label}")
+    fig.tight_layout()
+    return fig
+
+# %% ../../nbs/81_figures.musobench.ipynb #6fa0be36
+def _check_lines(table: pd.DataFrame, hue: str, x: str, figure: str):
+    require_columns(table, [hue, x], figure)
+    if table.duplicated([hue, x]).any():
+        raise ValueError(f"{figure}: several rows per ({hue}, {x}); filter the table to one model/condition per {hue}")
+
+def _draw_length(ax, lengths: pd.DataFrame, fit: pd.DataFrame | None, hue: str):
+    _check_lines(lengths, hue, "bin", "plot_factors (length)")
+    for value, sub in lengths.groupby(hue, sort=False):
+        colour = _palette([value], hue)[value]
+        sub = sub[sub["count"] > 0]
+        label = _hue_label(sub.iloc[0], hue) if len(sub) else str(value)
+        if fit is not None and len(line := fit[fit[hue] == value]) and np.isfinite(line["slope"].iloc[0]):
+            xs = np.geomspace(sub["lower"].min(), sub["upper"].max(), 50)
+            ax.plot(xs, line["intercept"].iloc[0] + line["slope"].iloc[0] * np.log10(xs), color=colour, lw=1, ls="--")
+            label += f" (r = {line['r'].iloc[0]:.2f})"
+        ax.plot(sub["length"], sub["confidence"], "o", color=colour, label=label)
+    ax.set(xscale="log", ylim=(0, 1), xlabel="Reasoning length (tokens)", ylabel="Confidence", title="(a) Reasoning length")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 100, 200, 500, 1000, ...
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.legend(fontsize=8)
+
+def _draw_levels(ax, levels: pd.DataFrame, hue: str):
+    _check_lines(levels, hue, "level", "plot_factors (levels)")
+    for value, sub in levels.groupby(hue, sort=False):
+        colour, label = _palette([value], hue)[value], _hue_label(sub.iloc[0], hue)
+        for metric, style in (("recall", "-"), ("confidence", "--")):
+            band = 1.96 * sub[f"{metric}_sem"].fillna(0)
+            ax.plot(sub["level"], sub[metric], style, marker="o", color=colour, label=f"{label} {METRIC_LABELS[metric].lower()}")
+            ax.fill_between(sub["level"], (sub[metric] - band).clip(0, 1), (sub[metric] + band).clip(0, 1), color=colour, alpha=0.12, lw=0)
+    ax.set(ylim=(0, 1), xlabel="Complexity level", ylabel="Recall / confidence", title="(b) Task complexity")
+    ax.legend(fontsize=7, loc="best", framealpha=0.6)
+
+def _draw_temperatures(ax, temperatures: pd.DataFrame, hue: str):
+    _check_lines(temperatures, hue, "temperature", "plot_factors (temperature)")
+    for value, sub in temperatures.groupby(hue, sort=False):
+        colour, label = _palette([value], hue)[value], _hue_label(sub.iloc[0], hue)
+        ax.plot(sub["temperature"], sub["recall"], "-o", color=colour, label=f"{label} recall")
+        ax.plot(sub["temperature"], sub["ece_recall"], "--s", color=colour, label=f"{label} ECE (r)")
+    ax.set(ylim=(0, 1), xlabel="Decoding temperature", ylabel="Recall / ECE (r)", title="(c) Temperature")
+    ax.legend(fontsize=7)
+
+def plot_factors(lengths: pd.DataFrame | None = None,  # `length_bins` output
+                 length_fit: pd.DataFrame | None = None,  # `length_confidence` output (the fitted lines), optional
+                 levels: pd.DataFrame | None = None,  # `by_level` output
+                 temperatures: pd.DataFrame | None = None,  # `temperature_sweep` output
+                 hue: str = "paradigm",  # one colour per value of this column
+                 task: str | None = None,  # the task to draw
+                 ) -> plt.Figure:
+    "Figure 5 / 11: confidence vs reasoning length, recall and confidence vs complexity, recall and ECE vs temperature."
+    tables = {name: t for name, t in (("lengths", lengths), ("levels", levels), ("temperatures", temperatures)) if t is not None}
+    if not tables: raise ValueError("plot_factors needs at least one of lengths, levels, temperatures")
+    task = task or one_task(next(iter(tables.values())), None, "plot_factors")[0]["task"].iloc[0]
+    tables = {name: one_task(t, task, "plot_factors")[0] for name, t in tables.items()}
+    fit = one_task(length_fit, task, "plot_factors")[0] if length_fit is not None else None
+    paper_style()
+    fig, axes = _panels(len(tables))
+    for ax, (name, table) in zip(axes, tables.items()):
+        if name == "lengths": _draw_length(ax, table, fit, hue)
+        elif name == "levels": _draw_levels(ax, table, hue)
+        else: _draw_temperatures(ax, table, hue)
+    fig.suptitle(f"Factors of reasoning overconfidence on {TASK_LABELS.get(task, task)}")
+    fig.tight_layout()
+    return fig
+
+# %% ../../nbs/81_figures.musobench.ipynb #e33c6e89
+EXPLORATION_METRICS = ["precision", "recall", "ece_recall", "csr", "esc", "nsd"]
+
+def _draw_reflections(ax, sweep: pd.DataFrame):
+    require_columns(sweep, ["reflections", "recall", "confidence", "ece_recall"], "plot_mitigations (reflections)")
+    if sweep.duplicated(["reflections"]).any(): raise ValueError("plot_mitigations (reflections): one row per number of reflections expected")
+    sweep = sweep.sort_values("reflections")
+    for metric, style in (("recall", "-o"), ("confidence", "--s"), ("ece_recall", ":^")):
+        ax.plot(sweep["reflections"], sweep[metric], style, label=METRIC_LABELS[metric])
+    ax.set(ylim=(0, 1), xlabel="Number of reflections", ylabel="Value", title="(a) Reflection")
+    ax.legend(fontsize=8)
+
+def _draw_exploration(ax, table: pd.DataFrame):
+    require_columns(table, ["condition"] + EXPLORATION_METRICS, "plot_mitigations (exploration)")
+    long = table.melt(id_vars=[c for c in table.columns if c not in EXPLORATION_METRICS], value_vars=EXPLORATION_METRICS, var_name="metric")
+    _draw_bars(ax, long, "metric", "condition", "value")
+    ax.set(ylabel="Value (%)", title="(b) Exploration")
+
+def plot_mitigations(reflections: pd.DataFrame | None = None,  # `reflection_sweep` output (one group)
+                     exploration: pd.DataFrame | None = None,  # `mitigation_table` rows of "base" and "exploration"
+                     self_consistency: pd.DataFrame | None = None,  # `reliability_bins` by condition ("base", "sc_*")
+                     task: str | None = None,  # the task to draw
+                     ) -> plt.Figure:
+    "Figure 6 / 12: reflection, exploration and self-consistency against reasoning overconfidence."
+    tables = {n: t for n, t in (("reflections", reflections), ("exploration", exploration), ("self_consistency", self_consistency)) if t is not None}
+    if not tables: raise ValueError("plot_mitigations needs at least one of reflections, exploration, self_consistency")
+    task = task or one_task(next(iter(tables.values())), None, "plot_mitigations")[0]["task"].iloc[0]
+    tables = {n: one_task(t, task, "plot_mitigations")[0] for n, t in tables.items()}
+    paper_style()
+    fig, axes = _panels(len(tables), width=4.6)
+    for ax, (name, table) in zip(axes, tables.items()):
+        if name == "reflections": _draw_reflections(ax, table)
+        elif name == "exploration": _draw_exploration(ax, table)
+        else: _draw_reliability(ax, table, "condition"); ax.set_title("(c) Self-consistency")
+    fig.suptitle(f"Mitigating reasoning overconfidence on {TASK_LABELS.get(task, task)}")
+    fig.tight_layout()
+    return fig
+
+# %% ../../nbs/81_figures.musobench.ipynb #3d9419de
+def plot_exploration_calibration(bins: pd.DataFrame,  # `reliability_bins` by condition and task
+                                 ) -> plt.Figure:
+    "Figure 13: reliability of Short-CoT vs w/ Exploration, one panel per task."
+    require_columns(bins, ["task", "condition", "count", "performance", "ece"], "plot_exploration_calibration")
+    paper_style()
+    tasks = list(dict.fromkeys(bins["task"]))
+    fig, axes = _panels(len(tasks))
+    for ax, task in zip(axes, tasks):
+        _draw_reliability(ax, bins[bins["task"] == task], "condition"); ax.set_title(TASK_LABELS.get(task, task))
+    fig.suptitle("Short-CoT with and without the exploration cue")
+    fig.tight_layout()
+    return fig
+
+# %% ../../nbs/81_figures.musobench.ipynb #96db6dcf
+def table_reconsideration(rates: pd.DataFrame,  # `reconsideration_rates` output
+                          row: str = "model",  # the row label column (model or family)
+                          ) -> pd.DataFrame:
+    "Table 1: CSR, ESC and NSD (%) per model and paradigm, one column group per task."
+    require_columns(rates, [row, "paradigm", "task", "csr", "esc", "nsd"], "table_reconsideration")
+    if rates.duplicated([row, "paradigm", "task"]).any(): raise ValueError(f"one row per ({row}, paradigm, task) expected")
+    long = rates.assign(Paradigm=rates["paradigm"].map(lambda p: PARADIGM_LABELS.get(p, p)),
+                        Task=rates["task"].map(lambda t: TASK_LABELS.get(t, t)))
+    table = long.pivot(index=[row, "Paradigm"], columns="Task", values=["csr", "esc", "nsd"]) * 100
+    table.columns = table.columns.swaplevel(0, 1)
+    tasks = list(dict.fromkeys(long["Task"]))
+    table = table.reindex(columns=pd.MultiIndex.from_product([tasks, ["csr", "esc", "nsd"]]))
+    table.columns = pd.MultiIndex.from_tuples([(t, f"{METRIC_LABELS[m]} (%)") for t, m in table.columns])
+    table.index = table.index.rename([row.capitalize(), "Paradigm"])
+    return table.round(2)
+
+def table_self_consistency(summary: pd.DataFrame,  # `summary_table` by task and condition (Long-CoT rows)
+                           conditions: Sequence[str] = ("base", "sc_median", "sc_vote", "sc_union"),  # rows, in order (missing ones skipped)
+                           ) -> pd.DataFrame:
+    "Table 2: precision, recall and ECE(r) (%) of Long-CoT and its self-consistency aggregates, per task."
+    require_columns(summary, ["task", "condition", "precision", "recall", "ece_recall"], "table_self_consistency")
+    if summary.duplicated(["task", "condition"]).any(): raise ValueError("one row per (task, condition) expected")
+    rows = summary[summary["condition"].isin(conditions)].copy()
+    task_order = {t: i for i, t in enumerate(dict.fromkeys(summary["task"]))}
+    rows = rows.assign(task_order=rows["task"].map(task_order), order=rows["condition"].map({c: i for i, c in enumerate(conditions)}))
+    rows = rows.sort_values(["task_order", "order"])
+    index = pd.MultiIndex.from_arrays([rows["task"].map(lambda t: TASK_LABELS.get(t, t)), rows["condition"].map(lambda c: run_label("long", c))],
+                                      names=["Task", "Method"])
+    table = pd.DataFrame({"Precision (%)": rows["precision"].to_numpy() * 100, "Recall (%)": rows["recall"].to_numpy() * 100,
+                          "ECE (r)": rows["ece_recall"].to_numpy() * 100}, index=index)
+    return table.round(2)
+
+def plot_table(table: pd.DataFrame,  # a formatted table (`table_reconsideration`, `table_self_consistency`, ...)
+               title: str = "",  # caption above the table
+               ) -> plt.Figure:
+    "Draw a table as a matplotlib figure (multi-level row labels joined by ' / ', column labels stacked)."
+    def label(v, sep=" / "): return sep.join(map(str, v)) if isinstance(v, tuple) else str(v)
+    cells = [["" if pd.isna(v) else f"{v:.2f}" if isinstance(v, float) else str(v) for v in row] for row in table.to_numpy()]
+    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * table.shape[1], 0.6 + 0.35 * (len(table) + 1)))
+    ax.axis("off")
+    drawn = ax.table(cellText=cells, rowLabels=[label(i) for i in table.index], colLabels=[label(c, "\n") for c in table.columns], loc="center")
+    drawn.auto_set_font_size(False); drawn.set_fontsize(8); drawn.scale(1, 1.3)
+    for (r, _), cell in drawn.get_celld().items():
+        if r == 0 and isinstance(table.columns, pd.MultiIndex): cell.set_height(cell.get_height() * table.columns.nlevels)
+    if title: ax.set_title(title)
     fig.tight_layout()
     return fig

@@ -1,0 +1,238 @@
+"""Tests of `reasoning_study.probing.answers`: the rule cascade, verification with the real math-verify on
+many hand-written cases, thread and timeout safety, and the LLM fallback (scripted replies for the pure
+logic, the real embedded model for one end-to-end extraction through the generation store)."""
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from reasoning_study.backends.core import SamplingParams, make_completion
+from reasoning_study.probing.answers import (EXTRACTOR_SAMPLING, Extraction, extract_answers, extract_by_rules,
+                                             extractor_request, parse_extractor_reply, predicted_letter, verify)
+from reasoning_study.prompts.overthinking import ANSWER_LEAD, termination_suffix
+from reasoning_study.store import GenerationStore
+from reasoning_study.tasks.qa import QAItem, choice_item, load_benchmark
+
+
+def ff(gold: str) -> QAItem:
+    return QAItem(f"t/{gold}", "t", "question?", gold)
+
+
+PLANETS = choice_item("t/planets", "t", "Which planet is largest?", ["Mars", "Jupiter", "Venus", "Earth"], "B")
+HALVES = choice_item("t/halves", "t", "Half of one?", ["1/3", "1/2", "2", "\\sqrt{2}"], "B")
+IN_IMAGE = QAItem("t/image", "t", "<image1> Which shape is next?", "D", "mc", None, "D", image="x.png", metadata={"n_options": 5})
+
+# --- free-form verification with math-verify ------------------------------------------------------
+
+EQUAL = [
+    ("239", "239"), ("1/2", "0.5"), ("1/2", "\\frac12"), ("1/2", "\\frac{1}{2}"), ("1/2", "\\boxed{\\frac12}"),
+    ("0.5", "1/2"), ("1/2", "$\\frac{1}{2}$"), ("1/2", "2/4"), ("\\frac{3}{4}", "0.75"), ("2^997", "2^{997}"),
+    ("5", "5."), ("1.2", "1.20"), ("12", "12.0"), ("1000", "1,000"), ("-3", "-3"), ("65^\\circ", "65"), ("65", "65^\\circ"),
+    ("\\sqrt{2}/2", "\\frac{\\sqrt2}{2}"), ("2\\sqrt{3}", "\\sqrt{12}"), ("\\pi", "3.14159265"), ("x^2-1", "(x-1)(x+1)"),
+    ("y=2x+1", "2x+1"), ("x=3", "3"), ("(1,2]", "(1,2]"), ("\\{1,2\\}", "\\{2,1\\}"), ("1176470588235294", "1176470588235294"),
+    ("10", "10\\text{ cm}"), ("100", "100\\%"), ("herring", "Herring"), ("Yes", "yes"), ("2/3", "\\dfrac{2}{3}"),
+]
+DIFFERENT = [
+    ("12", "1"), ("1", "12"), ("12", "123"), ("-4", "4"), ("3.14", "3.14159"), ("2/3", "0.6667"), ("(1,2]", "(1,2)"),
+    ("5", "five"), ("12", "12 or 13"), ("herring", "herrnig"), ("herring", "herrings"), ("Yes", "No"), ("0", "O"),
+    ("1/2", "1/3"), ("2^997", "2"), ("x^2-1", "x^2+1"),
+]
+
+
+@pytest.mark.parametrize("gold,prediction", EQUAL)
+def test_equal_answers_verify(gold, prediction):
+    assert verify(prediction, ff(gold))
+
+
+@pytest.mark.parametrize("gold,prediction", DIFFERENT)
+def test_different_answers_do_not_verify(gold, prediction):
+    assert not verify(prediction, ff(gold))
+
+
+@pytest.mark.parametrize("prediction", [None, "", "   ", "$ $", "**", "."])
+def test_empty_or_missing_is_never_correct(prediction):
+    for item in (ff("12"), ff("0"), PLANETS, IN_IMAGE):
+        assert not verify(prediction, item)
+
+
+def test_no_substring_matching():
+    # the reference scorer accepted `pred in gold`: "" and "1" were correct for "12"
+    assert not verify("1", ff("12")) and not verify("2", ff("12")) and not verify("", ff("12"))
+    assert not verify("upiter", PLANETS) and not verify("Jupiter or Mars", PLANETS)
+
+
+# --- multiple choice -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prediction", ["B", "b", "(B)", "(b)", "B.", "B)", "B: Jupiter", "B. Jupiter", "(B) Jupiter",
+                                        "Option B", "option (B)", "Jupiter", "jupiter.", "  JUPITER ", "\\text{B}", "$B$", "**B**"])
+def test_choice_named_by_letter_or_text(prediction):
+    assert predicted_letter(prediction, PLANETS) == "B" and verify(prediction, PLANETS)
+
+
+@pytest.mark.parametrize("prediction", ["A", "Mars", "E", "F", "Saturn", "B and C", "the second one"])
+def test_choice_wrong_or_unnamed(prediction):
+    assert not verify(prediction, PLANETS)
+
+
+def test_choice_by_equal_math_value():
+    assert [predicted_letter(p, HALVES) for p in ("0.5", "\\frac{1}{2}", "2/4", "1.41421356", "2.0")] == ["B", "B", "B", "D", "C"]
+    assert verify("0.5", HALVES) and not verify("0.3333", HALVES)
+
+
+def test_choice_letters_only_in_image():
+    assert IN_IMAGE.letters == "ABCDE"
+    assert verify("D", IN_IMAGE) and verify("(d)", IN_IMAGE) and verify("Option D", IN_IMAGE)
+    assert not verify("E", IN_IMAGE) and not verify("F", IN_IMAGE)
+
+
+def test_offline_sets_verify_their_own_gold():
+    for item in load_benchmark("champ") + load_benchmark("mmlu-sample"):
+        assert verify(item.answer, item), item.id
+        if item.format == "mc": assert verify(item.answer_letter, item) and verify(f"({item.answer_letter})", item)
+
+
+# --- thread and timeout safety ---------------------------------------------------------------------
+
+def test_verification_in_worker_threads_matches_main_thread():
+    cases = [(p, ff(g)) for g, p in EQUAL[:12] + DIFFERENT[:8]] + [("0.5", HALVES), ("A", HALVES)]
+    expected = [verify(p, item) for p, item in cases]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda c: verify(*c), cases)) == expected
+
+
+def test_runaway_expressions_are_cut_off_in_any_thread():
+    tower = "9^{9^{9^{9}}}"
+    started = time.monotonic()
+    assert not verify(tower, ff("1"))  # main thread: math-verify's alarm
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(verify(tower, ff("1"))))
+    worker.start(); worker.join(60)
+    assert outcome == [False] and not worker.is_alive()  # elsewhere: the helper process
+    assert time.monotonic() - started < 60
+    assert not verify("1" * 1000, ff("1"))  # too long to parse
+
+
+# --- the rule cascade ------------------------------------------------------------------------------
+
+RULES = [
+    ("We get $\\boxed{\\frac{1}{2}}$.", ff("1/2"), "\\frac{1}{2}"),
+    ("\\boxed{3} ... no wait, \\boxed{\\{1, 2\\}}", ff("1"), "\\{1, 2\\}"),
+    ("\\fbox{7}", ff("7"), "7"),
+    ("<answer>\n 42 \n</answer>", ff("42"), "42"),
+    ("### **Final Answer**: 3/4", ff("3/4"), "3/4"),
+    ("Final answer:\n\n  -5", ff("-5"), "-5"),
+    ("The final answer is 8.", ff("8"), "8"),
+    ("Thus the answer is 3.5. Let me double check.", ff("3.5"), "3.5"),
+    ("Answer: C", PLANETS, "C"),
+    ("The correct answer is (B) Jupiter.", PLANETS, "(B) Jupiter"),
+    (" (B) ", PLANETS, "B"),
+    ("b.", PLANETS, "B"),
+]
+
+
+@pytest.mark.parametrize("text,item,expected", RULES)
+def test_rules_read_standard_forms(text, item, expected):
+    assert extract_by_rules(text, item) == expected
+
+
+@pytest.mark.parametrize("text,item", [
+    ("I am still thinking.", ff("1")),
+    ("B", ff("1")),  # a bare letter is an answer only for multiple choice
+    ("E", PLANETS),  # not one of the four letters
+    ("We are getting closer to the final answer step by step.", ff("1")),
+    ("What the answer is, I cannot say yet.", ff("1")),
+    ("\\boxed{}", ff("1")),
+    ("\\boxed{4} hmm, so the value is \\boxed{5 because", ff("5")),  # a box left open: no guessing from earlier boxes
+    ("", ff("1")), (None, ff("1")),
+])
+def test_rules_read_nothing(text, item):
+    assert extract_by_rules(text, item) is None
+
+
+def test_probe_continuations_through_the_termination_suffix():
+    # what a prefix probe produces: the suffix ends in "\boxed{", the model's continuation closes it
+    item = ff("42")
+    for template in ("stop_now", "time_up"):
+        suffix = termination_suffix(template, close_thinking=True)
+        assert suffix.endswith(ANSWER_LEAD)
+        assert extract_by_rules("so 6 * 7 is" + suffix + "42}\n\nDone.", item) == "42"
+        assert extract_by_rules("\\boxed{41} earlier." + suffix + "42 because", item) is None
+
+
+# --- the LLM fallback ------------------------------------------------------------------------------
+
+class Scripted:
+    "A stand-in extractor: replies keyed by the text inside the request (pure-logic tests only)."
+    name, model_id, revision = "scripted", "scripted-extractor", "v1"
+
+    def __init__(self, replies):
+        self.replies, self.requests = replies, []
+
+    def generate(self, requests):
+        self.requests += requests
+        out = []
+        for r in requests:
+            reply = next(v for k, v in self.replies.items() if k in r.messages[-1]["content"])
+            out.append([make_completion("", "error", error="server down") if reply is None else make_completion(reply, "stop")])
+        return out
+
+
+def test_rules_first_then_one_batch_for_the_extractor():
+    backend = Scripted({"forty-two": "42", "no idea": "NONE", "crash": None, "largest": "(B) Jupiter"})
+    texts = ["So \\boxed{7}.", "I count forty-two.", "no idea at all", "crash", "it is the largest gas giant", "", None]
+    items = [ff("7"), ff("42"), ff("1"), ff("1"), PLANETS, ff("1"), ff("1")]
+    out = extract_answers(texts, items, extractor_backend=backend)
+    assert [(e.answer, e.method) for e in out] == [("7", "rules"), ("42", "llm"), (None, "none"), (None, "none"),
+                                                   ("(B) Jupiter", "llm"), (None, "none"), (None, "none")]
+    assert out[2].error == "the extractor found no answer" and out[3].error == "server down"
+    assert len(backend.requests) == 4  # only the unread, non-empty texts reach the extractor
+    assert [verify(e.answer, i) for e, i in zip(out, items)] == [True, True, False, False, True, False, False]
+
+
+def test_extractor_request_sees_question_and_options():
+    request = extractor_request("x" * 10_000 + " the end", PLANETS, tail_chars=100)
+    content = request.messages[-1]["content"]
+    assert "Which planet is largest?" in content and "B. Jupiter" in content and "D. Earth" in content
+    assert "x" * 101 not in content and content.count("the end") == 1
+    assert request.thinking is False and request.sampling == EXTRACTOR_SAMPLING
+
+
+@pytest.mark.parametrize("reply,expected", [("42", "42"), ("  $\\frac{1}{2}$\n", "\\frac{1}{2}"), ("Answer: B", "B"),
+                                            ("\\boxed{9}", "9"), ("NONE", None), ("None.", None), ("", None), (None, None),
+                                            ("<think>hmm</think>17", "17")])
+def test_parse_extractor_reply(reply, expected):
+    assert parse_extractor_reply(reply, ff("1")) == expected
+
+
+def test_extractor_letter_outside_the_options_is_no_answer():
+    assert [parse_extractor_reply(r, PLANETS) for r in ("C", "c", "E", "Z")] == ["C", "c", None, None]
+
+
+def test_rules_only_without_backend():
+    out = extract_answers(["no answer here"], [ff("1")])
+    assert out == [Extraction(None, "none")]
+    with pytest.raises(ValueError, match="2 texts but 1 items"): extract_answers(["a", "b"], [ff("1")])
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from reasoning_study.backends.core import load_backend
+    return load_backend("smollm2-135m")
+
+
+def test_embedded_model_as_extractor_through_the_store(embedded, tmp_path):
+    items = [ff("42"), PLANETS, ff("1")]
+    texts = ["I have 40 apples and buy 2 more, so I hold forty-two apples.", "Jupiter is by far the biggest of them.", "\\boxed{1}"]
+    store = GenerationStore(tmp_path / "extract.sqlite")
+    sampling = SamplingParams(max_tokens=12, stop=("\n\n",))
+    first = extract_answers(texts, items, extractor_backend=embedded, store=store, sampling=sampling)
+    assert first[2] == Extraction("1", "rules", "1", "boxed")
+    for e in first[:2]:
+        assert e.method in ("llm", "none") and e.raw  # the extractor's reply is kept whatever it says
+        assert (e.answer is None) == (e.method == "none") and (e.answer is None or e.answer.strip())
+    assert store.last_stats.generated == 2 and len(store) == 2
+    again = extract_answers(texts, items, extractor_backend=embedded, store=store, sampling=sampling)
+    assert again == first and store.last_stats.cached == 2 and store.last_stats.generated == 0

@@ -1,0 +1,241 @@
+"""The OpenAI-compatible backend against real servers on 127.0.0.1: `transformers serve` on the embedded
+model, a scripted HTTP server for the retry paths, and a port nobody listens on."""
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from reasoning_study.backends.core import ModelPreset, Request, SamplingParams, chat, load_backend
+from reasoning_study.backends.openai import (ApiOptions, OpenAIBackend, api_options, chat_body, completion_from_response,
+                                             free_port, run_sync, serve_with_transformers)
+from reasoning_study.backends.transformers import embedded_model_dir
+from openai.types.chat import ChatCompletion
+
+
+# --- a real server: `transformers serve` on the embedded model ----------------------------------------
+
+@pytest.fixture(scope="module")
+def served():
+    "(base_url, model name) of the embedded model served by `transformers serve` for this module."
+    model_dir = str(embedded_model_dir())
+    with serve_with_transformers(model_dir, threads=1, startup_timeout=240) as base_url:
+        yield base_url, model_dir
+
+
+def backend_for(served, switch="never", **options) -> OpenAIBackend:
+    base_url, model_dir = served
+    preset = ModelPreset("smollm2-served", model_dir, "openai", switch, SamplingParams(max_tokens=32))
+    return load_backend(preset, base_url=base_url, retry_base_delay=0.05, **options)
+
+
+def test_chat_answered(served):
+    [[c]] = backend_for(served).generate([chat("What is 2+2?", sampling=SamplingParams(max_tokens=40))])
+    assert (c.status, c.finish_reason, c.error) == ("answered", "stop", None)
+    assert c.answer and c.text == c.answer  # SmolLM2 does not think
+    assert c.prompt_tokens > 10 and 0 < c.completion_tokens <= 40
+    assert c.latency_s > 0
+
+
+def test_tiny_budget_is_truncated(served):
+    [[c]] = backend_for(served).generate([chat("Tell me a long story.", sampling=SamplingParams(max_tokens=3))])
+    assert (c.status, c.finish_reason, c.completion_tokens) == ("truncated", "length", 3)
+
+
+def test_n_samples_follow_the_seed_contract(served):
+    backend = backend_for(served, max_concurrency=1)  # the server seeds a global generator: one at a time
+    sampling = SamplingParams(temperature=0.7, max_tokens=6, n=2, seed=5)
+    [pair] = backend.generate([chat("Name a colour.", sampling=sampling)])
+    [[alone]] = backend.generate([chat("Name a colour.", sampling=SamplingParams(temperature=0.7, max_tokens=6,
+                                                                                 seed=sampling.sample_seed(1)))])
+    assert [(c.sample_index, c.seed) for c in pair] == [(0, 5), (1, sampling.sample_seed(1))]
+    assert pair[1].text == alone.text
+
+
+def test_concurrent_requests_come_back_in_order(served):
+    budgets = [4, 1, 3, 2]
+    requests = [chat("Write a poem about the sea.", sampling=SamplingParams(max_tokens=b)) for b in budgets]
+    answers = backend_for(served, max_concurrency=3).generate(requests)
+    assert [a.completion_tokens for [a] in answers] == budgets  # each answer sits with its own request
+    assert all(a.status == "truncated" for [a] in answers)
+
+
+def test_template_thinking_switch_is_accepted(served):
+    # chat_template_kwargs reaches the template (SmolLM2's ignores enable_thinking)
+    [[c]] = backend_for(served, switch="template").generate([chat("Say hi.", thinking=False, sampling=SamplingParams(max_tokens=4))])
+    assert c.status in ("answered", "truncated") and c.error is None
+
+
+def test_unsupported_features_are_reported_not_retried(served):
+    # `transformers serve` knows neither continue_final_message nor token-id prompts: 4xx, no retry, no raise
+    answers = backend_for(served).generate([chat("Hi", prefill="Hello"), Request(prompt_token_ids=[1, 2, 3])])
+    [[prefill]], [[tokens]] = answers[:1], answers[1:]
+    assert prefill.status == "error" and "HTTP 422" in prefill.error and "continue_final_message" in prefill.error
+    assert prefill.error.endswith("(1 attempt)")
+    assert tokens.status == "error" and "HTTP 400" in tokens.error and "(1 attempt)" in tokens.error
+
+
+# --- retries: a dead port and a scripted flaky server -------------------------------------------------
+
+def test_dead_port_ends_in_error_quickly():
+    preset = ModelPreset("nowhere", "some-model", "openai", "never")
+    backend = load_backend(preset, base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=2,
+                           retry_base_delay=0.05, timeout=2)
+    started = time.perf_counter()
+    sampling = SamplingParams(n=2, seed=3)
+    [[a, b]] = backend.generate([chat("Hello", sampling=sampling)])
+    assert time.perf_counter() - started < 10
+    assert [(c.status, c.seed) for c in (a, b)] == [("error", 3), ("error", sampling.sample_seed(1))]
+    assert "APIConnectionError" in a.error and "(3 attempts)" in a.error
+
+
+RECORDED = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "4", "reasoning_content": "2 and 2 make 4."}}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}}
+
+
+class ScriptedServer:
+    "An HTTP server that answers chat completions with a scripted list of (status, headers), then RECORDED after `delay`."
+
+    def __init__(self, failures, delay=0.0):
+        self.failures, self.bodies, self.delay = list(failures), [], delay
+        self.in_flight = self.peak = 0
+        lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                with lock:
+                    outer.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                    status, headers = outer.failures.pop(0) if outer.failures else (200, {})
+                    outer.in_flight += 1
+                    outer.peak = max(outer.peak, outer.in_flight)
+                time.sleep(outer.delay)
+                with lock: outer.in_flight -= 1
+                payload = json.dumps(RECORDED if status == 200 else {"error": {"message": f"scripted {status}"}}).encode()
+                self.send_response(status)
+                for k, v in {"Content-Type": "application/json", **headers}.items(): self.send_header(k, v)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args): pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self):
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def scripted_backend(server, **options):
+    preset = ModelPreset("scripted", "deepseek-reasoner", "openai", "api")
+    return load_backend(preset, base_url=server.base_url, retry_base_delay=0.01, **options)
+
+
+def test_concurrency_is_bounded():
+    with ScriptedServer([], delay=0.3) as server:
+        started = time.perf_counter()
+        answers = scripted_backend(server, max_concurrency=3).generate([chat(f"Q{k}") for k in range(9)])
+        elapsed = time.perf_counter() - started
+    assert server.peak == 3 and len(server.bodies) == 9
+    assert all(a.status == "answered" for [a] in answers)
+    assert 0.85 < elapsed < 10  # three waves of 0.3 s, not nine
+
+
+def test_server_errors_and_rate_limits_are_retried():
+    with ScriptedServer([(503, {}), (500, {}), (429, {"Retry-After": "0"})]) as server:
+        [[c]] = scripted_backend(server, max_retries=4).generate([chat("What is 2+2?")])
+    assert len(server.bodies) == 4
+    assert (c.status, c.reasoning, c.answer, c.prompt_tokens) == ("answered", "2 and 2 make 4.", "4", 9)
+
+
+def test_retries_give_up_with_the_servers_message():
+    with ScriptedServer([(502, {})] * 3) as server:
+        [[c]] = scripted_backend(server, max_retries=2).generate([chat("Hi")])
+    assert len(server.bodies) == 3
+    assert c.status == "error" and "HTTP 502" in c.error and "scripted 502" in c.error and "(3 attempts)" in c.error
+
+
+def test_client_errors_are_not_retried():
+    with ScriptedServer([(400, {}), (401, {})]) as server:
+        [[bad]] = scripted_backend(server).generate([chat("Hi")])
+    assert len(server.bodies) == 1 and "HTTP 400" in bad.error
+
+
+def test_what_goes_over_the_wire():
+    with ScriptedServer([]) as server:
+        sampling = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=50, n=2, seed=1, stop=["\n\n"])
+        preset = ModelPreset("hybrid", "Qwen/Qwen3-8B", "openai", "template")
+        load_backend(preset, base_url=server.base_url, max_concurrency=1).generate(
+            [chat("Q?", prefill="<think>\n", thinking=True, sampling=sampling)])
+    first, second = sorted(server.bodies, key=lambda b: b["seed"])
+    assert (first["seed"], second["seed"]) == (1, sampling.sample_seed(1))
+    assert first["messages"][-1] == {"role": "assistant", "content": "<think>\n"}
+    assert first["continue_final_message"] is True and first["add_generation_prompt"] is False
+    assert first["chat_template_kwargs"] == {"enable_thinking": True}
+    assert (first["top_k"], first["max_completion_tokens"], first["stop"], first["temperature"]) == (20, 50, ["\n\n"], 0.6)
+    assert "n" not in first
+
+
+# --- pure parts ------------------------------------------------------------------------------------------
+
+def test_reasoning_field_variants():
+    def read(message, finish="stop", prefill="", thinking=None):
+        response = ChatCompletion.model_validate({**RECORDED, "choices": [{"index": 0, "finish_reason": finish, "message": message}]})
+        return completion_from_response(response, prefill, thinking)
+
+    c = read({"role": "assistant", "content": "4", "reasoning_content": "2+2=4"})  # DeepSeek, older vLLM
+    assert (c.reasoning, c.answer, c.status) == ("2+2=4", "4", "answered")
+    c = read({"role": "assistant", "content": "4", "reasoning": "2+2=4"})  # newer vLLM, SGLang
+    assert (c.reasoning, c.answer) == ("2+2=4", "4")
+    c = read({"role": "assistant", "content": "<think>2+2=4</think>\n\n4"})  # no reasoning parser
+    assert (c.reasoning, c.answer) == ("2+2=4", "4")
+    c = read({"role": "assistant", "content": None, "reasoning_content": "Let me see"}, finish="length")
+    assert (c.reasoning, c.answer, c.status) == ("Let me see", "", "truncated")
+    c = read({"role": "assistant", "content": "", "reasoning_content": "Let me see"})  # stopped without an answer
+    assert c.status == "truncated"
+    c = read({"role": "assistant", "content": "4", "reasoning_content": " so 4."}, prefill="<think>\n2+2")
+    assert (c.reasoning, c.answer) == ("2+2 so 4.", "4")
+
+
+def test_missing_server_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ValueError, match="base_url="):
+        load_backend("deepseek-r1")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    backend = load_backend("deepseek-r1")
+    assert (backend.options.base_url, backend.options.api_key, backend.model_id) == ("http://127.0.0.1:9/v1", "sk-test", "deepseek-reasoner")
+
+
+def test_options_are_validated():
+    with pytest.raises(ValueError, match="max_tokens_field"):
+        ApiOptions(base_url="http://x/v1", max_tokens_field="tokens")
+    with pytest.raises(ValueError, match="max_concurrency"):
+        ApiOptions(base_url="http://x/v1", max_concurrency=0)
+    preset = ModelPreset("p", "m", "openai", options=(("base_url", "http://x/v1"), ("model", "served-name")))
+    assert OpenAIBackend(preset, api_options(preset, env={})).model_id == "served-name"
+    body = chat_body(chat("Hi"), 0, "m", ApiOptions(base_url="http://x/v1", max_tokens_field="max_tokens",
+                                                    extra_body={"repetition_penalty": 1.1}))
+    assert body["max_tokens"] == 256 and body["extra_body"] == {"repetition_penalty": 1.1}
+
+
+def test_generate_works_inside_a_running_event_loop():
+    import asyncio
+
+    async def notebook_cell():  # Jupyter runs cells inside a loop: generate must still work
+        preset = ModelPreset("nowhere", "m", "openai")
+        backend = load_backend(preset, base_url=f"http://127.0.0.1:{free_port()}/v1", max_retries=0)
+        return backend.generate([chat("Hi")])
+
+    [[c]] = asyncio.run(notebook_cell())
+    assert c.status == "error"
+    assert run_sync(asyncio.sleep(0, result=7)) == 7

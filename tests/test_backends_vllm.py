@@ -1,0 +1,118 @@
+"""The vLLM backend: its pure parts everywhere; the engine itself only where vLLM is installed (GPU hosts,
+or the community CPU build), on the embedded model."""
+import importlib.util
+import sys
+
+import pytest
+from transformers import AutoTokenizer
+
+from reasoning_study.backends.core import ModelPreset, Request, SamplingParams, chat, load_backend
+from reasoning_study.backends.transformers import embedded_model_dir
+from reasoning_study.backends.core import expected_thinking, render_prompt_ids, tokenize_continuation as encode
+from reasoning_study.backends.vllm import (VLLM_INSTALL_HINT, from_preset,
+                                           vllm_options)
+
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def test_module_imports_without_vllm():
+    import reasoning_study.backends.vllm  # noqa: F401
+    if not HAVE_VLLM: assert "vllm" not in sys.modules
+
+
+def test_missing_extra_names_the_install_command(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` fail, as on a machine without it
+    with pytest.raises(ImportError, match=r"pip install 'reasoning_study\[vllm\]'"):
+        from_preset("qwen3-8b-think")
+    with pytest.raises(ImportError, match="reasoning_study\\[vllm\\]"):
+        load_backend("qwen3-8b-think", gpu_memory_utilization=0.5)
+    assert VLLM_INSTALL_HINT == "pip install 'reasoning_study[vllm]'"
+
+
+def test_unknown_options_are_listed():
+    with pytest.raises(ValueError, match="known: .*gpu_memory_utilization"):
+        vllm_options(ModelPreset("p", "m", "vllm", options=(("gpu_memory", 0.5),)))
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return AutoTokenizer.from_pretrained(embedded_model_dir())
+
+
+def test_prompt_is_template_then_prefill(tokenizer):
+    base = render_prompt_ids(tokenizer, chat("What is 2+2?"))
+    with_prefill = render_prompt_ids(tokenizer, chat("What is 2+2?", prefill="<think>\nTwo and two"))
+    assert with_prefill == base + encode(tokenizer, "<think>\nTwo and two")
+    assert tokenizer.decode(base).endswith("<|im_start|>assistant\n")
+
+
+def test_enable_thinking_reaches_a_template_that_uses_it(tokenizer):
+    hybrid = AutoTokenizer.from_pretrained(embedded_model_dir())
+    hybrid.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                            "<|im_start|>assistant\n{% if enable_thinking is defined and not enable_thinking %}"
+                            "<think>\n\n</think>\n\n{% endif %}")
+    off = hybrid.decode(render_prompt_ids(hybrid, chat("Hi", thinking=False), "template"))
+    default = hybrid.decode(render_prompt_ids(hybrid, chat("Hi"), "template"))
+    fixed = hybrid.decode(render_prompt_ids(hybrid, chat("Hi", thinking=False), "never"))  # not a switchable preset
+    assert off.endswith("<think>\n\n</think>\n\n") and not default.endswith("</think>\n\n") and fixed == default
+
+
+def test_token_exact_requests_pass_through(tokenizer):
+    assert render_prompt_ids(tokenizer, Request(prompt_token_ids=[3, 1, 4])) == [3, 1, 4]
+    with pytest.raises(ValueError, match="no `prefill`"):
+        render_prompt_ids(tokenizer, Request(prompt_token_ids=[3], prefill="x"))
+
+
+def test_expected_thinking_follows_the_request_then_the_switch():
+    switches = ("template", "always", "never", "api")
+    assert [expected_thinking(s, chat("x", thinking=True)) for s in switches] == [True] * 4
+    assert [expected_thinking(s, chat("x")) for s in switches] == [None, True, False, None]
+
+
+# --- the engine (skipped without vLLM) -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def engine():
+    if not HAVE_VLLM: pytest.skip("vLLM is not installed (an optional extra for GPU hosts)")
+    import torch
+    batch_invariant = dict(batch_invariant=True) if torch.cuda.is_available() else dict(dtype="float32")
+    preset = ModelPreset("smollm2-vllm", "embedded:SmolLM2-135M-Instruct", "vllm", "never", SamplingParams(max_tokens=32))
+    return load_backend(preset, max_model_len=1024, gpu_memory_utilization=0.3, **batch_invariant)
+
+
+def test_presets_with_the_same_weights_share_one_engine(engine):
+    twin = ModelPreset("smollm2-vllm-twin", engine.model_id, "vllm", "always", options=engine.preset.options)
+    assert load_backend(twin).llm is engine.llm
+
+
+def test_engine_seed_contract_prefill_and_truncation(engine):
+    sampling = SamplingParams(temperature=0.9, max_tokens=16, n=3, seed=21)
+    [three], [[prefilled], [short]] = (engine.generate([chat("Name an animal.", sampling=sampling)]),
+                                       engine.generate([chat("What is 2+2?", prefill="The answer is"),
+                                                        chat("Count to ten.", sampling=SamplingParams(max_tokens=2))]))
+    [[alone]] = engine.generate([chat("Name an animal.", sampling=SamplingParams(temperature=0.9, max_tokens=16,
+                                                                                seed=sampling.sample_seed(2)))])
+    assert [c.seed for c in three] == [sampling.sample_seed(i) for i in range(3)] and three[2].text == alone.text
+    assert len({c.text for c in three}) > 1  # different seeds, different samples
+    assert prefilled.status == "answered" and not prefilled.text.startswith("The answer is")
+    assert (short.status, short.finish_reason, short.completion_tokens) == ("truncated", "length", 2)
+    assert engine.revision.startswith("gguf-")
+
+
+def test_engine_isolates_a_prompt_that_does_not_fit(engine):
+    too_long = Request(prompt_token_ids=[1] * 2000)
+    [[bad], [good]] = engine.generate([too_long, chat("Hi", sampling=SamplingParams(max_tokens=4))])
+    assert bad.status == "error" and "max_model_len" in bad.error
+    assert good.status in ("answered", "truncated")
+
+
+def test_engine_probes_prefixes_with_prefix_caching(engine):
+    steps = " ".join(f"Step {k}: {k} times 3 is {3 * k}." for k in range(1, 31))
+    trace = render_prompt_ids(engine.tokenizer, chat("Triple 1 to 30.")) + encode(engine.tokenizer, steps)
+    engine.generate_token_prompts([trace], SamplingParams(max_tokens=1))
+    prefixes = [trace[:k] for k in range(len(trace) // 2, len(trace) + 1, len(trace) // 6)]
+    probes = engine.generate_token_prompts(prefixes, SamplingParams(max_tokens=6))
+    assert [p.prompt_tokens for [p] in probes] == [len(x) for x in prefixes]
+    assert all(p.status != "error" for [p] in probes)
+    cached = [p.cached_prompt_tokens for [p] in probes]
+    if cached[0] is not None: assert min(cached) > 0

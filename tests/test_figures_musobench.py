@@ -1,0 +1,160 @@
+"""Tests of `figures.musobench`: every figure and table renders from a small realistic table (the
+synthetic results, passed through the metric functions), has the right panels and artists, and saves
+as PNG; bad input fails with a clear message."""
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.quiver import Quiver
+
+from reasoning_study.figures.core import save_figure
+from reasoning_study.figures.musobench import (EXPLORATION_METRICS, plot_calibration, plot_exploration_calibration,
+                                               plot_factors, plot_mitigations, plot_movement, plot_recall_confidence,
+                                               plot_reliability, plot_solution_counts, plot_table, run_label,
+                                               table_reconsideration, table_self_consistency)
+from reasoning_study.metrics.musobench import (by_level, length_bins, length_confidence, mitigation_table,
+                                               movement_grid, movement_pairs, reconsideration_rates, reflection_sweep,
+                                               reliability_bins, summary_table, synthetic_results, temperature_sweep)
+
+FAMILY = {"toy-instruct": "Toy", "toy-thinker": "Toy"}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return synthetic_results(n_questions=20, seed=4)
+
+
+@pytest.fixture(scope="module")
+def base(results):
+    return results[(results["condition"] == "base") & (results["temperature"] == 0.2)].assign(family="Toy")
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def saved(fig, tmp_path, name) -> bool:
+    (png,) = save_figure(fig, tmp_path / name, formats=("png",))
+    return png.stat().st_size > 1000
+
+
+def test_solution_counts_unchanged(tmp_path, results):
+    table = results.drop_duplicates(["task", "question_id"])[["task", "level", "answer_count"]]
+    fig = plot_solution_counts(table)
+    assert len(fig.axes) == 2 and saved(fig, tmp_path, "counts")
+
+
+def test_recall_confidence_figure_2(tmp_path, base):
+    fig = plot_recall_confidence(base, task="timetabling")
+    assert len(fig.axes) == 2  # one panel per model
+    for ax in fig.axes:
+        assert sum(isinstance(c, PathCollection) for c in ax.collections) == 1  # one paradigm per model here
+        assert ax.get_xlabel() == "Confidence" and ax.get_ylabel() == "Recall"
+    one_panel = plot_recall_confidence(base, panel="family", task="subsetsum")  # Figure 8: both paradigms in one panel
+    assert len(one_panel.axes) == 1
+    assert sum(isinstance(c, PathCollection) for c in one_panel.axes[0].collections) == 2
+    assert saved(fig, tmp_path, "fig2")
+
+
+def test_recall_confidence_needs_a_task_and_columns(base):
+    with pytest.raises(ValueError, match="pass task="): plot_recall_confidence(base)
+    with pytest.raises(ValueError, match=r"missing \['confidence'\]"): plot_recall_confidence(base.drop(columns="confidence"), task="subsetsum")
+
+
+def test_calibration_figure_3(tmp_path, base):
+    bins = reliability_bins(base, by=["family", "paradigm", "task"])
+    summary = summary_table(base, by=["family", "paradigm", "task"])
+    fig = plot_calibration(bins, summary, panel="family", task="timetabling")
+    assert len(fig.axes) == 2
+    shown = bins[(bins["task"] == "timetabling") & (bins["count"] > 0)]
+    assert len(fig.axes[0].patches) == len(shown)  # empty bins have no bar
+    assert len(fig.axes[1].patches) == 2
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert {label.split(" (ECE")[0] for label in legend} == {"Short-CoT", "Long-CoT"}
+    assert saved(fig, tmp_path, "fig3")
+
+
+def test_reliability_bars_sit_on_the_fixed_bins(base):
+    bins = reliability_bins(base, by=["family", "paradigm", "task"])
+    fig = plot_reliability(bins, panel="family", task="subsetsum")
+    lefts = sorted(round(p.get_x(), 6) for p in fig.axes[0].patches)
+    allowed = {round(k / 10 + j * 0.05, 6) for k in range(10) for j in (0, 1)}  # two paradigms share each 0.1 bin
+    assert set(lefts) <= allowed
+
+
+def test_movement_figure_4(tmp_path, base):
+    pairs = movement_pairs(base, family=FAMILY)
+    fig = plot_movement(pairs, task="timetabling")
+    arrows = sum(len(q.U) for q in fig.axes[0].collections if isinstance(q, Quiver))
+    assert len(fig.axes) == 1 and arrows == int((pairs["task"] == "timetabling").sum())
+    grid = plot_movement(movement_grid(pairs), task="subsetsum")  # the reference's grid-averaged arrows
+    assert sum(len(q.U) for q in grid.axes[0].collections if isinstance(q, Quiver)) == len(movement_grid(pairs).query("task == 'subsetsum'"))
+    assert saved(fig, tmp_path, "fig4")
+
+
+def test_factors_figure_5(tmp_path, results, base):
+    long_runs = results[(results["paradigm"] == "long") & ~results["condition"].str.startswith("sc_")]
+    sweep = results[(results["paradigm"] == "short") & (results["condition"] == "base")]
+    fig = plot_factors(lengths=length_bins(long_runs, by=["paradigm", "task"]), length_fit=length_confidence(long_runs, by=["paradigm", "task"]),
+                       levels=by_level(base, by=["paradigm", "task"]), temperatures=temperature_sweep(sweep, by=["paradigm", "task"]),
+                       task="subsetsum")
+    assert len(fig.axes) == 3
+    assert fig.axes[0].get_xscale() == "log" and len(fig.axes[0].get_lines()) == 2  # binned means + fitted line
+    assert len(fig.axes[1].get_lines()) == 4 and len(fig.axes[2].get_lines()) == 2
+    assert saved(fig, tmp_path, "fig5")
+    assert len(plot_factors(temperatures=temperature_sweep(sweep, by=["paradigm", "task"]), task="subsetsum").axes) == 1
+
+
+def test_factors_refuses_ambiguous_lines(results):
+    with pytest.raises(ValueError, match="several rows per"):
+        plot_factors(levels=by_level(results, by=["paradigm", "condition", "task"]), task="subsetsum")
+    with pytest.raises(ValueError, match="at least one"): plot_factors()
+
+
+def test_mitigations_figure_6(tmp_path, results):
+    at = results[results["temperature"] == 0.2]
+    explore = mitigation_table(at[at["paradigm"] == "short"], by=["paradigm", "condition", "task"])
+    sc = reliability_bins(at[(at["paradigm"] == "long") & at["condition"].isin(["base", "sc_median", "sc_vote"])], by=["paradigm", "condition", "task"])
+    fig = plot_mitigations(reflections=reflection_sweep(at, by=["paradigm", "task"]), exploration=explore, self_consistency=sc, task="subsetsum")
+    assert len(fig.axes) == 3
+    assert len(fig.axes[0].get_lines()) == 3
+    assert len(fig.axes[1].patches) == 2 * len(EXPLORATION_METRICS)
+    assert {t.get_text().split(" (ECE")[0] for t in fig.axes[2].get_legend().get_texts()} == {"Long-CoT", "w/ Median Conf", "w/ Voting"}
+    assert saved(fig, tmp_path, "fig6")
+    assert len(plot_mitigations(exploration=explore, task="subsetsum").axes) == 1
+
+
+def test_exploration_calibration_figure_13(tmp_path, results):
+    at = results[(results["temperature"] == 0.2) & (results["paradigm"] == "short")]
+    fig = plot_exploration_calibration(reliability_bins(at, by=["paradigm", "condition", "task"]))
+    assert len(fig.axes) == 2 and saved(fig, tmp_path, "fig13")
+
+
+def test_table_1(tmp_path, base):
+    table = table_reconsideration(reconsideration_rates(base, by=["model", "paradigm", "task"]))
+    assert table.shape == (2, 6)
+    assert list(table.index.get_level_values("Paradigm")) == ["Short-CoT", "Long-CoT"]  # models sorted: toy-instruct, toy-thinker
+    assert table.to_numpy().max() <= 100 and table.to_numpy().min() >= 0
+    assert saved(plot_table(table, "Table 1"), tmp_path, "table1")
+
+
+def test_table_2(tmp_path, results):
+    long = results[(results["paradigm"] == "long") & (results["temperature"] == 0.2)]
+    summary = summary_table(long, by=["task", "condition"])
+    table = table_self_consistency(summary, conditions=("base", "sc_median", "sc_vote"))
+    assert table.shape == (6, 3) and list(table.columns) == ["Precision (%)", "Recall (%)", "ECE (r)"]
+    assert list(table.index.get_level_values("Method")[:3]) == ["Long-CoT", "w/ Median Conf", "w/ Voting"]
+    row = summary.set_index(["task", "condition"]).loc[("subsetsum", "sc_vote")]
+    assert table.loc[("SubsetSum", "w/ Voting"), "Recall (%)"] == round(row["recall"] * 100, 2)
+    assert saved(plot_table(table), tmp_path, "table2")
+    with pytest.raises(ValueError, match="one row per"): table_self_consistency(pd.concat([summary, summary]))
+
+
+def test_run_labels():
+    assert [run_label("short"), run_label("long"), run_label("short", "exploration"), run_label("long", "sc_union"),
+            run_label("long", "reflection_k2")] == ["Short-CoT", "Long-CoT", "w/ Exploration", "w/ Union", "2 reflections"]
