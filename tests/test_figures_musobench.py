@@ -140,7 +140,7 @@ def test_table_1(tmp_path, base):
     assert table.shape == (2, 6)
     assert list(table.index.get_level_values("Paradigm")) == ["Short-CoT", "Long-CoT"]  # models sorted: toy-instruct, toy-thinker
     assert table.to_numpy().max() <= 100 and table.to_numpy().min() >= 0
-    assert saved(plot_table(table, "Table 1"), tmp_path, "table1")
+    assert saved(plot_table(table, title="Table 1", decimals=2), tmp_path, "table1")
 
 
 def test_table_2(tmp_path, results):

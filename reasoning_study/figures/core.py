@@ -10,10 +10,12 @@ from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
+import numpy as np
 import seaborn as sns
 
 # %% auto #0
-__all__ = ['TASK_LABELS', 'paper_style', 'save_figure', 'require_columns']
+__all__ = ['TASK_LABELS', 'paper_style', 'save_figure', 'require_columns', 'table_label', 'table_cell', 'table_markdown',
+           'plot_table']
 
 # %% ../../nbs/80_figures.core.ipynb #de4e78f1
 TASK_LABELS = {"timetabling": "TimeTabling", "subsetsum": "SubsetSum"}
@@ -33,3 +35,39 @@ def require_columns(table: pd.DataFrame, columns: list[str], figure: str):
     "Fail with a clear message when `table` lacks a column the figure needs."
     if missing := [c for c in columns if c not in table.columns]:
         raise ValueError(f"{figure} needs columns {columns}; missing {missing}")
+
+# %% ../../nbs/80_figures.core.ipynb #8ab378ff
+def table_label(value, sep=" / ") -> str:
+    return sep.join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+def table_cell(value, decimals: int) -> str:
+    return "" if pd.isna(value) else f"{value:.{decimals}f}" if isinstance(value, (float, np.floating)) else str(value)
+
+def table_markdown(table: pd.DataFrame,  # a formatted table
+                   bold: pd.DataFrame | None = None,  # same shape, True = bold
+                   decimals: int = 1,
+                  ) -> str:
+    "The table as Markdown (multi-level labels joined with ' / '), bold cells wrapped in **."
+    cells = [[(f"**{table_cell(v, decimals)}**" if bold is not None and bold.iat[i, j] else table_cell(v, decimals))
+              for j, v in enumerate(row)] for i, row in enumerate(table.to_numpy())]
+    out = pd.DataFrame(cells, index=[table_label(i) for i in table.index], columns=[table_label(c) for c in table.columns])
+    return out.to_markdown()
+
+def plot_table(table: pd.DataFrame,  # a formatted table (e.g. `figures.overthinking.results_table`)
+               bold: pd.DataFrame | None = None,  # same shape, True = bold
+               title: str = "",
+               decimals: int = 1,
+              ) -> plt.Figure:
+    "Draw a formatted table as a figure (row labels joined with ' / ', column levels stacked, bold cells)."
+    cells = [[table_cell(v, decimals) for v in row] for row in table.to_numpy()]
+    fig, ax = plt.subplots(figsize=(2.2 + 0.75 * table.shape[1], 0.6 + 0.32 * (len(table) + 1)))
+    ax.axis("off")
+    drawn = ax.table(cellText=cells, rowLabels=[table_label(i) for i in table.index],
+                     colLabels=[table_label(c, "\n") for c in table.columns], loc="center", cellLoc="center")
+    drawn.auto_set_font_size(False); drawn.set_fontsize(8); drawn.scale(1, 1.3)
+    for (r, c), cell in drawn.get_celld().items():
+        if r == 0 and isinstance(table.columns, pd.MultiIndex): cell.set_height(cell.get_height() * table.columns.nlevels)
+        if r > 0 and c >= 0 and bold is not None and bold.iat[r - 1, c]: cell.get_text().set_fontweight("bold")
+    if title: ax.set_title(title)
+    fig.tight_layout()
+    return fig

@@ -14,13 +14,13 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 import pandas as pd
 import seaborn as sns
 
-from .core import TASK_LABELS, require_columns, paper_style
+from .core import TASK_LABELS, paper_style, plot_table, require_columns
 
 # %% auto #0
 __all__ = ['PARADIGM_LABELS', 'PARADIGM_COLORS', 'CONDITION_LABELS', 'METRIC_LABELS', 'EXPLORATION_METRICS',
            'plot_solution_counts', 'run_label', 'one_task', 'plot_recall_confidence', 'plot_reliability',
            'plot_calibration', 'plot_movement', 'plot_factors', 'plot_mitigations', 'plot_exploration_calibration',
-           'table_reconsideration', 'table_self_consistency', 'plot_table']
+           'table_reconsideration', 'table_self_consistency']
 
 # %% ../../nbs/81_figures.musobench.ipynb #cf4a77b7
 def plot_solution_counts(table: pd.DataFrame) -> plt.Figure:
@@ -354,19 +354,3 @@ def table_self_consistency(summary: pd.DataFrame,  # `summary_table` by task and
     table = pd.DataFrame({"Precision (%)": rows["precision"].to_numpy() * 100, "Recall (%)": rows["recall"].to_numpy() * 100,
                           "ECE (r)": rows["ece_recall"].to_numpy() * 100}, index=index)
     return table.round(2)
-
-def plot_table(table: pd.DataFrame,  # a formatted table (`table_reconsideration`, `table_self_consistency`, ...)
-               title: str = "",  # caption above the table
-               ) -> plt.Figure:
-    "Draw a table as a matplotlib figure (multi-level row labels joined by ' / ', column labels stacked)."
-    def label(v, sep=" / "): return sep.join(map(str, v)) if isinstance(v, tuple) else str(v)
-    cells = [["" if pd.isna(v) else f"{v:.2f}" if isinstance(v, float) else str(v) for v in row] for row in table.to_numpy()]
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * table.shape[1], 0.6 + 0.35 * (len(table) + 1)))
-    ax.axis("off")
-    drawn = ax.table(cellText=cells, rowLabels=[label(i) for i in table.index], colLabels=[label(c, "\n") for c in table.columns], loc="center")
-    drawn.auto_set_font_size(False); drawn.set_fontsize(8); drawn.scale(1, 1.3)
-    for (r, _), cell in drawn.get_celld().items():
-        if r == 0 and isinstance(table.columns, pd.MultiIndex): cell.set_height(cell.get_height() * table.columns.nlevels)
-    if title: ax.set_title(title)
-    fig.tight_layout()
-    return fig

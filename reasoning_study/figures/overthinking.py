@@ -13,16 +13,15 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .core import paper_style, require_columns
+from .core import paper_style, plot_table, require_columns, table_markdown
 from ..prompts.overthinking import FAILURE_CATEGORIES
 
 # %% auto #0
 __all__ = ['STRATEGY_LABELS', 'STRATEGY_COLORS', 'FORMAT_LABELS', 'CATEGORY_LABELS', 'RESULT_METRICS', 'PERCENT_METRICS',
            'STABILITY_LABELS', 'strategy_label', 'plot_strategy_accuracy', 'plot_length_histograms', 'results_table',
-           'best_strategy_mask', 'table_markdown', 'plot_table', 'stopping_table', 'plot_format_breakdown',
-           'plot_stability_curve', 'plot_robustness', 'plot_cross_model', 'plot_test_time_scaling',
-           'plot_transition_matrix', 'plot_token_statistics', 'plot_wasted_budget', 'taxonomy_results_table',
-           'largest_in_group_mask']
+           'best_strategy_mask', 'stopping_table', 'plot_format_breakdown', 'plot_stability_curve', 'plot_robustness',
+           'plot_cross_model', 'plot_test_time_scaling', 'plot_transition_matrix', 'plot_token_statistics',
+           'plot_wasted_budget', 'taxonomy_results_table', 'largest_in_group_mask']
 
 # %% ../../nbs/82_figures.overthinking.ipynb #0550d01a
 STRATEGY_LABELS = {"No-CoT": "No-CoT", "Actual": "Actual Length", "Optimal": "Optimal Length", "Instruct": "Instruct Model",
@@ -138,41 +137,6 @@ def best_strategy_mask(table: pd.DataFrame,  # `results_table` output
             vals = table.loc[rows, col]
             mask.loc[rows, col] = (vals == (vals.max() if higher else vals.min())).to_numpy()
     return mask
-
-def _label(value, sep=" / ") -> str:
-    return sep.join(map(str, value)) if isinstance(value, tuple) else str(value)
-
-def _cell(value, decimals: int) -> str:
-    return "" if pd.isna(value) else f"{value:.{decimals}f}" if isinstance(value, (float, np.floating)) else str(value)
-
-def table_markdown(table: pd.DataFrame,  # a formatted table
-                   bold: pd.DataFrame | None = None,  # same shape, True = bold
-                   decimals: int = 1,
-                  ) -> str:
-    "The table as Markdown (multi-level labels joined with ' / '), bold cells wrapped in **."
-    cells = [[(f"**{_cell(v, decimals)}**" if bold is not None and bold.iat[i, j] else _cell(v, decimals))
-              for j, v in enumerate(row)] for i, row in enumerate(table.to_numpy())]
-    out = pd.DataFrame(cells, index=[_label(i) for i in table.index], columns=[_label(c) for c in table.columns])
-    return out.to_markdown()
-
-def plot_table(table: pd.DataFrame,  # a formatted table (`results_table`, `stopping_table`, `taxonomy_results_table`)
-               bold: pd.DataFrame | None = None,  # same shape, True = bold
-               title: str = "",
-               decimals: int = 1,
-              ) -> plt.Figure:
-    "Draw a formatted table as a figure (row labels joined with ' / ', column levels stacked, bold cells)."
-    cells = [[_cell(v, decimals) for v in row] for row in table.to_numpy()]
-    fig, ax = plt.subplots(figsize=(2.2 + 0.75 * table.shape[1], 0.6 + 0.32 * (len(table) + 1)))
-    ax.axis("off")
-    drawn = ax.table(cellText=cells, rowLabels=[_label(i) for i in table.index],
-                     colLabels=[_label(c, "\n") for c in table.columns], loc="center", cellLoc="center")
-    drawn.auto_set_font_size(False); drawn.set_fontsize(8); drawn.scale(1, 1.3)
-    for (r, c), cell in drawn.get_celld().items():
-        if r == 0 and isinstance(table.columns, pd.MultiIndex): cell.set_height(cell.get_height() * table.columns.nlevels)
-        if r > 0 and c >= 0 and bold is not None and bold.iat[r - 1, c]: cell.get_text().set_fontweight("bold")
-    if title: ax.set_title(title)
-    fig.tight_layout()
-    return fig
 
 # %% ../../nbs/82_figures.overthinking.ipynb #3e956a23
 def stopping_table(stopping: pd.DataFrame,  # `stopping_at_k` output (one group)
