@@ -51,7 +51,9 @@ PAPERMILL := $(BIN)/papermill --cwd nbs --progress-bar
 study: install
 	@mkdir -p $(OUT)/musobench
 	$(PAPERMILL) nbs/experiments/musobench_build.ipynb $(OUT)/musobench/musobench_build.ipynb -p out_dir $(OUT)/musobench
-	@echo "study done: see $(OUT)/musobench/summary.md and $(OUT)/musobench/figures/"
+	@mkdir -p $(OUT)/attention_entropy
+	$(PAPERMILL) nbs/experiments/attention_entropy.ipynb $(OUT)/attention_entropy/attention_entropy.ipynb -p out_dir $(OUT)/attention_entropy
+	@echo "study done: see $(OUT)/musobench/, $(OUT)/attention_entropy/"
 
 # performance benchmarks (numbers to outputs/bench/)
 bench: install

@@ -1,0 +1,173 @@
+"""Streamed attention entropies on the real embedded model (SmolLM2-135M-Instruct), checked against attention maps."""
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st
+
+from reasoning_study import attention as at
+from reasoning_study.backends.core import SamplingParams, chat, get_preset
+from reasoning_study.backends.transformers import from_preset
+from reasoning_study.tasks.musobench import build_task
+
+torch.set_num_threads(1)
+N_TOKENS = 24
+
+
+@pytest.fixture(scope="module")
+def backend():
+    return from_preset("smollm2-135m")  # eager attention, float32
+
+
+@pytest.fixture(scope="module")
+def item():
+    return build_task("subsetsum", seed=0, per_level=1, levels=[1])[0]
+
+
+@pytest.fixture(scope="module")
+def request_(item):
+    return at.paradigm_request(item.task, item.question, "short", max_new_tokens=N_TOKENS)
+
+
+@pytest.fixture(scope="module")
+def trace(backend, request_):
+    return at.generate_with_entropies(backend, request_)
+
+
+def reference_entropies(probs: np.ndarray, eps: float = 1e-9):
+    "The reference script's formula: renormalise, then -sum p log2(p + eps), per head; and of the head mean."
+    probs = probs / probs.sum(-1, keepdims=True)
+    per_head = -(probs * np.log2(probs + eps)).sum(-1)
+    mean = probs.mean(-2)
+    return per_head, -(mean * np.log2(mean + eps)).sum(-1)
+
+
+def test_streamed_entropies_equal_output_attentions_maps(backend, request_, trace):
+    """Acceptance: the reference's procedure (greedy generate with output_attentions=True, last row of each step's
+    maps) gives the same tokens and the same entropies, per head and head-averaged, for every layer and step."""
+    ids = torch.tensor([trace.prompt_ids])
+    with torch.inference_mode():
+        out = backend.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=N_TOKENS, do_sample=False,
+                                     output_attentions=True, return_dict_in_generate=True, pad_token_id=backend.pad_id)
+    generated = out.sequences[0, len(trace.prompt_ids):].tolist()
+    assert generated[:trace.n_steps] == trace.token_ids
+    assert len(out.attentions) >= trace.n_steps
+    for step in range(trace.n_steps):
+        rows = np.stack([layer[0, :, -1, :].float().numpy() for layer in out.attentions[step]])  # [layers, heads, keys]
+        assert rows.shape[-1] == len(trace.prompt_ids) + step  # the query sees the prompt and the tokens before it
+        per_head, averaged = reference_entropies(rows)
+        np.testing.assert_allclose(trace.head_entropy[step], per_head, atol=1e-4)
+        np.testing.assert_allclose(trace.head_avg_entropy[step], averaged, atol=1e-4)
+
+
+def test_generation_matches_backend_generate(backend, request_, trace):
+    completion = backend.generate([request_])[0][0]
+    assert trace.completion.text == completion.text
+    assert (trace.completion.finish_reason, trace.completion.completion_tokens) == (completion.finish_reason, completion.completion_tokens)
+    assert trace.n_steps == completion.completion_tokens
+
+
+def test_sdpa_streaming_equals_eager(trace, request_):
+    sdpa = from_preset(get_preset("smollm2-135m").with_options(attn_implementation="sdpa"))
+    assert sdpa.model.config._attn_implementation == "sdpa"
+    other = at.generate_with_entropies(sdpa, request_)
+    assert other.token_ids == trace.token_ids
+    np.testing.assert_allclose(other.head_entropy, trace.head_entropy, atol=1e-4)
+    assert sdpa.model.config._attn_implementation == "sdpa"  # switched back
+
+
+def test_layer_subset_and_replay(backend, trace):
+    replayed = at.replay_entropies(backend, trace.prompt_ids, trace.token_ids, layers=[29, 3])
+    assert replayed.layers == [3, 29] and replayed.head_entropy.shape == (trace.n_steps, 2, 9)
+    np.testing.assert_allclose(replayed.head_entropy, trace.head_entropy[:, [3, 29]], atol=1e-4)
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_left_padded_batch_rows_equal_single_rows(implementation):
+    """With padding the mask matters: each row's last query must equal the same prompt run alone."""
+    backend = from_preset(get_preset("smollm2-135m").with_options(attn_implementation=implementation))
+    prompts = [backend.render_prompt_ids(chat("Name two prime numbers.")),
+               backend.render_prompt_ids(chat("Write one sentence about the sea, please, with a colour in it."))]
+    width = max(map(len, prompts))
+    ids = torch.tensor([[backend.pad_id] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    positions = torch.tensor([[0] * (width - len(p)) + list(range(len(p))) for p in prompts])
+    batched = at.EntropyRecorder()
+    with torch.inference_mode(), at.recording_attention_entropy(backend.model, batched):
+        backend.model(input_ids=ids, attention_mask=mask, position_ids=positions)
+        batched.end_step()
+    for row, prompt in enumerate(prompts):
+        alone = at.EntropyRecorder()
+        with torch.inference_mode(), at.recording_attention_entropy(backend.model, alone):
+            backend.model(input_ids=torch.tensor([prompt]))
+            alone.end_step()
+        np.testing.assert_allclose(batched.arrays(row)[0], alone.arrays()[0], atol=1e-4)
+
+
+def test_recorder_keeps_only_entropies(backend, request_):
+    """Memory: what is kept is steps x layers x (heads + 1) float32 numbers, whatever the context length."""
+    trace = at.generate_with_entropies(backend, request_)
+    recorder_bytes = trace.head_entropy.nbytes + trace.head_avg_entropy.nbytes
+    assert recorder_bytes == trace.n_steps * 30 * (9 + 1) * 4
+    assert trace.head_entropy.dtype == np.float32
+
+
+def test_recording_context_restores_and_refuses_nesting(backend):
+    with pytest.raises(ZeroDivisionError):
+        with at.recording_attention_entropy(backend.model, at.EntropyRecorder()):
+            1 / 0
+    assert backend.model.config._attn_implementation == "eager"
+    with at.recording_attention_entropy(backend.model, at.EntropyRecorder()):
+        with pytest.raises(RuntimeError, match="already recording"):
+            with at.recording_attention_entropy(backend.model, at.EntropyRecorder()): pass
+    assert backend.model.config._attn_implementation == "eager"
+    with pytest.raises(NotImplementedError, match="eager or sdpa"):
+        at.register_entropy_attention("flash_attention_2")
+
+
+def test_generation_rejects_bad_input(backend, request_):
+    with pytest.raises(ValueError, match="n=1"):
+        at.generate_with_entropies(backend, chat("Hi", sampling=SamplingParams(n=2)))
+    with pytest.raises(ValueError, match="layers must be"):
+        at.generate_with_entropies(backend, request_, layers=[-1])
+    with pytest.raises(ValueError, match="does not fit"):
+        at.replay_entropies(backend, [1] * backend.max_model_len, [2])
+
+
+def test_study_tables_and_summaries(backend, item):
+    entropies, runs = at.entropy_study(backend, [item], layers=[0, 29], max_new_tokens=8, progress=False)
+    assert list(runs.paradigm) == ["short", "long"] and (runs.n_steps == 8).all()
+    assert len(entropies) == 2 * 2 * 8
+    assert entropies.relative_position.between(0, 1).all()
+    assert set(entropies.phase) == {"early", "middle", "late"}
+    summary = at.layer_phase_summary(entropies)
+    assert set(summary.phase.astype(str)) == {"early", "middle", "late", "all"}
+    assert (summary.n_runs == 1).all()
+    whole = summary[(summary.phase == "all") & (summary.layer == 0) & (summary.paradigm == "short")]["mean"].item()
+    assert whole == pytest.approx(entropies[(entropies.layer == 0) & (entropies.paradigm == "short")][at.ENTROPY].mean(), rel=1e-6)
+    curves = at.relative_position_curves(entropies, bins=4)
+    assert set(curves.position) == {0.125, 0.375, 0.625, 0.875}
+    assert len(at.paradigm_difference(curves)) == 2 * 4
+    heads = at.per_head_table(entropies)
+    assert len(heads) == 9 * len(entropies)
+
+
+def test_thinking_models_switch_thinking_per_paradigm(item):
+    long = at.paradigm_request(item.task, item.question, "long", thinking_switch="template")
+    short = at.paradigm_request(item.task, item.question, "short", thinking_switch="template")
+    assert (long.thinking, short.thinking) == (True, False)
+    assert at.attention_preset("qwen3-8b-no-think").backend == "transformers"
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 40), st.integers(0, 2**31 - 1))
+def test_entropy_bounds(heads, keys, seed):
+    """0 <= H(p_h) <= log2(keys), and the head-averaged distribution has at least the mean per-head entropy."""
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(heads, keys, generator=g) * 4
+    logits[:, torch.rand(keys, generator=g) < 0.3] = float("-inf")  # some masked positions
+    logits[:, 0] = 0.0  # at least one position is visible
+    probs = logits.softmax(-1)
+    per_head, averaged = at.attention_entropies(probs)
+    assert (per_head >= -1e-6).all() and (per_head <= np.log2(keys) + 1e-5).all()
+    assert averaged >= per_head.mean() - 1e-5
