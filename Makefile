@@ -53,7 +53,9 @@ study: install
 	$(PAPERMILL) nbs/experiments/musobench_build.ipynb $(OUT)/musobench/musobench_build.ipynb -p out_dir $(OUT)/musobench
 	@mkdir -p $(OUT)/attention_entropy
 	$(PAPERMILL) nbs/experiments/attention_entropy.ipynb $(OUT)/attention_entropy/attention_entropy.ipynb -p out_dir $(OUT)/attention_entropy
-	@echo "study done: see $(OUT)/musobench/, $(OUT)/attention_entropy/"
+	@mkdir -p $(OUT)/overthinking
+	$(PAPERMILL) nbs/experiments/overthinking.ipynb $(OUT)/overthinking/overthinking.ipynb -p out_dir $(OUT)/overthinking
+	@echo "study done: see $(OUT)/musobench/, $(OUT)/attention_entropy/, $(OUT)/overthinking/"
 
 # performance benchmarks (numbers to outputs/bench/)
 bench: install

@@ -217,7 +217,7 @@ def parse_extractor_reply(reply: str | None, item: QAItem) -> str | None:
     text = reply.rpartition("</think>")[2] if "</think>" in reply else reply
     boxed, _ = last_boxed(text)
     line = boxed if boxed is not None else _first_line(text)
-    line = re.sub(r"^(?:final\s+)?answer\s*[:：]\s*", "", line.strip(), flags=re.I)
+    line = re.sub(r"^(?:the\s+)?(?:final\s+)?answer(?:\s+is\s*[:：]?|\s*[:：])\s*", "", line.strip(), flags=re.I)
     answer = clean_answer(line)
     if answer is None or answer.strip("'\"` ").upper() == "NONE": return None
     if item.format == "mc" and len(answer) == 1 and answer.upper() not in item.letters: return None  # no such option

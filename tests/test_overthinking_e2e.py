@@ -1,0 +1,92 @@
+"""End to end: the overthinking experiment notebook through papermill on the embedded model (a tiny slice).
+
+The run must write the three tidy tables of the contract with metrics.overthinking, the metric tables,
+and every figure the data supports (the others listed with a reason); a second run with the same
+parameters must reuse every stored generation (traces, probes, extractor and judge replies).
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "nbs" / "experiments" / "overthinking.ipynb"
+PAPERMILL = Path(sys.executable).parent / "papermill"
+SLICE = {"n_items": 1, "max_tokens": 40, "probe_max_tokens": 6, "judge_max_tokens": 24}
+
+PREFIX_COLUMNS = ["model", "benchmark", "item_id", "format", "seed", "template", "extractor", "prefix_index", "n_utterances",
+                  "prefix_tokens", "trace_tokens", "prediction", "extraction_method", "correct", "probe_status"]
+TRACE_COLUMNS = ["model", "benchmark", "item_id", "format", "seed", "template", "extractor", "n_utterances", "trace_tokens",
+                 "trace_status", "final_prediction", "final_correct", "sample_index"]
+UTTERANCE_COLUMNS = ["model", "benchmark", "item_id", "seed", "utterance_index", "tokens", "char_start", "char_end"]
+ALWAYS_DRAWN = {"fig1_strategy_accuracy", "table1_results", "table2_stopping", "fig9_transition_matrix"}
+NEED_MORE_DATA = {"fig2_lengths_utterances", "fig3_format_breakdown", "fig4_stability_curve", "fig10_token_statistics",
+                  "fig11_wasted_budget", "fig7_cross_model", "fig8_test_time_scaling", "table4_taxonomy"}
+
+
+def run(out: Path, name: str):
+    params = [a for k, v in {**SLICE, "out_dir": str(out)}.items() for a in ("-p", k, str(v))]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run([str(PAPERMILL), "--cwd", str(ROOT / "nbs"), str(NOTEBOOK), str(out.parent / name), *params],
+                   check=True, capture_output=True, env=env, cwd=ROOT, timeout=1500)
+    return json.loads((out / "run_stats.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("overthinking") / "run"
+    return out, run(out, "first.ipynb"), run(out, "second.ipynb")
+
+
+def test_tables_follow_the_contract(runs):
+    out, first, _ = runs
+    prefixes = pd.read_parquet(out / "prefixes.parquet")
+    traces = pd.read_parquet(out / "traces.parquet")
+    utterances = pd.read_parquet(out / "utterances.parquet")
+    assert set(PREFIX_COLUMNS) <= set(prefixes.columns)
+    assert set(TRACE_COLUMNS) <= set(traces.columns)
+    assert set(UTTERANCE_COLUMNS) <= set(utterances.columns)
+    assert set(prefixes["format"]) == {"ff", "mc"} and set(prefixes["template"]) == {"stop_now", "time_up"}
+    assert set(prefixes["extractor"]) == {"rules", "llm:smollm2-135m"}
+    assert set(prefixes["extraction_method"]) <= {"rules", "llm", "none"}
+    assert not prefixes.loc[prefixes.prediction.isna(), "correct"].any()  # no answer is never correct
+    # every trajectory has exactly the prefixes 0..N, and N and the token budgets agree with the utterance table
+    for key, group in prefixes.groupby(["item_id", "template", "extractor"]):
+        n = group.n_utterances.iloc[0]
+        assert sorted(group.prefix_index) == list(range(n + 1))
+        tokens = utterances[utterances.item_id == key[0]].sort_values("utterance_index").tokens.cumsum().tolist()
+        assert group.sort_values("prefix_index").prefix_tokens.tolist() == [0] + tokens
+    assert first["probe_prefill_tokens"] == first["probe_prefill_lower_bound"]  # KV reuse: prompt + trace once + suffixes
+
+
+def test_every_supported_figure_is_drawn(runs):
+    out, first, _ = runs
+    made, skipped = set(first["figures"]), first["skipped_figures"]
+    assert ALWAYS_DRAWN <= made
+    assert {"fig6_robustness_champ", "fig6_robustness_mmlu-sample"} <= made  # 2 templates x 2 extractors
+    assert made | set(skipped) >= ALWAYS_DRAWN | NEED_MORE_DATA  # every other figure is drawn or says why not
+    assert not made & set(skipped)
+    for name in made: assert (out / "figures" / f"{name}.png").is_file() and (out / "figures" / f"{name}.pdf").is_file()
+    for table in ("strategies.csv", "overthinking_by_format.csv", "stopping_at_k.csv", "transitions.csv", "summary.md",
+                  "table1_results.md", "table2_stopping.md", "trajectories.parquet", "generations.parquet"):
+        assert (out / table).is_file(), table
+
+
+def test_rerun_reuses_stored_generations(runs):
+    _, first, second = runs
+    assert first["new_generations"] > 0 and first["probes_generated"] == first["probes"]
+    assert second["new_generations"] == 0 and second["probes_generated"] == 0 and second["probe_prefill_tokens"] == 0
+    assert second["stored_generations"] == first["stored_generations"]
+    assert second["figures"] == first["figures"]
+
+
+def test_bad_parameters_fail_before_any_model_loads(tmp_path):
+    result = subprocess.run([str(PAPERMILL), "--cwd", str(ROOT / "nbs"), str(NOTEBOOK), str(tmp_path / "bad.ipynb"),
+                             "-p", "templates", "please_stop", "-p", "out_dir", str(tmp_path / "bad")],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode != 0 and "'please_stop' is not one of" in result.stdout + result.stderr
+    assert not (tmp_path / "bad" / "generations.sqlite").exists()
