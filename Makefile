@@ -53,9 +53,12 @@ study: install
 	$(PAPERMILL) nbs/experiments/musobench_build.ipynb $(OUT)/musobench/musobench_build.ipynb -p out_dir $(OUT)/musobench
 	@mkdir -p $(OUT)/attention_entropy
 	$(PAPERMILL) nbs/experiments/attention_entropy.ipynb $(OUT)/attention_entropy/attention_entropy.ipynb -p out_dir $(OUT)/attention_entropy
+	@mkdir -p $(OUT)/musobench-study $(OUT)/musobench-figures
+	$(PAPERMILL) nbs/experiments/musobench.ipynb $(OUT)/musobench-study/musobench.ipynb -p out_dir $(OUT)/musobench-study
+	$(PAPERMILL) nbs/experiments/musobench_figures.ipynb $(OUT)/musobench-figures/musobench_figures.ipynb -y '{"run_dirs": ["$(OUT)/musobench-study"]}' -p out_dir $(OUT)/musobench-figures
 	@mkdir -p $(OUT)/overthinking
 	$(PAPERMILL) nbs/experiments/overthinking.ipynb $(OUT)/overthinking/overthinking.ipynb -p out_dir $(OUT)/overthinking
-	@echo "study done: see $(OUT)/musobench/, $(OUT)/attention_entropy/, $(OUT)/overthinking/"
+	@echo "study done: see $(OUT)/musobench/, $(OUT)/musobench-study/, $(OUT)/musobench-figures/, $(OUT)/attention_entropy/, $(OUT)/overthinking/"
 
 # performance benchmarks (numbers to outputs/bench/)
 bench: install

@@ -10,7 +10,7 @@ from ..tasks import subsetsum, timetabling
 # %% auto #0
 __all__ = ['TIMETABLING_FORMAT', 'SUBSETSUM_FORMAT', 'TASK_PROMPT', 'TASK_DESCRIPTIONS', 'ZERO_COT_CUE', 'PARADIGMS',
            'CONFIDENCE_PROMPT', 'KEEP_TAG', 'CHANGE_TAG', 'RECONSIDER_PROMPT', 'EXPLORATION_CUE', 'REFLECTION_MARKERS',
-           'task_prompt', 'solve_prompt']
+           'EMULATED_LONG_COT_SYSTEM', 'task_prompt', 'solve_prompt']
 
 # %% ../../nbs/30_prompts.musobench.ipynb #3b4f7445
 TIMETABLING_FORMAT = """Solution 1:
@@ -81,3 +81,7 @@ EXPLORATION_CUE = "Wait, there may be other solutions."
 
 REFLECTION_MARKERS = ("Wait,", "But wait,", "Let me double-check", "Let me double check", "Let me check again",
                       "Let me think again", "Let me verify", "Hmm, wait", "Alternatively,")
+
+# %% ../../nbs/30_prompts.musobench.ipynb #9d4c7733
+EMULATED_LONG_COT_SYSTEM = """You think before you answer. First reason about the problem at length between <think> and </think>: work step by step, test every candidate against the constraints, and each time you check your work, start that line with "Wait,".
+After </think>, write your final answer only."""

