@@ -110,6 +110,14 @@ def test_factors_figure_5(tmp_path, results, base):
     assert len(plot_factors(temperatures=temperature_sweep(sweep, by=["paradigm", "task"]), task="subsetsum").axes) == 1
 
 
+def test_factors_give_each_line_of_another_hue_its_own_colour(results):
+    base = results[(results["condition"] == "base") & (results["paradigm"] == "short")]
+    two = pd.concat([base.assign(model="model-a"), base.assign(model="model-b")])
+    fig = plot_factors(levels=by_level(two, by=["model", "task"]), hue="model", task="subsetsum")
+    colours = {matplotlib.colors.to_hex(line.get_color()) for line in fig.axes[0].get_lines()}
+    assert len(colours) == 2
+
+
 def test_factors_refuses_ambiguous_lines(results):
     with pytest.raises(ValueError, match="several rows per"):
         plot_factors(levels=by_level(results, by=["paradigm", "condition", "task"]), task="subsetsum")

@@ -212,8 +212,9 @@ def _check_lines(table: pd.DataFrame, hue: str, x: str, figure: str):
 
 def _draw_length(ax, lengths: pd.DataFrame, fit: pd.DataFrame | None, hue: str):
     _check_lines(lengths, hue, "bin", "plot_factors (length)")
+    colours = _palette(list(dict.fromkeys(lengths[hue])), hue)  # one palette over all lines
     for value, sub in lengths.groupby(hue, sort=False):
-        colour = _palette([value], hue)[value]
+        colour = colours[value]
         sub = sub[sub["count"] > 0]
         label = _hue_label(sub.iloc[0], hue) if len(sub) else str(value)
         if fit is not None and len(line := fit[fit[hue] == value]) and np.isfinite(line["slope"].iloc[0]):
@@ -229,8 +230,9 @@ def _draw_length(ax, lengths: pd.DataFrame, fit: pd.DataFrame | None, hue: str):
 
 def _draw_levels(ax, levels: pd.DataFrame, hue: str):
     _check_lines(levels, hue, "level", "plot_factors (levels)")
+    colours = _palette(list(dict.fromkeys(levels[hue])), hue)
     for value, sub in levels.groupby(hue, sort=False):
-        colour, label = _palette([value], hue)[value], _hue_label(sub.iloc[0], hue)
+        colour, label = colours[value], _hue_label(sub.iloc[0], hue)
         for metric, style in (("recall", "-"), ("confidence", "--")):
             band = 1.96 * sub[f"{metric}_sem"].fillna(0)
             ax.plot(sub["level"], sub[metric], style, marker="o", color=colour, label=f"{label} {METRIC_LABELS[metric].lower()}")
@@ -240,8 +242,9 @@ def _draw_levels(ax, levels: pd.DataFrame, hue: str):
 
 def _draw_temperatures(ax, temperatures: pd.DataFrame, hue: str):
     _check_lines(temperatures, hue, "temperature", "plot_factors (temperature)")
+    colours = _palette(list(dict.fromkeys(temperatures[hue])), hue)
     for value, sub in temperatures.groupby(hue, sort=False):
-        colour, label = _palette([value], hue)[value], _hue_label(sub.iloc[0], hue)
+        colour, label = colours[value], _hue_label(sub.iloc[0], hue)
         ax.plot(sub["temperature"], sub["recall"], "-o", color=colour, label=f"{label} recall")
         ax.plot(sub["temperature"], sub["ece_recall"], "--s", color=colour, label=f"{label} ECE (r)")
     ax.set(ylim=(0, 1), xlabel="Decoding temperature", ylabel="Recall / ECE (r)", title="(c) Temperature")
