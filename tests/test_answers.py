@@ -236,3 +236,25 @@ def test_embedded_model_as_extractor_through_the_store(embedded, tmp_path):
     assert store.last_stats.generated == 2 and len(store) == 2
     again = extract_answers(texts, items, extractor_backend=embedded, store=store, sampling=sampling)
     assert again == first and store.last_stats.cached == 2 and store.last_stats.generated == 0
+
+
+def _compare_in_a_thread(result):
+    import threading
+    from reasoning_study.probing.answers import math_equal
+    def compare():
+        try: result.put(math_equal("1/2", "0.5"))
+        except Exception as e: result.put(repr(e))
+    t = threading.Thread(target=compare)
+    t.start(); t.join()
+
+
+def test_thread_comparisons_never_keep_a_forked_worker_from_exiting():
+    "The helper process is a daemon: a forked worker (as nbdev_test's) that used it exits instead of hanging."
+    import multiprocessing as mp
+    result = mp.get_context("fork").Queue()
+    worker = mp.get_context("fork").Process(target=_compare_in_a_thread, args=(result,))
+    worker.start(); worker.join(120)
+    alive = worker.is_alive()
+    if alive: worker.kill()
+    assert not alive and worker.exitcode == 0
+    assert result.get(timeout=5) is True

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import os
 import re
 import threading
-from concurrent.futures import ProcessPoolExecutor
+import queue
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -22,9 +23,9 @@ from ..tasks.qa import QAItem
 
 # %% auto #0
 __all__ = ['MAX_RULE_ANSWER_CHARS', 'MATH_TIMEOUT_S', 'MAX_MATH_CHARS', 'EXTRACTOR_SAMPLING', 'clean_answer', 'last_boxed',
-           'rule_answer', 'extract_by_rules', 'safe_parse', 'safe_verify', 'normalize_text', 'is_textual', 'math_equal',
-           'free_form_correct', 'predicted_letter', 'verify', 'extractor_question', 'extractor_request',
-           'parse_extractor_reply', 'Extraction', 'extract_answers']
+           'rule_answer', 'extract_by_rules', 'safe_parse', 'safe_verify', 'normalize_text', 'is_textual',
+           'serve_comparisons', 'MathHelper', 'math_equal', 'free_form_correct', 'predicted_letter', 'verify',
+           'extractor_question', 'extractor_request', 'parse_extractor_reply', 'Extraction', 'extract_answers']
 
 # %% ../../nbs/51_probing.answers.ipynb #c6bd929d
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"), ("`", "`"), ('"', '"'))
@@ -141,21 +142,43 @@ def is_textual(answer: str) -> bool:
     bare = _MATH_WORDS.sub(" ", re.sub(r"\\text\{[^{}]*\}", " ", answer))
     return re.search(r"[A-Za-z]{2,}", bare) is not None
 
-_HELPER: ProcessPoolExecutor | None = None
-_HELPER_LOCK = threading.Lock()
-
 def _math_equal_here(gold: str, prediction: str) -> bool:
     return safe_verify(safe_parse(gold), safe_parse(prediction))
 
+def serve_comparisons(requests, replies):
+    "The helper process's loop: compare (gold, prediction) pairs until the process is ended."
+    while True:
+        gold, prediction = requests.get()
+        replies.put(_math_equal_here(gold, prediction))
+
+class MathHelper:
+    """A daemon helper process for comparisons made outside the main thread (math-verify's own timeout needs the
+    main thread's signals). A comparison that overruns kills the helper, which is restarted on the next call; being
+    a daemon, it never keeps a parent process from exiting."""
+    def __init__(self): self.process, self.owner, self.lock = None, None, threading.Lock()
+
+    def _start(self):
+        from reasoning_study.probing.answers import serve_comparisons as target  # by module path: spawn imports it
+        context = multiprocessing.get_context("spawn")
+        self.requests, self.replies = context.Queue(), context.Queue()
+        self.process = context.Process(target=target, args=(self.requests, self.replies), daemon=True)
+        self.process.start()
+        self.owner = os.getpid()  # a forked child must start its own helper
+
+    def compare(self, gold: str, prediction: str, timeout: float) -> bool:
+        with self.lock:
+            if self.process is None or self.owner != os.getpid() or not self.process.is_alive(): self._start()
+            self.requests.put((gold, prediction))
+            try: return bool(self.replies.get(timeout=timeout))
+            except queue.Empty:  # overran: end the helper, so no stale reply is left behind
+                self.process.kill(); self.process.join(); self.process = None
+                return False
+
+_HELPER = MathHelper()
+
 def _math_equal_in_helper(gold: str, prediction: str) -> bool:
-    "The comparison in a helper process (for callers outside the main thread)."
-    global _HELPER
-    with _HELPER_LOCK:
-        if _HELPER is None: _HELPER = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        helper = _HELPER
-    from reasoning_study.probing.answers import _math_equal_here as compare  # by module path: the helper process imports it
-    try: return helper.submit(compare, gold, prediction).result(timeout=3 * MATH_TIMEOUT_S)
-    except Exception: return False
+    "The comparison in the helper process (for callers outside the main thread)."
+    return _HELPER.compare(gold, prediction, timeout=3 * MATH_TIMEOUT_S)
 
 def math_equal(gold: str, prediction: str) -> bool:
     "Whether two answers are mathematically equal according to math-verify (time-bounded in any thread)."
