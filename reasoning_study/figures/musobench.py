@@ -18,9 +18,9 @@ from .core import TASK_LABELS, paper_style, plot_table, require_columns
 
 # %% auto #0
 __all__ = ['PARADIGM_LABELS', 'PARADIGM_COLORS', 'CONDITION_LABELS', 'METRIC_LABELS', 'EXPLORATION_METRICS',
-           'plot_solution_counts', 'run_label', 'one_task', 'plot_recall_confidence', 'plot_reliability',
-           'plot_calibration', 'plot_movement', 'plot_factors', 'plot_mitigations', 'plot_exploration_calibration',
-           'table_reconsideration', 'table_self_consistency']
+           'plot_solution_counts', 'run_label', 'one_task', 'panel_tables', 'plot_recall_confidence',
+           'plot_reliability', 'plot_calibration', 'plot_movement', 'plot_factors', 'plot_mitigations',
+           'plot_exploration_calibration', 'table_reconsideration', 'table_self_consistency']
 
 # %% ../../nbs/81_figures.musobench.ipynb #cf4a77b7
 def plot_solution_counts(table: pd.DataFrame) -> plt.Figure:
@@ -59,6 +59,13 @@ def one_task(table: pd.DataFrame, task: str | None, figure: str) -> tuple[pd.Dat
         task = tasks[0]
     elif task not in tasks: raise ValueError(f"{figure}: no rows for task {task!r} (the table holds {tasks})")
     return table[table["task"] == task], TASK_LABELS.get(task, task)
+
+def panel_tables(figure: str, task: str | None, **tables) -> tuple[dict, str]:
+    "The panels a multi-panel figure was given (None = not drawn), each cut to one task, and that task."
+    given = {name: t for name, t in tables.items() if t is not None}
+    if not given: raise ValueError(f"{figure} needs at least one of {', '.join(tables)}")
+    task = task or one_task(next(iter(given.values())), None, figure)[0]["task"].iloc[0]
+    return {name: one_task(t, task, figure)[0] for name, t in given.items()}, task
 
 def _palette(values: Sequence, column: str) -> dict:
     "Paradigm colours for paradigms, seaborn's palette for anything else."
@@ -258,10 +265,7 @@ def plot_factors(lengths: pd.DataFrame | None = None,  # `length_bins` output
                  task: str | None = None,  # the task to draw
                  ) -> plt.Figure:
     "Figure 5 / 11: confidence vs reasoning length, recall and confidence vs complexity, recall and ECE vs temperature."
-    tables = {name: t for name, t in (("lengths", lengths), ("levels", levels), ("temperatures", temperatures)) if t is not None}
-    if not tables: raise ValueError("plot_factors needs at least one of lengths, levels, temperatures")
-    task = task or one_task(next(iter(tables.values())), None, "plot_factors")[0]["task"].iloc[0]
-    tables = {name: one_task(t, task, "plot_factors")[0] for name, t in tables.items()}
+    tables, task = panel_tables("plot_factors", task, lengths=lengths, levels=levels, temperatures=temperatures)
     fit = one_task(length_fit, task, "plot_factors")[0] if length_fit is not None else None
     paper_style()
     fig, axes = _panels(len(tables))
@@ -297,10 +301,8 @@ def plot_mitigations(reflections: pd.DataFrame | None = None,  # `reflection_swe
                      task: str | None = None,  # the task to draw
                      ) -> plt.Figure:
     "Figure 6 / 12: reflection, exploration and self-consistency against reasoning overconfidence."
-    tables = {n: t for n, t in (("reflections", reflections), ("exploration", exploration), ("self_consistency", self_consistency)) if t is not None}
-    if not tables: raise ValueError("plot_mitigations needs at least one of reflections, exploration, self_consistency")
-    task = task or one_task(next(iter(tables.values())), None, "plot_mitigations")[0]["task"].iloc[0]
-    tables = {n: one_task(t, task, "plot_mitigations")[0] for n, t in tables.items()}
+    tables, task = panel_tables("plot_mitigations", task, reflections=reflections, exploration=exploration,
+                                self_consistency=self_consistency)
     paper_style()
     fig, axes = _panels(len(tables), width=4.6)
     for ax, (name, table) in zip(axes, tables.items()):
