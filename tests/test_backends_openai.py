@@ -67,6 +67,27 @@ def test_template_thinking_switch_is_accepted(served):
     assert c.status in ("answered", "truncated") and c.error is None
 
 
+def test_transformers_serve_ignores_response_format(served):
+    # `transformers serve` lists response_format among its unused fields: it logs a warning and decodes freely,
+    # so the greedy reply is the same with and without the schema (a caller must validate; vLLM/SGLang enforce it)
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"], "additionalProperties": False}
+    sampling = SamplingParams(max_tokens=12)
+    [constrained], [free] = backend_for(served).generate([chat("What is 2+2? Reply in JSON.", response_schema=schema, sampling=sampling),
+                                                              chat("What is 2+2? Reply in JSON.", sampling=sampling)])
+    assert constrained.error is None and constrained.status in ("answered", "truncated")
+    assert constrained.text == free.text
+
+
+def test_transformers_serve_drops_images_for_a_text_model(served):
+    # a text-only model served by `transformers serve` keeps only the text parts of a message: the image is dropped
+    # without an error, so the study must check the preset's `multimodal` flag before it sends a figure
+    from PIL import Image
+    sampling = SamplingParams(max_tokens=8)
+    [seen], [plain] = backend_for(served).generate([chat("Describe the picture.", images=[Image.new("RGB", (16, 16), "red")], sampling=sampling),
+                                                        chat("Describe the picture.", sampling=sampling)])
+    assert seen.error is None and seen.text == plain.text
+
+
 def test_unsupported_features_are_reported_not_retried(served):
     # `transformers serve` knows neither continue_final_message nor token-id prompts: 4xx, no retry, no raise
     answers = backend_for(served).generate([chat("Hi", prefill="Hello"), Request(prompt_token_ids=[1, 2, 3])])
@@ -183,6 +204,39 @@ def test_what_goes_over_the_wire():
     assert first["chat_template_kwargs"] == {"enable_thinking": True}
     assert (first["top_k"], first["max_completion_tokens"], first["stop"], first["temperature"]) == (20, 50, ["\n\n"], 0.6)
     assert "n" not in first
+
+
+def test_images_and_response_format_over_the_wire():
+    import base64
+    import io
+
+    from PIL import Image
+    from reasoning_study.prompts.overthinking import JUDGE_SCHEMA
+
+    figure = Image.new("RGB", (5, 4), (10, 200, 30))
+    with ScriptedServer([]) as server:
+        preset = ModelPreset("vlm", "Qwen/Qwen2.5-VL-7B-Instruct", "openai", "never", multimodal=True)
+        backend = load_backend(preset, base_url=server.base_url, max_concurrency=1)
+        [c], [tokens] = backend.generate([chat("Which failure mode?", system="Judge.", images=[figure, figure], response_schema=JUDGE_SCHEMA),
+                                              Request(prompt_token_ids=[1, 2], images=[figure])])
+    [body] = server.bodies  # the token-exact request with an image never left the client
+    assert c.status == "answered" and tokens.status == "error" and "takes no images" in tokens.error
+    assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "response", "schema": JUDGE_SCHEMA, "strict": True}}
+    system, user = body["messages"]
+    assert system == {"role": "system", "content": "Judge."}
+    assert [p["type"] for p in user["content"]] == ["image_url", "image_url", "text"] and user["content"][2]["text"] == "Which failure mode?"
+    url = user["content"][0]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    decoded = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
+    assert (decoded.format, decoded.size, decoded.getpixel((0, 0))) == ("PNG", (5, 4), (10, 200, 30))
+    assert backend.supports_images and backend.supports_response_schema
+
+
+def test_plain_requests_send_no_new_fields():
+    with ScriptedServer([]) as server:
+        scripted_backend(server).generate([chat("Hi")])
+    [body] = server.bodies
+    assert "response_format" not in body and body["messages"] == [{"role": "user", "content": "Hi"}]
 
 
 # --- pure parts ------------------------------------------------------------------------------------------

@@ -138,6 +138,58 @@ def test_error_isolation(backend):
     assert results[0][0].status != "error" and texts([results[0]]) == texts([results[3]]) == texts(backend.generate([fine]))
 
 
+def test_images_are_an_error_not_a_silent_text_prompt(backend):
+    from PIL import Image
+    figure = Image.new("RGB", (8, 8), "red")
+    fine = chat("Hi", sampling=SamplingParams(max_tokens=5))
+    results = backend.generate([chat("What colour is the figure?", images=[figure], sampling=SamplingParams(max_tokens=5, n=2)), fine,
+                                Request(prompt_token_ids=backend.render_prompt_ids(fine), images=[figure])])
+    assert [c.status for c in results[0]] == ["error", "error"] and results[2][0].status == "error"
+    assert "text-only" in results[0][0].error and "multimodal preset" in results[0][0].error
+    assert texts([results[1]]) == texts(backend.generate([fine]))  # the other requests are unaffected
+    with pytest.raises(ValueError, match="text-only"):
+        backend.render_prompt_ids(chat("x", images=[figure]))  # what the prober asks first: it fails before any probe
+    assert (backend.supports_images, backend.supports_response_schema) == (False, False)
+
+
+def test_response_schema_is_accepted_and_decoded_freely(backend):
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+    sampling = SamplingParams(max_tokens=12)
+    [constrained], [free] = backend.generate([chat("What is 2+2? Reply in JSON.", response_schema=schema, sampling=sampling),
+                                              chat("What is 2+2? Reply in JSON.", sampling=sampling)])
+    assert constrained.status != "error" and constrained.text == free.text  # no constrained decoding here
+
+
+MULTIMODAL_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.content is string %}{{ m.content }}{% else %}"
+                       "{% for p in m.content %}{% if p.type == 'image' %}<image>{% else %}{{ p.text }}{% endif %}{% endfor %}{% endif %}"
+                       "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def test_core_rendering_places_images_with_a_multimodal_template(backend):
+    # the rendering vLLM uses (backends.core.render_prompt_ids): image parts reach the template; templates that skip or
+    # print them are refused. The embedded tokenizer with a small multimodal template stands in for a VLM's.
+    import copy
+    from PIL import Image
+    from reasoning_study.backends.core import render_prompt_ids
+    figure = Image.new("RGB", (8, 8), "red")
+    request = chat("Count the squares.", system="Be brief.", images=[figure, figure])
+    vlm = copy.deepcopy(backend.tokenizer)
+    vlm.chat_template = MULTIMODAL_TEMPLATE
+    text = backend.tokenizer.decode(render_prompt_ids(vlm, request))
+    assert "<|im_start|>user\n<image><image>Count the squares.<|im_end|>" in text and text.startswith("<|im_start|>system\nBe brief.")
+    with pytest.raises(ValueError, match="does not place images .it fails on image parts"):  # SmolLM2's template wants strings
+        render_prompt_ids(backend.tokenizer, request)
+    printing = copy.deepcopy(backend.tokenizer)
+    printing.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"  # a text template that prints the parts
+    with pytest.raises(ValueError, match="skips or prints the image parts"):
+        render_prompt_ids(printing, request)
+    skipping = copy.deepcopy(backend.tokenizer)
+    skipping.chat_template = MULTIMODAL_TEMPLATE.replace("<image>", "")
+    with pytest.raises(ValueError, match="skips or prints the image parts"):
+        render_prompt_ids(skipping, request)
+    assert render_prompt_ids(vlm, chat("Count.")) == render_prompt_ids(vlm, chat("Count."))  # no images, no check
+
+
 @pytest.fixture(scope="module")
 def trace(backend):
     q = chat("A shop sells 3 apples for 2 dollars. How much do 9 apples cost?", sampling=SamplingParams(max_tokens=30))

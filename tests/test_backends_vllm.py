@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 from reasoning_study.backends.core import ModelPreset, Request, SamplingParams, chat, load_backend
 from reasoning_study.backends.transformers import embedded_model_dir
 from reasoning_study.backends.core import expected_thinking, render_prompt_ids, tokenize_continuation as encode
-from reasoning_study.backends.vllm import (VLLM_INSTALL_HINT, from_preset,
+from reasoning_study.backends.vllm import (VLLM_INSTALL_HINT, cacheable_tokens, from_preset,
                                            vllm_options)
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
@@ -72,12 +72,7 @@ def test_expected_thinking_follows_the_request_then_the_switch():
 # --- the engine (skipped without vLLM) -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def engine():
-    if not HAVE_VLLM: pytest.skip("vLLM is not installed (an optional extra for GPU hosts)")
-    import torch
-    batch_invariant = dict(batch_invariant=True) if torch.cuda.is_available() else dict(dtype="float32")
-    preset = ModelPreset("smollm2-vllm", "embedded:SmolLM2-135M-Instruct", "vllm", "never", SamplingParams(max_tokens=32))
-    return load_backend(preset, max_model_len=1024, gpu_memory_utilization=0.3, **batch_invariant)
+def engine(vllm_engine): return vllm_engine
 
 
 def test_presets_with_the_same_weights_share_one_engine(engine):
@@ -100,7 +95,7 @@ def test_engine_seed_contract_prefill_and_truncation(engine):
 
 
 def test_engine_isolates_a_prompt_that_does_not_fit(engine):
-    too_long = Request(prompt_token_ids=[1] * 2000)
+    too_long = Request(prompt_token_ids=[1] * 3000)  # max_model_len is 2048
     [[bad], [good]] = engine.generate([too_long, chat("Hi", sampling=SamplingParams(max_tokens=4))])
     assert bad.status == "error" and "max_model_len" in bad.error
     assert good.status in ("answered", "truncated")
@@ -114,5 +109,37 @@ def test_engine_probes_prefixes_with_prefix_caching(engine):
     probes = engine.generate_token_prompts(prefixes, SamplingParams(max_tokens=6))
     assert [p.prompt_tokens for [p] in probes] == [len(x) for x in prefixes]
     assert all(p.status != "error" for [p] in probes)
-    cached = [p.cached_prompt_tokens for [p] in probes]
-    if cached[0] is not None: assert min(cached) > 0
+    assert [p.cached_prompt_tokens for [p] in probes] == [cacheable_tokens(len(x), engine.block_size) for x in prefixes]
+
+
+def test_response_schema_constrains_decoding(engine):
+    import json, jsonschema
+    schema = {"type": "object", "properties": {"animal": {"type": "string", "maxLength": 20}, "legs": {"type": "integer"}},
+              "required": ["animal", "legs"], "additionalProperties": False}
+    request = chat("Name an animal and its number of legs.", response_schema=schema, sampling=SamplingParams(max_tokens=60))
+    [[c]] = engine.generate([request])
+    assert c.status == "answered", c
+    jsonschema.validate(json.loads(c.answer), schema)
+
+
+def test_the_failure_judge_sends_its_schema_as_structured_output(engine):
+    "Constrained, the judge's reply is the schema's JSON from its first token; the free reply of the 135M model is not."
+    from reasoning_study.probing.judge import JudgeCase, judge_traces
+    from reasoning_study.prompts.overthinking import JUDGE_SCHEMA
+    case = JudgeCase("c1", "smollm2", "champ", "What is 7 times 8?", "56", "54",
+                     "7 times 8 is 56.", "7 times 8 is 56.\nWait, 7 times 8 is 54.\nFinal answer: 54")
+    sampling = SamplingParams(max_tokens=200)
+    constrained, free = (judge_traces(engine, [case], retries=0, sampling=sampling, structured=s).iloc[0] for s in (True, False))
+    first_key = next(iter(JUDGE_SCHEMA["properties"]))
+    assert constrained["raw_reply"].replace(" ", "").startswith('{"' + first_key + '":'), constrained["raw_reply"][:80]
+    assert not free["raw_reply"].lstrip().startswith('{"' + first_key)
+    # the tiny model may fill a free-text field until the budget ends: then the row says so, nothing is invented
+    assert constrained["status"] == "ok" or (constrained["status"] == "parse_error" and constrained["finish_reason"] == "length")
+
+
+def test_images_for_a_text_only_model_are_an_error_row(engine):
+    from PIL import Image
+    [[bad], [good]] = engine.generate([chat("Describe the figure.", images=(Image.new("RGB", (8, 8), "red"),)),
+                                       chat("Hi", sampling=SamplingParams(max_tokens=4))])
+    assert bad.status == "error" and bad.error
+    assert good.status in ("answered", "truncated")

@@ -102,6 +102,26 @@ def test_request_carries_the_traces_and_the_schema_keys():
     assert request.sampling == JUDGE_SAMPLING and request.tag == "judge:a"
 
 
+def test_request_asks_for_structured_output_and_keys_on_it():
+    from reasoning_study.store import generation_key
+    from types import SimpleNamespace
+    judge = SimpleNamespace(name="vllm", model_id="judge", revision="r")
+    structured, free = judge_request(case("a")), judge_request(case("a"), structured=False)
+    assert structured.response_schema == JUDGE_SCHEMA and free.response_schema is None
+    assert structured.prompt_key()["response_schema"] == JUDGE_SCHEMA and "response_schema" not in free.prompt_key()
+    assert generation_key(judge, structured, 0) != generation_key(judge, free, 0)  # a free reply is never served for a constrained one
+
+
+def test_image_cases_show_the_figure():
+    from PIL import Image
+    figure = Image.new("RGB", (6, 6), "gray")
+    frame = pd.DataFrame([{**{c: getattr(case("a"), c) for c in CASE_COLUMNS}, "image": figure},
+                          {**{c: getattr(case("b"), c) for c in CASE_COLUMNS}, "image": None}])
+    with_figure, without = as_cases(frame)
+    assert with_figure.image is figure and without.image is None and "image" not in with_figure.metadata
+    assert len(judge_request(with_figure).images) == 1 and judge_request(without).images == ()
+
+
 def test_retry_sampling():
     assert attempt_sampling(JUDGE_SAMPLING, 0, 0.7) == JUDGE_SAMPLING
     retry = attempt_sampling(JUDGE_SAMPLING, 2, 0.7)
@@ -175,6 +195,72 @@ def test_every_attempt_is_stored_and_reused(tmp_path):
     twins = [JudgeCase(f"twin{k}", "m", "b", "q", "1", "2", "p", "t") for k in (1, 2)]
     judge_traces(ScriptedJudge({("judge:twin1", 0): json.dumps(VALID)}), twins, store=store, retries=0)
     assert store.last_stats.repeated == 1
+
+
+# --- structured output through a real HTTP client and server ----------------------------------------
+
+class VerdictServer:
+    """A local OpenAI-compatible server standing in for a judge with structured output: it records every body,
+    and answers a request that carries the judge's response_format with the next scripted reply."""
+
+    def __init__(self, replies):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        self.replies, self.bodies, lock, outer = list(replies), [], threading.Lock(), self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with lock:
+                    outer.bodies.append(body)
+                    schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
+                    content = outer.replies.pop(0) if schema == JUDGE_SCHEMA else "no schema, no verdict"
+                payload = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                                      "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+                                      "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args): pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def __enter__(self):
+        import threading
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_structured_judge_over_http(tmp_path):
+    from reasoning_study.backends.core import ModelPreset, load_backend
+    truncated_object = json.dumps(VALID)[:40]  # a reply cut at the token budget is still invalid JSON
+    with VerdictServer([json.dumps(VALID), truncated_object, json.dumps({**VALID, "category": "logical"})]) as server:
+        backend = load_backend(ModelPreset("judge", "judge-model", "openai", "never"), base_url=server.base_url, max_concurrency=1)
+        result = judge_traces(backend, [case("a"), case("b")], store=GenerationStore(tmp_path / "j.sqlite"), retries=1)
+        unstructured = judge_traces(backend, [case("c")], retries=0, structured=False)
+    assert all(b["response_format"] == {"type": "json_schema", "json_schema": {"name": "response", "schema": JUDGE_SCHEMA, "strict": True}}
+               for b in server.bodies[:3])
+    assert "response_format" not in server.bodies[3]
+    assert result["status"].tolist() == ["ok", "ok"] and result["attempts"].tolist() == [1, 2]
+    assert result["category"].tolist() == ["visual", "logical"]
+    assert (unstructured.loc[0, "status"], unstructured.loc[0, "raw_reply"]) == ("parse_error", "no schema, no verdict")
+
+
+def test_invalid_structured_reply_is_still_a_parse_error():
+    from reasoning_study.backends.core import ModelPreset, load_backend
+    with VerdictServer([json.dumps(VALID)[:40]]) as server:
+        backend = load_backend(ModelPreset("judge", "judge-model", "openai", "never"), base_url=server.base_url)
+        result = judge_traces(backend, [case("a")], retries=0)
+    row = result.loc[0]
+    assert row["status"] == "parse_error" and "not one JSON object" in row["error"] and pd.isna(row["category"])
 
 
 # --- Table 4 ---------------------------------------------------------------------------------------

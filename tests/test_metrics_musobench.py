@@ -432,3 +432,13 @@ def test_synthetic_results_follow_the_contract():
     assert set(t["condition"]) == {"base", "exploration", "reflection_k1", "reflection_k2", "reflection_k4", "sc_median", "sc_vote", "sc_union"}
     m = mitigation_table(t, by=["paradigm", "condition"])
     assert len(m) == 9 and m["csr"].dropna().between(0, 1).all()
+
+
+def test_rows_scored_from_truncated_answers_count_only_with_their_flag():
+    from reasoning_study.metrics import musobench as mm
+    table = pd.DataFrame(dict(status=["answered", "truncated", "truncated"], precision=[1.0, 0.5, 0.5], recall=[0.5, 0.25, 0.25],
+                              confidence=[0.5, 0.25, 0.9], scored_from_truncated=[False, True, False]))
+    assert list(mm.scored_mask(table)) == [True, True, False]  # an unflagged truncated row is not an answer, whatever its numbers
+    assert list(mm.calibration_rows(table).index) == [0, 1]
+    assert math.isclose(mm.ece(table), 0.0)  # rows 0 and 1 are calibrated; row 2 (0.9 vs 0.25) stays out
+    assert list(mm.scored_mask(table.drop(columns="scored_from_truncated"))) == [True, False, False]

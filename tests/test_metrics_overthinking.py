@@ -372,3 +372,44 @@ def test_pooled_scaling_without_groups():
     assert curves[("Actual Length", 2)] == pytest.approx((0.5 + 1.0) / 2)  # x: a 1-1 tie between "1" and "2"
     with pytest.raises(ValueError, match="missing \\['final_prediction'\\]"):
         optimal_vs_test_time_scaling(traces.drop(columns="final_prediction"))
+
+
+# --- recall trajectories of multi-solution answers ------------------------------------------------------
+
+def test_recall_trajectory_by_hand():
+    from reasoning_study.metrics.overthinking import recall_trajectories
+    # |Ŷ| = 4: {a} -> {a, b} -> {a, b, c, d} (complete at 2) -> {c} -> {c, e?}: e is not a solution, so never valid
+    rows = pd.DataFrame({"model": "m", "task": "timetabling", "question_id": 7, "prefix_index": [4, 0, 1, 2, 3],
+                         "n_utterances": 4, "answer_count": 4, "recall": [0.25, 0.25, 0.5, 1.0, 0.25],
+                         "valid": [("c",), ("a",), ("a", "b"), ("a", "b", "c", "d"), ("c",)]})
+    [r] = recall_trajectories(rows, by=["model", "task", "question_id"]).to_dict("records")
+    assert (r["first_complete_index"], r["best_recall"], r["best_recall_index"], r["final_recall"]) == (2, 1.0, 2, 0.25)
+    assert (r["solutions_found"], r["solutions_lost"], r["n_utterances"], r["answer_count"]) == (4, 3, 4, 4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sets(st.integers(0, 5), max_size=6), min_size=1, max_size=8), min_size=1, max_size=4))
+def test_recall_trajectories_match_a_naive_loop(trajectories_):
+    from reasoning_study.metrics.overthinking import recall_trajectories
+    rows = [{"task": "subsetsum", "question_id": q, "prefix_index": i, "n_utterances": len(sets) - 1, "answer_count": 6,
+             "recall": len(v) / 6, "valid": v} for q, sets in enumerate(trajectories_) for i, v in enumerate(sets)]
+    table = recall_trajectories(pd.DataFrame(rows).sample(frac=1, random_state=1)).set_index("question_id")
+    for q, sets in enumerate(trajectories_):
+        recalls = [len(v) / 6 for v in sets]
+        earlier = set().union(*sets[:-1])
+        first_complete = next((i for i, v in enumerate(sets) if len(v) == 6), None)
+        got = table.loc[q]
+        assert (None if pd.isna(got["first_complete_index"]) else got["first_complete_index"]) == first_complete
+        assert got["best_recall"] == max(recalls) and got["best_recall_index"] == recalls.index(max(recalls))
+        assert got["final_recall"] == recalls[-1]
+        assert got["solutions_found"] == len(earlier | sets[-1]) and got["solutions_lost"] == len(earlier - sets[-1])
+        assert got["solutions_lost"] <= got["solutions_found"] <= 6
+
+
+def test_recall_trajectories_reject_bad_tables():
+    from reasoning_study.metrics.overthinking import recall_trajectories
+    rows = pd.DataFrame({"task": "t", "question_id": 1, "prefix_index": [0, 0], "n_utterances": 0, "answer_count": 1,
+                         "recall": [0.0, 1.0], "valid": [set(), {1}]})
+    with pytest.raises(ValueError, match="repeats prefix indices"): recall_trajectories(rows)
+    with pytest.raises(ValueError, match=r"lack columns \['recall'\]"): recall_trajectories(rows.drop(columns="recall"))
+    assert recall_trajectories(rows.iloc[:0]).empty

@@ -140,7 +140,7 @@ class ScriptedBackend:
         if last == CONFIDENCE_PROMPT: return self.confidence, "stop"
         if last == RECONSIDER_PROMPT: return ("[CHANGED]\nSolution 1: {2, 8}\nSolution 2: {2, 3, 5}\nTotal 2 feasible subsets.", "stop")
         if prefill.endswith(EXPLORATION_CUE): return "\nSolution 2: {3, 7}\nTotal 2 feasible subsets.", "stop"
-        if prefill.endswith("</think>\n\n"): return SAMPLE_ANSWERS[index], "stop"
+        if "</think>" in prefill: return SAMPLE_ANSWERS[index], "stop"
         if prefill.startswith("<think>"):  # emulated Long-CoT, turn 1: a trace that runs out of tokens
             if self.long_closes: return TRACE + "\n</think>\n\n" + SAMPLE_ANSWERS[index], "stop"
             return TRACE + "\nMore thinking", "length"
@@ -155,9 +155,15 @@ class ScriptedBackend:
                 seed = r.sampling.sample_seed(i)
                 self.seen.append((r, i))
                 text, finish = self.reply(r, seed)
+                text = text[opened(r.prefill, text):]  # a reply opening: the model continues it instead of writing it again
                 out[-1].append(make_completion(text, finish, prefill=r.prefill, prompt_tokens=10,
                                                completion_tokens=len(text.split()), seed=seed, sample_index=i))
         return out
+
+
+def opened(prefill, text):
+    "How much of `text` the end of `prefill` already wrote (a reply opening such as 'Confidence:')."
+    return max(k for k in range(min(len(prefill), len(text)) + 1) if prefill.endswith(text[:k]))
 
 
 def scripted_run(tmp_path, backend=None, config=None, paradigms=("short", "long")):
@@ -273,7 +279,7 @@ def test_self_consistency_samples_and_aggregates(tmp_path):
 
 def test_unanswered_and_unparsable_instances_are_kept(tmp_path):
     run, backend, _ = scripted_run(tmp_path, ScriptedBackend(truncate_solve=True, confidence="I am very sure."),
-                                   config=ProtocolConfig(max_tokens=64, exploration=True), paradigms=("short", "long"))
+                                   config=ProtocolConfig(max_tokens=64, exploration=True, read_truncated=False), paradigms=("short", "long"))
     short = run.results[run.results["paradigm"] == "short"]
     assert list(short["condition"]) == ["base", "exploration"]  # both kept
     assert (short["status"] == "truncated").all() and short["precision"].isna().all() and short["recall"].isna().all()
@@ -282,6 +288,65 @@ def test_unanswered_and_unparsable_instances_are_kept(tmp_path):
     long = run.results[run.results["paradigm"] == "long"].iloc[0]  # answered, but its confidence cannot be read
     assert long["status"] == "answered" and long["confidence_status"] == "unparsable" and math.isnan(long["confidence"])
     assert not math.isnan(long["recall"])
+
+
+def test_a_truncated_answer_is_read_for_its_complete_solutions(tmp_path):
+    # the truncated Short-CoT answer is "Solution 1: {2, 8}\nSolution 2: {3,": one complete solution, a cut one
+    run, _, _ = scripted_run(tmp_path, ScriptedBackend(truncate_solve=True), config=ProtocolConfig(max_tokens=64, exploration=True))
+    short = run.results[run.results["paradigm"] == "short"].set_index("condition")
+    base = short.loc["base"]
+    assert base["status"] == "truncated" and base["scored_from_truncated"]  # the status stays, the flag says it was read
+    assert (base["n_listed"], base["n_correct"], base["n_malformed"]) == (1, 1, 1) and math.isclose(base["recall"], 1 / 3)
+    assert base["confidence_status"] == "parsed" and base["decision"] == "changed"  # turns 2 and 3 were asked about it
+    assert turn(run, "short", "exploration", 1)["prefill"].startswith("Solution 1: {2, 8}\nSolution 2: {3,")
+    long = run.results[(run.results["paradigm"] == "long") & (run.results["condition"] == "base")].iloc[0]
+    assert long["status"] == "answered" and not long["scored_from_truncated"]
+    from reasoning_study.metrics.musobench import scored_rows
+    assert len(scored_rows(run.results)) == len(run.results)
+    # a truncated reply with nothing complete is not read; a truncated rating is read without its (maybe cut) last word
+    answers = {1: dict(status="truncated", answer="Solution 1: {2,", reasoning="", reasoning_tokens=0, completion_tokens=5,
+                       read_truncated=True)}
+    rows, _ = score_turns(pd.DataFrame([dict(model="m", preset="smollm2-135m", paradigm="short", condition="base", task="subsetsum",
+                                             question_id=0, sample_index=0, level=1, answer_count=3, temperature=0.7, seed=0,
+                                             long_cot_emulated=False, checkpoint_cut=None, turn=1, **answers[1])]),
+                          {("subsetsum", 0): ITEM})
+    assert rows.iloc[0]["status"] == "truncated" and not rows.iloc[0]["scored_from_truncated"] and math.isnan(rows.iloc[0]["recall"])
+
+
+def test_truncated_ratings_and_tags_drop_their_last_word(tmp_path):
+    run, _, _ = scripted_run(tmp_path, ScriptedBackend(confidence="Confidence: 9"), config=ProtocolConfig(max_tokens=64))
+    turns = run.turns.copy()
+    turns.loc[turns["turn"] == 2, "status"] = "truncated"  # as if "Confidence: 9" had been cut from "Confidence: 95"
+    results, _ = score_turns(turns, {(ITEM.task, ITEM.question_id): ITEM})
+    base = results[results["condition"] == "base"]
+    assert (base["confidence_status"] == "unparsable").all()
+    turns.loc[turns["turn"] == 2, "answer"] = "Confidence: 95 (certainly complete and"
+    results, _ = score_turns(turns, {(ITEM.task, ITEM.question_id): ITEM})
+    assert (results[results["condition"] == "base"]["confidence"] == 0.95).all()
+    strict, _ = score_turns(turns.assign(read_truncated=False), {(ITEM.task, ITEM.question_id): ITEM})
+    assert (strict[strict["condition"] == "base"]["confidence_status"] == "missing").all()
+
+
+def test_reply_openings_prefill_each_reply_where_the_backend_continues(tmp_path):
+    backend = ScriptedBackend()
+    backend.continues_prefill = True  # as a local backend: it continues an assistant prefill
+    config = ProtocolConfig(max_tokens=64, reply_openings=("solve", "confidence", "reconsider"))
+    run, backend, _ = scripted_run(tmp_path, backend, config)
+    t1, t2, t3 = (turn(run, "short", "base", n) for n in (1, 2, 3))
+    assert (t1["prefill"], t2["prefill"], t3["prefill"]) == ("Solution 1: {", "Confidence:", "[")
+    assert t1["answer"] == SAMPLE_ANSWERS[0] and t2["answer"] == "Confidence: 80" and t3["answer"].startswith("[CHANGED]")
+    long1, long2 = turn(run, "long", "base", 1), turn(run, "long", "base", 2)
+    assert long1["prefill"].endswith("</think>\n\nSolution 1: {") and long1["thinking_forced"]  # opened after the forced close
+    assert long2["prefill"].endswith("</think>\n\nConfidence:") and long2["answer"] == "Confidence: 80"
+    firsts = [r for r, _ in backend.seen if r.messages[-1]["content"] == CONFIDENCE_PROMPT and not r.tag.endswith(":forced")]
+    assert {(r.prefill, r.sampling.stop) for r in firsts} == {("Confidence:", ("\n",)), ("<think>\n", ())}  # thinking is never cut short
+    forced = [r for r, _ in backend.seen if r.messages[-1]["content"] == CONFIDENCE_PROMPT and r.tag.endswith(":forced")]
+    assert forced and all(r.sampling.stop == ("\n",) for r in forced)
+    row = run.results[(run.results["paradigm"] == "short") & (run.results["condition"] == "base")].iloc[0]
+    assert (row["n_listed"], math.isclose(row["confidence"], 0.8), row["decision"]) == (1, True, "changed")
+    (tmp_path / "plain").mkdir()
+    plain, _, _ = scripted_run(tmp_path / "plain", ScriptedBackend(), config)  # a backend that does not continue: nothing opened
+    assert turn(plain, "short", "base", 1)["prefill"] == turn(plain, "short", "base", 2)["prefill"] == ""
 
 
 def test_a_rerun_generates_nothing(tmp_path):
@@ -364,7 +429,11 @@ def papermill(notebook, out, params, timeout=600):
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-TINY = dict(tasks=["subsetsum"], levels=[1], per_level=1, max_tokens=48, sc_samples=2, reflection_ks=[0], cpu_threads=1)
+TINY = dict(tasks=["subsetsum"], levels=[1, 2], per_level=1, max_tokens=48, sc_samples=2, reflection_ks=[0], cpu_threads=1)
+# every figure the report promises for one model and one task (`musobench.study_figures`), each as PNG and PDF
+TINY_FIGURES = ["recall_confidence_subsetsum", "calibration_subsetsum", "movement_subsetsum", "factors_subsetsum",
+                "mitigations_subsetsum", "exploration_calibration"]
+TINY_TABLES = ["summary", "statuses", "reconsideration", "table1_reconsideration", "table2_self_consistency"]
 
 
 @pytest.mark.parametrize("params, message", [
@@ -393,18 +462,24 @@ def test_experiment_notebook_end_to_end_then_a_rerun_from_the_store(tmp_path):
     first = papermill("musobench.ipynb", tmp_path / "first.ipynb", params)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     for name in ("results.parquet", "turns.parquet", "sc_samples.parquet", "generation_stats.json", "params.json", "generations.sqlite",
-                 "instances/subsetsum.jsonl", "tables/summary.csv", "tables/statuses.md", "tables/table1_reconsideration.csv",
-                 "tables/table2_self_consistency.csv", "figures.md"):
+                 "instances/subsetsum.jsonl", "figures.md"):
         assert (out_dir / name).exists(), name
+    assert sorted(p.name for p in (out_dir / "tables").iterdir()) == sorted(f"{t}.{e}" for t in TINY_TABLES for e in ("csv", "md"))
     stats = json.loads((out_dir / "generation_stats.json").read_text())
     assert stats["generated"] > 0 and stats["errors"] == 0
     results = pd.read_parquet(out_dir / "results.parquet")
     assert set(results["condition"]) == {"base", "exploration", "reflection_k0", "sc_median", "sc_vote", "sc_union"}
-    assert len(results[results["condition"] == "base"]) == 2  # one instance, two paradigms: nothing dropped
+    assert len(results[results["condition"] == "base"]) == 4  # two instances, two paradigms: nothing dropped
     listed = (out_dir / "figures.md").read_text()
-    drawn = [p for p in (out_dir / "figures").glob("*.png")]
-    assert all(p.with_suffix(".pdf").exists() for p in drawn)
-    assert listed.count("\n- `") == len(drawn) + listed.count("not drawn")  # every figure is drawn or says why not
+    assert "not drawn" not in listed, listed  # every figure is drawn from the embedded model's own answers
+    assert sorted(p.name for p in (out_dir / "figures").iterdir()) == sorted(f"{f}.{e}" for f in TINY_FIGURES for e in ("png", "pdf"))
+    assert all((out_dir / "figures" / f"{f}.png").stat().st_size > 0 for f in TINY_FIGURES)
+    # the calibration figures rest on real points: base answers scored and rated in both paradigms
+    base = results[results["condition"] == "base"]
+    rated = base[base["recall"].notna() & base["confidence"].notna()]
+    assert set(rated["paradigm"]) == {"short", "long"}
+    dialogues = results[~results["condition"].str.startswith("sc_")]  # an aggregate is flagged when one of its samples was
+    assert (dialogues["status"].eq("truncated") | ~dialogues["scored_from_truncated"].astype(bool)).all()  # the flag marks cut answers only
     # the rerun: the store answers every turn
     second = papermill("musobench.ipynb", tmp_path / "second.ipynb", params)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
@@ -415,5 +490,6 @@ def test_experiment_notebook_end_to_end_then_a_rerun_from_the_store(tmp_path):
     figures_dir = tmp_path / "figures"
     compiled = papermill("musobench_figures.ipynb", tmp_path / "figures.ipynb", {"run_dirs": [str(out_dir)], "out_dir": str(figures_dir)})
     assert compiled.returncode == 0, compiled.stdout[-3000:] + compiled.stderr[-3000:]
-    assert (figures_dir / "tables" / "summary.csv").exists() and (figures_dir / "figures.md").exists()
     assert (figures_dir / "figures.md").read_text() == listed
+    assert sorted(p.name for p in (figures_dir / "figures").iterdir()) == sorted(p.name for p in (out_dir / "figures").iterdir())
+    assert sorted(p.name for p in (figures_dir / "tables").iterdir()) == sorted(p.name for p in (out_dir / "tables").iterdir())

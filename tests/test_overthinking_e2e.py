@@ -90,3 +90,26 @@ def test_bad_parameters_fail_before_any_model_loads(tmp_path):
                             capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert result.returncode != 0 and "'please_stop' is not one of" in result.stdout + result.stderr
     assert not (tmp_path / "bad" / "generations.sqlite").exists()
+
+
+def test_image_benchmark_on_a_text_only_preset_fails_before_any_model_loads(tmp_path):
+    result = subprocess.run([str(PAPERMILL), "--cwd", str(ROOT / "nbs"), str(NOTEBOOK), str(tmp_path / "bad.ipynb"),
+                             "-y", "benchmarks: [champ, ai2d]", "-p", "out_dir", str(tmp_path / "bad")],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "benchmarks ['ai2d'] show the model an image" in output and "is text-only" in output
+    assert "qwen2.5-vl-7b-instruct" in output  # the error names the multimodal presets
+    assert not (tmp_path / "bad").exists()
+
+
+def test_musobench_recall_trajectories_come_from_the_library(runs):
+    out, first, _ = runs
+    prefixes = pd.read_parquet(out / "musobench_prefixes.parquet")
+    recall = pd.read_csv(out / "musobench_recall_trajectories.csv")
+    assert set(prefixes["task"]) == set(recall["task"]) == {"subsetsum", "timetabling"}
+    assert {"first_complete_index", "best_recall", "final_recall", "solutions_found", "solutions_lost"} <= set(recall.columns)
+    for key, group in prefixes.groupby(["task", "question_id"]):
+        assert sorted(group.prefix_index) == list(range(group.n_utterances.iloc[0] + 1))
+        row = recall[(recall.task == key[0]) & (recall.question_id == key[1])].iloc[0]
+        assert row["best_recall"] == group.recall.max() and row["final_recall"] == group.sort_values("prefix_index").recall.iloc[-1]
+    assert "musobench_recall_trajectories" in first["figures"]

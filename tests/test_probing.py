@@ -160,3 +160,51 @@ def test_probe_requests_are_token_exact(backend, traces):
     probes = all_probes(backend, traces[:1])[0]
     r = probes.request(2, replace(GREEDY, n=4), tag="x")
     assert r.prompt_token_ids == probes.prompt_token_ids(2) and r.sampling.n == 1 and r.thinking is False and r.prefill == ""
+
+
+def test_image_probes_carry_their_images_to_generate(backend, traces, tmp_path):
+    "The batched path with a figure: every probe (and the warm-up) is a token-exact request with the images, sent to `generate`."
+    from PIL import Image
+    from reasoning_study.backends.core import RequestImage
+    from reasoning_study.probing.prober import TraceProbes
+    figure = RequestImage.of(Image.new("RGB", (8, 8), "white"))
+
+    class ImageRecordingBackend:  # vLLM's interface; the images are recorded, then the text model answers the token prompt
+        name, model_id, revision, tokenizer = backend.name, backend.model_id, backend.revision, backend.tokenizer
+        supports_images, seen = True, []
+        def generate(self, requests):
+            self.seen += [(tuple(r.prompt_token_ids), r.images) for r in requests]
+            return backend.generate([replace(r, images=()) for r in requests])
+        def generate_token_prompts(self, prompts, sampling, thinking=None): raise AssertionError("image probes go through generate")
+
+    plain = all_probes(backend, traces[:1])[0]
+    pictured = TraceProbes(plain.prompt_ids, plain.trace, plain.suffix_ids, images=[figure])
+    recorder = ImageRecordingBackend()
+    with GenerationStore(tmp_path / "images.sqlite") as store:
+        [with_images], stats = probe_traces(recorder, [pictured], GREEDY, store, method="batched", progress=False)
+        assert all(images == (figure,) for _, images in recorder.seen)
+        assert [p for p, _ in recorder.seen] == [tuple(plain.sequence)] + [tuple(plain.prompt_token_ids(i)) for i in range(len(plain))]
+        [without], _ = probe_traces(backend, [plain], GREEDY, store, progress=False)
+        assert stats.generated == len(plain) and len(store) == 2 * len(plain)  # the figure is in every probe's key
+        assert [c.text for c in with_images] == [c.text for c in without]
+    [refused], _ = probe_traces(backend, [pictured], GREEDY, progress=False)  # the transformers KV prober is text-only
+    assert {c.status for c in refused} == {"error"} and "text-only" in refused[0].error
+
+
+def test_solution_probes_of_a_timetabling_trace(backend):
+    "Forced solution lists read with the task's own parser: the answer text after `Solution 1:` is what the probe continued."
+    from reasoning_study.backends.core import make_completion
+    from reasoning_study.metrics.overthinking import recall_trajectories
+    from reasoning_study.probing.prober import solution_probe_table
+    from reasoning_study.tasks.musobench import build_task
+    item = build_task("timetabling", seed=0, per_level=1, levels=[1])[0]
+    body = item.answer_text().split("Solution 1:", 1)[1]  # every solution, as the probe would continue after the head
+    one = body.split("Solution 2:", 1)[0]
+    trace = split_trace("First I place Course0.\nThen the others.\nI think I have them all.", backend.tokenizer)
+    completions = [make_completion(t, "stop") for t in ("", one, body, one)]
+    rows = solution_probe_table(item, trace, completions, model="m", template="stop_now")
+    assert rows["recall"].tolist() == [0.0, 1 / item.answer_count, 1.0, 1 / item.answer_count]
+    assert rows["n_correct"].tolist() == [0, 1, item.answer_count, 1] and rows["precision"].iloc[2] == 1.0
+    assert rows["probe_status"].tolist() == ["no_answer", "answered", "answered", "answered"]
+    [r] = recall_trajectories(rows, by=["model", "template", "task", "question_id"]).to_dict("records")
+    assert (r["first_complete_index"], r["solutions_found"], r["solutions_lost"]) == (2, item.answer_count, item.answer_count - 1)

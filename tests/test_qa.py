@@ -249,3 +249,27 @@ def test_items_table_and_validation():
     assert table["format"].tolist() == ["ff", "ff", "mc", "mc"] and not table["has_image"].any()
     with pytest.raises(ValueError, match="empty question and no image"): QAItem("x/1", "x", "  ", "1")
     with pytest.raises(ValueError, match="format must be"): QAItem("x/1", "x", "q", "1", "open")
+
+
+def test_item_images_become_request_images(tmp_path, cache):
+    "A figure loaded as a PIL image (parquet) or as a file path (JSONL) goes into a request, with a stable content key."
+    from reasoning_study.backends.core import RequestImage, chat
+    from reasoning_study.tasks.qa import has_images
+    (tmp_path / "images").mkdir()
+    picture("green").save(tmp_path / "images" / "1.png")
+    records = [{"id": "1", "question": "<image1> How many triangles?", "options": [], "answer": "7", "image": "images/1.png"}]
+    path = write_jsonl(tmp_path / "mathvision.jsonl", records)
+    [from_path] = load_benchmark("mathvision", path=path, cache_dir=cache)
+    [again] = load_benchmark("mathvision", path=path, cache_dir=cache)
+    request = chat(from_path.question, images=from_path.images)
+    assert request.images == (RequestImage.of((tmp_path / "images" / "1.png").read_bytes()),)  # a PNG file is sent byte for byte
+    assert request.prompt_key() == chat(again.question, images=again.images).prompt_key()
+    assert request.images[0].to_pil().getpixel((0, 0)) == (0, 128, 0)
+    parquet = tmp_path / "mathvista.parquet"
+    image_dataset([{"pid": "1", "question": "Slope?", "choices": None, "answer": "2", "question_type": "free_form", "answer_type": "integer",
+                    "precision": None, "unit": None, "query": "Slope?", "image": "x.png", "decoded_image": picture("blue")}],
+                  ("decoded_image",)).to_parquet(str(parquet))
+    [decoded] = load_benchmark("mathvista", path=parquet, cache_dir=cache)
+    assert chat("q", images=decoded.images).images[0].to_pil().size == (8, 6)
+    assert not load_benchmark("champ", n=1)[0].images
+    assert [has_images(b) for b in ("champ", "mmlu-sample", "gpqa", "aime2025", "mathvista", "ai2d")] == [False] * 4 + [True] * 2

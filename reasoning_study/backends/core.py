@@ -5,16 +5,21 @@
 # %% ../../nbs/10_backends.core.ipynb #630d0ed7
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib
+import io
 import json
 from dataclasses import asdict, dataclass, field, replace
-from typing import Literal, Protocol, Sequence, runtime_checkable
+from pathlib import Path
+from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 # %% auto #0
-__all__ = ['SAMPLE_SEED_STRIDE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'ThinkingSwitch', 'PRESETS', 'SamplingParams',
-           'Request', 'chat', 'Completion', 'split_reasoning', 'completion_status', 'make_completion',
-           'tokenize_continuation', 'render_prompt_ids', 'expected_thinking', 'Backend', 'ModelPreset', 'get_preset',
-           'register_preset', 'load_backend']
+__all__ = ['SAMPLE_SEED_STRIDE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'ThinkingSwitch', 'PRESETS',
+           'SamplingParams', 'RequestImage', 'check_response_schema', 'supports', 'Request', 'chat',
+           'template_messages', 'request_images', 'Completion', 'split_reasoning', 'completion_status',
+           'make_completion', 'tokenize_continuation', 'render_prompt_ids', 'expected_thinking', 'Backend',
+           'ModelPreset', 'get_preset', 'register_preset', 'load_backend']
 
 # %% ../../nbs/10_backends.core.ipynb #4dab9056
 SAMPLE_SEED_STRIDE = 1_000_003  # a prime: sample i of seed s never equals sample j of a nearby seed s'
@@ -41,6 +46,77 @@ class SamplingParams:
         return None if self.seed is None else self.seed + index * SAMPLE_SEED_STRIDE
 
 # %% ../../nbs/10_backends.core.ipynb #3f3ca1fe
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+@dataclass(frozen=True, repr=False)
+class RequestImage:
+    png: bytes  # the image as PNG: exactly what a backend sends or decodes
+    sha256: str  # hex SHA-256 of `png`: what the generation key holds
+
+    def __post_init__(self):
+        if not isinstance(self.png, bytes) or not self.png.startswith(PNG_SIGNATURE): raise ValueError("RequestImage.png must be PNG bytes")
+        if hashlib.sha256(self.png).hexdigest() != self.sha256: raise ValueError("RequestImage.sha256 does not match its PNG bytes")
+
+    def __repr__(self): return f"RequestImage(sha256={self.sha256[:12]}..., {len(self.png)} bytes)"
+
+    @classmethod
+    def of(cls, image: Any,  # a PIL image, PNG/JPEG/... bytes, a file path, or a RequestImage
+          ) -> "RequestImage":
+        "An image as PNG bytes and their hash (PNG input is kept as is; a RequestImage passes through)."
+        if isinstance(image, RequestImage): return image
+        if isinstance(image, (str, Path)):
+            path = Path(image)
+            if not path.is_file(): raise FileNotFoundError(f"image file {str(path)!r} does not exist")
+            image = path.read_bytes()
+        if isinstance(image, (bytes, bytearray)):
+            data = bytes(image)
+            if not data.startswith(PNG_SIGNATURE): data = _to_png(_open_image(data))
+        elif hasattr(image, "save") and hasattr(image, "mode"): data = _to_png(image)  # a PIL image
+        else: raise TypeError(f"an image must be a PIL image, image bytes or a file path, got {type(image).__name__}")
+        return cls(data, hashlib.sha256(data).hexdigest())
+
+    def to_pil(self):
+        "The image as a (loaded) PIL image."
+        image = _open_image(self.png)
+        image.load()
+        return image
+
+    def data_uri(self) -> str:
+        "The image as a `data:image/png;base64,...` URI (what OpenAI-compatible chat APIs take)."
+        return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
+
+def _open_image(data: bytes):
+    from PIL import Image, UnidentifiedImageError
+    try: return Image.open(io.BytesIO(data))
+    except UnidentifiedImageError as e: raise ValueError(f"not an image Pillow can read ({len(data)} bytes)") from e
+
+def _to_png(image) -> bytes:
+    "PNG bytes of a PIL image (modes PNG cannot store, such as CMYK, become RGB)."
+    if image.mode not in ("1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"): image = image.convert("RGB")
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+# %% ../../nbs/10_backends.core.ipynb #27bae213
+def check_response_schema(schema: Any) -> dict:
+    "The schema, if it is a dict holding a valid JSON Schema in plain JSON; a clear error otherwise."
+    if not isinstance(schema, dict): raise TypeError(f"response_schema must be a JSON Schema dict, got {type(schema).__name__}")
+    if not schema: raise ValueError("response_schema is empty: give a JSON Schema such as {'type': 'object', ...}")
+    try: json.dumps(schema, allow_nan=False)
+    except (TypeError, ValueError) as e: raise ValueError(f"response_schema must be plain JSON data: {e}") from e
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+    try: Draft202012Validator.check_schema(schema)
+    except SchemaError as e:
+        where = "/".join(map(str, e.absolute_path)) or "the top level"
+        raise ValueError(f"response_schema is not a valid JSON Schema (at {where}): {e.message}") from None
+    return schema
+
+def supports(backend, capability: str) -> bool:
+    "Whether a backend declares `capability` (`supports_response_schema`, `supports_images`); undeclared means no."
+    return bool(getattr(backend, capability, False))
+
+# %% ../../nbs/10_backends.core.ipynb #539383e5
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 
 @dataclass
@@ -51,6 +127,8 @@ class Request:
     thinking: bool | None = None  # hybrid models: thinking on/off; None = the model's default
     sampling: SamplingParams = field(default_factory=SamplingParams)
     tag: str = ""  # free-form label carried through (not part of the prompt)
+    images: tuple[RequestImage, ...] = ()  # shown with the first user message (PIL images, bytes or paths are converted)
+    response_schema: dict | None = None  # a JSON Schema the reply must match (enforced where the backend supports it)
 
     def __post_init__(self):
         if not self.messages and self.prompt_token_ids is None:
@@ -60,18 +138,40 @@ class Request:
         for m in self.messages:
             if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
                 raise ValueError(f"bad chat message {m!r}: need {{'role': system|user|assistant, 'content': str}}")
+        if isinstance(self.images, (str, bytes, Path)) or hasattr(self.images, "save"):
+            raise TypeError("`images` is a sequence of images: wrap a single image in a tuple")
+        self.images = tuple(RequestImage.of(image) for image in self.images)
+        if self.images and self.messages and not any(m["role"] == "user" for m in self.messages):
+            raise ValueError("images go with the first user message, and this request has none")
+        if self.response_schema is not None: check_response_schema(self.response_schema)
 
     def prompt_key(self) -> dict:
         "Everything that determines the prompt, as plain JSON-able data (the store hashes this)."
-        return {"messages": self.messages, "prompt_token_ids": self.prompt_token_ids,
-                "prefill": self.prefill, "thinking": self.thinking}
+        key = {"messages": self.messages, "prompt_token_ids": self.prompt_token_ids,
+               "prefill": self.prefill, "thinking": self.thinking}
+        if self.images: key["images"] = [image.sha256 for image in self.images]  # only when present: older keys are unchanged
+        if self.response_schema is not None: key["response_schema"] = self.response_schema
+        return key
 
 def chat(user: str, system: str | None = None, **kwargs) -> Request:
     "A one-turn chat request: the common case, in one call."
     msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user}]
     return Request(messages=msgs, **kwargs)
 
-# %% ../../nbs/10_backends.core.ipynb #24437d97
+# %% ../../nbs/10_backends.core.ipynb #661e718e
+def template_messages(request: Request) -> list[dict]:
+    "The chat messages as a chat template sees them: with images, the first user message becomes [image parts..., text part]."
+    messages = [dict(m) for m in request.messages]
+    if not request.images: return messages
+    k = next(k for k, m in enumerate(messages) if m["role"] == "user")
+    messages[k]["content"] = [{"type": "image"} for _ in request.images] + [{"type": "text", "text": messages[k]["content"]}]
+    return messages
+
+def request_images(request: Request) -> list:
+    "The request's images as PIL images, in order (e.g. vLLM's `multi_modal_data={'image': ...}`)."
+    return [image.to_pil() for image in request.images]
+
+# %% ../../nbs/10_backends.core.ipynb #84681b54
 Status = Literal["answered", "truncated", "error"]
 
 @dataclass
@@ -91,7 +191,7 @@ class Completion:
 
     def to_dict(self) -> dict: return asdict(self)
 
-# %% ../../nbs/10_backends.core.ipynb #6ff7d585
+# %% ../../nbs/10_backends.core.ipynb #35dabe41
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 def split_reasoning(text: str,  # generated text
@@ -122,7 +222,7 @@ def make_completion(text: str, finish_reason: str, prefill: str = "", thinking: 
     return Completion(text=text, reasoning=reasoning, answer=answer, finish_reason=finish_reason,
                       status=completion_status(finish_reason, closed), **kwargs)
 
-# %% ../../nbs/10_backends.core.ipynb #40cc74bd
+# %% ../../nbs/10_backends.core.ipynb #732be50d
 def tokenize_continuation(tokenizer, text: str) -> list[int]:
     "Tokens of `text` as a continuation (no BOS or other special tokens added)."
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -138,7 +238,13 @@ def render_prompt_ids(tokenizer,  # a Hugging Face tokenizer (vLLM's own is one)
     if getattr(tokenizer, "chat_template", None) is None:
         raise ValueError("this tokenizer has no chat template: send `prompt_token_ids` instead of chat messages")
     extra = {"enable_thinking": request.thinking} if switch == "template" and request.thinking is not None else {}
-    text = tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True, **extra)
+    render = lambda messages: tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
+    if not request.images: text = render(request.messages)
+    else:
+        unfit = "this chat template does not place images ({}): a request with images needs a multimodal model's template"
+        try: text = render(template_messages(request))
+        except Exception as e: raise ValueError(unfit.format(f"it fails on image parts: {type(e).__name__}: {e}")) from None
+        if text == render(request.messages) or "'type': 'image'" in text: raise ValueError(unfit.format("it skips or prints the image parts"))
     return tokenize_continuation(tokenizer, text) + (tokenize_continuation(tokenizer, request.prefill) if request.prefill else [])
 
 def expected_thinking(switch: "ThinkingSwitch", request: "Request") -> bool | None:
@@ -146,7 +252,7 @@ def expected_thinking(switch: "ThinkingSwitch", request: "Request") -> bool | No
     if request.thinking is not None: return request.thinking
     return {"always": True, "never": False}.get(switch)
 
-# %% ../../nbs/10_backends.core.ipynb #9dce9a9a
+# %% ../../nbs/10_backends.core.ipynb #107c4b0d
 @runtime_checkable
 class Backend(Protocol):
     name: str  # backend kind: "transformers" | "vllm" | "openai" | ...
@@ -157,7 +263,7 @@ class Backend(Protocol):
         "One list of `request.sampling.n` completions per request, in request order."
         ...
 
-# %% ../../nbs/10_backends.core.ipynb #d1cf2ee2
+# %% ../../nbs/10_backends.core.ipynb #3b0431ed
 ThinkingSwitch = Literal["template", "always", "never", "api"]
 
 @dataclass(frozen=True)
@@ -168,7 +274,7 @@ class ModelPreset:
     thinking: ThinkingSwitch = "never"
     sampling: SamplingParams = SamplingParams()
     revision: str = "main"
-    multimodal: bool = False
+    multimodal: bool = False  # the model reads images (`Request.images`); a text-only model is never sent any
     description: str = ""
     options: tuple[tuple[str, object], ...] = ()  # backend-specific extras, e.g. (("base_url", ...),)
 
@@ -179,7 +285,7 @@ class ModelPreset:
     def default_thinking(self) -> bool | None:
         return {"always": True, "never": False}.get(self.thinking)
 
-# %% ../../nbs/10_backends.core.ipynb #661e718e
+# %% ../../nbs/10_backends.core.ipynb #d2785702
 _QWEN3_THINK = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=32768)
 _MUSO = SamplingParams(temperature=0.2, max_tokens=20480)
 

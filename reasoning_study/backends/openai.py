@@ -10,6 +10,7 @@ import concurrent.futures
 import contextlib
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -28,10 +29,10 @@ from reasoning_study.backends.core import (
 
 # %% auto #0
 __all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'REASONING_FIELDS', 'RETRY_STATUS', 'ApiOptions', 'api_options',
-           'sampling_fields', 'chat_body', 'token_prompt_body', 'reasoning_field', 'join_reasoning', 'finish_of',
-           'usage_counts', 'completion_from_response', 'is_retryable', 'backoff_delay', 'retry_after_seconds',
-           'describe_error', 'ApiCallFailed', 'with_retries', 'free_port', 'run_sync', 'OpenAIBackend', 'from_preset',
-           'serve_with_transformers']
+           'sampling_fields', 'response_format', 'chat_messages', 'chat_body', 'token_prompt_body', 'reasoning_field',
+           'join_reasoning', 'finish_of', 'usage_counts', 'completion_from_response', 'is_retryable', 'backoff_delay',
+           'retry_after_seconds', 'describe_error', 'ApiCallFailed', 'with_retries', 'free_port', 'run_sync',
+           'OpenAIBackend', 'from_preset', 'serve_command', 'serve_with_transformers']
 
 # %% ../../nbs/13_backends.openai.ipynb #e659975e
 MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
@@ -94,6 +95,23 @@ def sampling_fields(sampling: SamplingParams,  # the request's sampling
 def _with_extra(body: dict, extra: dict) -> dict:
     return {**body, "extra_body": extra} if extra else body
 
+_SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+def response_format(schema: dict) -> dict:
+    "The `response_format` field asking for a reply that matches `schema` (named by its title when the API allows it)."
+    title = schema.get("title")
+    name = title if isinstance(title, str) and _SCHEMA_NAME.fullmatch(title) else "response"
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+def chat_messages(request: Request) -> list[dict]:
+    "The request's messages as the API takes them: with images, the first user message is [image_url parts..., text part]."
+    messages = [dict(m) for m in request.messages]
+    if request.images:
+        k = next(k for k, m in enumerate(messages) if m["role"] == "user")
+        parts = [{"type": "image_url", "image_url": {"url": image.data_uri()}} for image in request.images]
+        messages[k]["content"] = parts + [{"type": "text", "text": messages[k]["content"]}]
+    return messages
+
 def chat_body(request: Request,  # a chat request
               sample_index: int,  # which of its n samples
               model: str,  # the served model name
@@ -102,7 +120,8 @@ def chat_body(request: Request,  # a chat request
              ) -> dict:
     "Keyword arguments of `chat.completions.create` for one sample of a chat request."
     body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), options.max_tokens_field)
-    messages = [dict(m) for m in request.messages]
+    messages = chat_messages(request)
+    if request.response_schema is not None: body["response_format"] = response_format(request.response_schema)
     if request.prefill and options.prefill_mode == "continue":  # vLLM / SGLang semantics
         messages.append({"role": "assistant", "content": request.prefill})
         extra.update(continue_final_message=True, add_generation_prompt=False)
@@ -120,10 +139,13 @@ def token_prompt_body(request: Request,  # a request with `prompt_token_ids`
     "Keyword arguments of `completions.create` for one sample of a token-exact request."
     if request.prefill:
         raise ValueError("a token-exact request takes no `prefill`: append the prefill's tokens to `prompt_token_ids`")
+    if request.images:
+        raise ValueError("the /completions endpoint takes no images: send a chat request (messages) with the images")
     body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), "max_tokens")
+    if request.response_schema is not None: extra["response_format"] = response_format(request.response_schema)  # vLLM, SGLang
     return _with_extra({"model": model, "prompt": list(request.prompt_token_ids), **body}, {**options.extra_body, **extra})
 
-# %% ../../nbs/13_backends.openai.ipynb #a3502808
+# %% ../../nbs/13_backends.openai.ipynb #9dd6a6a2
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # DeepSeek / older vLLM; newer vLLM / SGLang
 
 def reasoning_field(message: Any) -> str | None:
@@ -146,7 +168,7 @@ def join_reasoning(reasoning: str | None,  # the separately returned reasoning
     closing = f"\n{THINK_CLOSE}\n\n{content}" if content else ""
     return f"{opening}{reasoning}{closing}"
 
-# %% ../../nbs/13_backends.openai.ipynb #9dd6a6a2
+# %% ../../nbs/13_backends.openai.ipynb #044f2549
 def finish_of(reason: str | None) -> tuple[str, str | None]:
     "Map a server's finish_reason to ours (`stop` | `length` | `error`) and an error message."
     if reason == "length": return "length", None
@@ -175,7 +197,7 @@ def completion_from_response(response: Any,  # a ChatCompletion or a (text) Comp
     return make_completion(text, finish, prefill, thinking, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                            cached_prompt_tokens=cached, error=error, **kwargs)
 
-# %% ../../nbs/13_backends.openai.ipynb #1f94be25
+# %% ../../nbs/13_backends.openai.ipynb #898e4416
 RETRY_STATUS = (408, 409, 429)  # plus every 5xx
 
 def is_retryable(error: BaseException) -> bool:
@@ -226,14 +248,14 @@ async def with_retries(call: Callable[[], Awaitable[Any]],  # makes one attempt
             if (asked := retry_after_seconds(error)) is not None: delay = min(cap, max(delay, asked))
             await asyncio.sleep(delay)
 
-# %% ../../nbs/13_backends.openai.ipynb #1158a758
+# %% ../../nbs/13_backends.openai.ipynb #651df82b
 def free_port(host: str = "127.0.0.1") -> int:
     "A TCP port on `host` that nothing listens on right now."
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 
-# %% ../../nbs/13_backends.openai.ipynb #651df82b
+# %% ../../nbs/13_backends.openai.ipynb #b244a264
 def run_sync(coroutine: Awaitable[Any]) -> Any:
     "Run a coroutine to completion from synchronous code, also where an event loop already runs (Jupyter)."
     try: asyncio.get_running_loop()
@@ -241,10 +263,12 @@ def run_sync(coroutine: Awaitable[Any]) -> Any:
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
 
-# %% ../../nbs/13_backends.openai.ipynb #b244a264
+# %% ../../nbs/13_backends.openai.ipynb #c0c7f98b
 class OpenAIBackend:
     "A `Backend` for any server that speaks the OpenAI chat-completions API."
     name = "openai"
+    supports_images = True  # sent as image_url parts of a chat request (the served model must read images)
+    supports_response_schema = True  # sent as response_format json_schema (servers that ignore it decode freely)
 
     def __init__(self, preset: ModelPreset, options: ApiOptions):
         self.preset, self.options = preset, options
@@ -303,11 +327,36 @@ def from_preset(preset: str | ModelPreset) -> OpenAIBackend:
     preset = get_preset(preset)
     return OpenAIBackend(preset, api_options(preset))
 
-# %% ../../nbs/13_backends.openai.ipynb #2677ed9e
+# %% ../../nbs/13_backends.openai.ipynb #c1b17e2d
 def _healthy(base_url: str) -> bool:
     try:
         with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2) as r: return r.status == 200
     except OSError: return False
+
+@contextlib.contextmanager
+def serve_command(command: Sequence[str],  # the server's command line; it must listen on 127.0.0.1:`port`
+                  port: int,
+                  name: str = "server",  # how errors name it
+                  env: dict[str, str] | None = None,  # variables added to this process's environment
+                  startup_timeout: float = 180.0,  # seconds to wait for its /health to answer
+                 ) -> Iterator[str]:
+    "Run a local OpenAI-compatible server for the duration of the block; yields its base_url. Its log is kept for errors."
+    base_url = f"http://127.0.0.1:{port}/v1"
+    with tempfile.TemporaryFile("w+") as log:
+        server = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        try:
+            deadline = time.monotonic() + startup_timeout
+            while not _healthy(base_url):
+                if server.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    why = "exited" if server.poll() is not None else f"did not answer within {startup_timeout:.0f}s"
+                    raise RuntimeError(f"{name} {why}; its log ends with:\n{log.read()[-3000:]}")
+                time.sleep(0.5)
+            yield base_url
+        finally:
+            server.terminate()
+            try: server.wait(timeout=15)
+            except subprocess.TimeoutExpired: server.kill(); server.wait()
 
 @contextlib.contextmanager
 def serve_with_transformers(model_dir: str | Path,  # a transformers checkpoint folder (its config names `architectures`)
@@ -318,23 +367,7 @@ def serve_with_transformers(model_dir: str | Path,  # a transformers checkpoint 
                            ) -> Iterator[str]:
     "Run `transformers serve` on 127.0.0.1 for the duration of the block; yields the base_url to call."
     port = port or free_port()
-    base_url = f"http://127.0.0.1:{port}/v1"
     command = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir),
                "--host", "127.0.0.1", "--port", str(port), "--device", device, "--log-level", "warning"]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}
-    if threads: env["OMP_NUM_THREADS"] = str(threads)
-    with tempfile.TemporaryFile("w+") as log:
-        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-        try:
-            deadline = time.monotonic() + startup_timeout
-            while not _healthy(base_url):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    why = "exited" if server.poll() is not None else f"did not answer within {startup_timeout:.0f}s"
-                    raise RuntimeError(f"transformers serve {why}; its log ends with:\n{log.read()[-3000:]}")
-                time.sleep(0.5)
-            yield base_url
-        finally:
-            server.terminate()
-            try: server.wait(timeout=15)
-            except subprocess.TimeoutExpired: server.kill(); server.wait()
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1", **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    with serve_command(command, port, "transformers serve", env, startup_timeout) as base_url: yield base_url

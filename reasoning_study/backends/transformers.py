@@ -184,6 +184,8 @@ def first_stop(text: str, stops: Sequence[str]) -> int | None:
 class TransformersBackend:
     "A `Backend` over a transformers causal LM: batched, per-sample seeds, reusable KV caches."
     name = "transformers"
+    supports_images = False  # a text-only causal LM: requests with images become `error` completions
+    supports_response_schema = False  # no constrained decoding: a response_schema request is generated normally
 
     def __init__(self, model, tokenizer,
                  model_id: str,  # what was loaded (e.g. "embedded:SmolLM2-135M-Instruct")
@@ -215,6 +217,9 @@ class TransformersBackend:
 
     def render_prompt_ids(self, request: Request) -> list[int]:
         "The exact prompt tokens of a request (`backends.core.render_prompt_ids`: chat template, then the prefill)."
+        if request.images:
+            raise ValueError(f"the transformers backend runs text-only models ({self.model_id}) and cannot read the request's "
+                             f"{len(request.images)} image(s): use a multimodal preset on the vllm or openai backend")
         if request.prompt_token_ids is None and self.tokenizer.chat_template is None:
             raise ValueError(f"{self.model_id} has no chat template: send prompt_token_ids")
         return render_prompt_ids(self.tokenizer, request, self.thinking)
@@ -378,7 +383,7 @@ def from_preset(preset: str | ModelPreset) -> TransformersBackend:
     return TransformersBackend(model, tokenizer, preset.model_id, revision, preset.thinking,
                                batch_size=options.get("batch_size", 8), max_model_len=options.get("max_model_len"))
 
-# %% ../../nbs/11_backends.transformers.ipynb #20b0e85a
+# %% ../../nbs/11_backends.transformers.ipynb #8900f0c1
 @dataclass
 class PrefixCache:
     "The KV cache of one token sequence (a prompt and its thinking trace), encoded once, reused for every prefix."
@@ -398,7 +403,7 @@ class PrefixCache:
             layers.append((keys, values))
         return DynamicCache(layers)
 
-# %% ../../nbs/11_backends.transformers.ipynb #b762bc3a
+# %% ../../nbs/11_backends.transformers.ipynb #326d7878
 @torch.inference_mode()
 def prefill_cache(self: TransformersBackend,
                   token_ids: Sequence[int],  # prompt + trace tokens, e.g. from `render_prompt_ids`

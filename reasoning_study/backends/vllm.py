@@ -5,21 +5,23 @@
 # %% ../../nbs/12_backends.vllm.ipynb #5bc46082
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from .core import (
     Completion, ModelPreset, Request, SamplingParams, ThinkingSwitch, expected_thinking, get_preset, make_completion,
-    render_prompt_ids, tokenize_continuation)
+    render_prompt_ids, request_images, tokenize_continuation)
 
 # %% auto #0
 __all__ = ['VLLM_INSTALL_HINT', 'vllm_available', 'import_vllm', 'VllmOptions', 'vllm_options', 'sample_params_kwargs',
-           'completion_from_output', 'resolve_model', 'engine_for', 'VllmBackend', 'from_preset']
+           'structured_output_kwargs', 'completion_from_output', 'resolve_model', 'engine_for', 'VllmBackend',
+           'from_preset', 'cacheable_tokens', 'vllm_server_command', 'serve_with_vllm']
 
 # %% ../../nbs/12_backends.vllm.ipynb #f757f987
 VLLM_INSTALL_HINT = "pip install 'reasoning_study[vllm]'"
@@ -78,6 +80,19 @@ def sample_params_kwargs(sampling: SamplingParams,  # the request's sampling
                 skip_special_tokens=skip_special_tokens)
 
 # %% ../../nbs/12_backends.vllm.ipynb #75b1f05b
+def structured_output_kwargs(vllm: Any,  # the vllm module
+                             schema: dict | None,  # the request's response_schema
+                            ) -> dict:
+    "The `vllm.SamplingParams` keyword that constrains decoding to `schema` ({} without one)."
+    if schema is None: return {}
+    sampling_params = importlib.import_module("vllm.sampling_params")
+    if hasattr(sampling_params, "StructuredOutputsParams"):
+        return {"structured_outputs": sampling_params.StructuredOutputsParams(json=schema)}
+    if hasattr(sampling_params, "GuidedDecodingParams"):
+        return {"guided_decoding": sampling_params.GuidedDecodingParams(json=schema)}
+    raise NotImplementedError(f"this vLLM ({getattr(vllm, '__version__', '?')}) has no structured outputs")
+
+# %% ../../nbs/12_backends.vllm.ipynb #0e3e2a6a
 def completion_from_output(output: Any,  # a vllm RequestOutput
                            prefill: str = "",  # the request's prefill
                            thinking: bool | None = None,  # whether a thinking block is expected
@@ -91,7 +106,7 @@ def completion_from_output(output: Any,  # a vllm RequestOutput
                            completion_tokens=len(sample.token_ids), cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
                            error=error, **kwargs)
 
-# %% ../../nbs/12_backends.vllm.ipynb #c916dee2
+# %% ../../nbs/12_backends.vllm.ipynb #4ff5ea77
 def resolve_model(preset: ModelPreset, options: VllmOptions) -> tuple[str, str]:
     "(what `vllm.LLM` loads, the revision recorded in the store) for a preset; offline unless allowed."
     from reasoning_study.backends import transformers as hf  # torch and transformers come with vLLM anyway
@@ -107,7 +122,7 @@ def resolve_model(preset: ModelPreset, options: VllmOptions) -> tuple[str, str]:
                       f"download it first (`hf download {preset.model_id}`), pass model_dir=..., or allow_download=True") from e
     return path, Path(path).name  # the snapshot folder is named by its commit
 
-# %% ../../nbs/12_backends.vllm.ipynb #b88c1f75
+# %% ../../nbs/12_backends.vllm.ipynb #534e1045
 _ENGINES: dict[tuple, Any] = {}  # one vllm.LLM per (weights, engine settings), per process
 
 def engine_for(source: str,  # what vLLM loads: a local folder or a hub id
@@ -129,17 +144,25 @@ def engine_for(source: str,  # what vLLM loads: a local folder or a hub id
             trust_remote_code=o.trust_remote_code, **o.engine_kwargs)
     return _ENGINES[key]
 
-# %% ../../nbs/12_backends.vllm.ipynb #c5c68050
+# %% ../../nbs/12_backends.vllm.ipynb #92b2a3e7
 @dataclass
 class _Job:
     request: int  # index of the request
     sample: int  # index of the sample
     prompt: list[int]
     params: Any  # vllm.SamplingParams
+    images: list = field(default_factory=list)  # PIL images for a multimodal model
+
+    def engine_prompt(self) -> dict:
+        "What `vllm.LLM.generate` takes: the token ids, plus the images as multi-modal data."
+        if not self.images: return {"prompt_token_ids": self.prompt}
+        return {"prompt_token_ids": self.prompt, "multi_modal_data": {"image": self.images}}
 
 class VllmBackend:
     "A `Backend` running vLLM's offline engine in this process."
     name = "vllm"
+    supports_images = True  # passed as multi-modal data (the model must be multimodal, or the request becomes `error`)
+    supports_response_schema = True  # structured outputs: decoding constrained to the schema
 
     def __init__(self, preset: ModelPreset, options: VllmOptions | None = None):
         self.vllm = import_vllm()
@@ -152,6 +175,7 @@ class VllmBackend:
             self.revision = hub_commit(preset.model_id, preset.revision)
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
+        self.block_size = self.llm.llm_engine.vllm_config.cache_config.block_size  # the prefix cache's unit, in tokens
 
     def __repr__(self): return f"VllmBackend({self.model_id!r}, revision={self.revision!r})"
 
@@ -168,8 +192,9 @@ class VllmBackend:
                 results[q] = [self._error(request, i, e) for i in range(request.sampling.n)]
                 continue
             for i in range(request.sampling.n):
-                params = self.vllm.SamplingParams(**sample_params_kwargs(request.sampling, i, self.options.skip_special_tokens))
-                jobs.append(_Job(q, i, prompt, params))
+                params = self.vllm.SamplingParams(**sample_params_kwargs(request.sampling, i, self.options.skip_special_tokens),
+                                                  **structured_output_kwargs(self.vllm, request.response_schema))
+                jobs.append(_Job(q, i, prompt, params, request_images(request)))
         for job, completion in zip(jobs, self._run_isolated(jobs, requests)): results[job.request][job.sample] = completion
         return results
 
@@ -186,7 +211,7 @@ class VllmBackend:
 
     def _run(self, jobs: list[_Job], requests: Sequence[Request]) -> list[Completion]:
         started = time.perf_counter()
-        outputs = self.llm.generate([{"prompt_token_ids": j.prompt} for j in jobs], [j.params for j in jobs], use_tqdm=False)
+        outputs = self.llm.generate([j.engine_prompt() for j in jobs], [j.params for j in jobs], use_tqdm=False)
         elapsed = time.perf_counter() - started  # the batch's wall time: samples run together
         return [completion_from_output(out, requests[j.request].prefill, expected_thinking(self.preset.thinking, requests[j.request]),
                                        sample_index=j.sample, seed=requests[j.request].sampling.sample_seed(j.sample), latency_s=elapsed)
@@ -205,3 +230,48 @@ def from_preset(preset: str | ModelPreset) -> VllmBackend:
     import_vllm()  # fail first, with the install hint, before any other work
     preset = get_preset(preset)
     return VllmBackend(preset, vllm_options(preset))
+
+# %% ../../nbs/12_backends.vllm.ipynb #144d0e2e
+def cacheable_tokens(prompt_tokens: int,  # the prompt's length
+                     block_size: int,  # the engine's KV block size (`VllmBackend.block_size`)
+                     shared_tokens: int | None = None,  # how long a beginning it shares with cached prompts (None: all of it)
+                    ) -> int:
+    "Prompt tokens a warm prefix cache can serve: the whole blocks of the shared beginning, before the last token."
+    if block_size < 1: raise ValueError(f"block_size must be >= 1, got {block_size}")
+    shared = prompt_tokens - 1 if shared_tokens is None else min(shared_tokens, prompt_tokens - 1)
+    return max(shared, 0) // block_size * block_size
+
+# %% ../../nbs/12_backends.vllm.ipynb #44d5104d
+def vllm_server_command(model_dir: str | Path,  # what the server loads (served under this name)
+                        port: int,
+                        dtype: str = "auto",
+                        max_model_len: int | None = None,
+                        enforce_eager: bool = False,
+                        extra_args: Sequence[str] = (),  # any other `vllm serve` flags
+                       ) -> list[str]:
+    "The command line of vLLM's OpenAI-compatible server on 127.0.0.1."
+    import sys
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+               "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype, "--seed", "0"]
+    if max_model_len: command += ["--max-model-len", str(max_model_len)]
+    if enforce_eager: command.append("--enforce-eager")
+    return command + list(extra_args)
+
+@contextlib.contextmanager
+def serve_with_vllm(model_dir: str | Path,  # a local model folder (e.g. `embedded_model_dir()`)
+                    port: int | None = None,  # None picks a free port
+                    dtype: str = "auto",  # "float32" to compare with other backends on CPU
+                    max_model_len: int | None = None,
+                    enforce_eager: bool | None = None,  # None: eager without CUDA (no compile pass at start-up)
+                    extra_args: Sequence[str] = (),
+                    startup_timeout: float = 600.0,  # seconds to wait for /health
+                   ) -> Iterator[str]:
+    "Run vLLM's OpenAI-compatible server for the duration of the block; yields the base_url to call."
+    import_vllm()
+    from reasoning_study.backends.openai import free_port, serve_command
+    if enforce_eager is None:
+        import torch
+        enforce_eager = not torch.cuda.is_available()
+    port = port or free_port()
+    command = vllm_server_command(model_dir, port, dtype, max_model_len, enforce_eager, extra_args)
+    with serve_command(command, port, "vLLM server", {"HF_HUB_OFFLINE": "1"}, startup_timeout) as base_url: yield base_url

@@ -40,15 +40,18 @@ def require_columns(table: pd.DataFrame, columns: Iterable[str], what: str):
         raise ValueError(f"{what} needs columns {list(columns)}; missing {missing}")
 
 def scored_mask(results: pd.DataFrame) -> np.ndarray:
-    "Which rows can be scored: status `answered` and a precision and recall (a boolean array)."
+    "Which rows can be scored: status `answered` (or flagged `scored_from_truncated`) and a precision and recall (a boolean array)."
     require_columns(results, ["status", "precision", "recall"], "scoring")
-    return ((results["status"] == "answered") & results["precision"].notna() & results["recall"].notna()).to_numpy(dtype=bool)
+    answer = results["status"] == "answered"
+    if "scored_from_truncated" in results:
+        answer |= (results["status"] == "truncated") & results["scored_from_truncated"].fillna(False).astype(bool)
+    return (answer & results["precision"].notna() & results["recall"].notna()).to_numpy(dtype=bool)
 
 def scored_rows(results: pd.DataFrame) -> pd.DataFrame:
     "The rows whose answer can be scored."
     return results[scored_mask(results)]
 
-# %% ../../nbs/60_metrics.musobench.ipynb #a69f309a
+# %% ../../nbs/60_metrics.musobench.ipynb #c9409742
 def set_scores(listed: Iterable[Hashable],  # distinct well-formed solutions the answer lists (valid or not)
                valid: Iterable[Hashable],  # the listed solutions the constraint checker accepts
                answer_count: int,  # |Ŷ|: how many solutions the instance has (>= 1)
@@ -71,7 +74,7 @@ def score_answer(parsed: Iterable[ParsedSolution],  # a parsed answer (`tasks.*.
     return dict(set_scores(listed_solutions(parsed), valid_solutions(parsed), answer_count),
                 n_malformed=sum(p.status == "malformed" for p in parsed))
 
-# %% ../../nbs/60_metrics.musobench.ipynb #d38b1c4a
+# %% ../../nbs/60_metrics.musobench.ipynb #1e4614c0
 def reconsideration_counts(listed_1: Iterable[Hashable], valid_1: Iterable[Hashable],  # round 1 (the answer)
                            listed_2: Iterable[Hashable], valid_2: Iterable[Hashable],  # round 2 (after reconsideration)
                            answer_count: int,  # |Ŷ|
@@ -88,7 +91,7 @@ def reconsideration_counts(listed_1: Iterable[Hashable], valid_1: Iterable[Hasha
                 n_correct_kept=len(valid_1 & valid_2), n_wrong_1=len(wrong_1),
                 n_wrong_kept=len(wrong_1 & wrong_2), n_new_correct=len(valid_2 - listed_1))
 
-# %% ../../nbs/60_metrics.musobench.ipynb #2d470c64
+# %% ../../nbs/60_metrics.musobench.ipynb #15628f15
 Undefined = Literal["exclude", "reference"]  # what an empty denominator gives: NaN (left out of means) or the reference's fill-in
 _FILL = {"csr": 0.0, "esc": 1.0, "nsd": 0.0}  # the reference code's values for undefined rates
 
@@ -120,7 +123,7 @@ def new_solution_discovery(n_new_correct, answer_count, undefined: Undefined = "
     "NSD (eq. 11): |C2 \\ Y1| / |Ŷ|; undefined (NaN, or 0 with `undefined='reference'`) when |Ŷ| = 0."
     return _rate(n_new_correct, answer_count, _fill("nsd", undefined))
 
-# %% ../../nbs/60_metrics.musobench.ipynb #814fb902
+# %% ../../nbs/60_metrics.musobench.ipynb #8703d076
 _RECONSIDERATION_NEEDS = ["decision", "n_correct", "n_correct_kept", "n_wrong_1", "n_wrong_kept", "n_new_correct", "answer_count"]
 DECISIONS = ("unchanged", "changed", "unparsable")
 
@@ -160,7 +163,7 @@ def instance_reconsideration(results: pd.DataFrame,  # the results table
     for name in ("n_correct_kept", "n_wrong_kept", "n_new_correct", "csr", "esc", "nsd"): rows[name] = values[name]
     return rows
 
-# %% ../../nbs/60_metrics.musobench.ipynb #de9ef04a
+# %% ../../nbs/60_metrics.musobench.ipynb #a76b5e86
 def group_index(table: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, pd.DataFrame]:
     "The group number of every row and a table of the groups' keys (row g = group g)."
     by = list(by)
@@ -198,7 +201,7 @@ def per_group(table: pd.DataFrame, by: Sequence[str], summarise) -> pd.DataFrame
     rows = [summarise(table[group == g]) for g in range(len(keys))]
     return pd.concat([keys, pd.DataFrame(rows, index=keys.index)], axis=1)
 
-# %% ../../nbs/60_metrics.musobench.ipynb #0dbd6838
+# %% ../../nbs/60_metrics.musobench.ipynb #3d29174a
 def reconsideration_rates(results: pd.DataFrame,  # the results table
                           by: Sequence[str] = DEFAULT_BY,  # grouping columns
                           undefined: Undefined = "exclude",  # empty denominators: "exclude" or "reference" (CSR 0, ESC 1, NSD 0)
@@ -218,7 +221,7 @@ def reconsideration_rates(results: pd.DataFrame,  # the results table
         out[rate], out[f"n_{rate}"] = group_mean(group, n, per_row, defined), group_count(group, n, defined)
     return out
 
-# %% ../../nbs/60_metrics.musobench.ipynb #b57497b5
+# %% ../../nbs/60_metrics.musobench.ipynb #77a2cec9
 def confidence_bin(confidence, n_bins: int = 10):
     "0-based bin of each confidence among `n_bins` right-closed bins [0, 1/M], (1/M, 2/M], …, ((M-1)/M, 1]."
     if n_bins < 1: raise ValueError(f"n_bins must be >= 1, got {n_bins}")
@@ -233,7 +236,7 @@ def bin_edges(n_bins: int = 10) -> np.ndarray:
     "The `n_bins + 1` edges 0, 1/M, …, 1."
     return np.arange(n_bins + 1) / n_bins
 
-# %% ../../nbs/60_metrics.musobench.ipynb #4e0fb9ca
+# %% ../../nbs/60_metrics.musobench.ipynb #9bda2705
 Variant = Literal["paper", "reference"]
 METRICS = ("recall", "precision")
 
@@ -299,7 +302,7 @@ def ece(results: pd.DataFrame,  # the results table
     "Expected calibration error of all scored rows with a confidence (NaN when there are none)."
     return float(group_ece(results, np.zeros(len(results), dtype=int), 1, metric, variant, n_bins)[0])
 
-# %% ../../nbs/60_metrics.musobench.ipynb #66edcf49
+# %% ../../nbs/60_metrics.musobench.ipynb #70580dfc
 def _summary_columns(results: pd.DataFrame, group: np.ndarray, n_groups: int, variant: Variant, n_bins: int,
                      require_confidence: bool) -> dict:
     "The summary table's columns, one value per group."
@@ -339,7 +342,7 @@ def summary_table(results: pd.DataFrame,  # the results table
     out = keys.assign(**_summary_columns(results, group, len(keys), variant, n_bins, require_confidence))
     return as_percent(out) if percent else out
 
-# %% ../../nbs/60_metrics.musobench.ipynb #42582f50
+# %% ../../nbs/60_metrics.musobench.ipynb #2890abb3
 def _length_rows(results: pd.DataFrame, log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Mask of the rows with a confidence and a (positive, if `log`) length; their x = (log10) length and confidence."
     require_columns(results, ["reasoning_tokens", "confidence"], "length vs confidence")
@@ -396,7 +399,7 @@ def length_bins(results: pd.DataFrame,  # the results table
             upper=np.tile(to_tokens(edges[1:]), len(keys)), count=count.astype(int),
             length=to_tokens(sum_x / count), confidence=sum_y / count)  # length: geometric mean of tokens when `log`
 
-# %% ../../nbs/60_metrics.musobench.ipynb #ae093d74
+# %% ../../nbs/60_metrics.musobench.ipynb #8482db9b
 def by_level(results: pd.DataFrame,  # the results table
              by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns (the level is added)
              variant: Variant = "paper",  # ECE variant
@@ -431,7 +434,7 @@ def reflection_sweep(results: pd.DataFrame,  # the results table
     rows = results[k.notna()].assign(reflections=k.dropna().astype(int))
     return summary_table(rows, list(by) + ["reflections"], variant=variant)
 
-# %% ../../nbs/60_metrics.musobench.ipynb #7309d390
+# %% ../../nbs/60_metrics.musobench.ipynb #b643e0a4
 def _toward_diagonal(t: pd.DataFrame) -> pd.Series:
     return (t["recall_long"] - t["confidence_long"]).abs() < (t["recall_short"] - t["confidence_short"]).abs()
 
@@ -466,7 +469,7 @@ def movement_grid(pairs: pd.DataFrame,  # `movement_pairs` output
         **{c: (c, "mean") for c in columns}, count=("confidence_short", "size")).reset_index()
     return grid.assign(toward_diagonal=_toward_diagonal(grid))
 
-# %% ../../nbs/60_metrics.musobench.ipynb #018eb8d2
+# %% ../../nbs/60_metrics.musobench.ipynb #c92d3ccb
 def median_confidence_index(confidences: Sequence[float],  # one per sample; NaN when the sample has none
                             ) -> int | None:
     "Index of the sample whose confidence is closest to the median; ties to the lowest index; None without any confidence."
@@ -476,7 +479,7 @@ def median_confidence_index(confidences: Sequence[float],  # one per sample; NaN
     distance = np.abs(c[known] - np.median(c[known]))
     return int(known[np.flatnonzero(np.isclose(distance, distance.min(), rtol=0, atol=1e-12))[0]])
 
-# %% ../../nbs/60_metrics.musobench.ipynb #203431c0
+# %% ../../nbs/60_metrics.musobench.ipynb #de282e4d
 def solution_frequencies(solution_sets: Iterable[Iterable[Hashable]]) -> Counter:
     "How many samples list each solution (a sample counts once per solution)."
     return Counter(s for solutions in solution_sets for s in set(solutions))
@@ -504,7 +507,7 @@ def voting_confidence(samples: Sequence[tuple[Iterable[Hashable], float]],  # (l
     if (weights[known] > 0).any(): return float((weights[known] * conf[known]).sum() / weights[known].sum())
     return float(conf[known].mean()) if known.any() else np.nan
 
-# %% ../../nbs/60_metrics.musobench.ipynb #c488c236
+# %% ../../nbs/60_metrics.musobench.ipynb #a2d075ad
 @dataclass(frozen=True)
 class Aggregate:
     solutions: frozenset  # the aggregated solution set
@@ -542,7 +545,7 @@ def aggregate_questions(samples_by_question: Mapping[Hashable, Sequence[tuple[It
     "`aggregate_samples` for every question."
     return {q: aggregate_samples(s, method, threshold) for q, s in samples_by_question.items()}
 
-# %% ../../nbs/60_metrics.musobench.ipynb #7d851f5f
+# %% ../../nbs/60_metrics.musobench.ipynb #3d9facce
 def mitigation_table(results: pd.DataFrame,  # the results table
                      by: Sequence[str] = DEFAULT_BY,  # grouping columns (include `condition`)
                      variant: Variant = "paper",  # ECE variant
@@ -554,7 +557,7 @@ def mitigation_table(results: pd.DataFrame,  # the results table
     rates = reconsideration_rates(results, by, undefined, unparsable).drop(columns=["n_rows", "n_unscored"])
     return summary.merge(rates, on=list(by), how="left")
 
-# %% ../../nbs/60_metrics.musobench.ipynb #e68c89e5
+# %% ../../nbs/60_metrics.musobench.ipynb #25b1311f
 def _synthetic_answer(rng: np.random.Generator, answer_count: int, coverage: float) -> tuple[set, set]:
     "A random answer: each true solution found with probability `coverage`, plus 0-2 wrong ones."
     valid = set(np.flatnonzero(rng.random(answer_count) < min(coverage, 1.0)).tolist())

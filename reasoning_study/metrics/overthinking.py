@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'STRATEGIES', 'STATES', 'SAMPLE_FACTORS',
+__all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'STRATEGIES', 'STATES', 'SAMPLE_FACTORS', 'RECALL_COLUMNS',
            'first_correct_index', 'last_correct_index', 'is_verbose', 'is_harmful', 'trajectory_keys',
            'check_prefix_table', 'prefix_rows', 'trajectories', 'strategy_table', 'overthinking_table',
            'wasted_budget_table', 'length_distribution', 'transition_counts', 'transition_matrix', 'stability_curve',
            'stopping_index', 'stopping_points', 'stopping_at_k', 'spearman', 'matthews_corrcoef', 'condition_labels',
            'robustness', 'robustness_summary', 'cross_model_spearman', 'pass_at_k', 'majority_vote_at_k',
-           'optimal_vs_test_time_scaling', 'synthetic_tables']
+           'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables']
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4e35dd2e
 def first_correct_index(z: Sequence[bool]) -> int | None:
@@ -497,6 +497,32 @@ def optimal_vs_test_time_scaling(traces: pd.DataFrame,  # per-trace table with s
     return out[by + ["strategy", "k", "accuracy", "n_items"]]
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #cf62ac1b
+RECALL_COLUMNS = ("prefix_index", "n_utterances", "answer_count", "recall", "valid")
+
+def recall_trajectories(rows: pd.DataFrame,  # one row per probe of a multi-solution trace
+                        by: Sequence[str] = ("task", "question_id"),  # the columns naming one trajectory
+                       ) -> pd.DataFrame:
+    "Per probed trace: first complete prefix, best recall (and where), final recall, solutions found and solutions lost."
+    by = list(by)
+    if missing := [c for c in (*by, *RECALL_COLUMNS) if c not in rows.columns]:
+        raise ValueError(f"recall rows lack columns {missing}")
+    out = []
+    for key, t in rows.sort_values("prefix_index", kind="stable").groupby(by, sort=True):
+        if t["prefix_index"].duplicated().any():
+            raise ValueError(f"trajectory {dict(zip(by, key))} repeats prefix indices: add the columns that tell its traces apart to `by`")
+        valid = [set(v) for v in t["valid"]]
+        earlier, final = set().union(*valid[:-1]), valid[-1]
+        recall = t["recall"].to_numpy(dtype=float)
+        complete = t["prefix_index"][recall >= 1.0]
+        out.append({**dict(zip(by, key)), "answer_count": int(t["answer_count"].iloc[0]), "n_utterances": int(t["n_utterances"].iloc[0]),
+                    "first_complete_index": int(complete.iloc[0]) if len(complete) else None,
+                    "best_recall": float(recall.max()), "best_recall_index": int(t["prefix_index"].iloc[int(recall.argmax())]),
+                    "final_recall": float(recall[-1]), "solutions_found": len(earlier | final), "solutions_lost": len(earlier - final)})
+    columns = [*by, "answer_count", "n_utterances", "first_complete_index", "best_recall", "best_recall_index", "final_recall",
+               "solutions_found", "solutions_lost"]
+    return pd.DataFrame(out, columns=columns).astype({"first_complete_index": "Int64"})
+
+# %% ../../nbs/61_metrics.overthinking.ipynb #969477e6
 def _chain(u: np.ndarray, p0: float, stay: float, recover: np.ndarray) -> np.ndarray:
     "Correctness states of a two-state Markov chain driven by the uniforms `u` (`recover[i]`: W -> C at step i)."
     z = np.empty(len(u), dtype=bool)

@@ -69,14 +69,15 @@ class JudgeCase:
     correct_prefix: str  # the trace up to the last correct prefix
     final_trace: str  # the full final trace
     metadata: dict = field(default_factory=dict)
+    image: Any = None  # the question's figure (PIL image, bytes or path), shown to the judge; None for text questions
 
     def __post_init__(self):
         for f in fields(self):
-            if f.name != "metadata" and not isinstance(getattr(self, f.name), str):
+            if f.name not in ("metadata", "image") and not isinstance(getattr(self, f.name), str):
                 raise TypeError(f"JudgeCase {self.case_id!r}: `{f.name}` must be a string, got {type(getattr(self, f.name)).__name__}")
         if not self.case_id: raise ValueError("JudgeCase needs a case_id")
 
-CASE_COLUMNS = tuple(f.name for f in fields(JudgeCase) if f.name != "metadata")
+CASE_COLUMNS = tuple(f.name for f in fields(JudgeCase) if f.name not in ("metadata", "image"))
 
 def as_cases(cases: Sequence[JudgeCase | dict] | pd.DataFrame) -> list[JudgeCase]:
     "Judge cases from JudgeCase objects, dicts or a DataFrame with the CASE_COLUMNS (extra columns go to metadata)."
@@ -85,7 +86,10 @@ def as_cases(cases: Sequence[JudgeCase | dict] | pd.DataFrame) -> list[JudgeCase
     for row in rows:
         if isinstance(row, JudgeCase): out.append(row); continue
         if missing := [c for c in CASE_COLUMNS if c not in row]: raise ValueError(f"judge case is missing columns {missing}")
-        out.append(JudgeCase(**{c: row[c] for c in CASE_COLUMNS}, metadata={k: v for k, v in row.items() if k not in CASE_COLUMNS}))
+        image = row.get("image")
+        image = None if image is None or (isinstance(image, float) and pd.isna(image)) else image  # a DataFrame's gap is NaN
+        out.append(JudgeCase(**{c: row[c] for c in CASE_COLUMNS}, image=image,
+                             metadata={k: v for k, v in row.items() if k not in (*CASE_COLUMNS, "image")}))
     ids = [c.case_id for c in out]
     if len(set(ids)) != len(ids): raise ValueError("judge case ids must be unique")
     return out
@@ -95,10 +99,15 @@ JUDGE_SAMPLING = SamplingParams(temperature=0.0, max_tokens=1024)
 VERDICT_FIELDS = tuple(JUDGE_SCHEMA["required"])
 RESULT_COLUMNS = ("case_id", "model", "benchmark", "status", "attempts", *VERDICT_FIELDS, "error", "finish_reason", "raw_reply")
 
-def judge_request(case: JudgeCase, sampling: SamplingParams = JUDGE_SAMPLING, thinking: bool | None = None) -> Request:
-    "The request asking the judge to classify one case."
+def judge_request(case: JudgeCase,
+                  sampling: SamplingParams = JUDGE_SAMPLING,
+                  thinking: bool | None = None,  # the judge's thinking switch (None: the model's default)
+                  structured: bool = True,  # ask for JUDGE_SCHEMA as structured output
+                 ) -> Request:
+    "The request asking the judge to classify one case (with the question's figure, when it has one)."
     return Request(messages=judge_messages(case.question, case.gold, case.final_answer, case.correct_prefix, case.final_trace),
-                   sampling=sampling, thinking=thinking, tag=f"judge:{case.case_id}")
+                   sampling=sampling, thinking=thinking, tag=f"judge:{case.case_id}",
+                   images=() if case.image is None else (case.image,), response_schema=JUDGE_SCHEMA if structured else None)
 
 def attempt_sampling(sampling: SamplingParams, attempt: int, retry_temperature: float) -> SamplingParams:
     "Sampling for attempt `attempt` (0 = first): a retry gets a new seed and a non-zero temperature."
@@ -124,6 +133,7 @@ def judge_traces(backend: Backend,  # the judge model
                  thinking: bool | None = None,  # the judge's thinking switch (None: the model's default)
                  batch_size: int = 8,
                  progress: bool = False,
+                 structured: bool = True,  # send JUDGE_SCHEMA as structured output (enforced where the backend can)
                 ) -> pd.DataFrame:
     "One verdict row per case: status ok / parse_error / error, with the validated fields when ok."
     if retries < 0: raise ValueError(f"retries must be >= 0, got {retries}")
@@ -132,7 +142,7 @@ def judge_traces(backend: Backend,  # the judge model
     pending = list(range(len(cases)))
     for attempt in range(retries + 1):
         if not pending: break
-        requests = [judge_request(cases[k], attempt_sampling(sampling, attempt, retry_temperature), thinking) for k in pending]
+        requests = [judge_request(cases[k], attempt_sampling(sampling, attempt, retry_temperature), thinking, structured) for k in pending]
         completions = (generate_cached(backend, requests, store, batch_size=batch_size, progress=progress) if store is not None
                        else backend.generate(requests))
         for k, (completion,) in zip(pending, completions): rows[k] = _verdict_row(cases[k], completion, attempt + 1)
@@ -140,7 +150,7 @@ def judge_traces(backend: Backend,  # the judge model
     table = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     return table.astype({"severity": "Int64", "confidence": "Int64", "attempts": "int64"})  # integers with gaps for invalid rows
 
-# %% ../../nbs/53_probing.judge.ipynb #550ee985
+# %% ../../nbs/53_probing.judge.ipynb #5cf47379
 def taxonomy_table(judgements: pd.DataFrame) -> pd.DataFrame:
     "Per model x benchmark: cases, valid / parse_error / error counts, and % visual, calculation, logical among valid verdicts."
     needed = {"model", "benchmark", "status", "category"}

@@ -9,17 +9,22 @@ import time
 from dataclasses import dataclass, replace
 from typing import Literal, Sequence
 
+import pandas as pd
 from tqdm import tqdm
 
-from ..backends.core import THINK_CLOSE, THINK_OPEN, Completion, Request, SamplingParams, chat, make_completion
+from ..backends.core import (
+    THINK_CLOSE, THINK_OPEN, Completion, Request, RequestImage, SamplingParams, chat, make_completion)
+from ..metrics.musobench import score_answer
 from .trace import SplitTrace, split_trace
-from ..prompts.overthinking import ANSWER_LEAD
+from ..prompts.overthinking import ANSWER_LEAD, solution_list_head
+from ..tasks.core import valid_solutions
+from ..tasks.musobench import MuSoBenchItem, get_task
 from ..store import GenerationRecord, GenerationStore, generation_key
 
 # %% auto #0
 __all__ = ['ProbeMethod', 'render_prompt', 'encode_text', 'decode_ids', 'is_thinking', 'trace_request', 'trace_text',
            'probe_suffix', 'TraceProbes', 'plan_probes', 'probe_method', 'probe_naive', 'probe_kv', 'probe_batched',
-           'chunk_by_size', 'ProbeStats', 'probe_traces', 'forced_answer_text']
+           'chunk_by_size', 'ProbeStats', 'probe_traces', 'forced_answer_text', 'solution_probe_table']
 
 # %% ../../nbs/52_probing.prober.ipynb #7b28bb8a
 def render_prompt(backend, request: Request) -> list[int]:
@@ -47,9 +52,10 @@ def trace_request(backend,
                   thinking: bool | None = None,  # the thinking switch (None: the model's default)
                   system: str | None = None,
                   tag: str = "",
+                  images: Sequence = (),  # the question's figure(s), for a multimodal model
                  ) -> Request:
     "The request that generates a trace; a thinking model's turn opens its thinking block (prefilled if the template does not)."
-    request = chat(user, system=system, thinking=thinking, sampling=sampling, tag=tag)
+    request = chat(user, system=system, thinking=thinking, sampling=sampling, tag=tag, images=images)
     if not is_thinking(backend, request): return request
     opened = decode_ids(backend, render_prompt(backend, request)).rstrip().endswith(THINK_OPEN)
     return request if opened else replace(request, prefill=THINK_OPEN + "\n")
@@ -75,6 +81,9 @@ class TraceProbes:
     prompt_ids: list[int]  # the assistant turn's start (a thinking model's ends inside <think>)
     trace: SplitTrace
     suffix_ids: list[list[int]]  # per prefix 0..N
+    images: tuple[RequestImage, ...] = ()  # the question's images: part of every probe (and of its store key)
+
+    def __post_init__(self): self.images = tuple(RequestImage.of(image) for image in self.images)
 
     def __len__(self) -> int: return len(self.suffix_ids)  # N + 1 probes
 
@@ -91,7 +100,8 @@ class TraceProbes:
 
     def request(self, i: int, sampling: SamplingParams, tag: str = "") -> Request:
         "The token-exact request probe i is equivalent to (what the naive prober sends, and the store key)."
-        return Request(prompt_token_ids=self.prompt_token_ids(i), thinking=False, sampling=replace(sampling, n=1), tag=tag)
+        return Request(prompt_token_ids=self.prompt_token_ids(i), thinking=False, sampling=replace(sampling, n=1), tag=tag,
+                       images=self.images)
 
     @property
     def naive_prefill_tokens(self) -> int: return sum(self.cut(i) + len(s) for i, s in enumerate(self.suffix_ids))
@@ -103,6 +113,7 @@ def plan_probes(backend,  # supplies the tokenizer
                 prompt_ids: Sequence[int],  # the assistant turn's start (render_prompt of the trace request)
                 trace: SplitTrace | str,  # the trace (split here if given as text)
                 suffix: str,  # the termination suffix (termination_suffix(template, close_thinking))
+                images: Sequence = (),  # the trace request's images (its prompt_ids hold their placeholders)
                ) -> TraceProbes:
     "The N+1 probes of a trace: token-exact prompts for every prefix t<=i, i = 0..N."
     if not prompt_ids: raise ValueError("prompt_ids is empty: probes continue an assistant turn, which needs its start")
@@ -117,7 +128,7 @@ def plan_probes(backend,  # supplies the tokenizer
         text = probe_suffix(suffix, before)
         if text not in encoded: encoded[text] = encode_text(backend, text)
         suffix_ids.append(encoded[text])
-    return TraceProbes(list(prompt_ids), trace, suffix_ids)
+    return TraceProbes(list(prompt_ids), trace, suffix_ids, tuple(images))
 
 # %% ../../nbs/52_probing.prober.ipynb #6bec2df5
 ProbeMethod = Literal["auto", "kv", "batched", "naive"]
@@ -149,6 +160,9 @@ def probe_kv(backend, probes: TraceProbes, sampling: SamplingParams, indices: Se
     "Probe from one KV cache of the prompt and trace (transformers): only the suffixes are encoded."
     indices = list(range(len(probes))) if indices is None else list(indices)
     if not indices: return []
+    if probes.images:  # a KV cache of token ids has no room for pixels
+        error = ValueError(f"the {backend.name} backend's KV prober is text-only and cannot probe a question with images")
+        return [backend.error_completion(error, 0, sampling.seed) for _ in indices]
     try: cache = backend.prefill_cache(probes.sequence[:max(probes.cut(i) for i in indices)])
     except Exception as e: return [backend.error_completion(e, 0, sampling.seed) for _ in indices]  # e.g. a trace longer than the context
     out = backend.continue_many(cache, [(probes.cut(i), probes.suffix_ids[i]) for i in indices], replace(sampling, n=1), thinking=False)
@@ -164,9 +178,14 @@ def probe_batched(backend, jobs: Sequence[tuple[TraceProbes, Sequence[int]]], sa
     "Probe several traces in one batched call (vLLM), each trace first run once so its KV blocks are cached; also the prompt tokens computed."
     jobs = [(p, list(ix)) for p, ix in jobs if len(ix)]
     if not jobs: return [], 0
-    warm = [cs[0] for cs in backend.generate_token_prompts([p.sequence for p, _ in jobs], replace(sampling, n=1, max_tokens=1, temperature=0.0))]
-    prompts = [p.prompt_token_ids(i) for p, ix in jobs for i in ix]
-    flat = [cs[0] for cs in backend.generate_token_prompts(prompts, replace(sampling, n=1), thinking=False)]
+    warm_sampling, sampling = replace(sampling, n=1, max_tokens=1, temperature=0.0), replace(sampling, n=1)
+    if any(p.images for p, _ in jobs):  # token prompts with their images: requests to `generate` (vLLM: multi_modal_data)
+        warm = [cs[0] for cs in backend.generate([Request(prompt_token_ids=p.sequence, images=p.images, sampling=warm_sampling)
+                                                   for p, _ in jobs])]
+        flat = [cs[0] for cs in backend.generate([p.request(i, sampling) for p, ix in jobs for i in ix])]
+    else:
+        warm = [cs[0] for cs in backend.generate_token_prompts([p.sequence for p, _ in jobs], warm_sampling)]
+        flat = [cs[0] for cs in backend.generate_token_prompts([p.prompt_token_ids(i) for p, ix in jobs for i in ix], sampling, thinking=False)]
     out, start = [], 0
     for _, ix in jobs: out.append(flat[start:start + len(ix)]); start += len(ix)
     return out, _engine_prefill(warm + flat)
@@ -250,3 +269,23 @@ def forced_answer_text(completion: Completion | str) -> str:
     "The probe's answer as text: the answer lead (ending inside \\boxed{) followed by the continuation."
     text = completion if isinstance(completion, str) else completion.text
     return ANSWER_LEAD.lstrip() + text
+
+# %% ../../nbs/52_probing.prober.ipynb #c068aa89
+def solution_probe_table(item: MuSoBenchItem,  # the instance the trace answers
+                         trace: SplitTrace,  # its split trace
+                         completions: Sequence[Completion],  # the probes of prefixes 0..N, in order
+                         **key,  # constant columns for every row (model, template, ...)
+                        ) -> pd.DataFrame:
+    "One row per probe of a MuSoBench trace: the forced solution list's scores, its valid solutions and a probe status."
+    if len(completions) != len(trace) + 1:
+        raise ValueError(f"{len(completions)} probes for a trace of {len(trace)} utterances: need one per prefix 0..{len(trace)}")
+    head, task = solution_list_head(item.task), get_task(item.task)
+    rows = []
+    for i, c in enumerate(completions):
+        parsed = task.parse_answer(head + c.text, item.instance) if c.status != "error" else []
+        scores = score_answer(parsed, item.answer_count)
+        status = "error" if c.status == "error" else ("answered" if scores["n_listed"] else "no_answer")
+        rows.append({**key, "task": item.task, "level": item.level, "question_id": item.question_id, "prefix_index": i,
+                     "n_utterances": len(trace), "prefix_tokens": trace.prefix_tokens(i), "answer_count": item.answer_count,
+                     **scores, "valid": valid_solutions(parsed), "probe_status": status})
+    return pd.DataFrame(rows)

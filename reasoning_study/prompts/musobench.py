@@ -10,7 +10,8 @@ from ..tasks import subsetsum, timetabling
 # %% auto #0
 __all__ = ['TIMETABLING_FORMAT', 'SUBSETSUM_FORMAT', 'TASK_PROMPT', 'TASK_DESCRIPTIONS', 'ZERO_COT_CUE', 'PARADIGMS',
            'CONFIDENCE_PROMPT', 'KEEP_TAG', 'CHANGE_TAG', 'RECONSIDER_PROMPT', 'EXPLORATION_CUE', 'REFLECTION_MARKERS',
-           'EMULATED_LONG_COT_SYSTEM', 'task_prompt', 'solve_prompt']
+           'CONFIDENCE_OPENING', 'CONFIDENCE_STOP', 'DECISION_OPENING', 'REPLY_TURNS', 'EMULATED_LONG_COT_SYSTEM',
+           'task_prompt', 'solve_prompt', 'answer_opening', 'reply_opening']
 
 # %% ../../nbs/30_prompts.musobench.ipynb #3b4f7445
 TIMETABLING_FORMAT = """Solution 1:
@@ -83,5 +84,26 @@ REFLECTION_MARKERS = ("Wait,", "But wait,", "Let me double-check", "Let me doubl
                       "Let me think again", "Let me verify", "Hmm, wait", "Alternatively,")
 
 # %% ../../nbs/30_prompts.musobench.ipynb #9d4c7733
+CONFIDENCE_OPENING = "Confidence:"
+CONFIDENCE_STOP = ("\n",)  # the confidence reply is one line
+DECISION_OPENING = "["  # both tags open with it
+REPLY_TURNS = ("solve", "confidence", "reconsider")
+
+def answer_opening(task: str) -> str:
+    "The opening of a solve reply: the format's first heading, up to where the first solution's content starts."
+    if task not in _THINGS: raise KeyError(f"unknown task {task!r}; known: {', '.join(_THINGS)}")
+    fmt = _THINGS[task][2]
+    if task == "subsetsum": return fmt[:fmt.index("{") + 1]  # "Solution 1: {"
+    return "\n".join(fmt.split("\n")[:3]) + "\n"  # the heading, the table header and its rule
+
+def reply_opening(turn: str,  # "solve" | "confidence" | "reconsider"
+                  task: str,  # the instance's task
+                 ) -> str:
+    "What a reply to `turn` may be opened with."
+    if turn not in REPLY_TURNS: raise ValueError(f"turn must be one of {REPLY_TURNS}, got {turn!r}")
+    if turn == "solve": return answer_opening(task)
+    return CONFIDENCE_OPENING if turn == "confidence" else DECISION_OPENING
+
+# %% ../../nbs/30_prompts.musobench.ipynb #9c22012f
 EMULATED_LONG_COT_SYSTEM = """You think before you answer. First reason about the problem at length between <think> and </think>: work step by step, test every candidate against the constraints, and each time you check your work, start that line with "Wait,".
 After </think>, write your final answer only."""

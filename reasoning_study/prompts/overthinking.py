@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 
+from .musobench import SUBSETSUM_FORMAT, TIMETABLING_FORMAT
+
 # %% auto #0
 __all__ = ['FREE_FORM_PROMPT', 'MULTIPLE_CHOICE_PROMPT', 'OPTION_LETTERS', 'TERMINATION_TEMPLATES', 'ANSWER_LEAD',
-           'EXTRACTOR_SYSTEM', 'EXTRACTOR_PROMPT', 'FAILURE_CATEGORIES', 'JUDGE_SCHEMA', 'JUDGE_SYSTEM', 'JUDGE_PROMPT',
-           'question_prompt', 'termination_suffix', 'extractor_messages', 'judge_messages']
+           'SOLUTION_LIST_FORMATS', 'EXTRACTOR_SYSTEM', 'EXTRACTOR_PROMPT', 'FAILURE_CATEGORIES', 'JUDGE_SCHEMA',
+           'JUDGE_SYSTEM', 'JUDGE_PROMPT', 'question_prompt', 'termination_suffix', 'solution_list_head',
+           'solution_list_suffix', 'extractor_messages', 'judge_messages']
 
 # %% ../../nbs/31_prompts.overthinking.ipynb #c5ca99c8
 FREE_FORM_PROMPT = """{question}
@@ -49,6 +52,21 @@ def termination_suffix(template: str,  # a key of TERMINATION_TEMPLATES
     return TERMINATION_TEMPLATES[template] + ("\n</think>" if close_thinking else "") + ANSWER_LEAD
 
 # %% ../../nbs/31_prompts.overthinking.ipynb #7841aef1
+SOLUTION_LIST_FORMATS = {"subsetsum": SUBSETSUM_FORMAT, "timetabling": TIMETABLING_FORMAT}
+
+def solution_list_head(task: str) -> str:
+    "The words that open an answer in the task's list format: `Solution 1:`."
+    if task not in SOLUTION_LIST_FORMATS: raise KeyError(f"unknown MuSoBench task {task!r}; known: {', '.join(SOLUTION_LIST_FORMATS)}")
+    return SOLUTION_LIST_FORMATS[task].split("\n", 1)[0].split(":", 1)[0] + ":"
+
+def solution_list_suffix(task: str,  # "subsetsum" or "timetabling"
+                         template: str,  # a key of TERMINATION_TEMPLATES
+                         close_thinking: bool,  # the trace is a thinking block that must be closed first
+                        ) -> str:
+    "The termination template (closing the thinking if needed), then the opening of the task's solution list."
+    return termination_suffix(template, close_thinking).removesuffix(ANSWER_LEAD) + "\n\n" + solution_list_head(task)
+
+# %% ../../nbs/31_prompts.overthinking.ipynb #702edbf4
 EXTRACTOR_SYSTEM = "You read a model's output and report the final answer it commits to. You never solve the problem yourself."
 
 EXTRACTOR_PROMPT = """Question:
@@ -64,7 +82,7 @@ def extractor_messages(question: str, output: str) -> list[dict]:
     return [{"role": "system", "content": EXTRACTOR_SYSTEM},
             {"role": "user", "content": EXTRACTOR_PROMPT.format(question=question, output=output)}]
 
-# %% ../../nbs/31_prompts.overthinking.ipynb #58f1eb60
+# %% ../../nbs/31_prompts.overthinking.ipynb #ef465b79
 FAILURE_CATEGORIES = ("visual", "calculation", "logical")
 
 JUDGE_SCHEMA = {

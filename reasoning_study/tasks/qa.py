@@ -24,7 +24,7 @@ __all__ = ['AnswerFormat', 'CHAMP_INSTALL', 'MMLU_SAMPLE_INSTALL', 'HUB_BENCHMAR
            'choice_item', 'sample_indices', 'package_file', 'champ_gold', 'load_champ', 'load_mmlu_sample',
            'record_image', 'option_letter', 'split_options', 'aime2025_item', 'gpqa_options', 'gpqa_item',
            'mathvista_item', 'mathvision_item', 'mathverse_item', 'mmstar_item', 'ai2d_item', 'vmcbench_item',
-           'HubBenchmark', 'hub_records', 'check_unique_ids', 'load_benchmark', 'items_table']
+           'HubBenchmark', 'hub_records', 'has_images', 'check_unique_ids', 'load_benchmark', 'items_table']
 
 # %% ../../nbs/04_tasks.qa.ipynb #d0e7c44c
 AnswerFormat = Literal["ff", "mc"]  # free-form | multiple-choice
@@ -78,6 +78,11 @@ class QAItem:
 
     @property
     def multimodal(self) -> bool: return self.image is not None
+
+    @property
+    def images(self) -> tuple:
+        "The images to show with the question (what `Request.images` takes): the figure, or none."
+        return () if self.image is None else (self.image,)
 
 def choice_item(id: str, benchmark: str, question: str, options: Sequence[str], answer_letter: str, **kwargs) -> QAItem:
     "A multiple-choice item from its options and the correct letter (the gold text is looked up)."
@@ -320,6 +325,12 @@ def hub_records(spec: HubBenchmark,
 # %% ../../nbs/04_tasks.qa.ipynb #b7ff14f9
 OFFLINE_BENCHMARKS: dict[str, Callable[[], list[QAItem]]] = {"champ": load_champ, "mmlu-sample": load_mmlu_sample}
 BENCHMARKS = (*OFFLINE_BENCHMARKS, *HUB_BENCHMARKS)
+
+def has_images(name: str) -> bool:
+    "Whether a benchmark's questions come with images, known from its name alone (a study checks it before loading a model)."
+    if name in OFFLINE_BENCHMARKS: return False
+    if name not in HUB_BENCHMARKS: raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+    return HUB_BENCHMARKS[name].multimodal
 
 def check_unique_ids(items: Sequence[QAItem]) -> list[QAItem]:
     "The items, unchanged; an error naming a repeated id."
