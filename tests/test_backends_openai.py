@@ -1,11 +1,10 @@
 """The OpenAI-compatible backend against real servers on 127.0.0.1: `transformers serve` on the embedded
 model, a scripted HTTP server for the retry paths, and a port nobody listens on."""
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from local_server import LocalServer, chat_reply
 
 from reasoning_study.backends.core import ModelPreset, Request, SamplingParams, chat, load_backend
 from reasoning_study.backends.openai import (ApiOptions, OpenAIBackend, api_options, chat_body, completion_from_response,
@@ -111,49 +110,26 @@ def test_dead_port_ends_in_error_quickly():
     assert "APIConnectionError" in a.error and "(3 attempts)" in a.error
 
 
-RECORDED = {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": "4", "reasoning_content": "2 and 2 make 4."}}],
-            "usage": {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}}
+RECORDED = chat_reply("4", reasoning="2 and 2 make 4.")
 
 
-class ScriptedServer:
-    "An HTTP server that answers chat completions with a scripted list of (status, headers), then RECORDED after `delay`."
+class ScriptedServer(LocalServer):
+    "Answers chat completions with a scripted list of (status, headers), then RECORDED, each after `delay`."
 
     def __init__(self, failures, delay=0.0):
-        self.failures, self.bodies, self.delay = list(failures), [], delay
+        super().__init__()
+        self.failures, self.delay = list(failures), delay
         self.in_flight = self.peak = 0
-        lock = threading.Lock()
-        outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                with lock:
-                    outer.bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                    status, headers = outer.failures.pop(0) if outer.failures else (200, {})
-                    outer.in_flight += 1
-                    outer.peak = max(outer.peak, outer.in_flight)
-                time.sleep(outer.delay)
-                with lock: outer.in_flight -= 1
-                payload = json.dumps(RECORDED if status == 200 else {"error": {"message": f"scripted {status}"}}).encode()
-                self.send_response(status)
-                for k, v in {"Content-Type": "application/json", **headers}.items(): self.send_header(k, v)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args): pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, body):
+        with self.lock:
+            self.record(body)
+            status, headers = self.failures.pop(0) if self.failures else (200, {})
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        time.sleep(self.delay)
+        with self.lock: self.in_flight -= 1
+        return status, headers, RECORDED if status == 200 else {"error": {"message": f"scripted {status}"}}
 
 
 def scripted_backend(server, **options):

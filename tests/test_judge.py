@@ -7,6 +7,7 @@ import os
 
 import pandas as pd
 import pytest
+from local_server import LocalServer, chat_reply
 
 from reasoning_study.backends.core import SamplingParams, make_completion
 from reasoning_study.probing.judge import (CASE_COLUMNS, JUDGE_SAMPLING, RESULT_COLUMNS, JudgeCase, as_cases, attempt_sampling,
@@ -199,44 +200,20 @@ def test_every_attempt_is_stored_and_reused(tmp_path):
 
 # --- structured output through a real HTTP client and server ----------------------------------------
 
-class VerdictServer:
+class VerdictServer(LocalServer):
     """A local OpenAI-compatible server standing in for a judge with structured output: it records every body,
     and answers a request that carries the judge's response_format with the next scripted reply."""
 
     def __init__(self, replies):
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-        self.replies, self.bodies, lock, outer = list(replies), [], threading.Lock(), self
+        super().__init__()
+        self.replies = list(replies)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with lock:
-                    outer.bodies.append(body)
-                    schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
-                    content = outer.replies.pop(0) if schema == JUDGE_SCHEMA else "no schema, no verdict"
-                payload = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-                                      "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
-                                      "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args): pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self):
-        import threading
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def respond(self, body):
+        with self.lock:
+            self.record(body)
+            schema = body.get("response_format", {}).get("json_schema", {}).get("schema")
+            content = self.replies.pop(0) if schema == JUDGE_SCHEMA else "no schema, no verdict"
+        return 200, {}, chat_reply(content, usage=(1, 1))
 
 
 def test_structured_judge_over_http(tmp_path):
