@@ -26,4 +26,12 @@ def vllm_engine():
     from reasoning_study.backends.core import ModelPreset, SamplingParams, load_backend
     precision = dict(batch_invariant=True) if torch.cuda.is_available() else dict(dtype="float32", enforce_eager=True)
     preset = ModelPreset("smollm2-vllm", "embedded:SmolLM2-135M-Instruct", "vllm", "never", SamplingParams(max_tokens=32))
-    return load_backend(preset, max_model_len=2048, gpu_memory_utilization=0.3, **precision)
+    yield load_backend(preset, max_model_len=2048, gpu_memory_utilization=0.3, **precision)
+    # shut the engine down while pytest still captures output (its exit logging otherwise hits closed streams)
+    import gc
+    from reasoning_study.backends import vllm
+    for llm in vllm._ENGINES.values():
+        shutdown = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+        if hasattr(shutdown, "shutdown"): shutdown.shutdown()
+    vllm._ENGINES.clear()
+    gc.collect()
