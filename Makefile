@@ -76,19 +76,11 @@ test-vllm: install-vllm
 	@for nb in $(VLLM_NBS); do echo "nbdev_test --flags vllm $$nb"; $(VLLM_ENV) $(VLLM_BIN)/nbdev_test --flags vllm --path $$nb || exit 1; done
 
 PAPERMILL := $(BIN)/papermill --cwd nbs --progress-bar
-# the default study: each experiment notebook runs through papermill into its run folder under outputs/
-PAPERMILL := $(BIN)/papermill --cwd nbs --progress-bar
+# the default study: the default sweep (nbs/sweeps/default.yaml: every experiment on the embedded CPU model,
+# one papermill run per cell into $(OUT)/default/<cell>/, resumable: a rerun runs only what is missing),
+# then its compiled report ($(OUT)/default/report/report.html). Another sweep: make study SWEEP=nbs/sweeps/x.yaml
 study: install
-	@mkdir -p $(OUT)/musobench
-	$(PAPERMILL) nbs/experiments/musobench_build.ipynb $(OUT)/musobench/musobench_build.ipynb -p out_dir $(OUT)/musobench
-	@mkdir -p $(OUT)/attention_entropy
-	$(PAPERMILL) nbs/experiments/attention_entropy.ipynb $(OUT)/attention_entropy/attention_entropy.ipynb -p out_dir $(OUT)/attention_entropy
-	@mkdir -p $(OUT)/musobench-study $(OUT)/musobench-figures
-	$(PAPERMILL) nbs/experiments/musobench.ipynb $(OUT)/musobench-study/musobench.ipynb -p out_dir $(OUT)/musobench-study
-	$(PAPERMILL) nbs/experiments/musobench_figures.ipynb $(OUT)/musobench-figures/musobench_figures.ipynb -y '{"run_dirs": ["$(OUT)/musobench-study"]}' -p out_dir $(OUT)/musobench-figures
-	@mkdir -p $(OUT)/overthinking
-	$(PAPERMILL) nbs/experiments/overthinking.ipynb $(OUT)/overthinking/overthinking.ipynb -p out_dir $(OUT)/overthinking
-	@echo "study done: see $(OUT)/musobench/, $(OUT)/musobench-study/, $(OUT)/musobench-figures/, $(OUT)/attention_entropy/, $(OUT)/overthinking/"
+	OMP_NUM_THREADS=1 $(BIN)/python -m reasoning_study.sweep $(or $(SWEEP),nbs/sweeps/default.yaml) --out $(OUT) --jobs $(or $(JOBS),2) --report
 
 # performance benchmarks (numbers to outputs/bench/)
 bench: install

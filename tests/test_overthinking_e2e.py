@@ -23,9 +23,10 @@ PREFIX_COLUMNS = ["model", "benchmark", "item_id", "format", "seed", "template",
 TRACE_COLUMNS = ["model", "benchmark", "item_id", "format", "seed", "template", "extractor", "n_utterances", "trace_tokens",
                  "trace_status", "final_prediction", "final_correct", "sample_index"]
 UTTERANCE_COLUMNS = ["model", "benchmark", "item_id", "seed", "utterance_index", "tokens", "char_start", "char_end"]
-ALWAYS_DRAWN = {"fig1_strategy_accuracy", "table1_results", "table2_stopping", "fig9_transition_matrix"}
+ALWAYS_DRAWN = {"fig1_strategy_accuracy", "table1_results_figure", "table2_stopping_figure", "fig9_transition_matrix"}
 NEED_MORE_DATA = {"fig2_lengths_utterances", "fig3_format_breakdown", "fig4_stability_curve", "fig10_token_statistics",
                   "fig11_wasted_budget", "fig7_cross_model", "fig8_test_time_scaling", "table4_taxonomy"}
+MODEL = "smollm2-135m"
 
 
 def run(out: Path, name: str):
@@ -67,13 +68,14 @@ def test_every_supported_figure_is_drawn(runs):
     out, first, _ = runs
     made, skipped = set(first["figures"]), first["skipped_figures"]
     assert ALWAYS_DRAWN <= made
-    assert {"fig6_robustness_champ", "fig6_robustness_mmlu-sample"} <= made  # 2 templates x 2 extractors
+    assert {f"fig6_robustness_{MODEL}_champ", f"fig6_robustness_{MODEL}_mmlu-sample"} <= made  # 2 templates x 2 extractors
     assert made | set(skipped) >= ALWAYS_DRAWN | NEED_MORE_DATA  # every other figure is drawn or says why not
     assert not made & set(skipped)
     for name in made: assert (out / "figures" / f"{name}.png").is_file() and (out / "figures" / f"{name}.pdf").is_file()
     for table in ("strategies.csv", "overthinking_by_format.csv", "stopping_at_k.csv", "transitions.csv", "summary.md",
                   "table1_results.md", "table2_stopping.md", "trajectories.parquet", "generations.parquet"):
         assert (out / table).is_file(), table
+    assert (out / "tables" / "table1_results.md").is_file()  # the report section's copy of the tables
 
 
 def test_rerun_reuses_stored_generations(runs):

@@ -21,7 +21,7 @@ __all__ = ['STRATEGY_LABELS', 'STRATEGY_COLORS', 'FORMAT_LABELS', 'CATEGORY_LABE
            'STABILITY_LABELS', 'strategy_label', 'plot_strategy_accuracy', 'plot_length_histograms', 'results_table',
            'best_strategy_mask', 'stopping_table', 'plot_format_breakdown', 'plot_stability_curve', 'plot_robustness',
            'plot_cross_model', 'plot_test_time_scaling', 'plot_transition_matrix', 'plot_token_statistics',
-           'plot_wasted_budget', 'taxonomy_results_table', 'largest_in_group_mask']
+           'plot_wasted_budget', 'taxonomy_results_table', 'largest_in_group_mask', 'plot_recall_trajectories']
 
 # %% ../../nbs/82_figures.overthinking.ipynb #0550d01a
 STRATEGY_LABELS = {"No-CoT": "No-CoT", "Actual": "Actual Length", "Optimal": "Optimal Length", "Instruct": "Instruct Model",
@@ -353,3 +353,17 @@ def largest_in_group_mask(table: pd.DataFrame) -> pd.DataFrame:
         block = table.loc[:, group]
         mask.loc[:, group] = (block.eq(block.max(axis=1), axis=0) & block.notna()).to_numpy()
     return mask
+
+# %% ../../nbs/82_figures.overthinking.ipynb #8e3698c2
+def plot_recall_trajectories(rows: pd.DataFrame,  # one row per probe: task, question_id, prefix_index, recall, answer_count
+                            ) -> plt.Figure:
+    "Recall of the forced solution list after each prefix, one line per instance."
+    require_columns(rows, ["task", "question_id", "prefix_index", "recall", "answer_count"], "plot_recall_trajectories")
+    if rows.empty: raise ValueError("no probe rows to plot")
+    paper_style()
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for (task, qid), t in rows.sort_values("prefix_index").groupby(["task", "question_id"]):
+        ax.plot(t.prefix_index, t.recall, marker="o", ms=3, label=f"{task} #{qid} (|Y|={t.answer_count.iloc[0]})")
+    ax.set(xlabel="prefix $i$ (utterances)", ylabel="recall of the forced answer", ylim=(-0.05, 1.05))
+    ax.legend(fontsize=8)
+    return fig
