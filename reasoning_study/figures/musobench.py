@@ -148,6 +148,7 @@ def _draw_bars(ax, table: pd.DataFrame, x: str, hue: str, value: str, percent: b
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
     ax.set_xticks(np.arange(len(xs)), [METRIC_LABELS.get(v, str(v)) for v in xs])
     ax.set_ylabel(f"{METRIC_LABELS.get(value, value)}{' (%)' if percent else ''}")
+    if percent: ax.set_ylim(0, 108)  # shares: the full 0-100 scale (room for the labels), even when every bar is 0
     ax.legend(fontsize=8)
 
 def plot_reliability(bins: pd.DataFrame,  # `reliability_bins` output grouped by `panel`, `hue` (and `task`)
