@@ -1,6 +1,5 @@
 """The vLLM backend: its pure parts everywhere; the engine itself only where vLLM is installed (GPU hosts,
 or the community CPU build), on the embedded model."""
-import importlib.util
 import sys
 
 import pytest
@@ -12,7 +11,7 @@ from reasoning_study.backends.core import expected_thinking, render_prompt_ids, 
 from reasoning_study.backends.vllm import (VLLM_INSTALL_HINT, cacheable_tokens, from_preset,
                                            vllm_options)
 
-HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+from conftest import HAVE_VLLM
 
 
 def test_module_imports_without_vllm():

@@ -191,10 +191,10 @@ class VllmBackend:
             except Exception as e:
                 results[q] = [self._error(request, i, e) for i in range(request.sampling.n)]
                 continue
+            images, structured = request_images(request), structured_output_kwargs(self.vllm, request.response_schema)  # once per request
             for i in range(request.sampling.n):
-                params = self.vllm.SamplingParams(**sample_params_kwargs(request.sampling, i, self.options.skip_special_tokens),
-                                                  **structured_output_kwargs(self.vllm, request.response_schema))
-                jobs.append(_Job(q, i, prompt, params, request_images(request)))
+                params = self.vllm.SamplingParams(**sample_params_kwargs(request.sampling, i, self.options.skip_special_tokens), **structured)
+                jobs.append(_Job(q, i, prompt, params, images))
         for job, completion in zip(jobs, self._run_isolated(jobs, requests)): results[job.request][job.sample] = completion
         return results
 
