@@ -179,10 +179,13 @@ def probe_batched(backend, jobs: Sequence[tuple[TraceProbes, Sequence[int]]], sa
     jobs = [(p, list(ix)) for p, ix in jobs if len(ix)]
     if not jobs: return [], 0
     warm_sampling, sampling = replace(sampling, n=1, max_tokens=1, temperature=0.0), replace(sampling, n=1)
-    # token-exact requests (with the question's images, if any): each probe is sent as the request it is stored under
-    warm = [cs[0] for cs in backend.generate([Request(prompt_token_ids=p.sequence, images=p.images, sampling=warm_sampling)
-                                               for p, _ in jobs])]
-    flat = [cs[0] for cs in backend.generate([p.request(i, sampling) for p, ix in jobs for i in ix])]
+    if any(p.images for p, _ in jobs):  # token prompts with their images: requests to `generate` (vLLM: multi_modal_data)
+        warm = [cs[0] for cs in backend.generate([Request(prompt_token_ids=p.sequence, images=p.images, sampling=warm_sampling)
+                                                   for p, _ in jobs])]
+        flat = [cs[0] for cs in backend.generate([p.request(i, sampling) for p, ix in jobs for i in ix])]
+    else:
+        warm = [cs[0] for cs in backend.generate_token_prompts([p.sequence for p, _ in jobs], warm_sampling)]
+        flat = [cs[0] for cs in backend.generate_token_prompts([p.prompt_token_ids(i) for p, ix in jobs for i in ix], sampling, thinking=False)]
     out, start = [], 0
     for _, ix in jobs: out.append(flat[start:start + len(ix)]); start += len(ix)
     return out, _engine_prefill(warm + flat)
