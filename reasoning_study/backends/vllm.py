@@ -111,8 +111,8 @@ def resolve_model(preset: ModelPreset, options: VllmOptions) -> tuple[str, str]:
     "(what `vllm.LLM` loads, the revision recorded in the store) for a preset; offline unless allowed."
     from reasoning_study.backends import transformers as hf  # torch and transformers come with vLLM anyway
     if preset.model_id.startswith(hf.EMBEDDED_PREFIX):
-        if preset.model_id != hf.EMBEDDED_PREFIX + hf.EMBEDDED_NAME: raise ValueError(f"unknown embedded model {preset.model_id!r}")
-        return str(hf.embedded_model_dir()), "gguf-" + hf.file_sha256(hf.embedded_gguf_path())[:12]
+        folder, revision = hf.embedded_model(preset.model_id)
+        return str(folder), revision
     if options.model_dir: return str(options.model_dir), preset.revision
     if options.allow_download: return preset.model_id, preset.revision
     from huggingface_hub import snapshot_download
