@@ -1,0 +1,66 @@
+"""The GPU check (`make gpu-check`, nbs/92_gpu_check.ipynb) end to end on the CPU: the tiny shape, short lengths.
+
+So that the command cannot rot between the rare runs on a GPU host: every stage runs, every assertion
+that the CPU can make passes, and the report has one row per shape and measure."""
+import re
+
+import pytest
+import torch
+
+from reasoning_study.gpu_check import CheckConfig, config_parser, main, measure_names
+
+CPU_ARGS = ["--device", "cpu", "--shapes", "tiny", "--dtype", "float32", "--check-dtype", "float32", "--trace-tokens", "400",
+            "--utterances", "20", "--probe-tokens", "4", "--gen-tokens", "16", "--batch-size", "4", "--probe-batch-size", "8",
+            "--entropy-lengths", "32,64,128", "--map-tokens", "16", "--budget-s", "300"]
+ASSERTED = ["trace and probes", "probe answers, kv vs naive (correctness)", "prober encoded tokens, kv / naive",
+            "entropies vs output_attentions maps"]
+
+
+def table_rows(markdown: str) -> dict[tuple[str, str], dict]:
+    "(shape, measure) -> row of the report's table."
+    lines = [l for l in markdown.splitlines() if l.startswith("| ")]
+    header = [c.strip() for c in lines[0].strip("|").split(" | ")]
+    rows = {}
+    for line in lines[1:]:
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
+        row = dict(zip(header, cells))
+        rows[row["shape"], row["measure"]] = row
+    return rows
+
+
+@pytest.fixture(scope="module")
+def cpu_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu_check") / "gpu_check.md"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the machine's cores are shared
+    try: code = main(CPU_ARGS + ["--out", str(out)])
+    finally: torch.set_num_threads(threads)
+    return code, out.read_text()
+
+
+def test_cpu_run_passes(cpu_report):
+    code, report = cpu_report
+    assert code == 0, report
+    assert "**Result: every assertion passed.**" in report
+    assert "transformers" in report and "CPU" in report
+
+
+def test_every_row_and_every_assertion(cpu_report):
+    _, report = cpu_report
+    cfg = CheckConfig(**vars(config_parser().parse_args(CPU_ARGS)))
+    rows = table_rows(report)
+    names = measure_names(cfg)
+    assert sorted(rows) == sorted(("tiny", n) for n in names)
+    assert [m for s, m in rows] == names  # in table order
+    for name in ASSERTED: assert rows["tiny", name]["status"] == "pass", rows["tiny", name]
+    assert rows["tiny", "probe answers, kv vs naive (correctness)"]["value"].startswith("21/21 identical")
+    for n in cfg.entropy_lengths: assert rows["tiny", f"entropy peak above KV cache, {n} tokens"]["status"] == "n/a (no CUDA)"
+    assert rows["tiny", "entropy peak flat in length"]["status"] == "n/a (no CUDA)"
+    for name in ["generation tokens/s, batch 1", "generation tokens/s, batch 4", "prober seconds, kv / naive", "prober speed-up, naive / kv"]:
+        assert rows["tiny", name]["status"] == "measured" and re.match(r"[\d.]+", rows["tiny", name]["value"]), rows["tiny", name]
+
+
+def test_bad_configuration_fails_fast(tmp_path, capsys):
+    assert main(["--device", "cpu", "--shapes", "70b", "--out", str(tmp_path / "x.md")]) == 1
+    assert "unknown shapes" in capsys.readouterr().err
+    assert not (tmp_path / "x.md").exists()
