@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -34,12 +34,13 @@ import yaml
 from .runs import project_root, resolve_path
 
 # %% auto #0
-__all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'DONE_FILE', 'ERROR_FILE', 'WORK', 'CELLS_FILE',
-           'SUMMARY_COLUMNS', 'SweepError', 'experiments_dir', 'notebook_path', 'NotebookParameter',
-           'notebook_parameters', 'preset_names', 'Cell', 'cell_id', 'grid_points', 'experiment_cells', 'Sweep',
-           'load_sweep', 'cell_folder', 'work_folder', 'is_finished', 'write_atomic', 'stop_process_tree', 'CellResult',
-           'notebook_error', 'run_cell', 'local_slots', 'run_local', 'SweepInterrupted', 'start_ray', 'run_ray',
-           'summary_table', 'write_summary', 'run_sweep', 'finished_runs', 'compile_report', 'parser', 'main']
+__all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SAMPLING_PARAMETERS', 'DONE_FILE', 'ERROR_FILE',
+           'WORK', 'CELLS_FILE', 'SUMMARY_COLUMNS', 'SweepError', 'experiments_dir', 'notebook_path',
+           'NotebookParameter', 'notebook_parameters', 'preset_names', 'run_presets', 'cell_sampling', 'provider_check',
+           'Cell', 'cell_id', 'grid_points', 'experiment_cells', 'Sweep', 'load_sweep', 'cell_folder', 'work_folder',
+           'is_finished', 'write_atomic', 'stop_process_tree', 'CellResult', 'notebook_error', 'run_cell',
+           'local_slots', 'run_local', 'SweepInterrupted', 'start_ray', 'run_ray', 'summary_table', 'write_summary',
+           'run_sweep', 'finished_runs', 'compile_report', 'parser', 'main']
 
 # %% ../nbs/90_sweep.ipynb #5a87039a
 class SweepError(ValueError):
@@ -114,6 +115,36 @@ def preset_names(name: str, value: Any) -> list[str]:
         return [v.split(":", 1)[1] for v in value if isinstance(v, str) and v.startswith("llm:")]
     return []
 
+# %% ../nbs/90_sweep.ipynb #c7308cfc
+SAMPLING_PARAMETERS = ("temperature", "top_p", "top_k", "max_tokens", "seed")  # notebook parameters that set a run's sampling
+
+def run_presets(values: dict) -> list[str]:
+    "The presets a run samples from with its sampling parameters: `preset` and `*_preset` (`<p>_preset` only if `paradigms` has p)."
+    paradigms = values.get("paradigms")
+    found = [value for name, value in values.items()
+             if isinstance(value, str) and (name == "preset" or name.endswith("_preset"))
+             and (name == "preset" or not isinstance(paradigms, list) or name.removesuffix("_preset") in paradigms)]
+    return list(dict.fromkeys(found))
+
+def cell_sampling(values: dict, preset) -> "SamplingParams":
+    "The sampling a run asks of `preset`: its value of each sampling parameter, the preset's where it has none."
+    given = {k: values[k] for k in SAMPLING_PARAMETERS if k in values and (values[k] is not None or k == "seed")}
+    return replace(preset.sampling, **given)
+
+def provider_check(values: dict,  # a cell's parameters over the notebook's defaults
+                   where: str,  # how messages name the cell
+                  ) -> tuple[list[str], tuple[str, ...]]:
+    "(what the cell's presets' providers cannot honour, what they ignore as 'preset: parameter, ...')."
+    from reasoning_study.backends.core import PRESETS, ignored_parameters, provider_problems
+    problems, ignored = [], []
+    for name in run_presets(values):
+        if name not in PRESETS: continue  # reported as an unknown preset
+        try: sampling = cell_sampling(values, PRESETS[name])
+        except (TypeError, ValueError) as e: problems.append(f"{where}: the sampling of preset {name!r}: {e}"); continue
+        problems += [f"{where}: {p}" for p in provider_problems(PRESETS[name], sampling)]
+        if found := ignored_parameters(PRESETS[name], sampling): ignored.append(f"{name}: {', '.join(found)}")
+    return problems, tuple(ignored)
+
 # %% ../nbs/90_sweep.ipynb #8c69634f
 @dataclass(frozen=True)
 class Cell:
@@ -122,6 +153,7 @@ class Cell:
     parameters: dict  # papermill parameters (the sweep adds out_dir)
     gpus: float = 0  # GPUs a Ray task asks for
     cpus: float = 1  # CPUs a Ray task asks for
+    ignored: tuple[str, ...] = ()  # sampling parameters a hosted provider ignores, as "preset: parameter, ..."
 
     @property
     def notebook_name(self) -> str: return Path(self.notebook).stem
@@ -200,7 +232,13 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
                   gpus=resources.get("gpus", 0), cpus=resources.get("cpus", 1))
              for case, values in (cases.items() if cases else [(None, {})])
              for point in (grid_points({k: v for k, v in grid.items()}))]
-    return cells, []
+    defaults = {n: p.default for n, p in params.items()}
+    checked = []
+    for cell in cells:
+        wrong, ignored = provider_check({**defaults, **cell.parameters}, f"{where} cell {cell.id}")
+        problems += wrong
+        checked.append(replace(cell, ignored=ignored))
+    return ([], problems) if problems else (checked, [])
 
 # %% ../nbs/90_sweep.ipynb #176cc89b
 @dataclass
@@ -216,7 +254,8 @@ class Sweep:
 
     def table(self) -> pd.DataFrame:
         "One row per cell: its run folder, notebook and parameters."
-        return pd.DataFrame([dict(cell=c.id, notebook=c.notebook_name, gpus=c.gpus, parameters=json.dumps(c.parameters)) for c in self.cells])
+        return pd.DataFrame([dict(cell=c.id, notebook=c.notebook_name, gpus=c.gpus, ignored="; ".join(c.ignored),
+                                  parameters=json.dumps(c.parameters)) for c in self.cells])
 
 def load_sweep(path: str | Path,  # a sweep YAML file
                root: str | Path | None = None,  # project root (default: found from the working directory)
@@ -341,7 +380,7 @@ def run_cell(cell: Cell,
         write_atomic(work / ERROR_FILE, f"{result.error}\n\n--- end of papermill.log ---\n{_tail(work / 'papermill.log')}\n")
         return result
     record = dict(cell=cell.id, notebook=cell.notebook_name, notebook_path=cell.notebook, parameters=cell.parameters, started=began,
-                  seconds=round(result.seconds, 1), host=host, devices=result.devices)
+                  seconds=round(result.seconds, 1), host=host, devices=result.devices, ignored_parameters=list(cell.ignored))
     write_atomic(work / DONE_FILE, json.dumps(record, indent=2, default=str) + "\n")
     if final.exists(): shutil.rmtree(final)  # a stale folder without a done record
     os.replace(work, final)
@@ -583,7 +622,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.only and (unknown := set(args.only.split(",")) - {c.id for c in sweep.cells}):
         print(f"--only names unknown cells {sorted(unknown)}; cells: {', '.join(c.id for c in sweep.cells)}", file=sys.stderr); return 2
     if args.dry_run:
-        print(sweep.table().assign(finished=[is_finished(sweep_dir, c) for c in sweep.cells]).to_string(index=False)); return 0
+        table = sweep.table()
+        table.insert(3, "finished", [is_finished(sweep_dir, c) for c in sweep.cells])
+        print(table.to_string(index=False)); return 0
     status = 0
     if not args.report_only:
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM stops as cleanly as Ctrl-C

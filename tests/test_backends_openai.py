@@ -172,14 +172,95 @@ def test_what_goes_over_the_wire():
         sampling = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=50, n=2, seed=1, stop=["\n\n"])
         preset = ModelPreset("hybrid", "Qwen/Qwen3-8B", "openai", "template")
         load_backend(preset, base_url=server.base_url, max_concurrency=1).generate(
-            [chat("Q?", prefill="<think>\n", thinking=True, sampling=sampling)])
+            [chat("Q?", prefill="Solution 1:", thinking=False, sampling=sampling)])
     first, second = sorted(server.bodies, key=lambda b: b["seed"])
     assert (first["seed"], second["seed"]) == (1, sampling.sample_seed(1))
-    assert first["messages"][-1] == {"role": "assistant", "content": "<think>\n"}
+    assert first["messages"][-1] == {"role": "assistant", "content": "Solution 1:"}
     assert first["continue_final_message"] is True and first["add_generation_prompt"] is False
-    assert first["chat_template_kwargs"] == {"enable_thinking": True}
+    assert first["chat_template_kwargs"] == {"enable_thinking": False}
     assert (first["top_k"], first["max_completion_tokens"], first["stop"], first["temperature"]) == (20, 50, ["\n\n"], 0.6)
     assert "n" not in first
+
+
+def test_a_thinking_prefill_is_not_sent_through_continue_final_message():
+    # the hybrid's template would close the thinking before the prefill: refused, nothing sent, the batch goes on
+    with ScriptedServer([]) as server:
+        preset = ModelPreset("hybrid", "Qwen/Qwen3-8B", "openai", "template")
+        [[refused], [thinking_on], [fine]] = load_backend(preset, base_url=server.base_url).generate(
+            [chat("Q?", prefill="<think>\nLet me", thinking=True), chat("Q?", prefill="Solution 1:"), chat("Q?")])
+    assert len(server.bodies) == 1 and "prefill" not in json.dumps(server.bodies[0])
+    assert refused.status == "error" and "prefill_mode='tokens'" in refused.error and refused.latency_s == 0
+    assert thinking_on.status == "error" and "empty <think></think>" in thinking_on.error  # thinking on by default
+    assert fine.status == "answered"
+
+
+class TokenizingServer(LocalServer):
+    "Answers vLLM's /tokenize (the chat as ids 1..k, the prefill as 900..) and /completions (a text completion)."
+
+    def respond(self, body):
+        with self.lock: self.record(body)
+        if "add_special_tokens" in body:  # a /tokenize body
+            if "messages" in body: return 200, {}, {"tokens": list(range(1, 2 + len(body["messages"]))), "count": 0, "max_model_len": 99}
+            return 200, {}, {"tokens": [900 + k for k in range(len(body["prompt"].split()))], "count": 0, "max_model_len": 99}
+        if isinstance(body.get("prompt"), list):  # /completions with token ids
+            return 200, {}, {"id": "c", "object": "text_completion", "created": 0, "model": "m",
+                             "choices": [{"index": 0, "text": " so 4.\n</think>\n\n4", "finish_reason": "stop"}],
+                             "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": 5, "total_tokens": 0}}
+        return 200, {}, RECORDED
+
+
+def test_tokens_mode_sends_the_rendered_prompt_and_the_prefill_tokens():
+    with TokenizingServer() as server:
+        preset = ModelPreset("hybrid", "Qwen/Qwen3-8B", "openai", "template")
+        backend = load_backend(preset, base_url=server.base_url, prefill_mode="tokens", max_concurrency=1)
+        sampling = SamplingParams(max_tokens=40, n=2, seed=4)
+        [pair, [plain]] = backend.generate([chat("Q?", system="S.", prefill="<think>\nLet me see", thinking=True, sampling=sampling), chat("Hi")])
+    chat_tokenize, prefill_tokenize = [b for b in server.bodies if "add_special_tokens" in b]  # once per request, not per sample
+    assert chat_tokenize == {"model": "Qwen/Qwen3-8B", "messages": [{"role": "system", "content": "S."}, {"role": "user", "content": "Q?"}],
+                             "add_generation_prompt": True, "add_special_tokens": False, "chat_template_kwargs": {"enable_thinking": True}}
+    assert prefill_tokenize == {"model": "Qwen/Qwen3-8B", "prompt": "<think>\nLet me see", "add_special_tokens": False}
+    completions = sorted((b for b in server.bodies if isinstance(b.get("prompt"), list)), key=lambda b: b["seed"])
+    assert [b["prompt"] for b in completions] == [[1, 2, 3, 900, 901, 902, 903]] * 2 and [b["seed"] for b in completions] == [4, sampling.sample_seed(1)]
+    assert all(b["max_tokens"] == 40 for b in completions)
+    assert [(c.reasoning, c.answer, c.status, c.prompt_tokens) for c in pair] == [("Let me see so 4.", "4", "answered", 7)] * 2
+    assert plain.status == "answered" and backend.continues_prefill  # a request without a prefill stays a chat request
+
+
+def test_tokens_mode_reports_a_server_without_tokenize():
+    with ScriptedServer([]) as server:  # answers every POST with a chat completion: no token ids
+        preset = ModelPreset("hybrid", "Qwen/Qwen3-8B", "openai", "template")
+        [[c]] = load_backend(preset, base_url=server.base_url, prefill_mode="tokens").generate([chat("Q?", prefill="<think>\n")])
+    assert c.status == "error" and "did not answer with token ids" in c.error and len(server.bodies) == 1
+
+
+def test_hosted_providers_get_only_what_they_take():
+    with ScriptedServer([]) as server:
+        deepseek = load_backend("deepseek-r1", base_url=server.base_url)
+        [[r1]] = deepseek.generate([chat("Q?", sampling=SamplingParams(temperature=0.2, max_tokens=20480, seed=3))])
+        gpt = load_backend("gpt-4o-mini", base_url=server.base_url)
+        [[g]] = gpt.generate([chat("Q?", sampling=SamplingParams(temperature=0.2, max_tokens=16384, seed=3))])
+        o4 = load_backend("o4-mini", base_url=server.base_url)
+        [[o]] = o4.generate([chat("Q?", sampling=SamplingParams(temperature=1.0, max_tokens=16384, seed=3))])
+    first, second, third = server.bodies
+    assert {k: v for k, v in first.items() if k != "messages"} == {"model": "deepseek-reasoner", "max_tokens": 20480}
+    assert {k: v for k, v in second.items() if k != "messages"} == {"model": "gpt-4o-mini-2024-07-18", "temperature": 0.2, "top_p": 1.0,
+                                                                    "max_completion_tokens": 16384, "seed": 3}
+    assert {k: v for k, v in third.items() if k != "messages"} == {"model": "o4-mini-2025-04-16", "max_completion_tokens": 16384, "seed": 3}
+    assert r1.status == g.status == o.status == "answered"
+
+
+@pytest.mark.parametrize("preset, sampling, message", [
+    ("o4-mini", SamplingParams(temperature=0.2, max_tokens=100), "temperature=0.2 is rejected"),
+    ("o4-mini", SamplingParams(temperature=1.0, top_p=0.9, max_tokens=100), "top_p=0.9 is rejected"),
+    ("gpt-4o-mini", SamplingParams(temperature=0.2, max_tokens=20480), "max_tokens=20480 is above the provider's cap of 16384"),
+    ("deepseek-v3", SamplingParams(temperature=0.2, max_tokens=20480), "max_tokens=20480 is above the provider's cap of 8192"),
+])
+def test_a_run_the_provider_cannot_honour_fails_before_its_first_request(preset, sampling, message):
+    with ScriptedServer([]) as server:
+        backend = load_backend(preset, base_url=server.base_url)
+        with pytest.raises(ValueError, match=f"preset '{preset}'") as e:
+            backend.generate([chat("Fine", sampling=SamplingParams(temperature=1.0, max_tokens=8)), chat("Q?", sampling=sampling)])
+    assert message in str(e.value) and server.bodies == []
 
 
 def test_images_and_response_format_over_the_wire():

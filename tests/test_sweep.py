@@ -92,6 +92,7 @@ def test_interrupted_sweep_resumes_only_missing_cells(tiny_spec, tmp_path):
     time.sleep(1)
     assert notebook_processes(out) == []  # papermill and its kernel were stopped too
     record = (out / "tiny" / CELLS[0] / DONE_FILE).read_text()
+    assert json.loads(record)["ignored_parameters"] == []  # a model we serve ignores nothing
 
     second = interrupt_after(tiny_spec, out, done=2, signum=signal.SIGTERM)
     assert second.returncode == 130, second.stdout
@@ -155,6 +156,10 @@ BAD_FILES = {
                        "case 'x': parameter 'long_preset': unknown preset 'gpt-5'"),
     "unknown extractor preset": ("experiments:\n  - notebook: overthinking\n    parameters: {extractors: [rules, 'llm:qwen9']}\n",
                                  "unknown preset 'qwen9'"),
+    "rejected by the provider": ("experiments:\n  - notebook: musobench\n    cases:\n      x: {short_preset: gpt-4o-mini, long_preset: o4-mini}\n",
+                                 "cell musobench__x: preset 'o4-mini' (OpenAI model 'o4-mini-2025-04-16'): temperature=0.7 is rejected"),
+    "over the provider's cap": ("experiments:\n  - notebook: musobench\n    parameters: {short_preset: deepseek-v3, long_preset: deepseek-r1, max_tokens: 20480}\n",
+                                "max_tokens=20480 is above the provider's cap of 8192"),
     "out_dir set": ("experiments:\n  - notebook: musobench_build\n    parameters: {out_dir: x}\n", "parameter 'out_dir' is set by the sweep"),
     "empty grid": ("experiments:\n  - notebook: musobench_build\n    grid: {seed: []}\n", "'seed' must be a non-empty list"),
     "unknown key": ("experiments:\n  - notebook: musobench_build\n    parameter: {seed: 1}\n", "unknown key(s) ['parameter']"),

@@ -10,16 +10,18 @@ import hashlib
 import importlib
 import io
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 # %% auto #0
-__all__ = ['SAMPLE_SEED_STRIDE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'ThinkingSwitch', 'PRESETS',
-           'SamplingParams', 'RequestImage', 'check_response_schema', 'supports', 'Request', 'chat',
-           'template_messages', 'request_images', 'Completion', 'split_reasoning', 'completion_status',
-           'make_completion', 'tokenize_continuation', 'render_prompt_ids', 'expected_thinking', 'Backend',
-           'ModelPreset', 'get_preset', 'register_preset', 'load_backend']
+__all__ = ['SAMPLE_SEED_STRIDE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'TOKEN_BUDGET_FIELDS',
+           'SAMPLING_FIELDS', 'NOT_ASKED', 'OPENAI_REASONING', 'OPENAI_GPT_4O_MINI', 'DEEPSEEK_CHAT',
+           'DEEPSEEK_REASONER', 'ThinkingSwitch', 'PRESETS', 'SamplingParams', 'RequestImage', 'check_response_schema',
+           'supports', 'Request', 'chat', 'template_messages', 'request_images', 'Completion', 'split_reasoning',
+           'completion_status', 'make_completion', 'tokenize_continuation', 'render_prompt_ids', 'expected_thinking',
+           'Backend', 'ProviderRules', 'ModelPreset', 'get_preset', 'register_preset', 'load_backend',
+           'provider_problems', 'check_provider_rules', 'ignored_parameters']
 
 # %% ../../nbs/10_backends.core.ipynb #4dab9056
 SAMPLE_SEED_STRIDE = 1_000_003  # a prime: sample i of seed s never equals sample j of a nearby seed s'
@@ -263,6 +265,64 @@ class Backend(Protocol):
         "One list of `request.sampling.n` completions per request, in request order."
         ...
 
+# %% ../../nbs/10_backends.core.ipynb #9aabf934
+TOKEN_BUDGET_FIELDS = ("max_completion_tokens", "max_tokens")  # how APIs name the completion-token budget
+SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
+NOT_ASKED = {"top_k": 0, "seed": None, "stop": ()}  # values that ask nothing of a provider (nothing to ignore)
+
+@dataclass(frozen=True)
+class ProviderRules:
+    "What a hosted model's provider documents about a request's sampling parameters (a model we serve takes them all)."
+    provider: str = ""  # who documents the rules ("" for a model we serve ourselves: every parameter is honoured)
+    ignored: tuple[str, ...] = ()  # accepted without effect: never sent, recorded as ignored
+    rejected: tuple[tuple[str, Any], ...] = ()  # (parameter, the only value taken): another value is an HTTP 400; never sent
+    max_tokens_cap: int | None = None  # the largest completion-token budget the model takes (None: no documented cap)
+    max_tokens_field: str = ""  # how the provider names the budget: "max_completion_tokens" | "max_tokens" ("": either)
+    source: str = ""  # where the rules come from
+
+    def __post_init__(self):
+        object.__setattr__(self, "ignored", tuple(self.ignored))
+        object.__setattr__(self, "rejected", tuple((name, value) for name, value in self.rejected))
+        named = [*self.ignored, *(name for name, _ in self.rejected)]
+        if bad := [n for n in named if n not in SAMPLING_FIELDS or n in ("n", "max_tokens")]:
+            raise ValueError(f"ProviderRules: {bad} cannot be ignored or rejected (sampling parameters: "
+                             f"{[f for f in SAMPLING_FIELDS if f not in ('n', 'max_tokens')]}; the budget has max_tokens_cap)")
+        if len(set(named)) < len(named): raise ValueError(f"ProviderRules: a parameter is listed twice in {named}")
+        if self.max_tokens_field not in ("", *TOKEN_BUDGET_FIELDS):
+            raise ValueError(f"max_tokens_field must be one of {TOKEN_BUDGET_FIELDS} (or '' for either), got {self.max_tokens_field!r}")
+        if self.max_tokens_cap is not None and self.max_tokens_cap < 1: raise ValueError(f"max_tokens_cap must be >= 1, got {self.max_tokens_cap}")
+
+    @property
+    def accepted(self) -> tuple[str, ...]:
+        "The sampling parameters the provider honours (`n` always: a backend sends n one-sample requests)."
+        off = set(self.ignored) | {name for name, _ in self.rejected}
+        return tuple(name for name in SAMPLING_FIELDS if name not in off)
+
+    @property
+    def left_out(self) -> frozenset[str]:
+        "The parameters a request body never carries (rejected or ignored)."
+        return frozenset(self.ignored) | {name for name, _ in self.rejected}
+
+OPENAI_REASONING = ProviderRules(
+    "OpenAI", rejected=(("temperature", 1.0), ("top_p", 1.0), ("top_k", 0), ("stop", ())), max_tokens_cap=100_000,
+    max_tokens_field="max_completion_tokens",
+    source="OpenAI reasoning-models guide and o4-mini model page: temperature and top_p only at their default 1 (another value "
+           "is HTTP 400 'unsupported value'), no stop sequences, max_tokens refused for max_completion_tokens (reasoning "
+           "tokens included), at most 100,000 output tokens; top_k is no OpenAI parameter (unknown fields are HTTP 400)")
+OPENAI_GPT_4O_MINI = ProviderRules(
+    "OpenAI", rejected=(("top_k", 0),), max_tokens_cap=16_384, max_tokens_field="max_completion_tokens",
+    source="OpenAI chat-completions reference and gpt-4o-mini model page: temperature, top_p, seed (best-effort determinism) "
+           "and stop honoured, at most 16,384 output tokens; top_k is no OpenAI parameter (unknown fields are HTTP 400)")
+DEEPSEEK_CHAT = ProviderRules(
+    "DeepSeek", ignored=("top_k", "seed"), max_tokens_cap=8_192, max_tokens_field="max_tokens",
+    source="DeepSeek chat-completion reference and 'Models & Pricing': the budget is max_tokens (a max_completion_tokens "
+           "field is ignored: the default of 4K applies), deepseek-chat writes at most 8K tokens; temperature, top_p and "
+           "stop honoured; no seed and no top_k parameter (unknown fields are ignored)")
+DEEPSEEK_REASONER = ProviderRules(
+    "DeepSeek", ignored=("temperature", "top_p", "top_k", "seed"), max_tokens_cap=65_536, max_tokens_field="max_tokens",
+    source="DeepSeek reasoning-model guide: temperature and top_p (and the penalties) are accepted without effect; "
+           "max_tokens covers the chain of thought and the answer, at most 64K (default 32K); no seed, no top_k")
+
 # %% ../../nbs/10_backends.core.ipynb #3b0431ed
 ThinkingSwitch = Literal["template", "always", "never", "api"]
 
@@ -277,6 +337,7 @@ class ModelPreset:
     multimodal: bool = False  # the model reads images (`Request.images`); a text-only model is never sent any
     description: str = ""
     options: tuple[tuple[str, object], ...] = ()  # backend-specific extras, e.g. (("base_url", ...),)
+    rules: ProviderRules = ProviderRules()  # a hosted provider's rules for sampling parameters (a model we serve: none)
 
     def with_options(self, **options) -> "ModelPreset":
         "A copy with extra backend options (e.g. a server's base_url)."
@@ -300,14 +361,19 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
     # MuSoBench pairs (Long-CoT vs Short-CoT)
     ModelPreset("qwen3-8b-think", "Qwen/Qwen3-8B", "vllm", "template", _MUSO, description="Qwen3-8B, thinking on (Long-CoT)"),
     ModelPreset("qwen3-8b-no-think", "Qwen/Qwen3-8B", "vllm", "template", _MUSO, description="Qwen3-8B, thinking off (Short-CoT)"),
-    ModelPreset("deepseek-r1", "deepseek-reasoner", "openai", "api", _MUSO, description="DeepSeek-R1 through an OpenAI-compatible API (Long-CoT)"),
-    ModelPreset("deepseek-v3", "deepseek-chat", "openai", "never", _MUSO, description="DeepSeek-V3 through an OpenAI-compatible API (Short-CoT)"),
-    ModelPreset("o4-mini", "o4-mini-2025-04-16", "openai", "api", _MUSO, description="o4-mini (Long-CoT; reasoning not returned)"),
-    ModelPreset("gpt-4o-mini", "gpt-4o-mini-2024-07-18", "openai", "never", _MUSO, description="gpt-4o-mini (Short-CoT)"),
+    ModelPreset("deepseek-r1", "deepseek-reasoner", "openai", "api", _MUSO, rules=DEEPSEEK_REASONER,
+                description="DeepSeek-R1 through DeepSeek's API (Long-CoT; temperature and top_p are ignored there)"),
+    ModelPreset("deepseek-v3", "deepseek-chat", "openai", "never", replace(_MUSO, max_tokens=8192), rules=DEEPSEEK_CHAT,
+                description="DeepSeek-V3 through DeepSeek's API (Short-CoT; at most 8,192 completion tokens)"),
+    ModelPreset("o4-mini", "o4-mini-2025-04-16", "openai", "api", replace(_MUSO, temperature=1.0), rules=OPENAI_REASONING,
+                description="o4-mini (Long-CoT; reasoning not returned; temperature only at 1)"),
+    ModelPreset("gpt-4o-mini", "gpt-4o-mini-2024-07-18", "openai", "never", replace(_MUSO, max_tokens=16384), rules=OPENAI_GPT_4O_MINI,
+                description="gpt-4o-mini (Short-CoT; at most 16,384 completion tokens)"),
     # Thinking Past the Answer: language-only models, extractor and judge
     ModelPreset("qwen3-8b-overthinking", "Qwen/Qwen3-8B", "vllm", "template", _QWEN3_THINK, description="Qwen3-8B thinking, overthinking study sampling"),
     ModelPreset("intern-s1-mini", "internlm/Intern-S1-mini", "vllm", "always",
-                SamplingParams(temperature=0.8, top_p=1.0, top_k=50, max_tokens=32768), description="Intern-S1-mini (text-only use)"),
+                SamplingParams(temperature=0.8, top_p=1.0, top_k=50, max_tokens=32768), options=(("trust_remote_code", True),),
+                description="Intern-S1-mini (text-only use; its repository's own model code: trust_remote_code)"),
     ModelPreset("qwen3-4b-extractor", "Qwen/Qwen3-4B-Instruct-2507", "vllm", "never",
                 SamplingParams(temperature=0.0, max_tokens=64), description="Answer extractor of the overthinking paper"),
     ModelPreset("qwen3-judge", "Qwen/Qwen3-30B-A3B-Instruct-2507", "vllm", "never",
@@ -348,3 +414,29 @@ def load_backend(preset: str | ModelPreset, **options) -> Backend:
     if options: preset = preset.with_options(**options)
     module = importlib.import_module(f"reasoning_study.backends.{preset.backend}")
     return module.from_preset(preset)
+
+# %% ../../nbs/10_backends.core.ipynb #0d9fc0e9
+def provider_problems(preset: str | ModelPreset,
+                      sampling: SamplingParams,  # what the run asks for
+                     ) -> list[str]:
+    "What the preset's provider cannot honour of `sampling`: one message per parameter ([] when it honours all)."
+    preset = get_preset(preset)
+    rules, problems = preset.rules, []
+    who = f"preset {preset.name!r} ({rules.provider} model {preset.model_id!r})"
+    for name, only in rules.rejected:
+        if (value := getattr(sampling, name)) != only:
+            problems.append(f"{who}: {name}={value!r} is rejected by the provider, which takes only {name}={only!r}")
+    if rules.max_tokens_cap is not None and sampling.max_tokens > rules.max_tokens_cap:
+        problems.append(f"{who}: max_tokens={sampling.max_tokens} is above the provider's cap of {rules.max_tokens_cap} completion tokens")
+    return problems
+
+def check_provider_rules(preset: str | ModelPreset, sampling: SamplingParams) -> SamplingParams:
+    "`sampling` when the preset's provider honours it; a ValueError naming every parameter it cannot honour otherwise."
+    if problems := provider_problems(preset, sampling):
+        raise ValueError("the provider cannot honour this run's sampling, nothing was sent: " + "; ".join(problems))
+    return sampling
+
+def ignored_parameters(preset: str | ModelPreset, sampling: SamplingParams) -> list[str]:
+    "The parameters `sampling` sets that the preset's provider ignores (to record with the run)."
+    rules = get_preset(preset).rules
+    return [name for name in SAMPLING_FIELDS if name in rules.ignored and getattr(sampling, name) != NOT_ASKED.get(name, object())]

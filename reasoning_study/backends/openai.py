@@ -23,20 +23,21 @@ from typing import Any, Awaitable, Callable, Iterator, Sequence
 
 import openai
 
-from reasoning_study.backends.core import (
-    THINK_CLOSE, THINK_OPEN, Completion, ModelPreset, Request, SamplingParams, ThinkingSwitch, expected_thinking, get_preset,
-    make_completion)
+from .core import (
+    THINK_CLOSE, THINK_OPEN, TOKEN_BUDGET_FIELDS, Completion, ModelPreset, ProviderRules, Request, SamplingParams, ThinkingSwitch,
+    check_provider_rules, expected_thinking, get_preset, make_completion)
 
 # %% auto #0
 __all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'REASONING_FIELDS', 'RETRY_STATUS', 'ApiOptions', 'api_options',
-           'sampling_fields', 'response_format', 'chat_messages', 'chat_body', 'token_prompt_body', 'reasoning_field',
+           'sampling_fields', 'prefill_problem', 'response_format', 'chat_messages', 'chat_body', 'token_prompt_body',
+           'tokenize_url', 'tokenize_bodies', 'token_ids_of', 'prefilled_token_request', 'reasoning_field',
            'join_reasoning', 'finish_of', 'usage_counts', 'completion_from_response', 'is_retryable', 'backoff_delay',
            'retry_after_seconds', 'describe_error', 'ApiCallFailed', 'with_retries', 'free_port', 'run_sync',
            'OpenAIBackend', 'from_preset', 'serve_command', 'serve_with_transformers']
 
 # %% ../../nbs/13_backends.openai.ipynb #e659975e
-MAX_TOKENS_FIELDS = ("max_completion_tokens", "max_tokens")
-PREFILL_MODES = ("continue", "prefix")
+MAX_TOKENS_FIELDS = TOKEN_BUDGET_FIELDS  # ("max_completion_tokens", "max_tokens")
+PREFILL_MODES = ("continue", "prefix", "tokens")
 
 @dataclass(frozen=True)
 class ApiOptions:
@@ -49,7 +50,7 @@ class ApiOptions:
     retry_base_delay: float = 1.0  # first backoff delay in seconds; doubles with each retry
     retry_max_delay: float = 30.0  # cap on one backoff delay
     max_tokens_field: str = "max_completion_tokens"  # "max_tokens" for servers that only know the old name
-    prefill_mode: str = "continue"  # "continue": vLLM/SGLang continue_final_message; "prefix": DeepSeek beta
+    prefill_mode: str = "continue"  # "continue": vLLM/SGLang continue_final_message; "prefix": DeepSeek beta; "tokens": vLLM /tokenize
     extra_body: dict = field(default_factory=dict)  # extra JSON fields sent with every chat/completions request
 
     def __post_init__(self):
@@ -78,19 +79,43 @@ def api_options(preset: ModelPreset,  # a preset whose backend is "openai"
         raise ValueError(f"no server for preset {preset.name!r}: pass load_backend({preset.name!r}, "
                          "base_url='http://HOST:PORT/v1') or set OPENAI_BASE_URL (e.g. https://api.openai.com/v1)")
     api_key = given.pop("api_key", None) or env.get("OPENAI_API_KEY") or "EMPTY"
+    documented = preset.rules.max_tokens_field
+    if documented and given.get("max_tokens_field", documented) != documented:
+        raise ValueError(f"preset {preset.name!r}: {preset.rules.provider} reads the token budget from {documented!r}, "
+                         f"not {given['max_tokens_field']!r} (it would ignore the budget)")
+    given.setdefault("max_tokens_field", documented or "max_completion_tokens")
     return ApiOptions(base_url=str(base_url).rstrip("/"), api_key=api_key, **given)
 
 # %% ../../nbs/13_backends.openai.ipynb #2db45758
 def sampling_fields(sampling: SamplingParams,  # the request's sampling
                     seed: int | None,  # this sample's seed
                     max_tokens_field: str = "max_completion_tokens",  # how the server names the token budget
+                    rules: ProviderRules | None = None,  # the provider's rules: what it rejects or ignores is not sent
                    ) -> tuple[dict, dict]:
     "The OpenAI fields for one sample, and the extra (non-OpenAI) fields it needs."
     body = {"temperature": sampling.temperature, "top_p": sampling.top_p, max_tokens_field: sampling.max_tokens}
     if seed is not None: body["seed"] = seed
     if sampling.stop: body["stop"] = list(sampling.stop)
     extra = {"top_k": sampling.top_k} if sampling.top_k > 0 else {}
+    if rules is not None:
+        body = {k: v for k, v in body.items() if k not in rules.left_out}
+        extra = {k: v for k, v in extra.items() if k not in rules.left_out}
     return body, extra
+
+def prefill_problem(request: Request,
+                    mode: str,  # the server's prefill mode
+                    switch: ThinkingSwitch = "never",  # the preset's thinking switch
+                   ) -> str | None:
+    "Why a server in prefill `mode` would not continue the request's prefill as the offline path does (None: it would)."
+    if not request.prefill: return None
+    tagged = THINK_OPEN in request.prefill or THINK_CLOSE in request.prefill
+    if mode == "continue" and switch == "template" and (tagged or request.thinking is not False):
+        return ("the chat template closes the thinking of the last assistant message (an empty <think></think> before the "
+                "prefill), so continue_final_message cannot continue a prefill in or around a thinking block; "
+                "use prefill_mode='tokens' (vLLM's /tokenize and /completions)")
+    if mode == "prefix" and tagged:
+        return "DeepSeek's prefix mode continues the answer, not the thinking: a prefill with <think> or </think> cannot be sent"
+    return None
 
 def _with_extra(body: dict, extra: dict) -> dict:
     return {**body, "extra_body": extra} if extra else body
@@ -117,9 +142,13 @@ def chat_body(request: Request,  # a chat request
               model: str,  # the served model name
               options: ApiOptions,
               switch: ThinkingSwitch = "never",  # the preset's thinking switch
+              rules: ProviderRules | None = None,  # the provider's rules (None: send every parameter)
              ) -> dict:
     "Keyword arguments of `chat.completions.create` for one sample of a chat request."
-    body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), options.max_tokens_field)
+    if request.prefill and options.prefill_mode == "tokens":
+        raise ValueError("prefill_mode='tokens' sends a prefilled request as token ids (/tokenize, then /completions), not as a chat")
+    if why := prefill_problem(request, options.prefill_mode, switch): raise ValueError(f"prefill_mode={options.prefill_mode!r}: {why}")
+    body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), options.max_tokens_field, rules)
     messages = chat_messages(request)
     if request.response_schema is not None: body["response_format"] = response_format(request.response_schema)
     if request.prefill and options.prefill_mode == "continue":  # vLLM / SGLang semantics
@@ -135,15 +164,44 @@ def token_prompt_body(request: Request,  # a request with `prompt_token_ids`
                       sample_index: int,
                       model: str,
                       options: ApiOptions,
+                      rules: ProviderRules | None = None,
                      ) -> dict:
     "Keyword arguments of `completions.create` for one sample of a token-exact request."
     if request.prefill:
         raise ValueError("a token-exact request takes no `prefill`: append the prefill's tokens to `prompt_token_ids`")
     if request.images:
         raise ValueError("the /completions endpoint takes no images: send a chat request (messages) with the images")
-    body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), "max_tokens")
+    body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), "max_tokens", rules)
     if request.response_schema is not None: extra["response_format"] = response_format(request.response_schema)  # vLLM, SGLang
     return _with_extra({"model": model, "prompt": list(request.prompt_token_ids), **body}, {**options.extra_body, **extra})
+
+# %% ../../nbs/13_backends.openai.ipynb #bd453433
+def tokenize_url(base_url: str) -> str:
+    "vLLM's `/tokenize` endpoint: at the server's root, beside `/v1`."
+    return base_url.rstrip("/").removesuffix("/v1") + "/tokenize"
+
+def tokenize_bodies(request: Request,  # a chat request with a prefill
+                    model: str,  # the served model name
+                    switch: ThinkingSwitch = "never",  # the preset's thinking switch
+                   ) -> tuple[dict, dict]:
+    "The two `/tokenize` bodies of a prefilled chat request: the chat with its generation prompt, then the prefill as a continuation."
+    if request.images: raise ValueError("prefill_mode='tokens' sends token ids to /completions, which takes no images")
+    if request.prompt_token_ids is not None or not request.prefill: raise ValueError("tokenize_bodies takes a chat request with a prefill")
+    chat = {"model": model, "messages": chat_messages(request), "add_generation_prompt": True, "add_special_tokens": False}
+    if switch == "template" and request.thinking is not None: chat["chat_template_kwargs"] = {"enable_thinking": request.thinking}
+    return chat, {"model": model, "prompt": request.prefill, "add_special_tokens": False}
+
+def token_ids_of(reply: Any) -> list[int]:
+    "The token ids of a `/tokenize` reply (`{'tokens': [...], 'count': n, ...}`); a clear error for anything else."
+    tokens = reply.get("tokens") if isinstance(reply, dict) else None
+    if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+        raise ValueError(f"the server's /tokenize did not answer with token ids: {str(reply)[:300]}")
+    return tokens
+
+def prefilled_token_request(request: Request, prompt_ids: Sequence[int]) -> Request:
+    "The token-exact request that continues `request`'s prefill from its rendered prompt ids."
+    return Request(prompt_token_ids=list(prompt_ids), sampling=request.sampling, thinking=request.thinking, tag=request.tag,
+                   response_schema=request.response_schema)
 
 # %% ../../nbs/13_backends.openai.ipynb #9dd6a6a2
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # DeepSeek / older vLLM; newer vLLM / SGLang
@@ -277,6 +335,11 @@ class OpenAIBackend:
 
     def __repr__(self): return f"OpenAIBackend({self.model_id!r} at {self.options.base_url})"
 
+    @property
+    def continues_prefill(self) -> bool:
+        "Whether prefills are continued as the offline path does (DeepSeek's prefix mode; vLLM in tokens mode)."
+        return self.options.prefill_mode in ("prefix", "tokens")
+
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         "One list of `request.sampling.n` completions per request, in request order."
         return run_sync(self.agenerate(requests))
@@ -292,26 +355,45 @@ class OpenAIBackend:
         "The async form of `generate`."
         requests = list(requests)
         if not requests: return []
+        for sampling in dict.fromkeys(r.sampling for r in requests): check_provider_rules(self.preset, sampling)  # before any request
         gate = asyncio.Semaphore(self.options.max_concurrency)
         o = self.options
         async with openai.AsyncOpenAI(base_url=o.base_url, api_key=o.api_key, timeout=o.timeout, max_retries=0) as client:
-            flat = await asyncio.gather(*[self._sample(client, gate, r, i) for r in requests for i in range(r.sampling.n)])
+            prefilled = [r for r in requests if o.prefill_mode == "tokens" and r.prefill and r.prompt_token_ids is None]
+            found = await asyncio.gather(*[self._prompt_ids(client, gate, r) for r in prefilled], return_exceptions=True)
+            prompts = {id(r): ids for r, ids in zip(prefilled, found)}
+            flat = await asyncio.gather(*[self._sample(client, gate, r, i, prompts.get(id(r))) for r in requests for i in range(r.sampling.n)])
         answers, start = [], 0
         for r in requests:
             answers.append(list(flat[start:start + r.sampling.n]))
             start += r.sampling.n
         return answers
 
-    async def _sample(self, client: openai.AsyncOpenAI, gate: asyncio.Semaphore, request: Request, index: int) -> Completion:
-        o, thinking = self.options, expected_thinking(self.preset.thinking, request)
+    async def _prompt_ids(self, client: openai.AsyncOpenAI, gate: asyncio.Semaphore, request: Request) -> list[int]:
+        "The prompt ids of a prefilled chat request, rendered and tokenised by the server (`tokens` mode)."
+        o, url = self.options, tokenize_url(self.options.base_url)
+        chat, prefill = tokenize_bodies(request, self.model_id, self.preset.thinking)
+        async with gate:
+            ids = [token_ids_of(await with_retries(lambda b=b: client.post(url, cast_to=object, body=b), o.max_retries,
+                                                   o.retry_base_delay, o.retry_max_delay)) for b in (chat, prefill)]
+        return ids[0] + ids[1]
+
+    async def _sample(self, client: openai.AsyncOpenAI, gate: asyncio.Semaphore, request: Request, index: int,
+                      prompt_ids: list[int] | BaseException | None = None,  # tokens mode: the rendered prompt of a prefilled request
+                     ) -> Completion:
+        o, thinking, rules = self.options, expected_thinking(self.preset.thinking, request), self.preset.rules
         meta = dict(sample_index=index, seed=request.sampling.sample_seed(index))
         started = None  # set once a concurrency slot is ours: latency excludes queueing
         try:
-            if request.prompt_token_ids is None:
-                body = chat_body(request, index, self.model_id, o, self.preset.thinking)
+            if isinstance(prompt_ids, BaseException): raise prompt_ids  # its tokenisation failed
+            if prompt_ids is not None:
+                body = token_prompt_body(prefilled_token_request(request, prompt_ids), index, self.model_id, o, rules)
+                call = lambda: client.completions.create(**body)
+            elif request.prompt_token_ids is None:
+                body = chat_body(request, index, self.model_id, o, self.preset.thinking, rules)
                 call = lambda: client.chat.completions.create(**body)
             else:
-                body = token_prompt_body(request, index, self.model_id, o)
+                body = token_prompt_body(request, index, self.model_id, o, rules)
                 call = lambda: client.completions.create(**body)
             async with gate:
                 started = time.perf_counter()

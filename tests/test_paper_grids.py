@@ -1,0 +1,94 @@
+"""The paper grids in `nbs/sweeps/` run the papers' protocol, not the CPU defaults of the experiment notebooks.
+
+Every grid file is expanded with the sweep module's own expansion (`load_sweep`, which also checks every
+cell's presets against their providers' rules). In the paper grids (the sweeps named `*-paper`), every
+MuSoBench cell sets the protocol explicitly: `reply_openings` within `["confidence"]` (opening the solve
+reply with the solution format would suppress the step-by-step reasoning of Short-CoT) and
+`read_truncated: false` (the paper scores full answers), the same for both models of a pair, whether the
+pair runs in one cell (short and long presets) or in one cell per model (`paradigms`, same `model`).
+The paper grids validate the way `rs-sweep --dry-run` does, and a copy asking a hosted model for a
+parameter its provider rejects (or a budget over its cap) fails with exit status 2."""
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reasoning_study.backends.core import get_preset
+from reasoning_study.sweep import load_sweep, main
+
+ROOT = Path(__file__).resolve().parents[1]
+GRIDS = sorted((ROOT / "nbs" / "sweeps").glob("*.yaml"))
+PAPER_GRIDS = [p for p in GRIDS if yaml.safe_load(p.read_text()).get("name", "").endswith("-paper")]
+PAIR_SETTINGS = ("reply_openings", "read_truncated", "max_tokens", "tasks", "levels", "per_level")
+
+
+def musobench_cells(path: Path) -> list:
+    return [c for c in load_sweep(path).cells if c.notebook_name == "musobench"]
+
+
+def test_both_papers_have_a_grid():
+    assert {p.stem for p in PAPER_GRIDS} == {"musobench", "overthinking"}
+    assert musobench_cells(ROOT / "nbs" / "sweeps" / "musobench.yaml")
+
+
+@pytest.mark.parametrize("path", GRIDS, ids=lambda p: p.stem)
+def test_every_grid_expands_and_validates(path):
+    assert load_sweep(path).cells
+
+
+@pytest.mark.parametrize("path", PAPER_GRIDS, ids=lambda p: p.stem)
+def test_paper_grids_set_the_papers_protocol(path):
+    for cell in musobench_cells(path):
+        p = cell.parameters
+        assert "reply_openings" in p and "read_truncated" in p, f"{cell.id} inherits the notebook's CPU defaults"
+        assert set(p["reply_openings"]) <= {"confidence"}, (cell.id, p["reply_openings"])
+        assert p["read_truncated"] is False, cell.id
+
+
+@pytest.mark.parametrize("path", PAPER_GRIDS, ids=lambda p: p.stem)
+def test_both_models_of_a_pair_get_the_same_protocol(path):
+    pairs = defaultdict(list)
+    for cell in musobench_cells(path):
+        p = cell.parameters
+        assert p.get("short_preset") and p.get("long_preset"), f"{cell.id}: a MuSoBench cell names both models of its pair"
+        assert get_preset(p["short_preset"]).thinking != "always" and get_preset(p["long_preset"]).thinking != "never", cell.id
+        pairs[(p.get("model"), p["short_preset"], p["long_preset"], tuple(p["tasks"]), p.get("temperature") if "paradigms" not in p else None)].append(cell)
+    for key, cells in pairs.items():
+        settings = {tuple((k, str(c.parameters.get(k))) for k in PAIR_SETTINGS) for c in cells}
+        assert len(settings) == 1, (key, [c.id for c in cells])
+        runs = [set(c.parameters.get("paradigms", ["short", "long"])) for c in cells]
+        assert set().union(*runs) == {"short", "long"}, f"{key}: the pair is not complete: {[c.id for c in cells]}"
+
+
+@pytest.mark.parametrize("path", PAPER_GRIDS, ids=lambda p: p.stem)
+def test_paper_grids_pass_the_dry_run(path, tmp_path, capsys):
+    assert main([str(path), "--dry-run", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    if path.stem == "musobench":  # what DeepSeek ignores is listed with its cells
+        assert "deepseek-r1: temperature, top_p, seed" in out
+    assert not any(tmp_path.iterdir())  # nothing ran
+
+
+def changed_grid(tmp_path: Path, case: str, **values) -> Path:
+    "A copy of the MuSoBench paper grid with `values` set in one case of its API experiment."
+    spec = yaml.safe_load((ROOT / "nbs" / "sweeps" / "musobench.yaml").read_text())
+    [api] = [e for e in spec["experiments"] if e.get("label") == "api"]
+    api["cases"][case].update(values)
+    copy = tmp_path / "musobench.yaml"
+    copy.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return copy
+
+
+@pytest.mark.parametrize("case, values, message", [
+    ("o4-mini", {"temperature": 0.2}, "preset 'o4-mini' (OpenAI model 'o4-mini-2025-04-16'): temperature=0.2 is rejected"),
+    ("gpt-4o-mini", {"max_tokens": 20480}, "preset 'gpt-4o-mini' (OpenAI model 'gpt-4o-mini-2024-07-18'): max_tokens=20480 is above"),
+    ("deepseek-r1-v3", {"max_tokens": 20480}, "preset 'deepseek-v3' (DeepSeek model 'deepseek-chat'): max_tokens=20480 is above"),
+    ("o4-mini", {"top_p": 0.95}, "top_p=0.95 is rejected"),
+])
+def test_a_parameter_the_provider_rejects_fails_validation(case, values, message, tmp_path, capsys):
+    copy = changed_grid(tmp_path, case, **values)
+    assert main([str(copy), "--dry-run", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "nothing was run" in err, err
+    assert f"api__{case}__tasks=timetabling" in err  # the cell is named
