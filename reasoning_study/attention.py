@@ -10,6 +10,7 @@ import hashlib
 import inspect
 import json
 import math
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -30,12 +31,13 @@ from .prompts.musobench import PARADIGMS, solve_prompt
 from .store import GenerationRecord, GenerationStore, generation_key
 
 # %% auto #0
-__all__ = ['LOG2', 'RECORDING_PREFIX', 'ENTROPY', 'PHASES', 'RUN_COLUMNS', 'entropy_bits', 'attention_entropies',
-           'last_query_attention', 'EntropyRecorder', 'register_entropy_attention', 'recording_attention_entropy',
-           'EntropyTrace', 'check_layers', 'stream_entropies', 'generate_with_entropies', 'replay_entropies',
-           'entropies_from_attention_maps', 'relative_position', 'generation_phase', 'entropy_table', 'per_head_table',
-           'paradigm_request', 'attention_preset', 'entropy_study', 'layer_phase_summary', 'relative_position_curves',
-           'absolute_step_curves', 'paradigm_difference']
+__all__ = ['LOG2', 'RECORDING_PREFIX', 'ENTROPY', 'PHASES', 'ARRAY_COLUMNS', 'SHARED_OPTIONS', 'RUN_COLUMNS', 'entropy_bits',
+           'attention_entropies', 'last_query_attention', 'EntropyRecorder', 'register_entropy_attention',
+           'recording_attention_entropy', 'EntropyTrace', 'check_layers', 'stream_entropies', 'generate_with_entropies',
+           'replay_entropies', 'entropies_from_attention_maps', 'relative_position', 'generation_phase',
+           'entropy_arrays', 'is_compact', 'label_columns', 'expand_entropies', 'entropy_table', 'per_head_table',
+           'paradigm_request', 'preset_sampling', 'attention_preset', 'entropy_study', 'layer_phase_summary',
+           'relative_position_curves', 'absolute_step_curves', 'paradigm_difference']
 
 # %% ../nbs/70_attention.ipynb #0d3df77a
 LOG2 = math.log(2.0)
@@ -256,6 +258,8 @@ def entropies_from_attention_maps(attentions: Sequence[torch.Tensor],  # per lay
 # %% ../nbs/70_attention.ipynb #1acf4e74
 ENTROPY = "entropy_mean_head_dist"  # the paper's quantity: entropy of the head-averaged distribution
 PHASES = ("early", "middle", "late")
+ARRAY_COLUMNS = (ENTROPY, "mean_head_entropy", "entropy_per_head", "token_ids")  # the compact table's per-step arrays
+_RUN_FIELDS = ("layer", "n_steps", "prompt_tokens", "n_heads")  # the compact table's other own columns
 
 def relative_position(step: np.ndarray, n_steps: np.ndarray) -> np.ndarray:
     "step / (n_steps - 1), and 0 for one-step runs."
@@ -267,24 +271,51 @@ def generation_phase(position: np.ndarray) -> pd.Categorical:
     index = np.minimum((np.asarray(position, float) * 3).astype(int), 2)
     return pd.Categorical.from_codes(index, categories=list(PHASES), ordered=True)
 
-def entropy_table(trace: EntropyTrace, **labels) -> pd.DataFrame:
-    "One row per (layer, step) of a trace, with the run's `labels` as leading columns."
-    steps, n_layers, _ = trace.head_entropy.shape
-    step = np.tile(np.arange(steps), n_layers)
-    position = relative_position(step, steps)
-    table = pd.DataFrame({
-        **{k: [v] * (steps * n_layers) for k, v in labels.items()},
-        "layer": np.repeat(np.asarray(trace.layers), steps), "step": step, "n_steps": steps,
-        "relative_position": position, "phase": generation_phase(position),
-        "context_length": len(trace.prompt_ids) + step, "token_id": np.tile(np.asarray(trace.token_ids), n_layers),
-        ENTROPY: trace.head_avg_entropy.T.reshape(-1),
-        "mean_head_entropy": trace.head_entropy.mean(-1).T.reshape(-1),
-    })
-    table["entropy_per_head"] = list(trace.head_entropy.transpose(1, 0, 2).reshape(steps * n_layers, -1).astype(np.float32))
+def entropy_arrays(trace: EntropyTrace, **labels) -> pd.DataFrame:
+    "The compact table of a run: one row per recorded layer, its per-step entropies as float32 arrays, the run's `labels` first."
+    steps, n_layers, heads = trace.head_entropy.shape
+    rows = lambda a: [np.ascontiguousarray(x, dtype=np.float32) for x in a]
+    return pd.DataFrame({**{k: [v] * n_layers for k, v in labels.items()},
+                         "layer": np.asarray(trace.layers, dtype=np.int64), "n_steps": steps, "prompt_tokens": len(trace.prompt_ids),
+                         "n_heads": heads, ENTROPY: rows(trace.head_avg_entropy.T), "mean_head_entropy": rows(trace.head_entropy.mean(-1).T),
+                         "entropy_per_head": rows(trace.head_entropy.transpose(1, 0, 2).reshape(n_layers, steps * heads)),
+                         "token_ids": [np.asarray(trace.token_ids, dtype=np.int32)] * n_layers})
+
+def is_compact(table: pd.DataFrame) -> bool:
+    "Whether an entropy table is compact (one row per run and layer) rather than tidy (one row per step)."
+    return "step" not in table.columns and "n_heads" in table.columns
+
+def label_columns(compact: pd.DataFrame) -> list[str]:
+    "The columns of a compact table that label its runs (task, question_id, paradigm, ...)."
+    return [c for c in compact.columns if c not in ARRAY_COLUMNS and c not in _RUN_FIELDS]
+
+def expand_entropies(compact: pd.DataFrame,  # one row per (run, layer): `entropy_arrays`, or a parquet file of them read back
+                     per_head: bool = False,  # also the list column `entropy_per_head` (one array of heads per row)
+                    ) -> pd.DataFrame:
+    "The tidy table of a compact one: one row per (run, layer, step)."
+    n = compact["n_steps"].to_numpy(np.int64)
+    row = np.repeat(np.arange(len(compact)), n)
+    step = np.concatenate([np.arange(k) for k in n]) if len(n) else np.zeros(0, np.int64)
+    position = relative_position(step, n[row])
+    flat = lambda column, dtype: np.concatenate([np.asarray(a, dtype) for a in compact[column]]) if len(n) else np.zeros(0, dtype)
+    table = pd.DataFrame({**{c: compact[c].to_numpy()[row] for c in label_columns(compact)},
+                          "layer": compact["layer"].to_numpy(np.int64)[row], "step": step, "n_steps": n[row],
+                          "relative_position": position, "phase": generation_phase(position),
+                          "context_length": compact["prompt_tokens"].to_numpy(np.int64)[row] + step,
+                          "token_id": flat("token_ids", np.int64), ENTROPY: flat(ENTROPY, np.float32),
+                          "mean_head_entropy": flat("mean_head_entropy", np.float32)})
+    if per_head:
+        table["entropy_per_head"] = [h for a, k in zip(compact["entropy_per_head"], compact["n_heads"])
+                                     for h in np.asarray(a, np.float32).reshape(-1, k)]
     return table
 
+def entropy_table(trace: EntropyTrace, **labels) -> pd.DataFrame:
+    "The tidy table of a run: one row per (layer, step), the run's `labels` first, per-head entropies as a list column."
+    return expand_entropies(entropy_arrays(trace, **labels), per_head=True)
+
 def per_head_table(table: pd.DataFrame) -> pd.DataFrame:
-    "One row per (layer, step, head): the list column exploded into `head` and `head_entropy`."
+    "One row per (layer, step, head): the per-head entropies exploded into `head` and `head_entropy` (either table format)."
+    if is_compact(table): table = expand_entropies(table, per_head=True)
     long = table.drop(columns=["entropy_per_head"]).loc[table.index.repeat(table["entropy_per_head"].map(len))]
     long["head"] = np.concatenate([np.arange(len(h)) for h in table["entropy_per_head"]])
     long["head_entropy"] = np.concatenate(list(table["entropy_per_head"]))
@@ -296,16 +327,24 @@ def paradigm_request(task: str,  # "timetabling" or "subsetsum"
                      paradigm: str,  # "short" or "long"
                      thinking_switch: str = "never",  # the model's ThinkingSwitch ("template": thinking on for long)
                      max_new_tokens: int = 128,
+                     sampling: SamplingParams | None = None,  # temperature, top_p, top_k, seed (None: greedy); one sample
                     ) -> Request:
-    "The greedy first-turn request of a paradigm, with the task instructions."
+    "The first-turn request of a paradigm, with the task instructions."
     thinking = (paradigm == "long") if thinking_switch == "template" else None
-    return chat(solve_prompt(task, question, paradigm), thinking=thinking,
-                sampling=SamplingParams(temperature=0.0, max_tokens=max_new_tokens), tag=f"attention:{task}:{paradigm}")
+    sampling = replace(sampling or SamplingParams(temperature=0.0), max_tokens=max_new_tokens, n=1)
+    return chat(solve_prompt(task, question, paradigm), thinking=thinking, sampling=sampling, tag=f"attention:{task}:{paradigm}")
+
+def preset_sampling(preset: str | ModelPreset, **fields) -> SamplingParams:
+    "The preset's sampling with `fields` replaced (a field given as None keeps the preset's)."
+    return replace(get_preset(preset).sampling, **{k: v for k, v in fields.items() if v is not None})
+
+SHARED_OPTIONS = ("trust_remote_code", "model_dir", "allow_download", "max_model_len")  # options the transformers backend takes too
 
 def attention_preset(preset: str | ModelPreset, **options) -> ModelPreset:
-    "The preset's model on the transformers backend (its other backend options dropped), with `options`."
+    "The preset's model on the transformers backend (of its options, those that backend shares), with `options`."
     preset = get_preset(preset)
-    return replace(preset, name=f"{preset.name}-attention", backend="transformers", options=tuple(options.items()))
+    kept = {k: v for k, v in preset.options if k in SHARED_OPTIONS}
+    return replace(preset, name=f"{preset.name}-attention", backend="transformers", options=tuple({**kept, **options}.items()))
 
 # %% ../nbs/70_attention.ipynb #d549ba84
 RUN_COLUMNS = ["task", "question_id", "level", "paradigm"]
@@ -321,28 +360,31 @@ def entropy_study(backend: TransformersBackend,
                   store: GenerationStore | None = None,  # where the raw completions go (needed for reuse)
                   cache_dir: str | Path | None = None,  # where each run's entropy table is kept (needed for reuse)
                   progress: bool = True,
+                  sampling: SamplingParams | None = None,  # decoding of every run (None: greedy); max_new_tokens is its budget
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "(entropy table, run table) of every (instance, paradigm), generated greedily with the entropies streamed."
+    "(compact entropy table, run table) of every (instance, paradigm), generated with the entropies streamed."
     layers = check_layers(backend.model, layers)
     if bad := [p for p in paradigms if p not in PARADIGMS]: raise ValueError(f"unknown paradigms {bad}; known: {PARADIGMS}")
     if cache_dir is not None: Path(cache_dir).mkdir(parents=True, exist_ok=True)
     tables, runs = [], []
     jobs = [(item, paradigm) for item in items for paradigm in paradigms]
     for item, paradigm in tqdm(jobs, disable=not progress, desc="attention entropy", unit="run"):
-        request = paradigm_request(item.task, item.question, paradigm, backend.thinking, max_new_tokens)
+        request = paradigm_request(item.task, item.question, paradigm, backend.thinking, max_new_tokens, sampling)
         key = generation_key(backend, request, 0)
         labels = dict(task=item.task, question_id=item.question_id, level=item.level, paradigm=paradigm)
-        path = Path(cache_dir) / f"{key[:32]}-{_layers_tag(layers)}.parquet" if cache_dir is not None else None
+        path = Path(cache_dir) / f"{key[:32]}-{_layers_tag(layers)}.entropies.parquet" if cache_dir is not None else None
         record = store.get(key) if store is not None else None
         if path is not None and record is not None and path.exists():
             table, completion = pd.read_parquet(path), record.to_completion()
         else:
             trace = generate_with_entropies(backend, request, layers)
-            table, completion = entropy_table(trace, **labels), trace.completion
+            table, completion = entropy_arrays(trace, **labels), trace.completion
             if store is not None: store.put(GenerationRecord.from_completion(backend, request, 0, completion, key=key))
             if path is not None: table.to_parquet(path)
         tables.append(table)
-        runs.append({**labels, "key": key, "prompt_tokens": completion.prompt_tokens, "n_steps": completion.completion_tokens,
+        s = request.sampling
+        runs.append({**labels, "key": key, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "seed": s.seed,
+                     "prompt_tokens": completion.prompt_tokens, "n_steps": completion.completion_tokens,
                      "finish_reason": completion.finish_reason, "status": completion.status, "text": completion.text})
     return pd.concat(tables, ignore_index=True), pd.DataFrame(runs)
 
@@ -350,10 +392,20 @@ def entropy_study(backend: TransformersBackend,
 def _require(table: pd.DataFrame, columns: Sequence[str], what: str):
     if missing := [c for c in columns if c not in table.columns]: raise ValueError(f"{what} needs columns {list(columns)}; missing {missing}")
 
-def _two_stage_mean(table: pd.DataFrame, by: list[str], value: str, runs: list[str]) -> pd.DataFrame:
-    "Mean of `value` per run and `by` group, then mean / sd / sem / n_runs across runs."
+def _run_means(table: pd.DataFrame, by: list[str], value: str, runs: list[str], prepare: Callable | None = None) -> pd.DataFrame:
+    "Stage one: the mean of `value` per run and `by` group, after `prepare` (e.g. binning); a compact table one run at a time."
+    if is_compact(table):
+        labels = label_columns(table)
+        groups = [g for _, g in table.groupby(labels, sort=False, dropna=False, observed=True)] if labels else [table]
+        return pd.concat([_run_means(expand_entropies(g), by, value, runs, prepare) for g in groups], ignore_index=True)
+    table = prepare(table) if prepare else table
     _require(table, [*runs, *by, value], "the summary")
-    per_run = table.groupby(list(dict.fromkeys([*runs, *by])), observed=True, sort=True)[value].mean().reset_index()
+    values = table[value].astype(np.float64)  # float32 entropies, averaged in float64
+    return values.groupby([table[c] for c in dict.fromkeys([*runs, *by])], observed=True, sort=True).mean().reset_index()
+
+def _two_stage_mean(table: pd.DataFrame, by: list[str], value: str, runs: list[str], prepare: Callable | None = None) -> pd.DataFrame:
+    "Mean of `value` per run and `by` group, then mean / sd / sem / n_runs across runs."
+    per_run = _run_means(table, by, value, runs, prepare)
     out = per_run.groupby(by, observed=True, sort=True)[value].agg(mean="mean", sd="std", n_runs="count").reset_index()
     out["sd"] = out["sd"].fillna(0.0)
     out["sem"] = out["sd"] / np.sqrt(out["n_runs"])
@@ -362,7 +414,7 @@ def _two_stage_mean(table: pd.DataFrame, by: list[str], value: str, runs: list[s
 def _run_columns(table: pd.DataFrame, by: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([c for c in RUN_COLUMNS if c in table.columns] + list(by)))
 
-def layer_phase_summary(table: pd.DataFrame,  # the tidy entropy table
+def layer_phase_summary(table: pd.DataFrame,  # an entropy table, tidy or compact
                         value: str = ENTROPY,
                         by: Sequence[str] = ("paradigm",),  # grouping besides layer and phase
                        ) -> pd.DataFrame:
@@ -377,17 +429,18 @@ def relative_position_curves(table: pd.DataFrame, bins: int = 10, value: str = E
                              by: Sequence[str] = ("paradigm",)) -> pd.DataFrame:
     "Entropy per `by` x layer x relative-position bin (`position`: the bin centre in [0, 1])."
     if bins < 1: raise ValueError(f"bins must be >= 1, got {bins}")
-    _require(table, ["relative_position"], "relative_position_curves")
-    binned = table.assign(bin=np.minimum((table["relative_position"].to_numpy() * bins).astype(int), bins - 1))
-    out = _two_stage_mean(binned, [*by, "layer", "bin"], value, _run_columns(table, by))
+    def binned(t):
+        _require(t, ["relative_position"], "relative_position_curves")
+        return t.assign(bin=np.minimum((t["relative_position"].to_numpy() * bins).astype(int), bins - 1))
+    out = _two_stage_mean(table, [*by, "layer", "bin"], value, _run_columns(table, by), binned)
     return out.assign(position=(out["bin"] + 0.5) / bins)
 
 def absolute_step_curves(table: pd.DataFrame, step_width: int = 1, value: str = ENTROPY,
                          by: Sequence[str] = ("paradigm",)) -> pd.DataFrame:
     "Entropy per `by` x layer x absolute step (binned by `step_width`; `step` is the bin start), no truncation."
     if step_width < 1: raise ValueError(f"step_width must be >= 1, got {step_width}")
-    binned = table.assign(step=table["step"] // step_width * step_width)
-    return _two_stage_mean(binned, [*by, "layer", "step"], value, _run_columns(table, by))
+    binned = lambda t: t.assign(step=t["step"] // step_width * step_width)
+    return _two_stage_mean(table, [*by, "layer", "step"], value, _run_columns(table, by), binned)
 
 def paradigm_difference(summary: pd.DataFrame,  # a summary or curves table with a `paradigm` column
                         on: Sequence[str] = ("layer", "position"),  # columns matched between paradigms

@@ -16,6 +16,7 @@ import pandas as pd
 
 from .backends.core import (THINK_CLOSE, THINK_OPEN, Backend, ModelPreset, Request, SamplingParams,
                                            get_preset, load_backend, split_reasoning)
+from .backends.vllm import stage_batch_size
 from .figures import musobench as figs
 from .figures.core import save_figure
 from .metrics import musobench as metrics
@@ -198,10 +199,13 @@ def thinking_is_open(prefill: str, text: str) -> bool:
     full = prefill + text
     return full.rfind(THINK_OPEN) > full.rfind(THINK_CLOSE) or (THINK_CLOSE not in full and THINK_OPEN in full)
 
-def split_turn(prefill: str, text: str) -> tuple[str, str]:
+def split_turn(prefill: str, text: str,
+               untagged_thinking: bool = False,  # a message with no tags is thinking (the template opened the block)
+              ) -> tuple[str, str]:
     "(reasoning, answer) of an assistant message made of a prefill and its continuation."
     full = prefill + text
-    if THINK_OPEN not in full and THINK_CLOSE not in full: return "", full.strip()  # no thinking: the whole message
+    if THINK_OPEN not in full and THINK_CLOSE not in full:  # no tags: the whole message is the answer, or a thinking never closed
+        return (full.strip(), "") if untagged_thinking else ("", full.strip())
     if THINK_CLOSE in prefill:  # the prefill closed the thinking (a forced answer): everything after it is the answer
         head, _, tail = prefill.rpartition(THINK_CLOSE)
         return (head.split(THINK_OPEN, 1)[1] if THINK_OPEN in head else head).strip(), (tail + text).strip()
@@ -235,7 +239,7 @@ def token_counter(backend) -> Callable[[str], int] | None:
 class TurnRunner:
     "Generates turns for one backend and paradigm through a store, keeping the store's counts."
     def __init__(self, backend: Backend, setup: ParadigmSetup, store: GenerationStore,
-                 batch_size: int = 8,  # samples per backend call
+                 batch_size: int = 8,  # samples per backend call (a backend that batches continuously gets each stage whole)
                  progress: bool = True,  # tqdm bars
                 ):
         self.backend, self.setup, self.store = backend, setup, store
@@ -249,13 +253,16 @@ class TurnRunner:
 
     def _generate(self, requests: list[Request]):
         if not requests: return []
-        out = generate_cached(self.backend, requests, self.store, batch_size=self.batch_size, progress=self.progress)
+        samples = sum(r.sampling.n for r in requests)
+        out = generate_cached(self.backend, requests, self.store, batch_size=stage_batch_size(self.backend, samples, self.batch_size),
+                              progress=self.progress)
         add_stats(self.stats, self.store.last_stats)
         return out
 
     def _turn(self, job: TurnJob, request: Request, sample: int, completion, first=None) -> Turn:
         "A Turn from the final generation; `first` = (request, sample, completion) of a forced turn's first generation."
-        reasoning, answer = split_turn(request.prefill, completion.text)
+        untagged_thinking = bool(completion.reasoning) and not completion.answer  # the backend expected a thinking block
+        reasoning, answer = split_turn(request.prefill, completion.text, untagged_thinking)
         keys = (generation_key(self.backend, request, sample),)
         text, prompt_tokens, tokens = completion.text, completion.prompt_tokens, completion.completion_tokens
         if first is not None:
@@ -294,7 +301,7 @@ class ProtocolConfig:
     reflection_ks: tuple[int, ...] = ()  # Long-CoT: answer after k reflection steps (k >= 0)
     sc_samples: int = 0  # self-consistency: n parallel samples of turn 1 (0 or 1: off; the paper: 32)
     sc_paradigms: tuple[str, ...] = ("long",)  # paradigms that get self-consistency (the paper: Long-CoT)
-    batch_size: int = 8  # samples per backend call
+    batch_size: int = 8  # samples per backend call (vLLM: each stage in one call, whatever this says)
     reply_openings: tuple[str, ...] = ("confidence",)  # turns whose reply opens with its format ("solve", "confidence", "reconsider")
     read_truncated: bool = True  # read what a truncated reply completed (flagged); False: only answered replies
 
@@ -595,11 +602,13 @@ def model_label(presets: Mapping[str, str]) -> str:
 def load_paradigm_backends(presets: Mapping[str, str],  # paradigm -> preset name
                            options: Mapping | None = None,  # backend options for every preset (load_backend keywords)
                            cpu_threads: int | None = None,  # torch CPU threads of transformers backends (None: torch's default)
+                           paradigm_options: Mapping[str, Mapping] | None = None,  # per paradigm, replacing `options` (co_resident_options)
                           ) -> dict[str, Backend]:
     "One backend per paradigm; presets of the same model and thinking switch share one backend."
     loaded, out = {}, {}
     for paradigm, name in presets.items():
-        preset, chosen = get_preset(name), dict(options or {})
+        given = paradigm_options[paradigm] if paradigm_options and paradigm in paradigm_options else options
+        preset, chosen = get_preset(name), dict(given or {})
         if cpu_threads and preset.backend == "transformers": chosen.setdefault("num_threads", cpu_threads)
         key = (preset.model_id, preset.backend, preset.thinking, preset.revision, json.dumps(chosen, sort_keys=True, default=str))
         if key not in loaded: loaded[key] = load_backend(preset, **chosen)
@@ -619,7 +628,8 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
               store: GenerationStore,  # where every generation is kept
               config: ProtocolConfig = ProtocolConfig(),
               model: str | None = None,  # the run's label (default: `model_label(presets)`)
-              backend_options: Mapping | None = None,  # passed to `load_backend`
+              backend_options: Mapping | None = None,  # passed to `load_backend` for every preset
+              paradigm_options: Mapping[str, Mapping] | None = None,  # per paradigm instead (e.g. from backends.vllm.co_resident_options)
               cpu_threads: int | None = None,  # torch CPU threads of transformers backends (None: torch's default)
               emulate_long: bool = True,  # allow emulated Long-CoT on an instruction model (code paths only)
               vote_threshold: float = 0.5,  # self-consistency vote threshold
@@ -629,7 +639,7 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
     "Run the protocol for every paradigm and score it."
     if not items: raise ValueError("no instances to run")
     setups = {p: paradigm_setup(name, p, emulate_long) for p, name in presets.items()}  # fails before any model loads
-    backends = backends or load_paradigm_backends(presets, backend_options, cpu_threads)
+    backends = backends or load_paradigm_backends(presets, backend_options, cpu_threads, paradigm_options)
     label, stats, tables = model or model_label(presets), CacheStats(), []
     for paradigm, name in presets.items():
         dialogues, counts = run_protocol(backends[paradigm], items, setups[paradigm], store, config, progress)

@@ -137,19 +137,70 @@ def test_generation_rejects_bad_input(backend, request_):
 def test_study_tables_and_summaries(backend, item):
     entropies, runs = at.entropy_study(backend, [item], layers=[0, 29], max_new_tokens=8, progress=False)
     assert list(runs.paradigm) == ["short", "long"] and (runs.n_steps == 8).all()
-    assert len(entropies) == 2 * 2 * 8
-    assert entropies.relative_position.between(0, 1).all()
-    assert set(entropies.phase) == {"early", "middle", "late"}
+    assert at.is_compact(entropies) and len(entropies) == 2 * 2  # one row per run and layer
+    tidy = at.expand_entropies(entropies)
+    assert len(tidy) == 2 * 2 * 8
+    assert tidy.relative_position.between(0, 1).all()
+    assert set(tidy.phase) == {"early", "middle", "late"}
     summary = at.layer_phase_summary(entropies)
     assert set(summary.phase.astype(str)) == {"early", "middle", "late", "all"}
     assert (summary.n_runs == 1).all()
     whole = summary[(summary.phase == "all") & (summary.layer == 0) & (summary.paradigm == "short")]["mean"].item()
-    assert whole == pytest.approx(entropies[(entropies.layer == 0) & (entropies.paradigm == "short")][at.ENTROPY].mean(), rel=1e-6)
+    assert whole == pytest.approx(tidy[(tidy.layer == 0) & (tidy.paradigm == "short")][at.ENTROPY].mean(), rel=1e-6)
     curves = at.relative_position_curves(entropies, bins=4)
     assert set(curves.position) == {0.125, 0.375, 0.625, 0.875}
     assert len(at.paradigm_difference(curves)) == 2 * 4
     heads = at.per_head_table(entropies)
-    assert len(heads) == 9 * len(entropies)
+    assert len(heads) == 9 * len(tidy)
+
+
+@pytest.fixture(scope="module")
+def qwen_tiny():
+    return from_preset("qwen3-tiny-random")
+
+
+def test_a_thinking_model_sampled_stored_compactly_and_read_back_for_the_figures(qwen_tiny, item, tmp_path):
+    """Qwen3 loops under greedy decoding in thinking mode: the study samples with the preset's (or given) settings, and a run's
+    entropies are stored as one row per layer of float32 arrays, which the summaries and Figures 7 and 14 read back."""
+    import matplotlib.pyplot as plt
+    from reasoning_study.figures.attention import plot_entropy_heatmap, plot_entropy_layers
+    from reasoning_study.store import GenerationStore
+    sampling = at.preset_sampling("qwen3-8b-overthinking", seed=5)  # Qwen3's thinking sampling: 0.6, 0.95, 20
+    with GenerationStore(tmp_path / "generations.sqlite") as store:
+        entropies, runs = at.entropy_study(qwen_tiny, [item], max_new_tokens=40, store=store, cache_dir=tmp_path / "entropies",
+                                           sampling=sampling, progress=False)
+        generated = qwen_tiny.generated_tokens
+        again, _ = at.entropy_study(qwen_tiny, [item], max_new_tokens=40, store=store, cache_dir=tmp_path / "entropies",
+                                    sampling=sampling, progress=False)
+    assert qwen_tiny.generated_tokens == generated  # the rerun read both runs back
+    assert (runs.temperature == 0.6).all() and (runs.top_k == 20).all() and (runs.seed == 5).all()
+    for paradigm, thinking in (("short", False), ("long", True)):
+        request = at.paradigm_request(item.task, item.question, paradigm, "template", 40, sampling)
+        assert request.thinking is thinking
+        [[completion]] = qwen_tiny.generate([request])
+        assert runs[runs.paradigm == paradigm].text.item() == completion.text  # sampled exactly as the backend samples
+    greedy, _ = at.entropy_study(qwen_tiny, [item], ["long"], max_new_tokens=40, progress=False)
+    assert not np.array_equal(greedy[at.ENTROPY][0], entropies[entropies.paradigm == "long"][at.ENTROPY].iloc[0])  # another run
+    files = sorted((tmp_path / "entropies").iterdir())
+    assert len(files) == 2 and all(f.name.endswith(".entropies.parquet") for f in files)
+    back = pd.read_parquet(files[0])
+    assert len(back) == 2 and back["n_heads"].iloc[0] == 4 and back[at.ENTROPY].iloc[0].dtype == np.float32  # 2 layers, 4 heads
+    assert len(back["entropy_per_head"].iloc[0]) == 4 * back["n_steps"].iloc[0]
+    pd.testing.assert_frame_equal(at.expand_entropies(again, per_head=True), at.expand_entropies(entropies, per_head=True))
+    # the study folder's entropy.parquet, read back: the curves and the figures
+    entropies.to_parquet(tmp_path / "entropy.parquet")
+    stored = pd.read_parquet(tmp_path / "entropy.parquet")
+    relative = at.relative_position_curves(stored, bins=4)
+    pd.testing.assert_frame_equal(relative, at.relative_position_curves(at.expand_entropies(entropies), bins=4))
+    fig7 = plot_entropy_layers(relative, at.absolute_step_curves(stored, step_width=8), layers=[0, 1])
+    fig14 = plot_entropy_heatmap(relative, at.paradigm_difference(relative))
+    assert len(fig7.axes) == 4 and fig14.axes[0].images[0].get_array().shape == (2, 4)
+    plt.close("all")
+
+
+def test_attention_preset_keeps_the_options_the_transformers_backend_shares():
+    preset = get_preset("intern-s1-mini").with_options(trust_remote_code=True, gpu_memory_utilization=0.5)
+    assert dict(at.attention_preset(preset, device="cuda").options) == {"trust_remote_code": True, "device": "cuda"}
 
 
 def test_thinking_models_switch_thinking_per_paradigm(item):

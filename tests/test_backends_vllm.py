@@ -5,7 +5,7 @@ import sys
 import pytest
 from transformers import AutoTokenizer
 
-from reasoning_study.backends.core import ModelPreset, Request, SamplingParams, chat, load_backend
+from reasoning_study.backends.core import ModelPreset, Request, SamplingParams, chat, get_preset, load_backend
 from reasoning_study.backends.transformers import embedded_model_dir
 from reasoning_study.backends.core import expected_thinking, render_prompt_ids, tokenize_continuation as encode
 from reasoning_study.backends.vllm import (VLLM_INSTALL_HINT, cacheable_tokens, from_preset,
@@ -142,3 +142,85 @@ def test_images_for_a_text_only_model_are_an_error_row(engine):
                                        chat("Hi", sampling=SamplingParams(max_tokens=4))])
     assert bad.status == "error" and bad.error
     assert good.status in ("answered", "truncated")
+
+
+# --- several engines, whole stages, options (pure: no engine) ---------------------------------------------------
+
+from dataclasses import replace
+from types import SimpleNamespace
+from unittest import mock
+
+from reasoning_study.backends import vllm as vb
+
+
+def test_a_stage_goes_whole_to_vllm_and_in_batches_elsewhere(tmp_path):
+    "A counting stand-in through the store: one generate call for a stage on a continuous backend, batches of 8 otherwise."
+    from reasoning_study.backends.core import make_completion
+    from reasoning_study.store import GenerationStore, generate_cached
+
+    class Counting:
+        name, model_id, revision = "stand-in", "stand-in", "0"
+        def __init__(self, continuous): self.supports_continuous_batching, self.calls = continuous, []
+        def generate(self, requests):
+            self.calls.append(len(requests))
+            return [[make_completion("ok", "stop")] for _ in requests]
+
+    stage = [chat(f"Question {k}") for k in range(30)]
+    for continuous, calls in ((True, [30]), (False, [8, 8, 8, 6])):
+        backend = Counting(continuous)
+        with GenerationStore(tmp_path / f"{continuous}.sqlite") as store:
+            generate_cached(backend, stage, store, batch_size=vb.stage_batch_size(backend, len(stage)), progress=False)
+        assert backend.calls == calls
+    assert vb.VllmBackend.supports_continuous_batching
+
+
+def test_trust_remote_code_reaches_the_engine_and_its_tokenizer(tmp_path):
+    seen = {}
+    def LLM(**kwargs):
+        seen.update(kwargs)
+        return SimpleNamespace(get_tokenizer=lambda: "engine tokenizer",
+                               llm_engine=SimpleNamespace(model_config=SimpleNamespace(max_model_len=4096),
+                                                          vllm_config=SimpleNamespace(cache_config=SimpleNamespace(block_size=16))))
+    preset = ModelPreset("remote", "internlm/Intern-S1-mini", "vllm", "always", options=(("trust_remote_code", True),))
+    before = set(vb._ENGINES)
+    with mock.patch.dict(sys.modules, {"vllm": SimpleNamespace(LLM=LLM)}):
+        backend = load_backend(preset, model_dir=str(tmp_path))
+    for key in set(vb._ENGINES) - before: del vb._ENGINES[key]
+    assert seen["trust_remote_code"] is True and backend.tokenizer == "engine tokenizer"
+
+
+H200 = 139 * vb.GIB
+SIZES = {"Qwen/Qwen3-8B": vb.EngineMemory(int(16.4e9), 147456, 40960),
+         "Qwen/Qwen3-4B-Instruct-2507": vb.EngineMemory(int(8.0e9), 147456, 8192),
+         "Qwen/Qwen3-30B-A3B-Instruct-2507": vb.EngineMemory(int(61.1e9), 98304, 262144)}
+
+
+def sizes(preset, max_model_len=None):
+    return replace(SIZES[preset.model_id], context=max_model_len or SIZES[preset.model_id].context)
+
+
+def test_three_engines_share_one_gpu_sized_to_their_contexts():
+    roles = {"model": vb.EngineRole("qwen3-8b-overthinking"), "extractor": vb.EngineRole("qwen3-4b-extractor", context=8192),
+             "judge": vb.EngineRole("qwen3-judge", context=71680)}
+    planned = vb.co_resident_options(roles, gpu_bytes=H200, memory=sizes)
+    shares = {r: o["gpu_memory_utilization"] for r, o in planned.items()}
+    assert sum(shares.values()) <= 0.9 and max(shares, key=shares.get) == "judge"
+    assert planned["judge"]["max_model_len"] == 71680 and "max_model_len" not in planned["model"]
+    for role, options in planned.items():  # each engine holds its weights and a KV cache for one full-length request
+        need = sizes(get_preset(roles[role].preset), options.get("max_model_len"))
+        assert need.needed <= options["gpu_memory_utilization"] * H200
+    with pytest.raises(ValueError, match="more than 80% of this GPU"):  # the judge at its 262k context, a tighter budget
+        vb.co_resident_options({**roles, "judge": vb.EngineRole("qwen3-judge")}, budget=0.8, gpu_bytes=H200, memory=sizes)
+    with pytest.raises(ValueError, match="add up to 1.10"):  # known before any GPU is asked
+        vb.co_resident_options({"model": vb.EngineRole("qwen3-8b-overthinking", {"gpu_memory_utilization": 0.6}),
+                                "judge": vb.EngineRole("qwen3-judge", {"gpu_memory_utilization": 0.5})})
+
+
+def test_judge_context_fits_its_prompts():
+    assert vb.fit_max_model_len([3000, 40000], 1024) == 41984  # 41024 rounded up to a multiple of 1024
+    assert vb.fit_max_model_len([3000, 40000], 1024, limit=32768) == 32768
+    tiny = ModelPreset("tiny-vllm", "embedded:qwen3-tiny-random", "vllm", "template")
+    lengths = vb.prompt_lengths(tiny, [chat("short", thinking=False), chat("a longer question " * 50, thinking=False)])
+    assert lengths[0] < lengths[1] < 1024 - 64 and vb.fit_max_model_len(lengths, 64) == 1024
+    memory = vb.model_memory(tiny, max_model_len=1024)
+    assert memory.kv_per_token == 2 * 2 * 2 * 32 * 4 and memory.context == 1024

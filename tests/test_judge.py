@@ -198,6 +198,17 @@ def test_every_attempt_is_stored_and_reused(tmp_path):
     assert store.last_stats.repeated == 1
 
 
+@pytest.mark.parametrize("continuous, calls", [(True, 1), (False, 3)])
+def test_an_attempt_goes_whole_to_a_continuously_batching_backend(tmp_path, continuous, calls):
+    "vLLM gets every case of an attempt in one call (its scheduler fills the GPU); other backends get batches of 8."
+    script = {(f"judge:w{k}", 0): json.dumps(VALID) for k in range(20)}
+    backend = ScriptedJudge(script)
+    backend.supports_continuous_batching = continuous
+    with GenerationStore(tmp_path / "judge.sqlite") as store:
+        result = judge_traces(backend, [case(f"w{k}") for k in range(20)], store=store, retries=0)
+    assert len(backend.calls) == calls and (result["status"] == "ok").all()
+
+
 # --- structured output through a real HTTP client and server ----------------------------------------
 
 class VerdictServer(LocalServer):

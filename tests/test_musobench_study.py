@@ -25,7 +25,7 @@ from reasoning_study.musobench import (DIALOGUE_KEYS, ProtocolConfig, checkpoint
 from reasoning_study.prompts.musobench import CONFIDENCE_PROMPT, EXPLORATION_CUE, RECONSIDER_PROMPT
 from reasoning_study.store import GenerationStore, generate_cached
 from reasoning_study.tasks import subsetsum
-from reasoning_study.tasks.musobench import MuSoBenchItem
+from reasoning_study.tasks.musobench import MuSoBenchItem, build_task
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -358,6 +358,45 @@ def test_a_rerun_generates_nothing(tmp_path):
     pd.testing.assert_frame_equal(again.results, run.results)
 
 
+class CountingScriptedBackend(ScriptedBackend):
+    "The scripted backend, counting the samples of each generate call, declared continuous (like vLLM) or not."
+    def __init__(self, continuous, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_continuous_batching, self.calls = continuous, []
+
+    def generate(self, requests):
+        self.calls.append(sum(r.sampling.n for r in requests))
+        return super().generate(requests)
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_each_stage_goes_whole_to_a_continuously_batching_backend(tmp_path, continuous):
+    "vLLM's scheduler needs a stage's requests at once: one generate call per stage; fixed batches elsewhere."
+    items = build_task("subsetsum", seed=0, per_level=5, levels=[1])
+    backend = CountingScriptedBackend(continuous)
+    config = ProtocolConfig(max_tokens=64, sc_samples=3, batch_size=4)
+    with GenerationStore(tmp_path / "generations.sqlite") as store:
+        run_study(items, {"long": "smollm2-135m"}, store, config, backends={"long": backend}, progress=False)
+    # each turn, then the forced end of its emulated thinking: turn 1 (5 instances x 3 samples), turn 2 (sample 0 is the base),
+    # turn 3 (the 5 bases)
+    stages = [15, 15, 15, 15, 5, 5]
+    assert backend.calls == (stages if continuous else [4, 4, 4, 3] * 4 + [4, 1] * 2)
+
+
+def test_a_thinking_block_the_template_opened_and_never_closed_is_not_an_answer(tmp_path):
+    "Qwen3 thinking on: the template opens the turn, a trace without `</think>` is a truncated thinking, never read as an answer."
+    class OpenedByTheTemplate(ScriptedBackend):
+        def generate(self, requests):
+            return [[make_completion("Solution 1: {2, 8}", "stop", thinking=True, sample_index=i) for i in range(r.sampling.n)]
+                    for r in requests]
+    with GenerationStore(tmp_path / "generations.sqlite") as store:
+        run = run_study([ITEM], {"long": "qwen3-tiny-random"}, store, ProtocolConfig(max_tokens=16),
+                        backends={"long": OpenedByTheTemplate()}, progress=False)
+    t1 = turn(run, "long", "base", 1)
+    assert (t1["status"], t1["answer"], t1["reasoning"]) == ("truncated", "", "Solution 1: {2, 8}")
+    assert math.isnan(run.results.iloc[0]["recall"])  # the solution in the unfinished thinking is not scored
+
+
 def test_run_folder_rescores_without_a_model(tmp_path):
     run, _, _ = scripted_run(tmp_path)
     write_instances([ITEM], tmp_path)
@@ -443,6 +482,9 @@ TINY_TABLES = ["summary", "statuses", "reconsideration", "table1_reconsideration
     ({"levels": [8]}, "'levels': 8 is not one of"),
     ({"per_level": "ten"}, "'per_level' must be int"),
     ({"cpu_threads": 0}, "'cpu_threads' must be >= 1"),
+    ({"backend_options": {"batch_sise": 4}}, "unknown option(s) ['batch_sise'] for the transformers backend"),
+    ({"short_preset": "qwen3-8b-no-think", "long_preset": "qwen3-8b-think", "backend_options": {"gpu_mem": 0.5}},
+     "unknown option(s) ['gpu_mem'] for the vllm backend"),
 ])
 def test_a_bad_parameter_fails_before_any_model_loads(tmp_path, params, message):
     out_dir = tmp_path / "run"

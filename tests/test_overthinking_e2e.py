@@ -29,6 +29,13 @@ NEED_MORE_DATA = {"fig2_lengths_utterances", "fig3_format_breakdown", "fig4_stab
 MODEL = "smollm2-135m"
 
 
+def papermill(out: Path, name: str, params: dict):
+    args = [a for k, v in params.items() for a in ("-y", json.dumps({k: v}))]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([str(PAPERMILL), "--cwd", str(ROOT / "nbs"), str(NOTEBOOK), str(out.parent / name), *args],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=1500)
+
+
 def run(out: Path, name: str):
     params = [a for k, v in {**SLICE, "out_dir": str(out)}.items() for a in ("-p", k, str(v))]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -116,3 +123,22 @@ def test_musobench_recall_trajectories_come_from_the_library(runs):
         row = recall[(recall.task == key[0]) & (recall.question_id == key[1])].iloc[0]
         assert row["best_recall"] == group.recall.max() and row["final_recall"] == group.sort_values("prefix_index").recall.iloc[-1]
     assert "musobench_recall_trajectories" in first["figures"]
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"preset": "qwen3-8b-overthinking", "judge": "qwen3-judge", "backend_options": {"gpu_memory_utilization": 0.6},
+      "judge_options": {"gpu_memory_utilization": 0.5}}, "add up to 1.10"),  # two vLLM engines that cannot share one GPU
+    ({"preset": "qwen3-8b-overthinking", "backend_options": {"gpu_mem": 0.5}}, "unknown option(s) ['gpu_mem'] for the vllm backend"),
+    ({"judge": "qwen3-tiny-random", "judge_options": {"batch_sise": 2}}, "unknown option(s) ['batch_sise'] for the transformers backend"),
+    ({"extractors": ["rules", "llm:qwen3-4b-extractor"], "judge": "qwen3-4b-extractor", "extractor_options": {"max_model_len": 4096},
+      "judge_options": {"max_model_len": 8192}}, "same weights"),  # one engine, two contexts
+])
+def test_a_bad_combination_of_models_fails_before_any_model_loads(tmp_path, params, message):
+    "Engine options and budgets are checked in the parameter cell: a judge that cannot load fails before the traces, not after."
+    out = tmp_path / "run"
+    done = papermill(out, "bad.ipynb", {**SLICE, **params, "out_dir": str(out)})
+    assert done.returncode != 0 and message in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
+    assert not out.exists()  # the run folder comes after the checks
+    executed = json.loads((tmp_path / "bad.ipynb").read_text())["cells"]
+    ran = [c for c in executed if c["cell_type"] == "code" and c.get("execution_count")]
+    assert "co_resident_options" in "".join(ran[-1]["source"])  # it stopped in the parameter checks

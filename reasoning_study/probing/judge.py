@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 
 from ..backends.core import Backend, Completion, Request, SamplingParams
 from ..prompts.overthinking import FAILURE_CATEGORIES, JUDGE_SCHEMA, judge_messages
+from ..backends.vllm import stage_batch_size
 from ..store import GenerationStore, generate_cached
 
 # %% auto #0
@@ -131,7 +132,7 @@ def judge_traces(backend: Backend,  # the judge model
                  sampling: SamplingParams = JUDGE_SAMPLING,
                  retry_temperature: float = 0.7,
                  thinking: bool | None = None,  # the judge's thinking switch (None: the model's default)
-                 batch_size: int = 8,
+                 batch_size: int = 8,  # cases per backend call (a backend that batches continuously, vLLM, gets all at once)
                  progress: bool = False,
                  structured: bool = True,  # send JUDGE_SCHEMA as structured output (enforced where the backend can)
                 ) -> pd.DataFrame:
@@ -143,7 +144,8 @@ def judge_traces(backend: Backend,  # the judge model
     for attempt in range(retries + 1):
         if not pending: break
         requests = [judge_request(cases[k], attempt_sampling(sampling, attempt, retry_temperature), thinking, structured) for k in pending]
-        completions = (generate_cached(backend, requests, store, batch_size=batch_size, progress=progress) if store is not None
+        completions = (generate_cached(backend, requests, store, batch_size=stage_batch_size(backend, len(requests), batch_size),
+                                       progress=progress) if store is not None
                        else backend.generate(requests))
         for k, (completion,) in zip(pending, completions): rows[k] = _verdict_row(cases[k], completion, attempt + 1)
         pending = [k for k in pending if rows[k]["status"] != "ok"]
