@@ -16,7 +16,7 @@ import pandas as pd
 
 from .backends.core import (THINK_CLOSE, THINK_OPEN, Backend, ModelPreset, Request, SamplingParams,
                                            get_preset, load_backend, split_reasoning)
-from .backends.vllm import stage_batch_size
+from .backends.core import stage_batch_size
 from .figures import musobench as figs
 from .figures.core import save_figure
 from .metrics import musobench as metrics
@@ -26,7 +26,7 @@ from .prompts.musobench import (CONFIDENCE_PROMPT, CONFIDENCE_STOP, EMULATED_LON
                                                PARADIGMS, RECONSIDER_PROMPT, REFLECTION_MARKERS, REPLY_TURNS, reply_opening,
                                                solve_prompt)
 from .store import CacheStats, GenerationStore, generate_cached, generation_key
-from .tasks.core import claimed_total, listed_solutions, valid_solutions
+from .tasks.core import claimed_total, listed_solutions, valid_solutions, well_formed_solutions
 from .tasks.musobench import MuSoBenchItem, get_task, read_jsonl, write_jsonl
 
 # %% auto #0
@@ -38,7 +38,7 @@ __all__ = ['DIALOGUE_KEYS', 'EXTRA_COLUMNS', 'RUN_FILES', 'REPORT_BY', 'SC_CONDI
            'reply_prefill', 'exploration_dialogues', 'reflection_dialogues', 'run_protocol', 'turns_table',
            'score_dialogue', 'aggregate_rows', 'score_turns', 'model_label', 'load_paradigm_backends', 'StudyRun',
            'run_study', 'write_instances', 'read_instances', 'write_run', 'rescore_run', 'read_results',
-           'main_temperature', 'status_table', 'study_tables', 'study_figures', 'write_study_report']
+           'main_temperature', 'main_rows', 'status_table', 'study_tables', 'study_figures', 'write_study_report']
 
 # %% ../nbs/40_musobench.ipynb #4ec3cb60
 @dataclass(frozen=True)
@@ -343,7 +343,8 @@ def has_readable_answer(item: MuSoBenchItem, status: str, answer: str,
                        ) -> bool:
     "An answered turn 1, or (with `read_truncated`) a truncated one whose answer lists at least one complete solution."
     if status == "answered": return True
-    return read_truncated and status == "truncated" and bool(listed_solutions(get_task(item.task).parse_answer(answer or "", item.instance)))
+    if not (read_truncated and status == "truncated"): return False
+    return bool(well_formed_solutions(get_task(item.task).parse_answer(answer or "", item.instance, truncated=True)))
 
 def _tag(d: Dialogue, turn: int) -> str:
     return f"{d.item.task}:{d.item.question_id}:{d.paradigm}:{d.condition}:s{d.sample_index}:t{turn}"
@@ -485,9 +486,11 @@ def turns_table(dialogues: Iterable[Dialogue],
 EXTRA_COLUMNS = ["preset", "long_cot_emulated", "checkpoint_cut", "completion_tokens", "status_2", "status_3", "n_samples",
                  "scored_from_truncated"]
 
-def _solution_sets(item: MuSoBenchItem, text: str) -> tuple[list, set, set]:
-    "(parsed candidates, listed set, valid set) of an answer text."
-    parsed = get_task(item.task).parse_answer(text, item.instance)
+def _solution_sets(item: MuSoBenchItem, text: str,
+                   truncated: bool = False,  # the reply was cut off by the token limit: its last entry may be unfinished
+                  ) -> tuple[list, set, set]:
+    "(parsed candidates, listed set Y, valid set) of an answer text."
+    parsed = get_task(item.task).parse_answer(text, item.instance, truncated=truncated)
     listed, valid = listed_solutions(parsed), valid_solutions(parsed)
     if stray := valid - set(item.solutions):
         raise ValueError(f"{item.task} question {item.question_id}: the checker accepts {len(stray)} solution(s) missing from the "
@@ -509,7 +512,7 @@ def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the tu
     text_of = lambda t: t["answer"] if t["status"] == "answered" else complete_part(t["answer"])
     row, sets = dict(status=t1["status"], scored_from_truncated=False, **_EMPTY_ROUND_1), None
     if has_readable_answer(item, t1["status"], t1["answer"], read):
-        parsed, listed, valid = _solution_sets(item, t1["answer"])
+        parsed, listed, valid = _solution_sets(item, t1["answer"], truncated=t1["status"] == "truncated")
         row.update(score_answer(parsed, item.answer_count), claimed_total=claimed_total(t1["answer"]),
                    scored_from_truncated=t1["status"] != "answered")
         sets = (listed, valid)
@@ -526,7 +529,7 @@ def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the tu
         decision, rest = parse_decision(text_of(t3)) if readable(t3) else ("unparsable", "")
         row["decision"] = decision
         if sets is not None and decision != "unparsable":
-            listed_2, valid_2 = sets if decision == "unchanged" else _solution_sets(item, rest)[1:]
+            listed_2, valid_2 = sets if decision == "unchanged" else _solution_sets(item, rest, truncated=t3["status"] == "truncated")[1:]
             row.update(reconsideration_counts(sets[0], sets[1], listed_2, valid_2, item.answer_count))
     return row, sets
 
@@ -699,6 +702,12 @@ def main_temperature(results: pd.DataFrame) -> float:
     if not temperatures: raise ValueError("the results table has no temperature")
     return 0.2 if any(np.isclose(temperatures, 0.2)) else float(temperatures[0])
 
+def main_rows(results: pd.DataFrame) -> pd.DataFrame:
+    "The rows of the main figures and tables: each preset at its own main temperature (o4-mini takes only 1, its pair 0.2)."
+    key = "preset" if "preset" in results else "model"  # tables written without a preset column: one per model
+    mains = {preset: main_temperature(rows) for preset, rows in results.groupby(key, sort=False)}
+    return results[np.isclose(results["temperature"], results[key].map(mains).astype(float))]
+
 def status_table(results: pd.DataFrame) -> pd.DataFrame:
     "Per run condition: how many rows were answered, truncated or failed, how many confidences and decisions could be read."
     def count(sub: pd.DataFrame) -> dict:
@@ -714,7 +723,7 @@ def _calibrated(rows: pd.DataFrame) -> pd.DataFrame: return metrics.calibration_
 
 def study_tables(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
     "The summary, statuses, reconsideration rates, Table 1 (CSR/ESC/NSD) and Table 2 (self-consistency) of a results table."
-    main = results[np.isclose(results["temperature"], main_temperature(results))]
+    main = main_rows(results)
     base = main[main["condition"] == "base"]
     tables = dict(summary=metrics.summary_table(results, REPORT_BY), statuses=status_table(results),
                   reconsideration=metrics.reconsideration_rates(results, REPORT_BY))
@@ -762,8 +771,7 @@ def _factors(main: pd.DataFrame, swept: pd.DataFrame, task: str) -> dict | str:
 
 def study_figures(results: pd.DataFrame) -> dict[str, object]:
     "Every figure the results support (name -> Figure), and the others (name -> the reason it is missing)."
-    out, temperature = {}, main_temperature(results)
-    main = results[np.isclose(results["temperature"], temperature)]
+    out, main = {}, main_rows(results)
     base = main[main["condition"] == "base"]
     models = list(dict.fromkeys(main["model"]))
     named = lambda stem, model, task=None: "_".join([stem] + ([_slug(model)] if len(models) > 1 else []) + ([task] if task else []))

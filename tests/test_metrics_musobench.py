@@ -42,9 +42,39 @@ def test_set_scores_rejects_impossible_inputs(listed, valid, count, message):
 
 
 def test_score_answer_counts_malformed_and_duplicates():
+    "Y holds the distinct solutions and the distinct unreadable answers (the same words twice are one), not a cut-off entry."
     parsed = [ParsedSolution((1,), "valid"), ParsedSolution((1,), "valid"), ParsedSolution((2,), "violation"),
-              ParsedSolution(None, "malformed"), ParsedSolution(None, "malformed")]
-    assert score_answer(parsed, 2) == dict(n_listed=2, n_correct=1, precision=0.5, recall=0.5, n_malformed=2)
+              ParsedSolution(None, "malformed", "non-integer element '1.5'", "Solution 4: {1.5}"),
+              ParsedSolution(None, "malformed", "non-integer element '1.5'", "**Solution 5:** {1.5}"),
+              ParsedSolution(None, "malformed", "no subset after 'Solution 6'", "Solution 6: none"),
+              ParsedSolution(None, "malformed", "cut off by the token limit", "Solution 7: 3, 1", cut_off=True)]
+    # Y = {(1,), (2,), '{1.5}', 'none'}: 4 answers, 1 correct
+    assert score_answer(parsed, 2) == dict(n_listed=4, n_correct=1, precision=0.25, recall=0.5, n_malformed=4)
+
+
+def test_precision_of_parsed_answers_follows_eq_2():
+    "The issue's two cases, parsed from text: eq. 2 gives 1/2 and 1/3 (the old denominator gave 1.0 for both)."
+    from reasoning_study.tasks import subsetsum as ss, timetabling as tt
+    inst = ss.SubsetSumInstance((1, 5, 6, 7, 11, 12), 18)
+    assert score_answer(ss.parse_answer("Solution 1: {1, 5, 12}\nSolution 2: {1.5, 4.5}", inst), 5)["precision"] == 0.5
+    cut = ss.parse_answer("Solution 1: {1, 5, 12}\nSolution 2: {6, 12}\nSolution 3: 6, 1", inst, truncated=True)
+    assert score_answer(cut, 5) == dict(n_listed=2, n_correct=2, precision=1.0, recall=0.4, n_malformed=1)
+    demo = tt.TimeTablingInstance((tt.Course((0, 2), (1,), 0), tt.Course((0, 1, 2), (0, 1), 1), tt.Course((1, 2), (1, 2), 0)))
+    head = "| Course | Time | Room | Teacher |\n|---|---|---|---|\n"
+    text = (f"Solution 1:\n{head}| Course0 | T0 | R1 | P0 |\n| Course1 | T0 | R0 | P1 |\n| Course2 | T1 | R1 | P0 |\n\n"
+            f"Solution 2:\n{head}| Course0 | T0 | R1 | P0 |\n| Course1 | T1 | R0 | P1 |\n\n"
+            f"Solution 3:\n{head}| Course0 | T2 | R1 | P0 |\n| Course2 | T2 | R2 | P0 |")
+    scores = score_answer(tt.parse_answer(text, demo), len(tt.enumerate_solutions(demo)))
+    assert (scores["n_listed"], scores["n_correct"]) == (3, 1) and scores["precision"] == pytest.approx(1 / 3)
+
+
+def test_unreadable_answers_are_wrong_answers_in_the_reconsideration_counts():
+    from reasoning_study.tasks.core import UnreadableAnswer
+    listed_1, valid_1 = {(1,), UnreadableAnswer("{1.5}")}, {(1,)}
+    kept = reconsideration_counts(listed_1, valid_1, listed_1, valid_1, 3)  # unchanged: the unreadable answer is kept, wrong
+    assert (kept["n_wrong_1"], kept["n_wrong_kept"], kept["precision_2"]) == (1, 1, 0.5)
+    fixed = reconsideration_counts(listed_1, valid_1, {(1,), (2,)}, {(1,), (2,)}, 3)  # round 2 replaces it by a solution
+    assert (fixed["n_wrong_1"], fixed["n_wrong_kept"], fixed["n_new_correct"], fixed["precision_2"]) == (1, 0, 1, 1.0)
 
 
 @st.composite
@@ -172,7 +202,21 @@ def test_bins_match_the_reference_binning_on_percent_confidences():
 @given(st.floats(0, 1), st.integers(1, 20))
 def test_bin_contains_its_confidence(c, m):
     b = confidence_bin(c, m)
-    assert 0 <= b < m and (b / m < c or b == 0) and c <= (b + 1) / m + 1e-12
+    assert 0 <= b < m and (b / m < c or b == 0) and c <= (b + 1) / m + 1e-9
+
+
+def test_computed_confidences_bin_as_the_value_they_stand_for():
+    vote = (0.1 + 0.1 + 0.1) / 3
+    assert vote != 0.1 and confidence_bin(vote) == confidence_bin(0.1) == 0
+    assert confidence_bin(1 + 2e-16) == 9 and confidence_bin(-1e-17) == 0  # a mean of 1.0s, a rounding below 0
+    assert confidence_bin(0.7 + 1e-6) == 7  # beyond the tolerance: the next bin
+    # by hand: bins {0.1, vote} (mean confidence 0.1, mean recall 0.1) and {0.2} (0.2, 0.2): ECE 0.
+    # Binned raw, vote would join 0.2: |0 - 0.1| · 1/3 + |0.2 - 0.15| · 2/3 = 1/15.
+    t = rows(confidence=[0.1, vote, 0.2], recall=[0.0, 0.2, 0.2], precision=1.0)
+    assert ece(t) == pytest.approx(0.0, abs=1e-12)
+    b = reliability_bins(t)
+    assert b["count"].tolist()[:3] == [2, 1, 0]
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"): confidence_bin(1 + 1e-6)
 
 
 def test_ece_hand_cases_both_variants_both_metrics():

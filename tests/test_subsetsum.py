@@ -198,7 +198,7 @@ Solution 6: {3, 5,"""
     assert statuses(text) == [
         ("valid", (16, 19), ""), ("valid", (4, 6, 9, 16), ""), ("violation", (4, 4, 27), "uses 4 twice"),
         ("violation", (6, 9, 19), "sums to 34, not 35"), ("malformed", None, "non-integer element '19.0'"),
-        ("malformed", None, "truncated")]
+        ("malformed", None, "unfinished")]
 
 
 def test_answer_with_reasoning_inside_a_block():
@@ -209,8 +209,7 @@ def test_answer_with_reasoning_inside_a_block():
 
 def test_answer_with_empty_and_prose_blocks():
     text = "Solution 1: {}\nSolution 2: none left\nSolution 3:"
-    assert statuses(text) == [("violation", (), "is empty"), ("malformed", None, "no subset after 'Solution 2'"),
-                              ("malformed", None, "truncated")]
+    assert statuses(text) == [("violation", (), "is empty"), ("malformed", None, "no subset after 'Solution 2'")]  # 3: bare
 
 
 def test_prose_mentioning_a_solution_is_not_a_heading():
@@ -219,8 +218,8 @@ def test_prose_mentioning_a_solution_is_not_a_heading():
 
 
 def test_truncated_sum_and_bare_list():
-    assert statuses("Solution 1: 16, 19\nSolution 2: 1 + 6 +") == [("valid", (16, 19), ""), ("malformed", None, "truncated")]
-    assert statuses("Solution 1: 16, 19\nSolution 2: 1, 6,") == [("valid", (16, 19), ""), ("malformed", None, "truncated")]
+    assert statuses("Solution 1: 16, 19\nSolution 2: 1 + 6 +") == [("valid", (16, 19), ""), ("malformed", None, "unfinished")]
+    assert statuses("Solution 1: 16, 19\nSolution 2: 1, 6,") == [("valid", (16, 19), ""), ("malformed", None, "unfinished")]
 
 
 def test_answer_without_headings():
@@ -242,7 +241,7 @@ Total 4 feasible subsets"""
 
 def test_answer_with_several_sets_on_a_line_and_truncated_tail():
     assert statuses("The subsets are {16, 19}, {35} and [1, 6, 9,") == [
-        ("valid", (16, 19), ""), ("valid", (35,), ""), ("malformed", None, "truncated")]
+        ("valid", (16, 19), ""), ("valid", (35,), ""), ("malformed", None, "unfinished")]
 
 
 def test_whole_set_is_a_solution_when_it_sums_to_the_target():
@@ -331,3 +330,203 @@ def test_listed_sets_parse_back_without_headings(attempt, data):
     check_invariants(parsed, inst)
     assert [p.solution for p in parsed] == list(chosen)
     assert all(p.status == "valid" for p in parsed)
+
+
+# ---------------------------------------------------------------- precision's denominator and truncated replies (by hand)
+
+SMALL = SubsetSumInstance((1, 5, 6, 7, 11, 12), 18)  # solutions {1,5,12} {1,6,11} {5,6,7} {6,12} {7,11}
+
+
+def test_a_malformed_answer_is_a_wrong_answer():
+    from reasoning_study.tasks.core import UnreadableAnswer, listed_solutions
+    parsed = parse_answer("Solution 1: {1, 5, 12}\nSolution 2: {1.5, 4.5}", SMALL)
+    assert [(p.status, p.cut_off) for p in parsed] == [("valid", False), ("malformed", False)]
+    assert listed_solutions(parsed) == {(1, 5, 12), UnreadableAnswer("{1.5, 4.5}")}  # |Y| = 2: precision 1/2 (eq. 2)
+    # the same unreadable answer twice is one answer, as a repeated solution is
+    again = parse_answer("Solution 1: {1.5, 4.5}\n**Solution 2:** {1.5,4.5}\nSolution 3: {6, 12}\nSolution 4: {6, 12}", SMALL)
+    assert listed_solutions(again) == {(6, 12), UnreadableAnswer("{1.5, 4.5}"), UnreadableAnswer("{1.5,4.5}")} or \
+        len(listed_solutions(again)) in (2, 3)
+
+
+@pytest.mark.parametrize("text, truncated, expected", [
+    ("Solution 1: {6, 12}\nSolution 2: 6, 1", False, [(6, 12), (1, 6)]),  # read as written
+    ("Solution 1: {6, 12}\nSolution 2: 6, 1", True, [(6, 12), "cut"]),  # was going to say 6, 12 or 6, 1, 11
+    ("Solution 1: {6, 12}\nSolution 2: 1 + 5 + 1", False, [(6, 12), (1, 1, 5)]),
+    ("Solution 1: {6, 12}\nSolution 2: 1 + 5 + 1", True, [(6, 12), "cut"]),
+    ("Solution 1: {6, 12}\nSolution 2: 7 and 1", True, [(6, 12), "cut"]),
+    ("Solution 1: {6, 12}\nSolution 2: 7 an", True, [(6, 12), "cut"]),  # inside 'and'
+    ("Solution 1: {6, 12}\nSolution 2: 1, 5,", True, [(6, 12), "cut"]),
+    ("Solution 1: {6, 12}\nSolution 2: 1, 5,", False, [(6, 12), "unfinished"]),
+    ("Solution 1: {6, 12}\nSolution 2: (1, 6", True, [(6, 12), "cut"]),
+    ("Solution 1: {6, 12}\nSolution 2: {1, 6", False, [(6, 12), "unfinished"]),
+    ("Solution 1: {6, 12}\nSolution 2:", True, [(6, 12), "cut"]),
+    ("Solution 1: {6, 12}\nSolution 2:", False, [(6, 12)]),  # a bare heading is no answer
+    ("Solution 1:\nSolution 2: {6, 12}", False, [(6, 12)]),
+    ("Solution 1: {6, 12}\nSolution 2: none le", True, [(6, 12), "cut"]),
+    ("Solution 1: {6, 12}\nSolution 2: {7, 11}", True, [(6, 12), (7, 11)]),  # closed: complete
+    ("Solution 1: {6, 12}\nSolution 2: 7 + 11 = 18", True, [(6, 12), (7, 11)]),  # '=' closes the elements
+    ("Solution 1: {6, 12}\nSolution 2: 7, 11 ✓", True, [(6, 12), (7, 11)]),
+    ("Solution 1: {6, 12}\nSolution 2: 7, 11\nLet me check the", True, [(6, 12), (7, 11)]),
+    ("- {6, 12}\n- 7 + 1", True, [(6, 12), "cut"]),
+    ("- {6, 12}\n- 7 + 1", False, [(6, 12), (1, 7)]),
+    ("- {6, 12}\n1) 7, 1", True, [(6, 12), "cut"]),
+    ("The subsets are {6, 12} and {7,", True, [(6, 12), "cut"]),
+])
+def test_the_last_entry_of_a_truncated_reply(text, truncated, expected):
+    parsed = parse_answer(text, SMALL, truncated=truncated)
+    read = ["cut" if p.cut_off else (p.reason if p.status == "malformed" else p.solution) for p in parsed]
+    assert read == expected
+    assert all(p.status == "malformed" and p.solution is None for p in parsed if p.cut_off)
+    assert sum(p.cut_off for p in parsed) <= 1 and not any(p.cut_off for p in parsed[:-1])
+
+
+# ---------------------------------------------------------------- answers as real models write them (by hand)
+
+@pytest.mark.parametrize("text", [
+    "Solution 1: (16, 19)\nSolution 2: (35,)\nSolution 3: (1, 6, 9, 19)\nSolution 4: (4, 6, 9, 16)",  # tuples
+    "The subsets are (16, 19), (35,), (1, 6, 9, 19) and (4, 6, 9, 16).",
+    "- 16 + 19 = 35\n- 35 = 35\n- 1 + 6 + 9 + 19 = 35\n- 4 + 6 + 9 + 16 = 35",  # sums as list items
+    "1) 16+19\n2) 35 = 35\n3) 1+6+9+19\n4) 4+6+9+16",  # numbered lines
+    "Solution 1: 16 and 19\nSolution 2: 35\nSolution 3: 1, 6, 9 and 19\nSolution 4: 4, 6, 9, and 16",  # 'and'
+    "Solution 1: 16, 19\nSolution 2: 35\nSolution 3: 1, 6, 9, 19\nSolution 4: 4, 6, 9, 16",  # bare lists
+    "- 16 and 19\n- {35}\n- 1, 6, 9, 19\n- 4 & 6 & 9 & 16",
+    "```\nSolution 1: {16, 19}\nSolution 2: {35}\nSolution 3: {1, 6, 9, 19}\nSolution 4: {4, 6, 9, 16}\n```",  # code block
+    "```python\nsolutions = [(16, 19), (35,), (1, 6, 9, 19), (4, 6, 9, 16)]\nprint(len(solutions))\n```",
+    '```json\n{"solutions": [[16, 19], [35], [1, 6, 9, 19], [4, 6, 9, 16]], "count": 4}\n```',
+    "| # | Subset | Sum |\n|---|---|---|\n| 1 | {16, 19} | 35 |\n| 2 | {35} | 35 |\n| 3 | 1, 6, 9, 19 | 35 |\n| 4 | 4 + 6 + 9 + 16 | 35 |",
+    "| Solution | Elements | Sum | Valid |\n|:-:|:-:|:-:|:-:|\n| Solution 1 | 16, 19 | 35 | ✓ |\n| Solution 2 | 35 | 35 | ✓ |\n"
+    "| Solution 3 | 1, 6, 9, 19 | 35 | ✓ |\n| Solution 4 | 4, 6, 9, 16 | 35 | ✓ |",
+    r"**Solution 1:** $\{16, 19\}$" + "\n" + r"**Solution 2:** $\{35\}$" + "\n" + r"**Solution 3:** $\{1, 6, 9, 19\}$" + "\n" + r"**Solution 4:** $\left\{4, 6, 9, 16\right\}$",
+])
+def test_real_model_forms(text):
+    parsed = parse_answer(text, DEMO)
+    assert [p.status for p in parsed] == ["valid"] * 4, [(p.status, p.solution, p.reason) for p in parsed]
+    assert sorted(p.solution for p in parsed) == DEMO_SOLUTIONS
+
+
+@pytest.mark.parametrize("text", [
+    "We need subsets of {19, 4, 41, 40, 1, 16, 9, 35, 6, 27} that sum to 35.",  # the problem restated
+    "Sorted: 1, 4, 6, 9, 16, 19, 27, 35, 40, 41\n- 1, 4, 6, 9, 16, 19, 27, 35, 40, 41",
+    "Trying 27 + 6 = 33, too small; 27 + 6 + 1 = 34.\n- 27 + 4 = 31\n1) 27 + 6 = 33",  # partial sums
+    "| Subset | Sum | Valid |\n|---|---|---|\n| {27, 6} | 33 | ✗ |\n| 16, 9 | 25 | no |",  # a table of checks
+    "Checking solution 1: correct.\nVerification of subset 2: ok",  # checking steps
+    "Total 4 feasible solutions shown above.",
+])
+def test_what_is_not_an_answer(text):
+    assert parse_answer(text, DEMO) == []
+
+
+def test_checking_steps_between_answers_add_nothing():
+    text = ("Let me list them.\nSolution 1: {16, 19}\nChecking solution 1: 16 + 19 = 35, yes.\nSolution 2: {35}\n"
+            "| Subset | Sum | Valid |\n|---|---|---|\n| {27, 6} | 33 | ✗ |\nSolution 3: 1 + 6 + 9 + 19 = 35\nSolution 4: 4, 6, 9, 16 (sum = 35)")
+    assert [(p.status, p.solution) for p in parse_answer(text, DEMO)] == [
+        ("valid", (16, 19)), ("valid", (35,)), ("valid", (1, 6, 9, 19)), ("valid", (4, 6, 9, 16))]
+
+
+# ---------------------------------------------------------------- every style, fuzzed: rendered, surrounded by prose, read back
+
+def _csv(s): return ", ".join(map(str, s))
+def _and(s): return str(s[0]) if len(s) == 1 else ", ".join(map(str, s[:-1])) + " and " + str(s[-1])
+def _sum(s, t): return " + ".join(map(str, s)) + f" = {t}"
+
+HEADED = {  # style -> (solution, index, target) -> text
+    "set": lambda s, k, t: f"Solution {k}: {{{_csv(s)}}}",
+    "tuple": lambda s, k, t: f"**Solution {k}:** ({_csv(s)}{',' if len(s) == 1 else ''})",
+    "sum": lambda s, k, t: f"Solution {k}: {_sum(s, t)}",
+    "bare": lambda s, k, t: f"Solution {k}: {_csv(s)}",
+    "and": lambda s, k, t: f"### Subset {k}\n{_and(s)}",
+    "latex": lambda s, k, t: f"**Solution {k}:** $\\{{{_csv(s)}\\}}$",
+    "note": lambda s, k, t: f"{k}. Solution {k}: {_csv(s)} (sum = {t}) ✓",
+}
+UNHEADED = {  # style -> (solution, index, target) -> one line
+    "set": lambda s, k, t: f"- {{{_csv(s)}}}",
+    "tuple": lambda s, k, t: f"({_csv(s)}{',' if len(s) == 1 else ''})",
+    "sum": lambda s, k, t: f"- {_sum(s, t)}",
+    "numbered": lambda s, k, t: f"{k}) " + ("+".join(map(str, s)) if len(s) > 1 else f"{s[0]} = {t}"),
+    "and": lambda s, k, t: f"- {_and(s)}" if len(s) > 1 else f"- {{{s[0]}}}",
+    "bare": lambda s, k, t: f"{_csv(s)} ✓" if len(s) > 1 else f"{s[0]} = {t}",
+    "latex": lambda s, k, t: f"$\\{{{_csv(s)}\\}}$",
+}
+PROSE = st.text(alphabet="abcdefhijklmopqrtuwxyz ABCDEFHIJ.,;:!?'\"-*_", max_size=30)  # no digits, brackets, 'given', 'set of'
+
+
+def _chosen(data, inst, at_most=10):
+    solutions = enumerate_solutions(inst)
+    return data.draw(st.permutations(solutions))[:data.draw(st.integers(1, min(len(solutions), at_most)))]
+
+
+def _fenced(data, lines):
+    return ["```" + data.draw(st.sampled_from(["", "text", "python"]))] + lines + ["```"] if data.draw(st.booleans()) else lines
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(attempt=st.integers(0, 10_000), data=st.data())
+def test_every_headed_style_parses_back(attempt, data):
+    inst = generate_instance(attempt_rng(TASK, 3, attempt))
+    chosen = _chosen(data, inst)
+    lines = [inst.question(), data.draw(PROSE)]  # the problem restated before the first heading
+    for k, s in enumerate(chosen, start=1):
+        lines += [HEADED[data.draw(st.sampled_from(sorted(HEADED)))](s, k, inst.target), data.draw(PROSE)]
+    text = "\n".join(_fenced(data, lines))
+    for truncated in (False, True):
+        parsed = parse_answer(text + "\nTotal solutions shown above.", inst, truncated=truncated)
+        check_invariants(parsed, inst)
+        assert [(p.status, p.solution) for p in parsed] == [("valid", s) for s in chosen], text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(attempt=st.integers(0, 10_000), data=st.data())
+def test_every_line_style_parses_back(attempt, data):
+    inst = generate_instance(attempt_rng(TASK, 4, attempt))
+    chosen = _chosen(data, inst)
+    lines = [inst.question()]
+    for k, s in enumerate(chosen, start=1):
+        lines += [data.draw(PROSE), UNHEADED[data.draw(st.sampled_from(sorted(UNHEADED)))](s, k, inst.target)]
+    text = "\n".join(_fenced(data, lines) + [data.draw(PROSE)])
+    parsed = parse_answer(text, inst)
+    check_invariants(parsed, inst)
+    assert [(p.status, p.solution) for p in parsed] == [("valid", s) for s in chosen], text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(attempt=st.integers(0, 10_000), data=st.data())
+def test_tables_parse_back(attempt, data):
+    inst = generate_instance(attempt_rng(TASK, 5, attempt))
+    chosen = _chosen(data, inst)
+    header, label = data.draw(st.sampled_from([("| # | Subset | Sum |", lambda k: str(k)), ("| Solution | Elements | Sum |", lambda k: f"Solution {k}"),
+                                                ("| Subset # | Numbers | Total |", lambda k: str(k))]))
+    cell = {"set": lambda s: f"{{{_csv(s)}}}", "list": _csv, "sum": lambda s: " + ".join(map(str, s)),
+            "tuple": lambda s: f"({_csv(s)}{',' if len(s) == 1 else ''})", "and": _and}
+    rows = [header, "|---|---|---|"]
+    for k, s in enumerate(chosen, start=1):
+        rows.append(f"| {label(k)} | {cell[data.draw(st.sampled_from(sorted(cell)))](s)} | {inst.target} |")
+        if data.draw(st.booleans()) and (wrong := min(inst.values)) != inst.target:  # a checked attempt: its sum is not the target
+            rows.append(f"| {label(k)}b | {{{wrong}}} | {wrong} |")
+    text = "\n".join([data.draw(PROSE)] + rows + [data.draw(PROSE)])
+    parsed = parse_answer(text, inst)
+    check_invariants(parsed, inst)
+    assert [(p.status, p.solution) for p in parsed] == [("valid", s) for s in chosen], text
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(attempt=st.integers(0, 10_000), data=st.data())
+def test_a_truncated_reply_lists_exactly_its_complete_entries(attempt, data):
+    "Cut anywhere: the entries read are the first ones, each exactly as written; every entry with text after it is read."
+    inst = generate_instance(attempt_rng(TASK, 6, attempt))
+    chosen = _chosen(data, inst, at_most=6)
+    headed = data.draw(st.booleans())
+    styles = HEADED if headed else UNHEADED
+    text, starts, ends = inst.question() + "\n" if headed else "", [], []
+    for k, s in enumerate(chosen, start=1):
+        starts.append(len(text))
+        text += styles[data.draw(st.sampled_from(sorted(styles)))](s, k, inst.target)
+        ends.append(len(text))
+        text += "\n" + data.draw(PROSE) + "\n"
+    cut = data.draw(st.integers(0, len(text)))
+    prefix = text[:cut]
+    parsed = parse_answer(prefix, inst, truncated=True)
+    check_invariants(parsed, inst)
+    answers = [p for p in parsed if not p.cut_off]
+    assert [(p.status, p.solution) for p in answers] == [("valid", s) for s in chosen[:len(answers)]], prefix
+    complete = sum(end <= cut and prefix[end:].strip() != "" for end in ends)
+    assert complete <= len(answers) <= sum(start < cut for start in starts), prefix  # an entry cut after its last element may be read

@@ -18,10 +18,10 @@ from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 __all__ = ['SAMPLE_SEED_STRIDE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'TOKEN_BUDGET_FIELDS',
            'SAMPLING_FIELDS', 'NOT_ASKED', 'OPENAI_REASONING', 'OPENAI_GPT_4O_MINI', 'DEEPSEEK_CHAT',
            'DEEPSEEK_REASONER', 'ThinkingSwitch', 'PRESETS', 'SamplingParams', 'RequestImage', 'check_response_schema',
-           'supports', 'Request', 'chat', 'template_messages', 'request_images', 'Completion', 'split_reasoning',
-           'completion_status', 'make_completion', 'tokenize_continuation', 'render_prompt_ids', 'expected_thinking',
-           'Backend', 'ProviderRules', 'ModelPreset', 'get_preset', 'register_preset', 'load_backend',
-           'provider_problems', 'check_provider_rules', 'ignored_parameters']
+           'supports', 'stage_batch_size', 'Request', 'chat', 'template_messages', 'request_images', 'Completion',
+           'split_reasoning', 'completion_status', 'make_completion', 'tokenize_continuation', 'render_prompt_ids',
+           'expected_thinking', 'Backend', 'ProviderRules', 'ModelPreset', 'get_preset', 'register_preset',
+           'load_backend', 'provider_problems', 'check_provider_rules', 'ignored_parameters']
 
 # %% ../../nbs/10_backends.core.ipynb #4dab9056
 SAMPLE_SEED_STRIDE = 1_000_003  # a prime: sample i of seed s never equals sample j of a nearby seed s'
@@ -117,6 +117,15 @@ def check_response_schema(schema: Any) -> dict:
 def supports(backend, capability: str) -> bool:
     "Whether a backend declares `capability` (`supports_response_schema`, `supports_images`); undeclared means no."
     return bool(getattr(backend, capability, False))
+
+# %% ../../nbs/10_backends.core.ipynb #36da4902
+def stage_batch_size(backend,  # the backend that answers the stage
+                     samples: int,  # samples in the stage (sum of n over its requests)
+                     batch_size: int = 8,  # samples per call on a backend that decodes fixed batches
+                    ) -> int:
+    "Samples per `generate` call for a stage: all of them where the backend batches continuously (vLLM), else `batch_size`."
+    if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return max(samples, 1) if supports(backend, "supports_continuous_batching") else batch_size
 
 # %% ../../nbs/10_backends.core.ipynb #539383e5
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}

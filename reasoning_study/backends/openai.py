@@ -326,6 +326,7 @@ class OpenAIBackend:
     "A `Backend` for any server that speaks the OpenAI chat-completions API."
     name = "openai"
     supports_images = True  # sent as image_url parts of a chat request (the served model must read images)
+    supports_continuous_batching = True  # a server schedules all it is sent (max_concurrency bounds what is in flight)
     supports_response_schema = True  # sent as response_format json_schema (servers that ignore it decode freely)
 
     def __init__(self, preset: ModelPreset, options: ApiOptions):

@@ -19,15 +19,15 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .core import (
     Completion, ModelPreset, Request, SamplingParams, ThinkingSwitch, expected_thinking, get_preset, make_completion,
-    render_prompt_ids, request_images, supports, tokenize_continuation)
+    render_prompt_ids, request_images, stage_batch_size, supports, tokenize_continuation)
 
 # %% auto #0
 __all__ = ['VLLM_INSTALL_HINT', 'GIB', 'DTYPE_BYTES', 'vllm_available', 'import_vllm', 'VllmOptions', 'vllm_options',
            'sample_params_kwargs', 'structured_output_kwargs', 'completion_from_output', 'resolve_model', 'engine_for',
-           'VllmBackend', 'from_preset', 'stage_batch_size', 'EngineMemory', 'model_folder', 'model_memory',
-           'model_context_limit', 'split_gpu_memory', 'check_backend_options', 'EngineRole', 'co_resident_options',
-           'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'gpu_memory_bytes', 'cacheable_tokens',
-           'vllm_server_command', 'serve_with_vllm']
+           'VllmBackend', 'from_preset', 'EngineMemory', 'model_folder', 'model_memory', 'model_context_limit',
+           'split_gpu_memory', 'check_backend_options', 'EngineRole', 'co_resident_options', 'fit_max_model_len',
+           'preset_tokenizer', 'prompt_lengths', 'gpu_memory_bytes', 'cacheable_tokens', 'vllm_server_command',
+           'serve_with_vllm']
 
 # %% ../../nbs/12_backends.vllm.ipynb #f757f987
 VLLM_INSTALL_HINT = "pip install 'reasoning_study[vllm]'"
@@ -237,15 +237,6 @@ def from_preset(preset: str | ModelPreset) -> VllmBackend:
     import_vllm()  # fail first, with the install hint, before any other work
     preset = get_preset(preset)
     return VllmBackend(preset, vllm_options(preset))
-
-# %% ../../nbs/12_backends.vllm.ipynb #36da4902
-def stage_batch_size(backend,  # the backend that answers the stage
-                     samples: int,  # samples in the stage (sum of n over its requests)
-                     batch_size: int = 8,  # samples per call on a backend that decodes fixed batches
-                    ) -> int:
-    "Samples per `generate` call for a stage: all of them where the backend batches continuously (vLLM), else `batch_size`."
-    if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    return max(samples, 1) if supports(backend, "supports_continuous_batching") else batch_size
 
 # %% ../../nbs/12_backends.vllm.ipynb #0ece2810
 GIB = 1 << 30

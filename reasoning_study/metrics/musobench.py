@@ -16,7 +16,7 @@ import pandas as pd
 from ..tasks.core import ParsedSolution, listed_solutions, valid_solutions
 
 # %% auto #0
-__all__ = ['RESULT_COLUMNS', 'DEFAULT_BY', 'Undefined', 'DECISIONS', 'Variant', 'METRICS', 'PERCENT_COLUMNS',
+__all__ = ['RESULT_COLUMNS', 'DEFAULT_BY', 'Undefined', 'DECISIONS', 'BIN_TOLERANCE', 'Variant', 'METRICS', 'PERCENT_COLUMNS',
            'REFLECTION_CONDITION', 'SC_METHODS', 'require_columns', 'scored_mask', 'scored_rows', 'set_scores',
            'score_answer', 'reconsideration_counts', 'correct_retention', 'error_correction', 'new_solution_discovery',
            'instance_reconsideration', 'group_index', 'group_count', 'group_mean', 'group_sem', 'repeat_keys',
@@ -52,7 +52,7 @@ def scored_rows(results: pd.DataFrame) -> pd.DataFrame:
     return results[scored_mask(results)]
 
 # %% ../../nbs/60_metrics.musobench.ipynb #c9409742
-def set_scores(listed: Iterable[Hashable],  # distinct well-formed solutions the answer lists (valid or not)
+def set_scores(listed: Iterable[Hashable],  # Y: the distinct answers given (solutions, valid or not, and unreadable answers)
                valid: Iterable[Hashable],  # the listed solutions the constraint checker accepts
                answer_count: int,  # |Ŷ|: how many solutions the instance has (>= 1)
                ) -> dict:
@@ -69,7 +69,7 @@ def set_scores(listed: Iterable[Hashable],  # distinct well-formed solutions the
 def score_answer(parsed: Iterable[ParsedSolution],  # a parsed answer (`tasks.*.parse_answer`)
                  answer_count: int,  # |Ŷ|
                  ) -> dict:
-    "`set_scores` of a parsed answer, plus `n_malformed` (candidates that could not be read as solutions)."
+    "`set_scores` of a parsed answer (Y = `listed_solutions`), plus `n_malformed` (candidates not read as solutions, a cut-off one included)."
     parsed = list(parsed)
     return dict(set_scores(listed_solutions(parsed), valid_solutions(parsed), answer_count),
                 n_malformed=sum(p.status == "malformed" for p in parsed))
@@ -222,14 +222,19 @@ def reconsideration_rates(results: pd.DataFrame,  # the results table
     return out
 
 # %% ../../nbs/60_metrics.musobench.ipynb #77a2cec9
-def confidence_bin(confidence, n_bins: int = 10):
+BIN_TOLERANCE = 1e-9  # a computed confidence this close to a bin edge is on the edge
+
+def confidence_bin(confidence,  # in [0, 1] (a 0-100 rating divided by 100), scalar or array
+                   n_bins: int = 10,  # M
+                   tolerance: float = BIN_TOLERANCE,  # how close to an edge counts as on it
+                  ):
     "0-based bin of each confidence among `n_bins` right-closed bins [0, 1/M], (1/M, 2/M], …, ((M-1)/M, 1]."
     if n_bins < 1: raise ValueError(f"n_bins must be >= 1, got {n_bins}")
     c = np.asarray(confidence, dtype=float)
-    if np.isnan(c).any() or (c < 0).any() or (c > 1).any():
+    if np.isnan(c).any() or (c < -tolerance).any() or (c > 1 + tolerance).any():
         raise ValueError("confidences must be in [0, 1] (a 0-100 rating divided by 100), without NaN")
     inner = np.arange(1, n_bins) / n_bins  # the edges between bins
-    out = np.searchsorted(inner, c, side="left")  # edges[i-1] < c <= edges[i]
+    out = np.searchsorted(inner, c - tolerance, side="left")  # edges[i-1] + tolerance < c <= edges[i] + tolerance
     return int(out) if out.ndim == 0 else out
 
 def bin_edges(n_bins: int = 10) -> np.ndarray:

@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 
 from ..backends.core import Backend, Completion, Request, SamplingParams
 from ..prompts.overthinking import FAILURE_CATEGORIES, JUDGE_SCHEMA, judge_messages
-from ..backends.vllm import stage_batch_size
+from ..backends.core import stage_batch_size
 from ..store import GenerationStore, generate_cached
 
 # %% auto #0

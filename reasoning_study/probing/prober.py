@@ -282,7 +282,7 @@ def solution_probe_table(item: MuSoBenchItem,  # the instance the trace answers
     head, task = solution_list_head(item.task), get_task(item.task)
     rows = []
     for i, c in enumerate(completions):
-        parsed = task.parse_answer(head + c.text, item.instance) if c.status != "error" else []
+        parsed = task.parse_answer(head + c.text, item.instance, truncated=c.status == "truncated") if c.status != "error" else []
         scores = score_answer(parsed, item.answer_count)
         status = "error" if c.status == "error" else ("answered" if scores["n_listed"] else "no_answer")
         rows.append({**key, "task": item.task, "level": item.level, "question_id": item.question_id, "prefix_index": i,

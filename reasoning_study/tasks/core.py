@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from typing import Hashable, Iterable, Literal, Sequence
 
 # %% auto #0
-__all__ = ['SolutionStatus', 'Bins', 'ParsedSolution', 'valid_solutions', 'listed_solutions', 'level_bins', 'level_of',
-           'max_count', 'attempt_rng', 'TooManySolutions', 'claimed_total']
+__all__ = ['SolutionStatus', 'CUT_OFF', 'Bins', 'ParsedSolution', 'UnreadableAnswer', 'unreadable_answer', 'valid_solutions',
+           'listed_solutions', 'well_formed_solutions', 'level_bins', 'level_of', 'max_count', 'attempt_rng',
+           'TooManySolutions', 'claimed_total']
 
 # %% ../../nbs/00_tasks.core.ipynb #ec8ca5fe
 SolutionStatus = Literal["valid", "violation", "malformed"]
+CUT_OFF = "cut off by the token limit"  # the reason given to a cut-off last entry
 
 @dataclass(frozen=True)
 class ParsedSolution:
@@ -23,13 +25,29 @@ class ParsedSolution:
     status: SolutionStatus
     reason: str = ""  # which constraint is violated, or why it is malformed
     text: str = ""  # the snippet of the answer it was read from
+    cut_off: bool = False  # the unfinished last entry of a truncated reply: not an answer (malformed, never in Y)
+
+@dataclass(frozen=True)
+class UnreadableAnswer:
+    "A malformed answer as an element of the answer set Y: wrong, and equal only to the same words."
+    text: str  # the answer's words, without its heading, whitespace collapsed
+
+_ENTRY_HEADING = re.compile(r"^[^\w\n]*(?:\d+[.)][^\w\n]*)?(?:solution|schedule|subset|option|assignment)[ \t]*#?[ \t]*\d+[\s:.)*_`=]*", re.I)
+
+def unreadable_answer(p: ParsedSolution) -> UnreadableAnswer:
+    "The element of Y that a malformed candidate stands for."
+    return UnreadableAnswer(" ".join(_ENTRY_HEADING.sub("", p.text.strip(), count=1).split()))
 
 def valid_solutions(parsed: Iterable[ParsedSolution]) -> set:
     "The set of distinct valid solutions in a parsed answer."
     return {p.solution for p in parsed if p.status == "valid"}
 
 def listed_solutions(parsed: Iterable[ParsedSolution]) -> set:
-    "The set of distinct well-formed solutions a model listed (valid or not): the denominator of precision."
+    "Y, the set of distinct answers the model gave (the denominator of precision): well-formed solutions and unreadable answers, not a cut-off last entry."
+    return {unreadable_answer(p) if p.status == "malformed" else p.solution for p in parsed if not p.cut_off}
+
+def well_formed_solutions(parsed: Iterable[ParsedSolution]) -> set:
+    "The distinct well-formed solutions (valid or not) a model listed."
     return {p.solution for p in parsed if p.status != "malformed"}
 
 # %% ../../nbs/00_tasks.core.ipynb #462c21cc

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from .core import ParsedSolution, TooManySolutions, level_bins
+from .core import CUT_OFF, ParsedSolution, TooManySolutions, level_bins
 
 # %% auto #0
 __all__ = ['TASK', 'LEVELS', 'Subset', 'SIZES', 'LOW_ENDS', 'HIGH_ENDS', 'SubsetSumInstance', 'parse_question',
@@ -201,22 +201,85 @@ def _normalise(text: str) -> str:
     for pattern, replacement in _LATEX: text = pattern.sub(replacement, text)
     return text.translate(_PLAIN)
 
+# %% ../../nbs/02_tasks.subsetsum.ipynb #3b90023c
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_SEPARATOR_ROW = re.compile(r"[\s|:=+-]*")
+_REJECTED = re.compile(r"✗|❌|✘|\b(?:no|not|invalid|false|incorrect|wrong|fails?)\b", re.I)
+_CELL_LIST = re.compile(rf"{_NUMBER}(?:[ \t]*(?:[,;+&]|\band\b)[ \t]*{_NUMBER})*")
+_LABEL = re.compile(r"(?:solution|subset)[ \t]*#?[ \t]*[0-9]+", re.I)
+
+def _row_cells(line: str) -> list[str] | None:
+    "The cells of a markdown table row, or None when the line is not one."
+    s = line.strip()
+    if "|" not in s: return None
+    cells = [c.strip() for c in s.removeprefix("|").removesuffix("|").split("|")]
+    return cells if len(cells) >= 2 else None
+
+def _column_role(name: str) -> str | None:
+    "What a table column holds, from its header: the entry, its label, its stated sum, a check mark."
+    n = name.strip().lower()
+    if n in ("", "#", "n", "k", "id", "idx", "index") or re.search(r"(?:#|\bno\.?|\bnumber|\bindex|\bid)$", n): return "label"
+    if re.search(r"\b(?:sum|total)", n): return "total"
+    if re.search(r"\b(?:valid|check|ok|status|correct|verif|result)", n): return "check"
+    if re.search(r"\b(?:subsets?|sets?|elements?|numbers?|values?|combinations?|members?|items?)\b", n): return "subset"
+    if re.search(r"\b(?:solutions?|answers?)\b", n): return "solution"
+    return None
+
+def _table_header(cells: list[str]) -> dict | None:
+    "Which column holds the entry (and the label, stated sum and check mark) when `cells` is a header row."
+    if any(re.search(r"[0-9]", c) for c in cells): return None
+    roles = [_column_role(c) for c in cells]
+    entry = next((k for k, r in enumerate(roles) if r == "subset"), next((k for k, r in enumerate(roles) if r == "solution"), None))
+    if entry is None: return None
+    first = lambda role: next((k for k, r in enumerate(roles) if r == role), None)
+    return dict(entry=entry, total=first("total"), check=first("check"),
+                labels=[k for k, r in enumerate(roles) if k != entry and r in ("label", "solution")])
+
+def _table_entry(cells: list[str], header: dict, inst: SubsetSumInstance, line: str) -> str:
+    "A data row written as the entry it states: 'Solution k: {a, b}' or '{a, b}', '' when it states none."
+    if header["entry"] >= len(cells): return line  # a row cut short: read as it is
+    cell_of = lambda k: cells[k] if k is not None and k < len(cells) else ""
+    if _REJECTED.search(cell_of(header["check"])): return ""  # a rejected attempt
+    stated = re.findall(_NUMBER, cell_of(header["total"]))
+    if stated and float(stated[-1]) != inst.target: return ""  # arithmetic: its sum is not the target
+    label = next((m[0] for k in header["labels"] if (m := _LABEL.search(cell_of(k)))), None)
+    cell = cells[header["entry"]].strip(" .✓✔")
+    if re.search(r"[{\[(]", cell): entry = cell
+    elif _CELL_LIST.fullmatch(cell): entry = "{" + ", ".join(re.findall(_NUMBER, cell)) + "}"
+    else: entry = ""
+    return f"{label}: {entry}" if label else entry
+
+def _rewrite_tables(norm: str, inst: SubsetSumInstance) -> str:
+    "The text with every row of a table whose header names a subset column written as its entry (lines kept)."
+    lines, header = norm.split("\n"), None
+    for i, line in enumerate(lines):
+        if (cells := _row_cells(line)) is None: header = None; continue
+        if (h := _table_header(cells)) is not None: header = h; continue
+        if header is not None and not _SEPARATOR_ROW.fullmatch(line): lines[i] = _table_entry(cells, header, inst, line)
+    return "\n".join(lines)
+
 # %% ../../nbs/02_tasks.subsetsum.ipynb #f3d9a6ce
 @dataclass(frozen=True)
 class _Candidate:
     start: int  # offset in the normalised text
     end: int
-    kind: str  # "set" | "sum" | "truncated"
+    kind: str  # "set" | "tuple" | "sum" | "list" | "unfinished"
     elements: Subset | None  # sorted elements; None when malformed
     reason: str = ""  # why it is malformed
     total: int | None = None  # the total a sum expression states
     prose: bool = False  # a bracketed note rather than a set
+    open_end: bool = False  # nothing but whitespace follows its last number (a cut could have shortened it)
 
 _SET_LITERAL = re.compile(r"[{\[]([^{}\[\]]*)[}\]]")
-_UNCLOSED = re.compile(r"[{\[][^{}\[\]]*\Z")
-_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_TUPLE = re.compile(rf"\(([ \t]*-?{_NUMBER}(?:[ \t]*,[ \t]*-?{_NUMBER})+[ \t]*,?[ \t]*|[ \t]*-?[0-9]+[ \t]*,[ \t]*)\)")
+_UNCLOSED = re.compile(r"[{\[][^{}\[\]]*\Z|\([ \t]*-?[0-9][0-9., \t-]*\Z")
 _SUM_EXPRESSION = re.compile(rf"(?<![\w.])({_NUMBER}(?:[ \t]*\+[ \t]*{_NUMBER})+)(?:[ \t]*=[ \t]*(-?{_NUMBER}))?")
 _MAX_DIGITS = 100  # longer "numbers" are noise (and Python refuses to convert very long ones)
+_OPEN_TAIL = re.compile(r"(?:[ \t,;&+.]|\ba(?:nd?)?\b)*\s*")  # what may follow a list's last number when a cut fell inside it
+
+def _open_after(norm: str, pos: int) -> bool:
+    "Does the text end at `pos`, up to separators, a full stop or part of an 'and' on the same line?"
+    return _OPEN_TAIL.fullmatch(norm, pos) is not None
 
 def _read_numbers(tokens: list[str]) -> tuple[Subset | None, str]:
     "(sorted integers, '') or (None, why not)."
@@ -225,66 +288,102 @@ def _read_numbers(tokens: list[str]) -> tuple[Subset | None, str]:
         if len(t) > _MAX_DIGITS: return None, "number too long"
     return tuple(sorted(int(t) for t in tokens)), ""
 
-def _set_candidate(m: re.Match) -> _Candidate:
+def _set_candidate(m: re.Match) -> _Candidate | None:
     content = m[1]
+    if _TUPLE.search(content): return None  # a list of tuples holds candidates, it is not one
     if "..." in content: elements, reason = None, "contains an ellipsis"
     else: elements, reason = _read_numbers([t for t in re.split(r"[,;\s]+", content) if t])
     return _Candidate(m.start(), m.end(), "set", elements, reason, prose=bool(re.search(r"[A-Za-z]{2,}", content)))
 
+def _tuple_candidate(m: re.Match) -> _Candidate:
+    return _Candidate(m.start(), m.end(), "tuple", *_read_numbers([t for t in re.split(r"[,\s]+", m[1]) if t]))
+
 def _sum_candidate(m: re.Match, norm: str) -> _Candidate:
-    if re.fullmatch(r"[ \t]*\+\s*", norm[m.end():]): return _Candidate(m.start(), len(norm), "truncated", None, "truncated")
+    if re.fullmatch(r"[ \t]*\+\s*", norm[m.end():]): return _Candidate(m.start(), len(norm), "unfinished", None, "unfinished")
     elements, reason = _read_numbers([t.strip() for t in m[1].split("+")])
     total = m[2]
     total = int(total) if total and re.fullmatch(r"-?[0-9]+", total) and len(total) <= _MAX_DIGITS else None
-    return _Candidate(m.start(), m.end(), "sum", elements, reason, total)
+    return _Candidate(m.start(), m.end(), "sum", elements, reason, total, open_end=_open_after(norm, m.end(1)))
 
 def _candidates(norm: str) -> list[_Candidate]:
-    "Every set literal, sum expression and truncated tail of the normalised text, in text order."
-    found = [_set_candidate(m) for m in _SET_LITERAL.finditer(norm)]
+    "Every set literal, tuple, sum expression and unfinished tail of the normalised text, in text order."
+    found = [c for m in _SET_LITERAL.finditer(norm) if (c := _set_candidate(m)) is not None]
     starts, ends = [c.start for c in found], [c.end for c in found]
     inside_a_set = lambda pos: (k := bisect.bisect_right(starts, pos) - 1) >= 0 and pos < ends[k]
+    found += [_tuple_candidate(m) for m in _TUPLE.finditer(norm) if not inside_a_set(m.start())]
+    found.sort(key=lambda c: c.start)
+    starts, ends = [c.start for c in found], [c.end for c in found]
     found += [_sum_candidate(m, norm) for m in _SUM_EXPRESSION.finditer(norm) if not inside_a_set(m.start())]
-    if m := _UNCLOSED.search(norm): found.append(_Candidate(m.start(), len(norm), "truncated", None, "truncated"))
+    if m := _UNCLOSED.search(norm): found.append(_Candidate(m.start(), len(norm), "unfinished", None, "unfinished"))
     return sorted(found, key=lambda c: c.start)
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #6ff0bae2
 _HEADING = re.compile(r"^[^\w\n]*(?:[0-9]+[.)][^\w\n]*)?(?:solution|subset)[ \t]*#?[ \t]*[0-9]+(?![0-9]|\.[0-9]|[ \t]*[A-Za-z])"
-                      r"|\b(?:solution|subset)[ \t]*#?[ \t]*[0-9]+[ \t]*:", re.I | re.M)
+                      r"|\b(?:solution|subset)[ \t]*#?[ \t]*[0-9]+[ \t]*[:=]", re.I | re.M)
 _RESTATEMENT = re.compile(r"\bgiven\b|\bset of\b|\bfind all\b", re.I)
-_BARE_LIST = re.compile(r"([0-9]{1,100}(?:[ \t]*,[ \t]*[0-9]{1,100})*)[ \t]*(,?)[ \t]*")
+_CHECKING = re.compile(r"\b(?:check|verif|confirm|test|recheck|double|review|validat)", re.I)  # 'Checking solution 1: ...'
+
+def _headings(norm: str) -> list[re.Match]:
+    "The headings of the text, without those inside a checking step ('Verification of solution 2: ...')."
+    starts_a_line = lambda h: h.start() == 0 or norm[h.start() - 1] == "\n"
+    line_before = lambda h: norm[norm.rfind("\n", 0, h.start()) + 1:h.start()]
+    return [h for h in _HEADING.finditer(norm) if starts_a_line(h) or not _CHECKING.search(line_before(h))]
+_INT = r"[0-9]{1,100}"
+_AND = r"(?:[ \t]*[,;][ \t]*(?:and[ \t]+)?|[ \t]+(?:and|&)[ \t]+)"  # ", " or " and " or ", and "
+_BARE_LIST = re.compile(rf"(?P<list>{_INT}(?:{_AND}{_INT})*)(?P<rest>.*)")
+_DANGLING = re.compile(r"(?:[ \t]*(?:[,;&]|\band\b))+\s*")  # '1, 6,' or '7 and' at the very end: the list was going on
+_STATED_TOTAL = re.compile(r"(?:=|→|->|⇒)[ \t]*(-?[0-9]{1,100})(?![0-9.])")
+_LIST_ITEM = re.compile(rf"[ \t]*(?:[-*•+>][ \t]+|\(?[0-9]{{1,3}}[.)][ \t]+)?(?P<list>{_INT}(?:(?:{_AND}|[ \t]*\+[ \t]*){_INT})*)"
+                        rf"[ \t]*(?:(?:=|→|->|⇒)[ \t]*(?P<total>-?[0-9]{{1,100}}))?[^\w\n]*")
 
 def _restates_values(inst: SubsetSumInstance, c: _Candidate) -> bool:
     "Is this the instance's whole set, written as the problem (it does not sum to the target)?"
     return c.elements is not None and c.elements == tuple(sorted(inst.values)) and sum(c.elements) != inst.target
 
+def _list_candidate(norm: str, begin: int, m: re.Match) -> _Candidate:
+    "A plain list of integers ('5, 9, 21', '7 and 3', '2 + 8') read at offset `begin`."
+    total = int(m["total"]) if "total" in m.groupdict() and m["total"] else None
+    return _Candidate(begin + m.start("list"), begin + m.end(), "list", _read_numbers(re.findall(r"[0-9]+", m["list"]))[0],
+                      total=total, open_end=_open_after(norm, begin + m.end("list")))
+
 def _bare_list(norm: str, start: int, stop: int, last: bool) -> _Candidate | None:
-    "A heading followed by a plain list of integers ('Solution 3: 5, 9, 21') on its first non-empty line."
+    "A heading followed by a plain list of integers ('Solution 3: 5, 9, 21', '7 and 3') on its first non-empty line."
     offset = start
     for line in norm[start:stop].split("\n"):
-        body = line.lstrip(" \t:.)-=\r")
+        body = line.lstrip(" \t:.)(|-=\r")
         if body.strip():
             if not (m := _BARE_LIST.fullmatch(body.rstrip())): return None
+            rest = re.sub(r"\([^()\n]*\)|\|.*|(?:=|→|->|⇒)[ \t]*-?[0-9]+", "", m["rest"])  # notes, other cells, a stated total
+            if re.search(r"[0-9]", rest): return None  # more numbers: not a plain list
             begin = offset + len(line) - len(body)
-            if m[2] and last and not norm[begin + m.end():].strip(): return _Candidate(begin, stop, "truncated", None, "truncated")
-            return _Candidate(begin, begin + m.end(), "sum", _read_numbers(re.split(r"[ \t]*,[ \t]*", m[1]))[0])
+            if last and _DANGLING.fullmatch(norm, begin + m.end("list")): return _Candidate(begin, stop, "unfinished", None, "unfinished")
+            total = _STATED_TOTAL.search(m["rest"])
+            c = _list_candidate(norm, begin, m)
+            return c if total is None else _Candidate(c.start, c.end, "list", c.elements, total=int(total[1]), open_end=c.open_end)
         offset += len(line) + 1
     return None
 
 def _pick_in_block(inst: SubsetSumInstance, cands: list[_Candidate]) -> _Candidate | None:
     "The one entry of a heading's block (see the rules above)."
-    sets = [c for c in cands if c.kind == "set" and not c.prose and not _restates_values(inst, c)]
+    sets = [c for c in cands if c.kind in ("set", "tuple") and not c.prose and not _restates_values(inst, c)]
     if sets: return sets[0]
     sums = [c for c in cands if c.kind == "sum"]
     claims = [c for c in sums if c.total is None or c.total == inst.target]
     if claims or sums: return (claims or sums)[0]
-    return next((c for c in cands if c.kind == "truncated"), None)
+    return next((c for c in cands if c.kind == "unfinished"), None)
 
-def _pick_in_line(inst: SubsetSumInstance, line: str, cands: list[_Candidate]) -> list[_Candidate]:
+def _pick_in_line(inst: SubsetSumInstance, norm: str, line_start: int, line: str, cands: list[_Candidate]) -> list[_Candidate]:
     "The entries of one line of an answer without headings."
     if _RESTATEMENT.search(line): return []
-    sets = [c for c in cands if (c.kind == "set" and not c.prose and c.elements != () and not _restates_values(inst, c))
-            or c.kind == "truncated"]
-    return sets or [c for c in cands if c.kind == "sum" and c.total == inst.target]
+    sets = [c for c in cands if (c.kind in ("set", "tuple") and not c.prose and c.elements != () and not _restates_values(inst, c))
+            or c.kind == "unfinished"]
+    if sets: return sets
+    if claims := [c for c in cands if c.kind == "sum" and c.total == inst.target]: return claims
+    if m := _LIST_ITEM.fullmatch(line):  # a line that is only a list or a sum: '- 7 and 3', '1) 2+8', '8, 2 ✓'
+        c = _list_candidate(norm, line_start, m)
+        one = c.elements is not None and len(c.elements) == 1  # a lone number is a claim only as '35 = 35'
+        if (c.total == inst.target or (c.total is None and not one)) and not _restates_values(inst, c): return [c]
+    return []
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #c623b0b0
 def _judge(inst: SubsetSumInstance, c: _Candidate, text: str) -> ParsedSolution:
@@ -292,33 +391,45 @@ def _judge(inst: SubsetSumInstance, c: _Candidate, text: str) -> ParsedSolution:
     problems = check_solution(inst, c.elements)
     return ParsedSolution(c.elements, "violation" if problems else "valid", "; ".join(problems), text)
 
-def _parse(text: str, inst: SubsetSumInstance) -> list[ParsedSolution]:
-    norm, lines = _normalise(text), text.split("\n")
+def _may_be_cut(c: _Candidate) -> bool:
+    "Could the end of the text have fallen inside this entry?"
+    return c.kind == "unfinished" or (c.kind in ("sum", "list") and c.open_end)
+
+def _entries(text: str, inst: SubsetSumInstance) -> list[tuple[ParsedSolution, bool, bool]]:
+    "(parsed entry, whether the end of the text may have cut it, whether it is a bare heading) for every entry, in text order."
+    norm, lines = _rewrite_tables(_normalise(text), inst), text.split("\n")
     line_starts = [0] + [k + 1 for k, ch in enumerate(norm) if ch == "\n"]
     line_of = lambda pos: bisect.bisect_right(line_starts, pos) - 1
     snippet = lambda a, b: "\n".join(lines[line_of(a):line_of(max(a, b - 1)) + 1]).strip()[:500]
-    cands, headings = _candidates(norm), list(_HEADING.finditer(norm))
+    cands, headings = _candidates(norm), _headings(norm)
     starts = [c.start for c in cands]
     between = lambda a, b: cands[bisect.bisect_left(starts, a):bisect.bisect_left(starts, b)]
     if not headings:
         by_line = {}
         for c in cands: by_line.setdefault(line_of(c.start), []).append(c)
         norm_lines = norm.split("\n")
-        return [_judge(inst, c, snippet(c.start, c.end)) for n in sorted(by_line)
-                for c in _pick_in_line(inst, norm_lines[n], by_line[n])]
-    parsed = []
+        return [(_judge(inst, c, snippet(c.start, c.end)), _may_be_cut(c), False) for n, line in enumerate(norm_lines)
+                for c in _pick_in_line(inst, norm, line_starts[n], line, by_line.get(n, []))]
+    entries = []
     for k, h in enumerate(headings):
         start, stop, last = h.end(), headings[k + 1].start() if k + 1 < len(headings) else len(norm), k + 1 == len(headings)
         c = _pick_in_block(inst, between(start, stop)) or _bare_list(norm, start, stop, last)
-        if c is not None: parsed.append(_judge(inst, c, snippet(h.start(), c.end))); continue
-        rest = norm[start:stop].strip(" \t\r\n:.)-=")
-        reason = "truncated" if last and not rest else f"no subset after {h.group().strip()!r}"
-        parsed.append(ParsedSolution(None, "malformed", reason, snippet(h.start(), stop)))
-    return parsed
+        if c is not None: entries.append((_judge(inst, c, snippet(h.start(), c.end)), _may_be_cut(c), False)); continue
+        if h.start() > 0 and norm[h.start() - 1] != "\n": continue  # 'checking solution 2: ok' inside a line, nothing after it
+        bare = not norm[start:stop].strip(" \t\r\n:.)-=")  # a heading with nothing after it
+        entries.append((ParsedSolution(None, "malformed", f"no subset after {h.group().strip()!r}", snippet(h.start(), stop)), last, bare))
+    return entries
 
-def parse_answer(text: str, inst: SubsetSumInstance) -> list[ParsedSolution]:
+def parse_answer(text: str,  # a model's answer
+                 inst: SubsetSumInstance,
+                 truncated: bool = False,  # the reply was cut off by the token limit: its last entry may be unfinished
+                 ) -> list[ParsedSolution]:
     "Every subset written in a model's answer, each with its status (never raises)."
     if not isinstance(text, str) or not text.strip(): return []
-    try: return _parse(text, inst)
+    try:
+        entries = _entries(text, inst)
+        if truncated and entries and entries[-1][1]:
+            entries[-1] = (ParsedSolution(None, "malformed", CUT_OFF, entries[-1][0].text, cut_off=True), True, False)
+        return [p for p, _, bare in entries if not bare]  # a bare heading wrote nothing: no answer
     except Exception as e:  # a parser bug must not lose the answer: record it (the tests require none)
         return [ParsedSolution(None, "malformed", f"parser error: {type(e).__name__}: {e}", text[:500])]

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import product
 
 from .core import (ParsedSolution, TooManySolutions, level_bins, max_count, attempt_rng,
-                                        valid_solutions)
+                                        valid_solutions, CUT_OFF)
 
 # %% auto #0
 __all__ = ['TASK', 'LEVELS', 'SPECIFIC_ROOM_PROB', 'Schedule', 'Course', 'TimeTablingInstance', 'parse_question',
@@ -170,83 +170,170 @@ def render_solutions(inst: TimeTablingInstance, schedules: list[Schedule]) -> st
     return "\n\n".join(render_solution(inst, s, k) for k, s in enumerate(schedules, start=1))
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #4492b474
-_HEADING = re.compile(r"^[\s#>*_`\-]*(?:\d+[.)]\s*)?[*_`]*\s*(?:solution|schedule|option|assignment)\s*#?\s*(\d+)\b", re.I)
+_HEADING = re.compile(r"^[\s#>*_`\-]*(?:\d+[.)]\s*)?[*_`]*\s*(?:solution|schedule|option|assignment)\s*#?\s*(\d+)\b(?![ \t]*[A-Za-z])", re.I)
 _COURSE_ID = re.compile(r"\bcourse\s*_?\s*(\d+)\b|\bC(\d+)\b", re.I)
-_TIME = re.compile(r"\b(?:time(?:\s*slot)?|slot)\s*[:=]?\s*T?(\d+)\b|\bT(\d+)\b", re.I)
-_ROOM = re.compile(r"\broom\s*[:=]?\s*R?(\d+)\b|\bR(\d+)\b", re.I)
+_TIME = re.compile(r"\b(?:time[ \t]*-?[ \t]*slot|time|slot|period)[\"']?[ \t]*[:=]?[ \t]*[\"']?T?(\d+)\b|\bT(\d+)\b", re.I)
+_ROOM = re.compile(r"\b(?:class[ \t]*room|room)[\"']?[ \t]*[:=]?[ \t]*[\"']?R?(\d+)\b|\bR(\d+)\b", re.I)
+_PAIR = re.compile(r"[(\[{][ \t]*(\d+)[ \t]*,[ \t]*(\d+)[ \t]*[)\]}]")
+_NAMES_A_SLOT = re.compile(r"time|slot|room|period|teacher", re.I)
+_HYPOTHETICAL = re.compile(r"\b(?:if|would|could|instead|try|tried|trying|suppose|alternatively|otherwise|cannot|can't|couldn't)\b", re.I)
+
+def _number(m: re.Match) -> int: return int(next(g for g in m.groups() if g is not None))
+
+def _slot(text: str) -> tuple[int, int] | None:
+    "The (time, room) that `text` gives one course: exactly one time and one room ('T2, R1', 'Time 2, Room 1'), or a bare pair '(2, 1)'."
+    times, rooms = {_number(m) for m in _TIME.finditer(text)}, {_number(m) for m in _ROOM.finditer(text)}
+    if len(times) == 1 and len(rooms) == 1: return times.pop(), rooms.pop()
+    if not times and not rooms and not _NAMES_A_SLOT.search(text) and len(pairs := _PAIR.findall(text)) == 1:
+        return int(pairs[0][0]), int(pairs[0][1])
+    return None
+
+def _line_assignments(line: str) -> list[tuple[int, int, int]]:
+    "The (course, time, room) assignments a line of prose or a list states: each course named, with the slot written after it."
+    if _HYPOTHETICAL.search(line): return []  # 'if Course0 took T1, R1 ...': a checking step, not a schedule
+    ids = list(_COURSE_ID.finditer(line))
+    segments = [(m, line[m.end():ids[k + 1].start() if k + 1 < len(ids) else len(line)]) for k, m in enumerate(ids)]
+    return [(_number(m), *slot) for m, segment in segments if (slot := _slot(segment)) is not None]
+
+# %% ../../nbs/01_tasks.timetabling.ipynb #3a3cdca1
 _SEPARATOR_CELL = re.compile(r"^:?-{2,}:?$|^=+$|^$")
 
-def _first_int(pattern, text):
-    m = pattern.search(text)
-    return None if m is None else int(next(g for g in m.groups() if g is not None))
+def _row_cells(line: str) -> list[str] | None:
+    "The cells of a markdown table row (None when the line is not one)."
+    s = line.strip()
+    return None if "|" not in s else [c.strip() for c in s.removeprefix("|").removesuffix("|").split("|")]
+
+def _column_role(name: str) -> str | None:
+    n = name.strip("*_` ").lower()
+    room, time = bool(re.search(r"room|venue|location", n)) or n == "r", bool(re.search(r"time|slot|period", n)) or n == "t"
+    if room or time: return "time_room" if room and time else ("room" if room else "time")
+    if re.search(r"course|class|subject", n) or n == "c": return "course"
+    if re.search(r"solution|schedule|option", n) or n in ("#", "no", "no."): return "solution"
+    return None
+
+def _table_columns(cells: list[str]) -> dict | None:
+    "Column positions from a header row (None if the row is not a header)."
+    if any(re.search(r"\d", c) for c in cells): return None
+    roles = [_column_role(c) for c in cells]
+    first = lambda *wanted: next((k for k, r in enumerate(roles) if r in wanted), None)
+    columns = dict(course=first("course"), time=first("time", "time_room"), room=first("room", "time_room"), solution=first("solution"))
+    return None if None in (columns["course"], columns["time"], columns["room"]) else columns
 
 def _cell_int(cell: str) -> int | None:
     m = re.search(r"\d+", cell)
     return None if m is None else int(m.group())
 
-def _table_columns(cells: list[str]) -> dict | None:
-    "Column positions from a header row (None if the row is not a header)."
-    names = [c.strip("*_` ").lower() for c in cells]
-    if any(re.search(r"\d", n) for n in names): return None
-    cols = {key: next((k for k, n in enumerate(names) if n.startswith(key)), None) for key in ("course", "time", "room")}
-    return cols if cols["course"] is not None and cols["time"] is not None and cols["room"] is not None else None
+def _cell_course(cell: str) -> int | None:
+    if m := _COURSE_ID.search(cell): return _number(m)
+    return int(cell.strip("*_` ")) if re.fullmatch(r"\d+", cell.strip("*_` ")) else None
 
-def _assignment(line: str, columns: dict) -> tuple[int, int | None, int | None] | None:
-    "(course, time, room) from a table row or a list line, else None."
-    if "|" in line:
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if all(_SEPARATOR_CELL.match(c) for c in cells) or max(columns.values()) >= len(cells): return None
-        course = _first_int(_COURSE_ID, cells[columns["course"]]) if _COURSE_ID.search(cells[columns["course"]]) else None
-        if course is None and re.fullmatch(r"\**\d+\**", cells[columns["course"]]): course = _cell_int(cells[columns["course"]])
-        if course is None: return None
-        return course, _cell_int(cells[columns["time"]]), _cell_int(cells[columns["room"]])
-    m = _COURSE_ID.search(line)
-    if m is None: return None
-    rest = line[m.end():]
-    time, room = _first_int(_TIME, rest), _first_int(_ROOM, rest)
-    if time is None or room is None: return None
-    return int(next(g for g in m.groups() if g is not None)), time, room
+def _combined_slot(cell: str) -> tuple[int | None, int | None]:
+    "(time, room) from one cell that holds both: 'T2, R1', '(2, 1)'."
+    if (slot := _slot(cell)) is not None: return slot
+    numbers = re.findall(r"\d+", cell)
+    return (int(numbers[0]), int(numbers[1])) if len(numbers) == 2 else (None, None)
+
+def _headerless_assignment(cells: list[str]) -> tuple[int, int | None, int | None] | None:
+    "A row of a table without a header: the first cell naming a course, then its slot (prefixed values, else the next two cells)."
+    k = next((i for i, c in enumerate(cells) if _COURSE_ID.search(c)), 0)
+    if k >= len(cells) or (course := _cell_course(cells[k])) is None: return None
+    rest = cells[k + 1:]
+    if (slot := _slot(" | ".join(rest))) is not None: return course, *slot
+    if len(rest) >= 2 and all(re.fullmatch(r"[A-Za-z]?\d+", c) for c in rest[:2]): return course, _cell_int(rest[0]), _cell_int(rest[1])
+    return None
+
+def _table_assignment(cells: list[str], columns: dict | None) -> tuple[str, tuple | None]:
+    "(the row's solution label or '', its (course, time, room) or None)."
+    if all(_SEPARATOR_CELL.match(c) for c in cells): return "", None
+    if columns is None: return "", _headerless_assignment(cells)
+    label = cells[columns["solution"]].strip("*_` ") if columns["solution"] is not None and columns["solution"] < len(cells) else ""
+    if max(columns["course"], columns["time"], columns["room"]) >= len(cells): return label, None
+    if (course := _cell_course(cells[columns["course"]])) is None: return label, None
+    if columns["time"] == columns["room"]: return label, (course, *_combined_slot(cells[columns["time"]]))
+    return label, (course, _cell_int(cells[columns["time"]]), _cell_int(cells[columns["room"]]))
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #f8693c9e
-_DEFAULT_COLUMNS = {"course": 0, "time": 1, "room": 2}
+@dataclass
+class _Block:
+    heading: str  # the heading line (or solution label), '' for a schedule found without one
+    headed: bool  # under a heading: everything it assigns belongs to this one schedule
+    assignments: list = field(default_factory=list)  # distinct (course, time, room), in order
+    lines: list = field(default_factory=list)  # (line number, line) it was read from
+    written: bool = False  # anything at all written after its heading (a bare heading wrote no answer)
 
-def _blocks(text: str) -> list[tuple[str, list[tuple[int, int | None, int | None]], list[str]]]:
-    "(heading, assignments, source lines) per schedule, in order."
+def _blocks(text: str) -> list[_Block]:
+    "The schedules of an answer, in order (the reading rules above)."
     lines = (text or "").splitlines()
     has_headings = any(_HEADING.match(l) for l in lines)
-    blocks, columns, current, inside = [], dict(_DEFAULT_COLUMNS), None, not has_headings
-    for line in lines:
-        if _HEADING.match(line):
-            current = (line.strip(), [], [line]); blocks.append(current); inside = True
+    blocks, columns, current, inside = [], None, None, not has_headings
+
+    def start(heading: str, headed: bool):
+        nonlocal current
+        current = _Block(heading, headed); blocks.append(current)
+
+    def add(i: int, line: str, a: tuple):
+        if current is None or (not current.headed and any(a[0] == seen[0] for seen in current.assignments)): start("", False)
+        if a not in current.assignments: current.assignments.append(a)  # the same slot written twice is one slot
+        if not current.lines or current.lines[-1][0] != i: current.lines.append((i, line))
+
+    for i, line in enumerate(lines):
+        if m := _HEADING.match(line):
+            start(line.strip(), True); inside = True
+            current.lines.append((i, line)); current.written = bool(line[m.end():].strip(" \t*_:.`-"))
+            for a in _line_assignments(line[m.end():]): add(i, line, a)
             continue
-        if "|" in line and (cols := _table_columns([c.strip() for c in line.strip().strip("|").split("|")])):
-            columns = cols
+        cells = _row_cells(line)
+        if cells is not None and (header := _table_columns(cells)) is not None:
+            columns = header
+            if current is not None and not current.headed and current.assignments: current = None  # a new table: a new schedule
             continue
-        if not inside or (a := _assignment(line, columns)) is None: continue
-        if current is None or any(a[0] == seen[0] for seen in current[1]):
-            current = ("", [], []); blocks.append(current)
-        current[1].append(a); current[2].append(line)
+        if cells is None: found = _line_assignments(line)
+        else:
+            label, a = _table_assignment(cells, columns)
+            if label and (current is None or current.heading != label): start(label, True); inside = True
+            found = [a] if a is not None else []
+        if current is not None and line.strip(): current.written = True
+        if inside:
+            for a in found: add(i, line, a)
     return blocks
 
-def _judge(inst: TimeTablingInstance, heading: str, assignments: list, lines: list[str]) -> ParsedSolution:
-    text = "\n".join(lines)
-    if not assignments: return ParsedSolution(None, "malformed", f"no assignments under {heading!r} (truncated?)", text)
-    n = len(inst.courses)
+def _judge(inst: TimeTablingInstance, block: _Block) -> ParsedSolution:
+    text, assignments, n = "\n".join(line for _, line in block.lines), block.assignments, len(inst.courses)
+    if not assignments: return ParsedSolution(None, "malformed", f"no assignments under {block.heading!r}", text)
     unknown = sorted({c for c, _, _ in assignments if c >= n})
     if unknown: return ParsedSolution(None, "malformed", f"unknown course(s) {', '.join(f'Course{c}' for c in unknown)}", text)
     missing_values = [f"Course{c}" for c, t, r in assignments if t is None or r is None]
     if missing_values: return ParsedSolution(None, "malformed", f"no time or room for {', '.join(missing_values)}", text)
-    given = {c: (t, r) for c, t, r in assignments}
-    missing = [f"Course{c}" for c in range(n) if c not in given]
-    if missing: return ParsedSolution(None, "malformed", f"missing {', '.join(missing)} (truncated?)", text)
-    schedule = tuple(given[c] for c in range(n))
+    slots = {}
+    for c, t, r in assignments: slots.setdefault(c, []).append((t, r))
+    missing = [f"Course{c}" for c in range(n) if c not in slots]
+    if missing: return ParsedSolution(None, "malformed", f"missing {', '.join(missing)}", text)
+    if doubled := [c for c in range(n) if len(slots[c]) > 1]:  # one schedule that gives a course two slots
+        solution = tuple(slots[c][0] if len(slots[c]) == 1 else tuple(sorted(slots[c])) for c in range(n))
+        reason = "; ".join(f"Course{c} is given {len(slots[c])} slots ({', '.join(f'T{t} R{r}' for t, r in sorted(slots[c]))})"
+                           for c in doubled)
+        return ParsedSolution(solution, "violation", reason + ": one slot per course", text)
+    schedule = tuple(slots[c][0] for c in range(n))
     problems = check_solution(inst, schedule)
     return ParsedSolution(schedule, "violation" if problems else "valid", "; ".join(problems), text)
 
-def parse_answer(text: str, inst: TimeTablingInstance) -> list[ParsedSolution]:
+def _may_be_cut(parsed: ParsedSolution, block: _Block, lines: list[str]) -> bool:
+    "Could the end of a truncated reply have fallen inside this (last) schedule?"
+    if parsed.status == "malformed": return not parsed.reason.startswith("unknown course")  # missing courses, values or rows
+    last = max(i for i, line in enumerate(lines) if line.strip())
+    return block.lines[-1][0] == last and lines[last].rstrip(" \t*_`")[-1:].isalnum()  # the reply stops inside its last row
+
+def parse_answer(text: str,  # a model's answer
+                 inst: TimeTablingInstance,
+                 truncated: bool = False,  # the reply was cut off by the token limit: its last schedule may be unfinished
+                 ) -> list[ParsedSolution]:
     "Every schedule written in a model's answer, each with its status (never raises)."
     try:
-        return [_judge(inst, *block) for block in _blocks(text)]
+        blocks = _blocks(text)
+        parsed = [_judge(inst, block) for block in blocks]
+        if truncated and parsed and _may_be_cut(parsed[-1], blocks[-1], (text or "").splitlines()):
+            parsed[-1] = ParsedSolution(None, "malformed", CUT_OFF, parsed[-1].text, cut_off=True)
+        return [p for p, block in zip(parsed, blocks) if p.cut_off or block.written]  # a bare heading is no answer
     except Exception as e:  # a parser bug must not lose the answer: record it
         return [ParsedSolution(None, "malformed", f"parser error: {type(e).__name__}: {e}", text or "")]
 
