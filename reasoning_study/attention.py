@@ -252,7 +252,7 @@ def entropies_from_attention_maps(attentions: Sequence[torch.Tensor],  # per lay
                                  ) -> tuple[np.ndarray, np.ndarray]:
     "Per-head and head-averaged entropies `[steps, layers, heads]`, `[steps, layers]` from full attention maps."
     rows = slice(prompt_len - 1, prompt_len - 1 + n_steps)
-    per_layer = [attention_entropies(a[0, :, rows, :].transpose(0, 1)) for a in attentions]  # [steps, heads, keys]
+    per_layer = [attention_entropies(a[0, :, rows, :].transpose(0, 1).float().cpu()) for a in attentions]  # [steps, heads, keys]
     return (torch.stack([h for h, _ in per_layer], 1).numpy(), torch.stack([m for _, m in per_layer], 1).numpy())
 
 # %% ../nbs/70_attention.ipynb #1acf4e74

@@ -16,7 +16,7 @@ N_TOKENS = 24
 
 @pytest.fixture(scope="module")
 def backend():
-    return from_preset("smollm2-135m")  # eager attention, float32
+    return from_preset(get_preset("smollm2-135m").with_options(dtype="float32"))  # float32 on any device: exact comparisons
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,7 @@ def reference_entropies(probs: np.ndarray, eps: float = 1e-9):
 def test_streamed_entropies_equal_output_attentions_maps(backend, request_, trace):
     """Acceptance: the reference's procedure (greedy generate with output_attentions=True, last row of each step's
     maps) gives the same tokens and the same entropies, per head and head-averaged, for every layer and step."""
-    ids = torch.tensor([trace.prompt_ids])
+    ids = torch.tensor([trace.prompt_ids], device=backend.device)
     with torch.inference_mode():
         out = backend.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=N_TOKENS, do_sample=False,
                                      output_attentions=True, return_dict_in_generate=True, pad_token_id=backend.pad_id)
@@ -53,7 +53,7 @@ def test_streamed_entropies_equal_output_attentions_maps(backend, request_, trac
     assert generated[:trace.n_steps] == trace.token_ids
     assert len(out.attentions) >= trace.n_steps
     for step in range(trace.n_steps):
-        rows = np.stack([layer[0, :, -1, :].float().numpy() for layer in out.attentions[step]])  # [layers, heads, keys]
+        rows = np.stack([layer[0, :, -1, :].float().cpu().numpy() for layer in out.attentions[step]])  # [layers, heads, keys]
         assert rows.shape[-1] == len(trace.prompt_ids) + step  # the query sees the prompt and the tokens before it
         per_head, averaged = reference_entropies(rows)
         np.testing.assert_allclose(trace.head_entropy[step], per_head, atol=1e-4)
@@ -68,7 +68,7 @@ def test_generation_matches_backend_generate(backend, request_, trace):
 
 
 def test_sdpa_streaming_equals_eager(trace, request_):
-    sdpa = from_preset(get_preset("smollm2-135m").with_options(attn_implementation="sdpa"))
+    sdpa = from_preset(get_preset("smollm2-135m").with_options(attn_implementation="sdpa", dtype="float32"))
     assert sdpa.model.config._attn_implementation == "sdpa"
     other = at.generate_with_entropies(sdpa, request_)
     assert other.token_ids == trace.token_ids
@@ -85,13 +85,13 @@ def test_layer_subset_and_replay(backend, trace):
 @pytest.mark.parametrize("implementation", ["eager", "sdpa"])
 def test_left_padded_batch_rows_equal_single_rows(implementation):
     """With padding the mask matters: each row's last query must equal the same prompt run alone."""
-    backend = from_preset(get_preset("smollm2-135m").with_options(attn_implementation=implementation))
+    backend = from_preset(get_preset("smollm2-135m").with_options(attn_implementation=implementation, dtype="float32"))
     prompts = [backend.render_prompt_ids(chat("Name two prime numbers.")),
                backend.render_prompt_ids(chat("Write one sentence about the sea, please, with a colour in it."))]
     width = max(map(len, prompts))
-    ids = torch.tensor([[backend.pad_id] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    positions = torch.tensor([[0] * (width - len(p)) + list(range(len(p))) for p in prompts])
+    ids = torch.tensor([[backend.pad_id] * (width - len(p)) + p for p in prompts], device=backend.device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=backend.device)
+    positions = torch.tensor([[0] * (width - len(p)) + list(range(len(p))) for p in prompts], device=backend.device)
     batched = at.EntropyRecorder()
     with torch.inference_mode(), at.recording_attention_entropy(backend.model, batched):
         backend.model(input_ids=ids, attention_mask=mask, position_ids=positions)
@@ -99,7 +99,7 @@ def test_left_padded_batch_rows_equal_single_rows(implementation):
     for row, prompt in enumerate(prompts):
         alone = at.EntropyRecorder()
         with torch.inference_mode(), at.recording_attention_entropy(backend.model, alone):
-            backend.model(input_ids=torch.tensor([prompt]))
+            backend.model(input_ids=torch.tensor([prompt], device=backend.device))
             alone.end_step()
         np.testing.assert_allclose(batched.arrays(row)[0], alone.arrays()[0], atol=1e-4)
 

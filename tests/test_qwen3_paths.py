@@ -11,7 +11,7 @@ import torch
 
 from reasoning_study import attention as at
 from reasoning_study import musobench as mb
-from reasoning_study.backends.core import THINK_CLOSE, Request, SamplingParams, chat
+from reasoning_study.backends.core import THINK_CLOSE, Request, SamplingParams, chat, get_preset
 from reasoning_study.backends.transformers import QWEN3_THINK_IDS, default_device, from_preset
 from reasoning_study.probing import prober
 from reasoning_study.probing.trace import split_trace
@@ -31,7 +31,7 @@ TRACE = ("First, list the numbers that are small enough.\n\n"
 
 @pytest.fixture(scope="module")
 def backend():
-    return from_preset("qwen3-tiny-random")  # the default device; float32 on CPU
+    return from_preset(get_preset("qwen3-tiny-random").with_options(dtype="float32"))  # the default device, float32 on any
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_kv_and_naive_probers_agree_on_a_thinking_trace(backend, thinking_probes
 def test_qwen3_attention_entropies_equal_output_attentions_maps():
     """Grouped-query attention (4 query heads over 2 key-value heads) and q/k norms: the streamed entropies equal
     the ones computed from the full `output_attentions` maps of one forward pass over prompt + generation."""
-    backend = from_preset(at.attention_preset("qwen3-tiny-random"))
+    backend = from_preset(at.attention_preset("qwen3-tiny-random", dtype="float32"))
     request = chat("Which subsets of {5, 12, 13} sum to 18?", thinking=True, prefill="<think>\n", sampling=SamplingParams(max_tokens=16))
     trace = at.generate_with_entropies(backend, request)
     assert trace.n_steps == 16 and trace.head_entropy.shape[1:] == (2, 4)  # [steps, layers, query heads]
