@@ -2,16 +2,25 @@
 
 So that the command cannot rot between the rare runs on a GPU host: every stage runs, every assertion
 that the CPU can make passes, and the report has one row per shape and measure."""
+import os
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
-import torch
 
 from reasoning_study.gpu_check import CheckConfig, config_parser, main, measure_names
 
-CPU_ARGS = ["--device", "cpu", "--shapes", "tiny", "--dtype", "float32", "--check-dtype", "float32", "--trace-tokens", "400",
-            "--utterances", "20", "--probe-tokens", "4", "--gen-tokens", "16", "--batch-size", "4", "--probe-batch-size", "8",
-            "--entropy-lengths", "32,64,128", "--map-tokens", "16", "--budget-s", "300"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def makefile_cpu_args() -> list[str]:
+    "The CPU smoke run's arguments, as the Makefile's gpu-check target passes them without CUDA."
+    text = (ROOT / "Makefile").read_text().replace("\\\n", " ")
+    return re.search(r"^GPU_CHECK_CPU_ARGS := (.*)$", text, re.M).group(1).split()
+
+
+CPU_ARGS = makefile_cpu_args()
 ASSERTED = ["trace and probes", "probe answers, kv vs naive (correctness)", "prober encoded tokens, kv / naive",
             "entropies vs output_attentions maps"]
 
@@ -30,12 +39,12 @@ def table_rows(markdown: str) -> dict[tuple[str, str], dict]:
 
 @pytest.fixture(scope="module")
 def cpu_report(tmp_path_factory):
+    "`make gpu-check` on a machine without CUDA (hidden when there is one): the CPU smoke run, as CI runs it."
     out = tmp_path_factory.mktemp("gpu_check") / "gpu_check.md"
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the machine's cores are shared
-    try: code = main(CPU_ARGS + ["--out", str(out)])
-    finally: torch.set_num_threads(threads)
-    return code, out.read_text()
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}  # the machine's cores are shared
+    done = subprocess.run(["make", "-s", "gpu-check", f"GPU_CHECK_MD={out}"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert "no CUDA here" in done.stdout, done.stdout + done.stderr
+    return done.returncode, out.read_text()
 
 
 def test_cpu_run_passes(cpu_report):
