@@ -22,8 +22,9 @@ from tqdm import tqdm
 from .backends.core import Backend, Completion, Request, SamplingParams
 
 # %% auto #0
-__all__ = ['KEY_VERSION', 'SCHEMA_VERSION', 'COLUMNS', 'logger', 'sampling_fields', 'generation_key_fields', 'generation_key',
-           'GenerationRecord', 'GenerationStore', 'SampleRun', 'plan_batches', 'CacheStats', 'generate_cached']
+__all__ = ['KEY_VERSION', 'LEGACY_NUMERICS', 'SCHEMA_VERSION', 'COLUMNS', 'logger', 'sampling_fields', 'key_numerics',
+           'generation_key_fields', 'generation_key', 'GenerationRecord', 'GenerationStore', 'SampleRun',
+           'plan_batches', 'CacheStats', 'generate_cached']
 
 # %% ../nbs/20_store.ipynb #35a792bd
 KEY_VERSION = 1  # bump when the recipe of generation_key changes
@@ -43,13 +44,21 @@ def sampling_fields(sampling: SamplingParams) -> dict:
     del d["n"]
     return {k: float(v) if k in _FLOAT_FIELDS else v for k, v in d.items()}
 
+LEGACY_NUMERICS = {"transformers": "float32/cpu"}  # backend name -> the numerics its keys had before they named them
+
 def _identity(backend) -> dict:
     "model_id, revision and backend name of anything shaped like a `Backend`."
     missing = [a for a in ("name", "model_id", "revision") if not isinstance(getattr(backend, a, None), str)]
     if missing: raise TypeError(f"{backend!r} is not a backend identity: needs str attributes {missing}")
     return {"model_id": backend.model_id, "revision": backend.revision, "backend": backend.name}
 
-def generation_key_fields(backend: Backend,  # anything with `name`, `model_id`, `revision`
+def key_numerics(backend) -> str | None:
+    "The backend's `numerics` tag as the key records it: None when it has none or when it is the backend's legacy numerics."
+    tag = getattr(backend, "numerics", None)
+    if tag is not None and not isinstance(tag, str): raise TypeError(f"numerics must be a str like 'bfloat16/cuda', got {tag!r}")
+    return None if tag in (None, LEGACY_NUMERICS.get(backend.name)) else tag
+
+def generation_key_fields(backend: Backend,  # anything with `name`, `model_id`, `revision` (and maybe `numerics`)
                           request: Request,  # the request (with any `n`)
                           sample_index: int,  # which sample of the request (0-based)
                          ) -> dict:
@@ -57,8 +66,9 @@ def generation_key_fields(backend: Backend,  # anything with `name`, `model_id`,
     if not isinstance(request, Request): raise TypeError(f"expected a Request, got {type(request).__name__}")
     if not isinstance(sample_index, int) or sample_index < 0:
         raise ValueError(f"sample_index must be an int >= 0, got {sample_index!r}")
-    return {"key_version": KEY_VERSION, **_identity(backend), "prompt": request.prompt_key(),
-            "sampling": sampling_fields(request.sampling), "sample_index": sample_index,
+    identity, numerics = _identity(backend), key_numerics(backend)
+    return {"key_version": KEY_VERSION, **identity, **({"numerics": numerics} if numerics else {}),
+            "prompt": request.prompt_key(), "sampling": sampling_fields(request.sampling), "sample_index": sample_index,
             "seed": request.sampling.sample_seed(sample_index)}
 
 def generation_key(backend: Backend, request: Request, sample_index: int) -> str:

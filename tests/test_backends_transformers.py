@@ -1,6 +1,7 @@
 """The transformers backend on the real embedded model (SmolLM2-135M-Instruct), short generations only."""
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,8 @@ def test_greedy_matches_transformers_generate(backend):
     request = chat("What is the capital of Italy?", sampling=SamplingParams(max_tokens=12))
     ids = backend.render_prompt_ids(request)
     with torch.inference_mode():
-        out = backend.model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+        out = backend.model.generate(torch.tensor([ids], device=backend.device),
+                                     attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=backend.device),
                                      max_new_tokens=12, do_sample=False)
     reference = out[0, len(ids):].tolist()
     if reference[-1] in backend.eos_ids: reference = reference[:-1]
@@ -258,3 +260,142 @@ def test_embedded_dir_survives_a_race(tmp_path, monkeypatch):
     assert tb.embedded_model_dir() == target
     assert json.loads((target / "config.json").read_text()) == {"winner": True}
     assert [p.name for p in target.parent.iterdir()] == [target.name]  # no temporary folder left behind
+
+
+# ---------------------------------------------------------------- batched sampling, stop strings, numerics
+
+def test_numerics_and_cache_keyword(backend):
+    device = tb.default_device()
+    assert backend.numerics == ("float32/cpu" if device == "cpu" else "bfloat16/cuda")
+    assert backend.cache_keyword in ("cache", "past_key_values")
+    import inspect
+    assert backend.cache_keyword in inspect.signature(backend.model.forward).parameters
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return load_backend("qwen3-tiny-random")
+
+
+@pytest.mark.parametrize("which", ["backend", "qwen"])
+def test_no_deprecated_cache_keyword(which, request):
+    "transformers 5.24 warns on every forward that gets `past_key_values`: the backend passes the keyword the model takes."
+    b = request.getfixturevalue(which)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*past_key_values.*")
+        b.generate([chat("Hi", sampling=SamplingParams(max_tokens=3))])
+        cached = b.prefill_cache(b.render_prompt_ids(chat("Hi")))
+        b.continue_many(cached, [(len(cached), b.encode(" ok"))], SamplingParams(max_tokens=2))
+
+
+def test_one_batched_draw_per_step(backend, monkeypatch):
+    "Sampling runs once per step for the whole batch (not once per row), and each row still gets its own stream."
+    calls = []
+    sample = tb.sample_tokens
+    monkeypatch.setattr(tb, "sample_tokens", lambda logits, s, g: calls.append(logits.shape[0]) or sample(logits, s, g))
+    sampling = SamplingParams(temperature=0.9, top_k=40, top_p=0.9, n=6, seed=2, max_tokens=5, stop=("zzz",))
+    [samples] = with_batch_size(backend, 8).generate([chat("Name an animal.", sampling=sampling)])
+    assert len(calls) == max(c.completion_tokens for c in samples) and calls[0] == 6
+    monkeypatch.setattr(tb, "sample_tokens", sample)
+    for i in (0, 5):
+        alone = backend.generate([chat("Name an animal.", sampling=SamplingParams(
+            temperature=0.9, top_k=40, top_p=0.9, seed=sampling.sample_seed(i), max_tokens=5, stop=("zzz",)))])[0][0]
+        assert alone.text == samples[i].text
+
+
+def test_mixed_sampling_rules_in_one_batch_equal_each_alone(backend):
+    rules = [SamplingParams(temperature=0.7, top_p=0.8, seed=1, max_tokens=8), SamplingParams(max_tokens=8),
+             SamplingParams(temperature=1.2, top_k=5, seed=2, max_tokens=8), SamplingParams(temperature=1.0, seed=3, max_tokens=8)]
+    requests = [chat(q, sampling=r) for q, r in zip(QUESTIONS, rules)]
+    together = with_batch_size(backend, 8).generate(requests)
+    assert texts(together) == [texts(backend.generate([r]))[0] for r in requests]
+
+
+def test_sampler_is_row_independent_and_faithful():
+    device = tb.default_device()
+    logits = torch.randn(6, 300, generator=torch.Generator().manual_seed(1)).to(device)
+    rules = [SamplingParams(temperature=t, top_k=k, top_p=p) for t, k, p in
+             [(0.7, 0, 0.9), (0.0, 0, 1.0), (1.0, 20, 1.0), (1.5, 3, 0.5), (1.0, 0, 1.0), (0.3, 299, 0.99)]]
+    for seed in range(10):
+        gens = lambda: [tb.row_generator(seed + 100 * i, device) if r.temperature else None for i, r in enumerate(rules)]
+        batch = tb.sample_tokens(logits, rules, gens()).tolist()
+        alone = [tb.pick_next_token(logits[i], r, g) for i, (r, g) in enumerate(zip(rules, gens()))]
+        assert batch == alone and batch[1] == int(logits[1].argmax())
+    kept = tb.filter_logits(logits, [r.top_k for r in rules], [r.top_p for r in rules]).isfinite()
+    assert kept[2].sum() == 20 and kept[3].sum() <= 3 and kept[1].all() and kept[4].all()
+    # the empirical distribution of many draws follows the filtered probabilities
+    probs = (tb.filter_logits(logits[3:4] / 1.5, 3, 0.5)).softmax(-1)
+    g = tb.row_generator(0, device)
+    draws = torch.cat([tb.draw_tokens(probs, torch.rand(1, generator=g, device=device, dtype=torch.float64)) for _ in range(3000)])
+    freq = torch.bincount(draws, minlength=300).double() / 3000
+    assert (freq - probs[0].double()).abs().max() < 0.04 and freq[probs[0] == 0].sum() == 0
+
+
+def test_stop_strings_decode_only_a_tail(backend, monkeypatch):
+    lengths, decode = [], backend.decode
+    monkeypatch.setattr(backend, "decode", lambda ids: lengths.append(len(list(ids))) or decode(ids))
+    c = backend.generate([chat("Write a poem about the sea.", sampling=SamplingParams(max_tokens=24, stop=("zzz", "\n\n\n\n")))])[0][0]
+    assert c.completion_tokens == 24
+    steps = lengths[:-1]  # the last call is the completion's own text
+    assert len(steps) == 24 and max(steps) <= tb.stop_window(("zzz", "\n\n\n\n")) < 24
+
+
+def test_stop_string_across_tokens_and_multibyte(backend):
+    question = "List three fruits."
+    full = backend.generate([chat(question, sampling=SamplingParams(max_tokens=24))])[0][0]
+    words = full.text.split()
+    stop = " ".join(words[2:4])  # spans several tokens
+    stopped = backend.generate([chat(question, sampling=SamplingParams(max_tokens=24, stop=(stop,)))])[0][0]
+    assert stopped.text == full.text[:full.text.index(stop)] and stopped.finish_reason == "stop"
+
+
+# ---------------------------------------------------------------- the shared prefix of continue_many
+
+def long_trace(b, tokens=600):
+    q = chat("Explain, step by step, how to add 17 and 25.", sampling=SamplingParams(max_tokens=8))
+    prompt = b.render_prompt_ids(q)
+    filler = b.encode(" First I add the tens, then the ones, and I check the sum again." * 60)
+    return prompt, prompt + filler[:tokens - len(prompt)]
+
+
+@pytest.mark.parametrize("which", ["backend", "qwen"])
+def test_continue_many_holds_one_prefix_not_one_per_row(which, request, monkeypatch):
+    "8 rows over a 600-token trace: the batch's cache is one copy of the prefix plus each row's own positions."
+    b = with_batch_size(request.getfixturevalue(which), 8)
+    prompt, sequence = long_trace(b)
+    cached = b.prefill_cache(sequence)
+    cue = b.encode("\nSo the answer is")
+    jobs = [(len(sequence) - 40 * k, cue) for k in range(8)]
+    packed_caches, packed = [], tb.PrefixCache.packed
+    monkeypatch.setattr(tb.PrefixCache, "packed", lambda self, width, room: packed_caches.append(packed(self, width, room)) or packed_caches[-1])
+    greedy = SamplingParams(max_tokens=6)
+    continued = b.continue_many(cached, jobs, greedy)
+    [cache] = packed_caches
+    config = b.model.config.get_text_config()
+    per_position = 2 * config.num_hidden_layers * config.num_key_value_heads * getattr(config, "head_dim", config.hidden_size // config.num_attention_heads) * b.model.dtype.itemsize
+    prefix_bytes = tb.cache_nbytes(cached.cache)
+    assert prefix_bytes == len(sequence) * per_position
+    own = sum(len(s) + greedy.max_tokens for _, s in jobs) * per_position  # each row's suffix and generated tokens
+    held = tb.cache_nbytes(cache)
+    print(f"{which}: prefix {prefix_bytes / 1e6:.1f} MB, batch cache {held / 1e6:.1f} MB, one copy per row would be {8 * prefix_bytes / 1e6:.1f} MB")
+    assert held == max(n for n, _ in jobs) * per_position + own  # one prefix, plus each row's own positions
+    assert held < 1.2 * prefix_bytes < 8 * prefix_bytes
+    assert cache.layers[0].keys.shape[0] == 1  # a batch of one: the rows share it
+    naive = b.generate([Request(prompt_token_ids=sequence[:n] + s, sampling=greedy) for n, s in jobs])
+    assert [c.text for c in continued] == [r[0].text for r in naive]
+
+
+def test_continue_many_on_qwen3_equals_reencoding(qwen):
+    prompt = qwen.render_prompt_ids(chat("What is 6 * 7?", prefill="<think>\n", sampling=SamplingParams(max_tokens=20)))
+    trace = qwen.generate([Request(prompt_token_ids=prompt, sampling=SamplingParams(max_tokens=20))])[0][0]
+    sequence = prompt + qwen.encode(trace.text)
+    cached = qwen.prefill_cache(sequence, chunk=7)
+    close = qwen.encode("\n</think>\n\nThe answer is")
+    jobs = [(len(prompt) + 2, close), (len(sequence), close[:2]), (len(prompt) + 11, close), (len(prompt) + 6, []), (len(prompt) + 1, close[1:])]
+    greedy = SamplingParams(max_tokens=5)
+    prober = with_batch_size(qwen, 3)
+    prober.prefill_chunk = 4  # the packed suffixes are encoded in several chunks
+    continued = prober.continue_many(cached, jobs, greedy, thinking=False)
+    naive = qwen.generate([Request(prompt_token_ids=sequence[:n] + list(s), sampling=greedy) for n, s in jobs])
+    assert [c.text for c in continued] == [r[0].text for r in naive]
+    assert [c.cached_prompt_tokens for c in continued] == [n if s else n - 1 for n, s in jobs]

