@@ -202,8 +202,7 @@ def stream_entropies(backend: TransformersBackend,
     token = prompt_ids[-1]
     with recording_attention_entropy(backend.model, recorder):
         while token is not None:
-            logits = backend.model(input_ids=torch.tensor([[token]], device=backend.device), past_key_values=cache,
-                                   use_cache=True).logits[0, -1]
+            logits = backend.run_model(cache, input_ids=torch.tensor([[token]], device=backend.device)).logits[0, -1]
             recorder.end_step()
             token = choose(logits)
     return recorder

@@ -81,3 +81,14 @@ def test_batched_prober_equals_the_kv_prober_on_a_thinking_trace(hf, engine):
     assert [c.text for c in batched] == [c.text for c in kv] and len({c.text for c in kv}) > 1
     assert [c.prompt_tokens for c in batched] == [len(probes.prompt_token_ids(i)) for i in range(len(probes))]
     assert computed is not None  # the engine reports its prefix-cache hits (a trace this short fits in one CPU block of 128)
+
+
+def test_numerics_are_part_of_the_generation_key(hf, engine):
+    "The vLLM engine names its numerics (float32 on this CPU build), so its generations never answer for bf16 GPU ones."
+    import types
+    from reasoning_study.store import generation_key, key_numerics
+    assert engine.numerics == ("float32/cuda" if engine.numerics.endswith("cuda") else "float32/cpu")
+    assert key_numerics(engine) == engine.numerics and key_numerics(hf) is None  # transformers fp32 CPU: the legacy key
+    request = chat("Hi", sampling=GREEDY)
+    gpu = types.SimpleNamespace(name=engine.name, model_id=engine.model_id, revision=engine.revision, numerics="bfloat16/cuda")
+    assert generation_key(engine, request, 0) != generation_key(gpu, request, 0)

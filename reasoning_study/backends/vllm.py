@@ -24,10 +24,10 @@ from .core import (
 # %% auto #0
 __all__ = ['VLLM_INSTALL_HINT', 'GIB', 'DTYPE_BYTES', 'vllm_available', 'import_vllm', 'VllmOptions', 'vllm_options',
            'sample_params_kwargs', 'structured_output_kwargs', 'completion_from_output', 'resolve_model', 'engine_for',
-           'VllmBackend', 'from_preset', 'EngineMemory', 'model_folder', 'model_memory', 'model_context_limit',
-           'split_gpu_memory', 'check_backend_options', 'EngineRole', 'co_resident_options', 'fit_max_model_len',
-           'preset_tokenizer', 'prompt_lengths', 'gpu_memory_bytes', 'cacheable_tokens', 'vllm_server_command',
-           'serve_with_vllm']
+           'engine_numerics', 'VllmBackend', 'from_preset', 'EngineMemory', 'model_folder', 'model_memory',
+           'model_context_limit', 'split_gpu_memory', 'check_backend_options', 'EngineRole', 'co_resident_options',
+           'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'gpu_memory_bytes', 'cacheable_tokens',
+           'vllm_server_command', 'serve_with_vllm']
 
 # %% ../../nbs/12_backends.vllm.ipynb #f757f987
 VLLM_INSTALL_HINT = "pip install 'reasoning_study[vllm]'"
@@ -164,6 +164,12 @@ class _Job:
         if not self.images: return {"prompt_token_ids": self.prompt}
         return {"prompt_token_ids": self.prompt, "multi_modal_data": {"image": self.images}}
 
+def engine_numerics(llm: Any) -> str:
+    "The engine's numerics tag, e.g. 'bfloat16/cuda' or 'float32/cpu' (`store.key_numerics` puts it in every key)."
+    import torch
+    dtype = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")
+    return f"{dtype}/{'cuda' if torch.cuda.is_available() else 'cpu'}"
+
 class VllmBackend:
     "A `Backend` running vLLM's offline engine in this process."
     name = "vllm"
@@ -183,6 +189,7 @@ class VllmBackend:
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self.block_size = self.llm.llm_engine.vllm_config.cache_config.block_size  # the prefix cache's unit, in tokens
+        self.numerics = engine_numerics(self.llm)  # part of every store key: fp32 CPU and bf16 GPU generations never mix
 
     def __repr__(self): return f"VllmBackend({self.model_id!r}, revision={self.revision!r})"
 
