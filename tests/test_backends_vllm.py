@@ -179,7 +179,7 @@ def test_trust_remote_code_reaches_the_engine_and_its_tokenizer(tmp_path):
     def LLM(**kwargs):
         seen.update(kwargs)
         return SimpleNamespace(get_tokenizer=lambda: "engine tokenizer",
-                               llm_engine=SimpleNamespace(model_config=SimpleNamespace(max_model_len=4096),
+                               llm_engine=SimpleNamespace(model_config=SimpleNamespace(max_model_len=4096, dtype="torch.bfloat16"),
                                                           vllm_config=SimpleNamespace(cache_config=SimpleNamespace(block_size=16))))
     preset = ModelPreset("remote", "internlm/Intern-S1-mini", "vllm", "always", options=(("trust_remote_code", True),))
     before = set(vb._ENGINES)
