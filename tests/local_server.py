@@ -1,7 +1,9 @@
 """A scripted OpenAI-compatible server on 127.0.0.1 for tests of what goes over the wire.
 
 Real HTTP and the real `openai` client, with replies chosen by the test: each POST's JSON body is
-recorded, and `respond(body)` returns (status, headers, reply JSON)."""
+recorded, and `respond(body)` returns (status, headers, reply JSON). A server that needs the request's
+headers (to check the key sent, or to echo them back as some proxies do) overrides
+`respond_with_headers(body, headers)` instead."""
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,7 +26,7 @@ class LocalServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                status, headers, reply = outer.respond(body)
+                status, headers, reply = outer.respond_with_headers(body, dict(self.headers))
                 payload = json.dumps(reply).encode()
                 self.send_response(status)
                 for k, v in {"Content-Type": "application/json", **headers}.items(): self.send_header(k, v)
@@ -42,6 +44,10 @@ class LocalServer:
         self.bodies.append(body)
 
     def respond(self, body: dict) -> tuple[int, dict, dict]: raise NotImplementedError
+
+    def respond_with_headers(self, body: dict, headers: dict) -> tuple[int, dict, dict]:
+        "The reply to a request with these headers (default: `respond(body)`)."
+        return self.respond(body)
 
     def __enter__(self):
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()

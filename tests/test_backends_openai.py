@@ -317,14 +317,22 @@ def test_reasoning_field_variants():
     assert (c.reasoning, c.answer) == ("2+2 so 4.", "4")
 
 
-def test_missing_server_is_a_clear_error(monkeypatch):
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+def test_missing_server_or_key_is_a_clear_error(monkeypatch):
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "DEEPSEEK_API_KEY"): monkeypatch.delenv(name, raising=False)
+    served = ModelPreset("served", "some-model", "openai")  # a served model: no server of its own, no key
     with pytest.raises(ValueError, match="base_url="):
-        load_backend("deepseek-r1")
+        load_backend(served)
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    backend = load_backend(served)
+    assert (backend.options.base_url, backend.options.api_key, backend.model_id) == ("http://127.0.0.1:9/v1", "EMPTY", "some-model")
+    # a hosted preset calls its provider with the key of its own variable, and says which one is missing
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-" + "o" * 32)
+    with pytest.raises(ValueError, match=r"\$DEEPSEEK_API_KEY, which is not set"):
+        load_backend("deepseek-r1")
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-" + "d" * 32)
     backend = load_backend("deepseek-r1")
-    assert (backend.options.base_url, backend.options.api_key, backend.model_id) == ("http://127.0.0.1:9/v1", "sk-test", "deepseek-reasoner")
+    assert (backend.options.base_url, backend.options.api_key, backend.model_id) == ("https://api.deepseek.com", "sk-" + "d" * 32, "deepseek-reasoner")
+    assert load_backend("o4-mini").options.api_key == "sk-" + "o" * 32
 
 
 def test_options_are_validated():

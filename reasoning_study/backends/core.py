@@ -17,11 +17,12 @@ from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 # %% auto #0
 __all__ = ['SAMPLE_SEED_STRIDE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'TOKEN_BUDGET_FIELDS',
            'SAMPLING_FIELDS', 'NOT_ASKED', 'OPENAI_REASONING', 'OPENAI_GPT_4O_MINI', 'DEEPSEEK_CHAT',
-           'DEEPSEEK_REASONER', 'ThinkingSwitch', 'PRESETS', 'SamplingParams', 'RequestImage', 'check_response_schema',
-           'supports', 'stage_batch_size', 'Request', 'chat', 'template_messages', 'request_images', 'Completion',
-           'split_reasoning', 'completion_status', 'make_completion', 'tokenize_continuation', 'render_prompt_ids',
-           'expected_thinking', 'Backend', 'ProviderRules', 'ModelPreset', 'get_preset', 'register_preset',
-           'load_backend', 'provider_problems', 'check_provider_rules', 'ignored_parameters']
+           'DEEPSEEK_REASONER', 'ThinkingSwitch', 'DEEPSEEK_API', 'OPENAI_API', 'PRESETS', 'SamplingParams',
+           'RequestImage', 'check_response_schema', 'supports', 'stage_batch_size', 'Request', 'chat',
+           'template_messages', 'request_images', 'Completion', 'split_reasoning', 'completion_status',
+           'make_completion', 'tokenize_continuation', 'render_prompt_ids', 'expected_thinking', 'Backend',
+           'ProviderRules', 'ModelPreset', 'get_preset', 'register_preset', 'key_variables', 'load_backend',
+           'provider_problems', 'check_provider_rules', 'ignored_parameters']
 
 # %% ../../nbs/10_backends.core.ipynb #4dab9056
 SAMPLE_SEED_STRIDE = 1_000_003  # a prime: sample i of seed s never equals sample j of a nearby seed s'
@@ -358,6 +359,8 @@ class ModelPreset:
 # %% ../../nbs/10_backends.core.ipynb #d2785702
 _QWEN3_THINK = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=32768)
 _MUSO = SamplingParams(temperature=0.2, max_tokens=20480)
+DEEPSEEK_API = (("base_url", "https://api.deepseek.com"), ("api_key_env", "DEEPSEEK_API_KEY"))  # where DeepSeek answers, the key's variable
+OPENAI_API = (("base_url", "https://api.openai.com/v1"), ("api_key_env", "OPENAI_API_KEY"))
 
 PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
     ModelPreset("smollm2-135m", "embedded:SmolLM2-135M-Instruct", "transformers", "never",
@@ -370,13 +373,13 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
     # MuSoBench pairs (Long-CoT vs Short-CoT)
     ModelPreset("qwen3-8b-think", "Qwen/Qwen3-8B", "vllm", "template", _MUSO, description="Qwen3-8B, thinking on (Long-CoT)"),
     ModelPreset("qwen3-8b-no-think", "Qwen/Qwen3-8B", "vllm", "template", _MUSO, description="Qwen3-8B, thinking off (Short-CoT)"),
-    ModelPreset("deepseek-r1", "deepseek-reasoner", "openai", "api", _MUSO, rules=DEEPSEEK_REASONER,
+    ModelPreset("deepseek-r1", "deepseek-reasoner", "openai", "api", _MUSO, rules=DEEPSEEK_REASONER, options=DEEPSEEK_API,
                 description="DeepSeek-R1 through DeepSeek's API (Long-CoT; temperature and top_p are ignored there)"),
-    ModelPreset("deepseek-v3", "deepseek-chat", "openai", "never", replace(_MUSO, max_tokens=8192), rules=DEEPSEEK_CHAT,
+    ModelPreset("deepseek-v3", "deepseek-chat", "openai", "never", replace(_MUSO, max_tokens=8192), rules=DEEPSEEK_CHAT, options=DEEPSEEK_API,
                 description="DeepSeek-V3 through DeepSeek's API (Short-CoT; at most 8,192 completion tokens)"),
-    ModelPreset("o4-mini", "o4-mini-2025-04-16", "openai", "api", replace(_MUSO, temperature=1.0), rules=OPENAI_REASONING,
+    ModelPreset("o4-mini", "o4-mini-2025-04-16", "openai", "api", replace(_MUSO, temperature=1.0), rules=OPENAI_REASONING, options=OPENAI_API,
                 description="o4-mini (Long-CoT; reasoning not returned; temperature only at 1)"),
-    ModelPreset("gpt-4o-mini", "gpt-4o-mini-2024-07-18", "openai", "never", replace(_MUSO, max_tokens=16384), rules=OPENAI_GPT_4O_MINI,
+    ModelPreset("gpt-4o-mini", "gpt-4o-mini-2024-07-18", "openai", "never", replace(_MUSO, max_tokens=16384), rules=OPENAI_GPT_4O_MINI, options=OPENAI_API,
                 description="gpt-4o-mini (Short-CoT; at most 16,384 completion tokens)"),
     # Thinking Past the Answer: language-only models, extractor and judge
     ModelPreset("qwen3-8b-overthinking", "Qwen/Qwen3-8B", "vllm", "template", _QWEN3_THINK, description="Qwen3-8B thinking, overthinking study sampling"),
@@ -416,6 +419,13 @@ def register_preset(preset: ModelPreset, overwrite: bool = False) -> ModelPreset
     if preset.name in PRESETS and not overwrite: raise ValueError(f"preset {preset.name!r} already exists")
     PRESETS[preset.name] = preset
     return preset
+
+def key_variables(presets: dict[str, ModelPreset] | None = None) -> dict[str, list[str]]:
+    "Environment variable -> the presets that read their API key from it (their `api_key_env` option)."
+    found: dict[str, list[str]] = {}
+    for p in (PRESETS if presets is None else presets).values():
+        if variable := dict(p.options).get("api_key_env"): found.setdefault(variable, []).append(p.name)
+    return found
 
 def load_backend(preset: str | ModelPreset, **options) -> Backend:
     "A live backend for `preset`; imports only the backend module it needs."

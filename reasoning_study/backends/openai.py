@@ -19,30 +19,35 @@ import time
 import urllib.request
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, Sequence
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence
+from urllib.parse import urlsplit
 
 import openai
 
 from .core import (
     THINK_CLOSE, THINK_OPEN, TOKEN_BUDGET_FIELDS, Completion, ModelPreset, ProviderRules, Request, SamplingParams, ThinkingSwitch,
     check_provider_rules, expected_thinking, get_preset, make_completion)
+from ..runs import credential_problems, redact_text
 
 # %% auto #0
-__all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'REASONING_FIELDS', 'RETRY_STATUS', 'ApiOptions', 'api_options',
-           'sampling_fields', 'prefill_problem', 'response_format', 'chat_messages', 'chat_body', 'token_prompt_body',
-           'tokenize_url', 'tokenize_bodies', 'token_ids_of', 'prefilled_token_request', 'reasoning_field',
-           'join_reasoning', 'finish_of', 'usage_counts', 'completion_from_response', 'is_retryable', 'backoff_delay',
-           'retry_after_seconds', 'describe_error', 'ApiCallFailed', 'with_retries', 'free_port', 'run_sync',
-           'OpenAIBackend', 'from_preset', 'serve_command', 'serve_with_transformers']
+__all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'LOCAL_HOSTS', 'REASONING_FIELDS', 'RETRY_STATUS', 'ApiOptions', 'is_local_url',
+           'key_variable', 'server_url', 'missing_key', 'api_options', 'sampling_fields', 'prefill_problem',
+           'response_format', 'chat_messages', 'chat_body', 'token_prompt_body', 'tokenize_url', 'tokenize_bodies',
+           'token_ids_of', 'prefilled_token_request', 'reasoning_field', 'join_reasoning', 'finish_of', 'usage_counts',
+           'completion_from_response', 'is_retryable', 'backoff_delay', 'retry_after_seconds', 'describe_error',
+           'ApiCallFailed', 'with_retries', 'free_port', 'run_sync', 'OpenAIBackend', 'from_preset', 'serve_command',
+           'serve_with_transformers']
 
 # %% ../../nbs/13_backends.openai.ipynb #e659975e
 MAX_TOKENS_FIELDS = TOKEN_BUDGET_FIELDS  # ("max_completion_tokens", "max_tokens")
 PREFILL_MODES = ("continue", "prefix", "tokens")
+LOCAL_HOSTS = ("localhost", "::1", "0.0.0.0")  # and 127.x.x.x
 
 @dataclass(frozen=True)
 class ApiOptions:
     base_url: str  # the server's API root, e.g. "http://127.0.0.1:8000/v1"
-    api_key: str = "EMPTY"  # local vLLM/SGLang servers accept any key
+    api_key: str = field(default="EMPTY", repr=False)  # read from `api_key_env` (local vLLM/SGLang servers accept any key)
+    api_key_env: str | None = None  # the environment variable the key was read from (None: the server takes no key)
     model: str = ""  # the served model name; "" = the preset's model_id
     max_concurrency: int = 8  # requests in flight at once
     max_retries: int = 4  # retries after the first attempt (connection errors, timeouts, 408/409/429, 5xx)
@@ -65,26 +70,63 @@ class ApiOptions:
             raise ValueError(f"prefill_mode must be one of {PREFILL_MODES}, got {self.prefill_mode!r}")
         object.__setattr__(self, "extra_body", dict(self.extra_body))
 
+def is_local_url(url: str) -> bool:
+    "Whether a base URL points at this machine (a local server, which takes any key)."
+    host = urlsplit(url).hostname or ""
+    return host in LOCAL_HOSTS or host.startswith("127.")
+
+def key_variable(preset: ModelPreset) -> str | None:
+    "The environment variable the preset's key is read from (its `api_key_env` option); None: its server takes no key."
+    variable = dict(preset.options).get("api_key_env")
+    if variable is None or variable == "": return None
+    if not isinstance(variable, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
+        shown = "a value that is no variable name (a key?)" if credential_problems(str(variable)) else repr(variable)
+        raise ValueError(f"preset {preset.name!r}: api_key_env names the environment variable holding the key, got {shown}")
+    return variable
+
+def server_url(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:
+    "Where the preset's requests go: its (or the run's) `base_url` option, else OPENAI_BASE_URL (None: nowhere given)."
+    env = os.environ if env is None else env
+    return dict(preset.options).get("base_url") or env.get("OPENAI_BASE_URL") or None
+
+def missing_key(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:
+    "The variable the preset's calls need and the environment lacks (None: set, not needed, or a local server)."
+    env = os.environ if env is None else env
+    variable = key_variable(preset)
+    if variable is None or env.get(variable): return None
+    url = server_url(preset, env)
+    return None if url and is_local_url(url) else variable
+
 def api_options(preset: ModelPreset,  # a preset whose backend is "openai"
-                env: dict | None = None,  # where to read OPENAI_BASE_URL / OPENAI_API_KEY (default: os.environ)
+                env: Mapping[str, str] | None = None,  # where to read OPENAI_BASE_URL and the key's variable (default: os.environ)
                ) -> ApiOptions:
-    "The options of `preset`, completed from the environment; a missing server is a clear error."
+    "The options of `preset`, completed from the environment; a missing server, a literal key or an unset key variable is a clear error."
     env = os.environ if env is None else env
     given = dict(preset.options)
-    known = {f.name for f in fields(ApiOptions)}
+    variable = key_variable(preset)
+    set_this = f"set {variable}" if variable else "put the key in an environment variable"
+    if "api_key" in given or (found := credential_problems(given, "backend options")):
+        what = "backend option 'api_key' is a literal key" if "api_key" in given else "; ".join(found)
+        raise ValueError(f"preset {preset.name!r}: {what}. Keys come from the environment only (options are run parameters, written "
+                         f"into the executed notebook and params.json): {set_this}, or name another variable with api_key_env")
+    known = {f.name for f in fields(ApiOptions)} - {"api_key"}
     if unknown := sorted(set(given) - known):
         raise ValueError(f"unknown option(s) {unknown} for the openai backend; known: {sorted(known)}")
-    base_url = given.pop("base_url", None) or env.get("OPENAI_BASE_URL")
+    given.pop("base_url", None), given.pop("api_key_env", None)
+    base_url = server_url(preset, env)
     if not base_url:
         raise ValueError(f"no server for preset {preset.name!r}: pass load_backend({preset.name!r}, "
                          "base_url='http://HOST:PORT/v1') or set OPENAI_BASE_URL (e.g. https://api.openai.com/v1)")
-    api_key = given.pop("api_key", None) or env.get("OPENAI_API_KEY") or "EMPTY"
+    if missing := missing_key(preset, env):
+        raise ValueError(f"preset {preset.name!r} calls {base_url} with the key in ${missing}, which is not set: export {missing}=... "
+                         "before starting (or name another variable with the backend option api_key_env)")
+    api_key = (env.get(variable) if variable else None) or "EMPTY"
     documented = preset.rules.max_tokens_field
     if documented and given.get("max_tokens_field", documented) != documented:
         raise ValueError(f"preset {preset.name!r}: {preset.rules.provider} reads the token budget from {documented!r}, "
                          f"not {given['max_tokens_field']!r} (it would ignore the budget)")
     given.setdefault("max_tokens_field", documented or "max_completion_tokens")
-    return ApiOptions(base_url=str(base_url).rstrip("/"), api_key=api_key, **given)
+    return ApiOptions(base_url=str(base_url).rstrip("/"), api_key=api_key, api_key_env=variable, **given)
 
 # %% ../../nbs/13_backends.openai.ipynb #2db45758
 def sampling_fields(sampling: SamplingParams,  # the request's sampling
@@ -284,8 +326,8 @@ def describe_error(error: BaseException) -> str:
     status = getattr(error, "status_code", None)
     if isinstance(error, openai.APIStatusError) and status is not None:
         detail = error.body if error.body is not None else error.response.text
-        return f"{type(error).__name__}: HTTP {status}: {detail}"[:2000]
-    return f"{type(error).__name__}: {error}"
+        return redact_text(f"{type(error).__name__}: HTTP {status}: {detail}")[:2000]
+    return redact_text(f"{type(error).__name__}: {error}")
 
 class ApiCallFailed(RuntimeError):
     "A call that failed for good, saying how often it was tried."
@@ -433,7 +475,7 @@ def serve_command(command: Sequence[str],  # the server's command line; it must 
                 if server.poll() is not None or time.monotonic() > deadline:
                     log.seek(0)
                     why = "exited" if server.poll() is not None else f"did not answer within {startup_timeout:.0f}s"
-                    raise RuntimeError(f"{name} {why}; its log ends with:\n{log.read()[-3000:]}")
+                    raise RuntimeError(redact_text(f"{name} {why}; its log ends with:\n{log.read()[-3000:]}"))
                 time.sleep(0.5)
             yield base_url
         finally:
