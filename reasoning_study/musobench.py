@@ -23,22 +23,23 @@ from .metrics import musobench as metrics
 from .metrics.musobench import (RESULT_COLUMNS, SC_METHODS, aggregate_samples, reconsideration_counts,
                                                score_aggregate, score_answer)
 from .prompts.musobench import (CONFIDENCE_PROMPT, CONFIDENCE_STOP, EMULATED_LONG_COT_SYSTEM, EXPLORATION_CUE,
-                                               PARADIGMS, RECONSIDER_PROMPT, REFLECTION_MARKERS, REPLY_TURNS, reply_opening,
+                                               EXPLORATION_OPENINGS, PARADIGMS, RECONSIDER_PROMPT, REFLECTION_MARKERS, REPLY_TURNS, reply_opening,
                                                solve_prompt)
 from .store import CacheStats, GenerationStore, generate_cached, generation_key
 from .tasks.core import claimed_total, listed_solutions, valid_solutions, well_formed_solutions
 from .tasks.musobench import MuSoBenchItem, get_task, read_jsonl, write_jsonl
 
 # %% auto #0
-__all__ = ['DIALOGUE_KEYS', 'EXTRA_COLUMNS', 'RUN_FILES', 'REPORT_BY', 'SC_CONDITIONS', 'ParadigmSetup', 'paradigm_setup',
-           'solve_messages', 'follow_up', 'confidence_fraction', 'parse_confidence', 'parse_decision', 'complete_part',
-           'reflection_offsets', 'count_reflections', 'close_thinking', 'checkpoint_prefill', 'exploration_prefill',
-           'Turn', 'thinking_is_open', 'split_turn', 'TurnJob', 'add_stats', 'token_counter', 'TurnRunner',
-           'ProtocolConfig', 'Dialogue', 'has_readable_answer', 'prompt_text', 'thinking_opener', 'continues_prefill',
-           'reply_prefill', 'exploration_dialogues', 'reflection_dialogues', 'run_protocol', 'turns_table',
-           'score_dialogue', 'aggregate_rows', 'score_turns', 'model_label', 'load_paradigm_backends', 'StudyRun',
-           'run_study', 'write_instances', 'read_instances', 'write_run', 'rescore_run', 'read_results',
-           'main_temperature', 'main_rows', 'status_table', 'study_tables', 'study_figures', 'write_study_report']
+__all__ = ['DIALOGUE_KEYS', 'EXTRA_COLUMNS', 'RUN_FILES', 'REPORT_BY', 'SC_CONDITIONS', 'UNSCORED_NOTES', 'ParadigmSetup',
+           'paradigm_setup', 'solve_messages', 'follow_up', 'confidence_fraction', 'parse_confidence', 'parse_decision',
+           'complete_part', 'reflection_markers', 'reflection_offsets', 'count_reflections', 'close_thinking',
+           'checkpoint_prefill', 'exploration_prefill', 'Turn', 'thinking_is_open', 'split_turn', 'TurnJob',
+           'add_stats', 'token_counter', 'TurnRunner', 'ProtocolConfig', 'Dialogue', 'has_readable_answer',
+           'prompt_text', 'thinking_opener', 'continues_prefill', 'reply_prefill', 'exploration_dialogues',
+           'reflection_dialogues', 'run_protocol', 'turns_table', 'score_dialogue', 'aggregate_rows', 'score_turns',
+           'model_label', 'load_paradigm_backends', 'StudyRun', 'run_study', 'write_instances', 'read_instances',
+           'write_run', 'rescore_run', 'read_results', 'main_temperature', 'main_rows', 'status_table', 'study_tables',
+           'study_figures', 'write_study_report']
 
 # %% ../nbs/40_musobench.ipynb #4ec3cb60
 @dataclass(frozen=True)
@@ -141,16 +142,26 @@ def complete_part(text: str | None) -> str:
     return re.sub(r"\S*\s*$", "", text or "")
 
 # %% ../nbs/40_musobench.ipynb #5abf80a0
+def reflection_markers(markers: Sequence[str]) -> tuple[str, ...]:
+    "The line openings that start a reflection step, checked: a non-empty sequence of non-empty strings."
+    if isinstance(markers, str): raise ValueError(f"markers must be a sequence of line openings, not one string: ({markers!r},)")
+    markers = tuple(markers)
+    if not markers or not all(isinstance(m, str) and m.strip() for m in markers):
+        raise ValueError(f"markers must be non-empty strings, at least one (an empty marker would open every line); got {markers!r}")
+    return markers
+
 def _marker_lines(markers: Sequence[str]) -> re.Pattern:
-    return re.compile(r"^[ \t>*_#-]*(?:" + "|".join(re.escape(m) for m in markers) + ")", re.M)
+    return re.compile(r"^[ \t>*_#-]*(?:" + "|".join(re.escape(m) for m in reflection_markers(markers)) + ")", re.M)
 
 def reflection_offsets(thinking: str,  # a thinking trace (without its tags)
-                       markers: Sequence[str] = REFLECTION_MARKERS,  # what opens a reflection step
+                       markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
                       ) -> list[int]:
     "Where each reflection step starts: the offset of every line that opens with a marker."
-    return [m.start() for m in _marker_lines(tuple(markers)).finditer(thinking or "")]
+    return [m.start() for m in _marker_lines(markers).finditer(thinking or "")]
 
-def count_reflections(text: str, markers: Sequence[str] = REFLECTION_MARKERS) -> int:
+def count_reflections(text: str,
+                      markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
+                     ) -> int:
     "The number of reflection steps in a text."
     return len(reflection_offsets(text, markers))
 
@@ -162,7 +173,7 @@ def close_thinking(open_thinking: str,  # an open thinking block, from its `<thi
 def checkpoint_prefill(thinking: str,  # the full thinking trace of the Long-CoT answer
                        k: int,  # reflections to keep: cut just before the (k+1)-th reflection step (k >= 0)
                        opener: str = THINK_OPEN + "\n",  # what opens the block ("" when the chat template already did)
-                       markers: Sequence[str] = REFLECTION_MARKERS,
+                       markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
                       ) -> str | None:
     "The assistant prefill that keeps k reflection steps of the thinking and forces the answer; None with no (k+1)-th step to cut at."
     if k < 0: raise ValueError(f"k counts the reflections kept, from 0; got k={k}")
@@ -304,11 +315,13 @@ class ProtocolConfig:
     batch_size: int = 8  # samples per backend call (vLLM: each stage in one call, whatever this says)
     reply_openings: tuple[str, ...] = ("confidence",)  # turns whose reply opens with its format ("solve", "confidence", "reconsider")
     read_truncated: bool = True  # read what a truncated reply completed (flagged); False: only answered replies
+    reflection_markers: tuple[str, ...] = REFLECTION_MARKERS  # line openings that start a reflection step (re-checking; add EXPLORATION_OPENINGS to count those)
 
     def __post_init__(self):
         object.__setattr__(self, "reflection_ks", tuple(sorted(set(self.reflection_ks))))
         object.__setattr__(self, "sc_paradigms", tuple(self.sc_paradigms))
         object.__setattr__(self, "reply_openings", tuple(self.reply_openings))
+        object.__setattr__(self, "reflection_markers", reflection_markers(self.reflection_markers))
         if bad := [t for t in self.reply_openings if t not in REPLY_TURNS]: raise ValueError(f"reply_openings must be among {REPLY_TURNS}, got {bad}")
         if any(not isinstance(k, int) or k < 0 for k in self.reflection_ks): raise ValueError(f"reflection_ks must be ints >= 0, got {self.reflection_ks}")
         if self.sc_samples < 0: raise ValueError(f"sc_samples must be >= 0, got {self.sc_samples}")
@@ -418,7 +431,7 @@ def reflection_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config: 
         opening = reply_prefill(runner.setup, config, "solve", b.item.task, runner.continues)[2]
         for k in config.reflection_ks:
             d = Dialogue(b.item, b.paradigm, f"reflection_k{k}", b.sample_index, b.seed)
-            prefill = checkpoint_prefill(first.reasoning, k, opener) if first.status != "error" else None
+            prefill = checkpoint_prefill(first.reasoning, k, opener, config.reflection_markers) if first.status != "error" else None
             d.checkpoint_cut = prefill is not None
             if prefill is None: d.turns[1] = first  # at most k reflections: the base answer is the answer at k
             else: starts.append((d, first, prefill + opening))
@@ -472,7 +485,7 @@ def turns_table(dialogues: Iterable[Dialogue],
                              question_id=d.item.question_id, sample_index=d.sample_index, level=d.item.level,
                              answer_count=d.item.answer_count, temperature=config.temperature, seed=config.seed,
                              dialogue_seed=d.seed, long_cot_emulated=emulated, checkpoint_cut=d.checkpoint_cut,
-                             read_truncated=config.read_truncated,
+                             read_truncated=config.read_truncated, reflection_markers=json.dumps(list(config.reflection_markers)),
                              turn=number, status=t.status, finish_reason=t.finish_reason, prompt_tokens=t.prompt_tokens,
                              completion_tokens=t.completion_tokens, reasoning_tokens=t.reasoning_tokens,
                              thinking_forced=t.thinking_forced, error=t.error, keys=json.dumps(list(t.keys)),
@@ -508,6 +521,8 @@ def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the tu
     "The results columns of one dialogue (round 1, confidence, round 2), and its round-1 (listed, valid) sets when scored."
     t1, t2, t3 = turns[1], turns.get(2), turns.get(3)
     read = bool(t1.get("read_truncated", False))  # the run reads truncated replies
+    markers = t1.get("reflection_markers")  # the run's reflection markers (turns tables written before they were recorded: the default)
+    markers = REFLECTION_MARKERS if markers is None or (isinstance(markers, float) and pd.isna(markers)) else json.loads(markers)
     readable = lambda t: t["status"] == "answered" or (read and t["status"] == "truncated")
     text_of = lambda t: t["answer"] if t["status"] == "answered" else complete_part(t["answer"])
     row, sets = dict(status=t1["status"], scored_from_truncated=False, **_EMPTY_ROUND_1), None
@@ -518,7 +533,7 @@ def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the tu
         sets = (listed, valid)
     tokens = t1["reasoning_tokens"]
     row.update(reasoning_tokens=_NAN if tokens is None or pd.isna(tokens) else int(tokens),
-               reflection_count=count_reflections(t1["reasoning"] or t1["answer"]),
+               reflection_count=count_reflections(t1["reasoning"] or t1["answer"], markers),
                completion_tokens=int(t1["completion_tokens"]))
     confidence, confidence_status = None, "missing"
     if t2 is not None and readable(t2): confidence, confidence_status = parse_confidence(text_of(t2))
@@ -536,9 +551,9 @@ def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the tu
 # %% ../nbs/40_musobench.ipynb #aacb0135
 def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],  # (results row, round-1 sets) per sample of one instance
                    answer_count: int,
-                   vote_threshold: float = 0.5,  # share of the samples a solution needs to pass the vote
+                   vote_threshold: float = 0.5,  # share of the samples a solution needs to pass our threshold vote
                   ) -> list[dict]:
-    "The sc_median, sc_vote and sc_union rows of one instance, from its samples."
+    "The sc_median, sc_voting (the paper's two) and sc_threshold (ours) rows of one instance, from its samples."
     usable = [(row, sets) for row, sets in samples if sets is not None]  # the scored samples
     out = []
     for method, condition in SC_METHODS.items():
@@ -683,14 +698,14 @@ def rescore_run(folder: str | Path, vote_threshold: float = 0.5) -> tuple[pd.Dat
     return score_turns(pd.read_parquet(Path(folder) / RUN_FILES["turns"]), read_instances(folder), vote_threshold)
 
 def read_results(folders: Iterable[str | Path]) -> pd.DataFrame:
-    "The results tables of several run folders, stacked, with the folder name in `run`."
+    "The results tables of several run folders, stacked, with the folder name in `run` (older condition names renamed: `metrics.current_conditions`)."
     tables = []
     for folder in map(Path, folders):
         path = folder / RUN_FILES["results"]
         if not path.is_file(): raise FileNotFoundError(f"{path} does not exist: run nbs/experiments/musobench.ipynb with out_dir={folder}")
         tables.append(pd.read_parquet(path).assign(run=folder.name))
     if not tables: raise ValueError("no run folders given")
-    return pd.concat(tables, ignore_index=True)
+    return metrics.current_conditions(pd.concat(tables, ignore_index=True))
 
 # %% ../nbs/40_musobench.ipynb #00dbc794
 REPORT_BY = ["model", "paradigm", "condition", "task", "temperature"]  # one summary row per run condition
@@ -712,7 +727,7 @@ def status_table(results: pd.DataFrame) -> pd.DataFrame:
     "Per run condition: how many rows were answered, truncated or failed, how many confidences and decisions could be read."
     def count(sub: pd.DataFrame) -> dict:
         return dict(rows=len(sub), **{s: int((sub["status"] == s).sum()) for s in ("answered", "truncated", "error")},
-                    scored=len(metrics.scored_rows(sub)),
+                    scored=len(metrics.scored_rows(sub)), unscored_replies=int(metrics.unscored_replies(sub).sum()),
                     scored_from_truncated=int(sub["scored_from_truncated"].fillna(False).astype(bool).sum()) if "scored_from_truncated" in sub else 0,
                     **{f"confidence_{s}": int((sub["confidence_status"] == s).sum()) for s in ("parsed", "unparsable", "missing")},
                     confidence_from_truncated=int(((sub["confidence_status"] == "parsed") & (sub["status_2"] == "truncated")).sum()) if "status_2" in sub else 0,
@@ -722,19 +737,23 @@ def status_table(results: pd.DataFrame) -> pd.DataFrame:
 def _calibrated(rows: pd.DataFrame) -> pd.DataFrame: return metrics.calibration_rows(rows)
 
 def study_tables(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    "The summary, statuses, reconsideration rates, Table 1 (CSR/ESC/NSD) and Table 2 (self-consistency) of a results table."
+    "The summary, statuses, reconsideration rates, Table 1 (CSR/ESC/NSD) and Table 2 (self-consistency) of a results table, under both `unscored` policies."
+    results = metrics.current_conditions(results)
+    both = lambda table, rows, by: metrics.under_both_policies(table, rows, by)
     main = main_rows(results)
     base = main[main["condition"] == "base"]
-    tables = dict(summary=metrics.summary_table(results, REPORT_BY), statuses=status_table(results),
-                  reconsideration=metrics.reconsideration_rates(results, REPORT_BY))
-    if len(base): tables["table1_reconsideration"] = figs.table_reconsideration(metrics.reconsideration_rates(base, ["model", "paradigm", "task"]))
+    tables = dict(summary=both(metrics.summary_table, results, REPORT_BY), statuses=status_table(results),
+                  reconsideration=both(metrics.reconsideration_rates, results, REPORT_BY))
+    if len(base): tables["table1_reconsideration"] = figs.table_reconsideration(both(metrics.reconsideration_rates, base, ["model", "paradigm", "task"]))
     sc = main[(main["paradigm"] == "long") & main["condition"].isin(SC_CONDITIONS)]
     if sc["condition"].str.startswith("sc_").any():
         tables["table2_self_consistency"] = pd.concat(
-            {m: figs.table_self_consistency(metrics.summary_table(rows, ["task", "condition"])) for m, rows in sc.groupby("model")}, names=["Model"])
+            {m: figs.table_self_consistency(both(metrics.summary_table, rows, ["task", "condition"])) for m, rows in sc.groupby("model")}, names=["Model"])
     return tables
 
 # %% ../nbs/40_musobench.ipynb #6b8c1339
+UNSCORED_NOTES = {"zero": "scored as empty answers, precision = recall = 0", "exclude": "left out of the means"}
+
 def _slug(text: str) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-")
 
 def _mitigation_panels(rows: pd.DataFrame, task: str) -> dict:
@@ -769,8 +788,11 @@ def _factors(main: pd.DataFrame, swept: pd.DataFrame, task: str) -> dict | str:
     return factors or ("no scored base answer (level panel) nor one with a confidence and a thinking (length panel); "
                        "the temperature panel also needs several temperatures")
 
-def study_figures(results: pd.DataFrame) -> dict[str, object]:
+def study_figures(results: pd.DataFrame,
+                  unscored: metrics.Unscored = "zero",  # unscored model replies: scored as empty answers (the paper's N), or "exclude"
+                 ) -> dict[str, object]:
     "Every figure the results support (name -> Figure), and the others (name -> the reason it is missing)."
+    results = metrics.apply_unscored(metrics.current_conditions(results), unscored)  # every figure reads this one row set
     out, main = {}, main_rows(results)
     base = main[main["condition"] == "base"]
     models = list(dict.fromkeys(main["model"]))
@@ -802,6 +824,7 @@ def study_figures(results: pd.DataFrame) -> dict[str, object]:
 
 def write_study_report(results: pd.DataFrame,  # one run's results, or several stacked (`read_results`)
                        folder: str | Path,  # where `tables/` and `figures/` go
+                       unscored: metrics.Unscored = "zero",  # the figures' row set (the tables show both policies)
                       ) -> dict[str, object]:
     "Write the tables (CSV, markdown) and figures (PNG, PDF) of a results table; name -> paths written, or why a figure is missing."
     import matplotlib.pyplot as plt
@@ -813,7 +836,8 @@ def write_study_report(results: pd.DataFrame,  # one run's results, or several s
         table.to_csv(csv, index=not isinstance(table.index, pd.RangeIndex))
         md.write_text(table.to_markdown(index=not isinstance(table.index, pd.RangeIndex)) + "\n")
         report[f"table:{name}"] = [csv, md]
-    figures, lines = study_figures(results), ["# Figures", ""]
+    figures = study_figures(results, unscored)
+    lines = ["# Figures", "", f"Unscored model replies: {UNSCORED_NOTES[unscored]} (`unscored={unscored!r}`); the tables show both policies.", ""]
     for name, figure in figures.items():
         if isinstance(figure, str):
             report[name] = f"skipped: {figure}"; lines.append(f"- `{name}`: not drawn: {figure}")

@@ -17,7 +17,8 @@ from reasoning_study.figures.musobench import (EXPLORATION_METRICS, plot_calibra
                                                table_reconsideration, table_self_consistency)
 from reasoning_study.metrics.musobench import (by_level, length_bins, length_confidence, mitigation_table,
                                                movement_grid, movement_pairs, reconsideration_rates, reflection_sweep,
-                                               reliability_bins, summary_table, synthetic_results, temperature_sweep)
+                                               reliability_bins, summary_table, synthetic_results, temperature_sweep,
+                                               under_both_policies)
 
 FAMILY = {"toy-instruct": "Toy", "toy-thinker": "Toy"}
 
@@ -127,7 +128,7 @@ def test_factors_refuses_ambiguous_lines(results):
 def test_mitigations_figure_6(tmp_path, results):
     at = results[results["temperature"] == 0.2]
     explore = mitigation_table(at[at["paradigm"] == "short"], by=["paradigm", "condition", "task"])
-    sc = reliability_bins(at[(at["paradigm"] == "long") & at["condition"].isin(["base", "sc_median", "sc_vote"])], by=["paradigm", "condition", "task"])
+    sc = reliability_bins(at[(at["paradigm"] == "long") & at["condition"].isin(["base", "sc_median", "sc_voting"])], by=["paradigm", "condition", "task"])
     fig = plot_mitigations(reflections=reflection_sweep(at, by=["paradigm", "task"]), exploration=explore, self_consistency=sc, task="subsetsum")
     assert len(fig.axes) == 3
     assert len(fig.axes[0].get_lines()) == 3
@@ -154,15 +155,56 @@ def test_table_1(tmp_path, base):
 def test_table_2(tmp_path, results):
     long = results[(results["paradigm"] == "long") & (results["temperature"] == 0.2)]
     summary = summary_table(long, by=["task", "condition"])
-    table = table_self_consistency(summary, conditions=("base", "sc_median", "sc_vote"))
+    table = table_self_consistency(summary, conditions=("base", "sc_median", "sc_voting"))
     assert table.shape == (6, 3) and list(table.columns) == ["Precision (%)", "Recall (%)", "ECE (r)"]
     assert list(table.index.get_level_values("Method")[:3]) == ["Long-CoT", "w/ Median Conf", "w/ Voting"]
-    row = summary.set_index(["task", "condition"]).loc[("subsetsum", "sc_vote")]
+    row = summary.set_index(["task", "condition"]).loc[("subsetsum", "sc_voting")]
     assert table.loc[("SubsetSum", "w/ Voting"), "Recall (%)"] == round(row["recall"] * 100, 2)
     assert saved(plot_table(table), tmp_path, "table2")
     with pytest.raises(ValueError, match="one row per"): table_self_consistency(pd.concat([summary, summary]))
 
 
 def test_run_labels():
-    assert [run_label("short"), run_label("long"), run_label("short", "exploration"), run_label("long", "sc_union"),
-            run_label("long", "reflection_k2")] == ["Short-CoT", "Long-CoT", "w/ Exploration", "w/ Union", "2 reflections"]
+    assert [run_label("short"), run_label("long"), run_label("short", "exploration"), run_label("long", "sc_voting"),
+            run_label("long", "sc_threshold"), run_label("long", "reflection_k2")] == [
+        "Short-CoT", "Long-CoT", "w/ Exploration", "w/ Voting", "Threshold vote (ours)", "2 reflections"]
+    # results written before the names were separated: the union was `sc_union`, the threshold vote `sc_vote`
+    assert [run_label("long", "sc_union"), run_label("long", "sc_vote")] == ["w/ Voting", "Threshold vote (ours)"]
+
+
+def test_tables_1_and_2_put_both_unscored_policies_side_by_side(tmp_path, results):
+    # one Long-CoT reply on SubsetSum is cut off before a solution: it is in the table only under "zero", as an empty answer
+    long = results[(results["paradigm"] == "long") & (results["temperature"] == 0.2)].reset_index(drop=True)
+    first = long.index[(long["condition"] == "base") & (long["task"] == "subsetsum") & (long["status"] == "answered")][0]
+    cut = long.copy()
+    cut.loc[first, ["status", "precision", "recall", "n_listed", "n_correct", "confidence", "decision"]] = ["truncated", None, None, None, None, None, None]
+    summary = under_both_policies(summary_table, cut, by=["task", "condition"])
+    table = table_self_consistency(summary)
+    scored, zeroed = (summary[(summary["task"] == "subsetsum") & (summary["condition"] == "base") & (summary["unscored"] == u)].iloc[0]
+                      for u in ("exclude", "zero"))
+    row = table.loc[("SubsetSum", "Long-CoT")]
+    # no error rows here: "zero" scores every row of the group (the cut one, and the synthetic table's own truncated ones)
+    assert scored["n_unscored"] >= 1 and scored["n_error"] == 0 and zeroed["n_zeroed"] == scored["n_unscored"]
+    assert (row[("Rows", "scored only")], row[("Rows", "unscored = 0")]) == (scored["n_scored"], scored["n_rows"])
+    # by hand: each zeroed row adds 0 to the sum of recalls and one row to the count
+    assert row[("Recall (%)", "unscored = 0")] == round(scored["recall"] * scored["n_scored"] / scored["n_rows"] * 100, 2)
+    assert row[("ECE (r)", "unscored = 0")] == row[("ECE (r)", "scored only")]  # no stated confidence: ECE does not move
+    voting = table.loc[("SubsetSum", "w/ Voting")]  # the other rows have nothing unscored: the two columns agree
+    assert voting[("Recall (%)", "scored only")] == voting[("Recall (%)", "unscored = 0")]
+    assert list(table.index.get_level_values("Method")[:4]) == ["Long-CoT", "w/ Median Conf", "w/ Voting", "Threshold vote (ours)"]
+    assert saved(plot_table(table, title="Table 2", decimals=2), tmp_path, "table2_both")
+    base = cut[cut["condition"] == "base"]
+    table1 = table_reconsideration(under_both_policies(reconsideration_rates, base, by=["model", "paradigm", "task"]))
+    assert table1.columns.nlevels == 3 and set(table1.columns.get_level_values(2)) == {"scored only", "unscored = 0"}
+    rows = table1.loc[("toy-thinker", "Long-CoT"), ("SubsetSum", "Rows")]
+    assert rows["unscored = 0"] == rows["scored only"] + scored["n_unscored"]
+    for metric in ("CSR (%)", "ESC (%)"):  # an empty round 1 has no correct and no wrong solution: undefined, nothing moves
+        pair = table1.loc[("toy-thinker", "Long-CoT"), ("SubsetSum", metric)]
+        assert pair["scored only"] == pair["unscored = 0"], metric
+    # NSD: the synthetic table's own truncated rows carry a (made-up) reconsideration, so they enter it under "zero",
+    # every correct round-2 solution new; the reply cut here has none and stays out
+    rates = under_both_policies(reconsideration_rates, base, by=["model", "paradigm", "task"]).set_index(["model", "task", "unscored"])
+    decided = base[(base["model"] == "toy-thinker") & (base["task"] == "subsetsum") & (base["status"] == "truncated") & base["decision"].notna()
+                   & base["decision"].ne("unparsable")]
+    assert rates.loc[("toy-thinker", "subsetsum", "zero"), "n_nsd"] == rates.loc[("toy-thinker", "subsetsum", "exclude"), "n_nsd"] + len(decided)
+    assert saved(plot_table(table1, title="Table 1", decimals=2), tmp_path, "table1_both")

@@ -13,7 +13,8 @@ from reasoning_study.metrics.musobench import (
     median_confidence_index, mitigation_table, movement_grid, movement_pairs, new_solution_discovery,
     reconsideration_counts, reconsideration_rates, reflection_sweep, reliability_bins, score_aggregate, set_scores,
     solution_frequencies, summary_table, synthetic_results, temperature_sweep, union_solutions, vote_solutions,
-    voting_confidence)
+    voting_confidence, SC_METHODS, LEGACY_CONDITIONS, UNSCORED_POLICIES, apply_unscored, current_conditions, scored_mask,
+    under_both_policies, unscored_replies)
 from reasoning_study.tasks.core import ParsedSolution
 from reasoning_study.metrics.musobench import score_answer
 
@@ -419,12 +420,15 @@ def test_vote_union_and_confidence_hand_case():
     assert voting_confidence(samples, {1, 2}) == pytest.approx(0.66)
     assert voting_confidence(samples, union_solutions(sets)) == pytest.approx(4.5 / 7)
     assert voting_confidence(samples, set()) == pytest.approx(0.65)
-    agg = aggregate_samples(samples, "vote")
+    agg = aggregate_samples(samples, "threshold")  # ours: a majority of the samples
     assert score_aggregate(agg, {1, 2, 3}, 5) == dict(n_listed=2, n_correct=2, precision=1.0, recall=0.4,
                                                       confidence=pytest.approx(0.66), sample_index=None)
     med = aggregate_samples(samples, "median")
     assert (med.sample_index, med.solutions, med.confidence) == (1, {1, 2}, 0.6)
-    assert aggregate_questions({"q": samples}, "union")["q"].solutions == {1, 2, 3, 9}
+    assert aggregate_questions({"q": samples}, "voting")["q"].solutions == {1, 2, 3, 9}  # the paper's voting: the union
+    voting = aggregate_samples(samples)  # the default: the paper's voting
+    assert (voting.solutions, voting.confidence) == ({1, 2, 3, 9}, pytest.approx(4.5 / 7))
+    with pytest.raises(ValueError, match="method must be one of"): aggregate_samples(samples, "vote")  # the old names are gone
     with pytest.raises(ValueError, match="threshold"): vote_solutions(sets, 1.5)
 
 
@@ -473,7 +477,7 @@ def test_synthetic_results_follow_the_contract():
     assert scored["precision"].between(0, 1).all() and scored["recall"].between(0, 1).all()
     assert t[t["status"] != "answered"]["recall"].isna().all()
     assert t["confidence"].dropna().between(0, 1).all()
-    assert set(t["condition"]) == {"base", "exploration", "reflection_k1", "reflection_k2", "reflection_k4", "sc_median", "sc_vote", "sc_union"}
+    assert set(t["condition"]) == {"base", "exploration", "reflection_k1", "reflection_k2", "reflection_k4", "sc_median", "sc_voting", "sc_threshold"}
     m = mitigation_table(t, by=["paradigm", "condition"])
     assert len(m) == 9 and m["csr"].dropna().between(0, 1).all()
 
@@ -486,3 +490,61 @@ def test_rows_scored_from_truncated_answers_count_only_with_their_flag():
     assert list(mm.calibration_rows(table).index) == [0, 1]
     assert math.isclose(mm.ece(table), 0.0)  # rows 0 and 1 are calibrated; row 2 (0.9 vs 0.25) stays out
     assert list(mm.scored_mask(table.drop(columns="scored_from_truncated"))) == [True, False, False]
+
+
+
+# ------------------------------------------------------------------ self-consistency names (issue 13, point 5)
+
+def test_self_consistency_conditions_name_the_papers_rows_and_ours():
+    assert SC_METHODS == {"median": "sc_median", "voting": "sc_voting", "threshold": "sc_threshold"}
+    assert LEGACY_CONDITIONS == {"sc_union": "sc_voting", "sc_vote": "sc_threshold"}  # union was the paper's voting
+    old = pd.DataFrame(dict(condition=["sc_union", "sc_vote", "sc_median", "base"], recall=[0.5, 0.2, 0.3, 0.1]))
+    new = current_conditions(old)
+    assert list(new["condition"]) == ["sc_voting", "sc_threshold", "sc_median", "base"] and list(new["recall"]) == [0.5, 0.2, 0.3, 0.1]
+    assert list(old["condition"])[:2] == ["sc_union", "sc_vote"]
+    with pytest.raises(ValueError, match="missing \\['condition'\\]"): current_conditions(pd.DataFrame(dict(recall=[1.0])))
+
+
+# ------------------------------------------------------------------ the unscored policy (issue 13, point 4)
+
+def replies(statuses, recall, confidence=None, **more):
+    n = len(statuses)
+    return rows(status=statuses, recall=recall, precision=[r if r is None else 1.0 for r in recall],
+                confidence=confidence if confidence is not None else [0.5] * n, **more).astype({"recall": float, "precision": float})
+
+
+def test_unscored_policy_hand_case():
+    # an answer (recall 0.6, confidence 0.8), a reply cut off with nothing to read (no confidence), a failed request
+    t = replies(["answered", "truncated", "error"], [0.6, None, None], confidence=[0.8, np.nan, np.nan])
+    assert list(unscored_replies(t)) == [False, True, False]
+    e, z = (summary_table(t, by=[], unscored=u).iloc[0] for u in UNSCORED_POLICIES)
+    assert (e["recall"], e["n_scored"], e["n_unscored"], e["n_error"]) == (0.6, 1, 2, 1)
+    assert (z["recall"], z["precision"], z["n_scored"], z["n_zeroed"], z["n_unscored"], z["n_error"]) == (0.3, 0.5, 2, 1, 1, 1)
+    assert e["ece_recall"] == z["ece_recall"] == pytest.approx(0.2)  # the cut reply stated no confidence: ECE(r) = |0.6 - 0.8|
+    rated = t.assign(confidence=[0.8, 0.4, np.nan])  # had it stated 0.4: bins (0.7, 0.8] and (0.3, 0.4], ECE = (0.2 + 0.4) / 2
+    assert summary_table(rated, by=[], unscored="zero").iloc[0]["ece_recall"] == pytest.approx(0.3)
+    assert ece(apply_unscored(rated, "zero")) == pytest.approx(0.3) and ece(rated) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="unscored must be one of"): summary_table(t, unscored="all")
+
+
+@st.composite
+def policy_tables(draw):
+    n = draw(st.integers(1, 30))
+    statuses = draw(st.lists(st.sampled_from(["answered", "truncated", "error"]), min_size=n, max_size=n))
+    recall = [draw(st.floats(0, 1)) if s == "answered" else None for s in statuses]
+    confidence = [draw(st.one_of(st.integers(0, 100).map(lambda c: c / 100), st.just(float("nan")))) for _ in statuses]
+    group = draw(st.lists(st.sampled_from(["a", "b"]), min_size=n, max_size=n))
+    return replies(statuses, recall, confidence, paradigm=group)
+
+
+@FAST
+@given(policy_tables())
+def test_zero_policy_adds_the_unscored_replies_at_zero(t):
+    both = under_both_policies(summary_table, t, by=["paradigm"]).set_index(["paradigm", "unscored"])
+    for group, sub in t.groupby("paradigm"):
+        e, z = both.loc[(group, "exclude")], both.loc[(group, "zero")]
+        answered, errors = (sub["status"] == "answered").sum(), (sub["status"] == "error").sum()
+        assert (e["n_scored"], z["n_scored"], z["n_zeroed"], z["n_error"]) == (answered, len(sub) - errors, len(sub) - errors - answered, errors)
+        if answered: assert z["recall"] * z["n_scored"] == pytest.approx(e["recall"] * e["n_scored"])  # the same sum, more rows
+        else: assert math.isnan(e["recall"]) and (z["n_scored"] == 0 or z["recall"] == 0.0)
+    assert (scored_mask(apply_unscored(t, "zero")) == (t["status"] != "error").to_numpy()).all()

@@ -17,12 +17,13 @@ from hypothesis import given, settings, strategies as st
 
 from reasoning_study.backends.core import Request, SamplingParams, make_completion
 from reasoning_study.metrics.musobench import synthetic_results
-from reasoning_study.musobench import (DIALOGUE_KEYS, ProtocolConfig, checkpoint_prefill, close_thinking, count_reflections,
-                                       exploration_prefill, paradigm_setup, parse_confidence, parse_decision,
-                                       reflection_offsets, rescore_run, run_study, score_turns,
-                                       solve_messages, split_turn, thinking_is_open, thinking_opener,
+from reasoning_study.musobench import (DIALOGUE_KEYS, RUN_FILES, ProtocolConfig, checkpoint_prefill, close_thinking,
+                                       count_reflections, exploration_prefill, paradigm_setup, parse_confidence, parse_decision,
+                                       read_results, reflection_offsets, rescore_run, run_study, score_turns,
+                                       solve_messages, split_turn, study_figures, study_tables, thinking_is_open, thinking_opener,
                                        write_instances, write_run, write_study_report)
-from reasoning_study.prompts.musobench import CONFIDENCE_PROMPT, EXPLORATION_CUE, RECONSIDER_PROMPT
+from reasoning_study.prompts.musobench import (CONFIDENCE_PROMPT, EXPLORATION_CUE, EXPLORATION_OPENINGS, RECONSIDER_PROMPT,
+                                               REFLECTION_MARKERS)
 from reasoning_study.store import GenerationStore, generate_cached
 from reasoning_study.tasks import subsetsum
 from reasoning_study.tasks.musobench import MuSoBenchItem, build_task
@@ -107,6 +108,35 @@ def test_checkpoint_prefill_keeps_k_reflections_and_closes_the_thinking():
     assert not thinking_is_open(k1, "") and thinking_is_open("<think>\nabc", " more")
 
 
+# a trace with both kinds of line opening: exploration (lines 2 and 4) and reflection (lines 3 and 5)
+EXPLORING = ("Start with pairs.\nAlternatively, try the largest value first.\nWait, check 3 + 7 = 10.\n"
+             "Another approach: triples.\nLet me double-check 2 + 3 + 5.\nDone.")
+
+
+def test_exploration_openings_are_not_reflection_steps_unless_asked_for():
+    assert "Alternatively," not in REFLECTION_MARKERS and "Alternatively," in EXPLORATION_OPENINGS
+    assert count_reflections(EXPLORING) == 2  # "Wait," and "Let me double-check" only
+    assert [EXPLORING[o:o + 5] for o in reflection_offsets(EXPLORING)] == ["Wait,", "Let m"]
+    both = REFLECTION_MARKERS + EXPLORATION_OPENINGS
+    assert count_reflections(EXPLORING, both) == 4
+    assert [EXPLORING[o:o + 5] for o in reflection_offsets(EXPLORING, both)] == ["Alter", "Wait,", "Anoth", "Let m"]
+    # checkpoint 0 keeps the first exploration line and cuts before the first re-check; counting exploration cuts before it
+    assert checkpoint_prefill(EXPLORING, 0) == "<think>\nStart with pairs.\nAlternatively, try the largest value first.\n</think>\n\n"
+    assert checkpoint_prefill(EXPLORING, 0, markers=both) == "<think>\nStart with pairs.\n</think>\n\n"
+    assert checkpoint_prefill(EXPLORING, 1) == ("<think>\nStart with pairs.\nAlternatively, try the largest value first.\n"
+                                               "Wait, check 3 + 7 = 10.\nAnother approach: triples.\n</think>\n\n")
+    assert checkpoint_prefill(EXPLORING, 2) is None and checkpoint_prefill(EXPLORING, 3, markers=both).endswith("triples.\n</think>\n\n")
+    assert count_reflections("Alternatively, x\nAlternatively, y", ["Alternatively,"]) == 2
+
+
+@pytest.mark.parametrize("markers, message", [((), "at least one"), (("Wait,", " "), "non-empty"), ("Wait,", "not one string")])
+def test_reflection_markers_are_checked(markers, message):
+    with pytest.raises(ValueError, match=message): ProtocolConfig(reflection_markers=markers)
+    with pytest.raises(ValueError, match=message): count_reflections(EXPLORING, markers)
+    assert ProtocolConfig().reflection_markers == REFLECTION_MARKERS
+    assert ProtocolConfig(reflection_markers=["Wait,"]).reflection_markers == ("Wait,",)
+
+
 # --- the protocol on a scripted backend (pure logic: what is asked, in which order, and what is kept) ------------
 
 INSTANCE = subsetsum.SubsetSumInstance((2, 3, 5, 7, 8), 10)
@@ -121,8 +151,8 @@ class ScriptedBackend:
     protocol's plumbing (which chat, prefill and seed each turn gets), never to produce results."""
     name, model_id, revision = "scripted", "scripted-model", "v1"
 
-    def __init__(self, truncate_solve=False, confidence="Confidence: 80", long_closes=False):
-        self.truncate_solve, self.confidence, self.long_closes = truncate_solve, confidence, long_closes
+    def __init__(self, truncate_solve=False, confidence="Confidence: 80", long_closes=False, trace=TRACE):
+        self.truncate_solve, self.confidence, self.long_closes, self.trace = truncate_solve, confidence, long_closes, trace
         self.seen = []  # every (request, sample) generated
 
     def encode(self, text):
@@ -142,8 +172,8 @@ class ScriptedBackend:
         if prefill.endswith(EXPLORATION_CUE): return "\nSolution 2: {3, 7}\nTotal 2 feasible subsets.", "stop"
         if "</think>" in prefill: return SAMPLE_ANSWERS[index], "stop"
         if prefill.startswith("<think>"):  # emulated Long-CoT, turn 1: a trace that runs out of tokens
-            if self.long_closes: return TRACE + "\n</think>\n\n" + SAMPLE_ANSWERS[index], "stop"
-            return TRACE + "\nMore thinking", "length"
+            if self.long_closes: return self.trace + "\n</think>\n\n" + SAMPLE_ANSWERS[index], "stop"
+            return self.trace + "\nMore thinking", "length"
         if self.truncate_solve: return "Solution 1: {2, 8}\nSolution 2: {3,", "length"
         return SAMPLE_ANSWERS[index], "stop"
 
@@ -233,6 +263,25 @@ def test_reflection_checkpoints(tmp_path):
     assert list(results.loc[["reflection_k0", "reflection_k1", "reflection_k2"], "reflection_count"]) == [0, 1, 2]
 
 
+def test_reflection_checkpoints_cut_at_the_configured_openings(tmp_path):
+    backend = ScriptedBackend(trace=EXPLORING)
+    run, _, _ = scripted_run(tmp_path, backend, ProtocolConfig(max_tokens=64, reflection_ks=(0,)), paradigms=("long",))
+    k0 = turn(run, "long", "reflection_k0", 1)
+    assert k0["prefill"] == "<think>\nStart with pairs.\nAlternatively, try the largest value first.\n</think>\n\n"  # the default
+    assert json.loads(k0["reflection_markers"]) == list(REFLECTION_MARKERS)  # the run's markers are in its turns table
+    base = run.results[run.results["condition"] == "base"].iloc[0]
+    assert base["reflection_count"] == 2  # "Wait," and "Let me double-check"; the exploration openings are not counted
+    both = ProtocolConfig(max_tokens=64, reflection_ks=(0,), reflection_markers=REFLECTION_MARKERS + EXPLORATION_OPENINGS)
+    (tmp_path / "both").mkdir()
+    asked, _, _ = scripted_run(tmp_path / "both", ScriptedBackend(trace=EXPLORING), both, paradigms=("long",))
+    assert turn(asked, "long", "reflection_k0", 1)["prefill"] == "<think>\nStart with pairs.\n</think>\n\n"
+    assert asked.results[asked.results["condition"] == "base"].iloc[0]["reflection_count"] == 4
+    # a turns table written before the markers were recorded is rescored with the default markers
+    older = asked.turns.drop(columns="reflection_markers")
+    rescored, _ = score_turns(older, {(ITEM.task, ITEM.question_id): ITEM})
+    assert rescored[rescored["condition"] == "base"].iloc[0]["reflection_count"] == 2
+
+
 def test_exploration_continues_the_same_message(tmp_path):
     run, _, _ = scripted_run(tmp_path)
     base, explored = turn(run, "short", "base", 1), turn(run, "short", "exploration", 1)
@@ -262,12 +311,12 @@ def test_self_consistency_samples_and_aggregates(tmp_path):
     assert turn(run, "long", "sc_sample", 1, 0)["keys"] == turn(run, "long", "base", 1)["keys"]  # sample 0 is the base answer
     assert not (run.turns["condition"].eq("sc_sample") & run.turns["turn"].eq(3)).any()  # samples are not reconsidered
     sc = run.results[run.results["condition"].str.startswith("sc_")].set_index("condition")
-    assert set(sc.index) == {"sc_median", "sc_vote", "sc_union"} and (sc["n_samples"] == 3).all()
-    # samples list {2,8} | {2,8},{3,7} | {3,7},{1,9}: the union has all three, a majority vote keeps {2,8} and {3,7}
-    assert (sc.loc["sc_union", "n_listed"], sc.loc["sc_union", "n_correct"]) == (3, 2)
-    assert (sc.loc["sc_vote", "n_listed"], sc.loc["sc_vote", "n_correct"]) == (2, 2)
+    assert set(sc.index) == {"sc_median", "sc_voting", "sc_threshold"} and (sc["n_samples"] == 3).all()
+    # samples list {2,8} | {2,8},{3,7} | {3,7},{1,9}: the paper's voting (the union) has all three, our majority vote keeps {2,8} and {3,7}
+    assert (sc.loc["sc_voting", "n_listed"], sc.loc["sc_voting", "n_correct"]) == (3, 2)
+    assert (sc.loc["sc_threshold", "n_listed"], sc.loc["sc_threshold", "n_correct"]) == (2, 2)
     assert sc.loc["sc_median", "sample_index"] == 0 and sc.loc["sc_median", "n_listed"] == 1  # all rated 0.8: the lowest index
-    assert math.isclose(sc.loc["sc_vote", "confidence"], 0.8) and math.isclose(sc.loc["sc_union", "recall"], 2 / 3)
+    assert math.isclose(sc.loc["sc_threshold", "confidence"], 0.8) and math.isclose(sc.loc["sc_voting", "recall"], 2 / 3)
     assert sc["decision"].isna().all()
     # the aggregation wrote nothing into the samples (the reference's shallow copy overwrote the first sample with the union)
     before = run.samples.copy()
@@ -407,6 +456,57 @@ def test_run_folder_rescores_without_a_model(tmp_path):
     assert not results.duplicated(DIALOGUE_KEYS).any()
 
 
+def test_unscored_replies_under_both_policies(tmp_path):
+    # read_truncated=False: the truncated Short-CoT answers (base and exploration) are not scored, nor asked about
+    run, _, _ = scripted_run(tmp_path, ScriptedBackend(truncate_solve=True),
+                             config=ProtocolConfig(max_tokens=64, exploration=True, read_truncated=False))
+    short = run.results[run.results["paradigm"] == "short"]
+    assert short["recall"].isna().all() and short["confidence"].isna().all() and short["decision"].isna().all()
+    tables = study_tables(run.results)
+    summary = tables["summary"].set_index(["paradigm", "condition", "unscored"])
+    scored, zeroed = summary.loc[("short", "base", "exclude")], summary.loc[("short", "base", "zero")]
+    assert (scored["n_scored"], scored["n_unscored"], zeroed["n_scored"], zeroed["n_zeroed"], zeroed["n_unscored"]) == (0, 1, 1, 1, 0)
+    assert math.isnan(scored["recall"]) and (zeroed["recall"], zeroed["precision"]) == (0.0, 0.0)
+    assert math.isnan(zeroed["ece_recall"]) and zeroed["n_confidence"] == 0  # no confidence was stated: ECE has nothing to bin
+    long = summary.loc[("long", "base")]  # the answered Long-CoT rows are the same under both policies
+    assert long.loc["exclude", "recall"] == long.loc["zero", "recall"] and long.loc["zero", "n_zeroed"] == 0
+    table1 = tables["table1_reconsideration"]
+    rows = table1.loc[("smollm2-135m", "Short-CoT"), ("SubsetSum", "Rows")]
+    assert (rows["scored only"], rows["unscored = 0"]) == (0, 1)
+    assert table1.loc[("smollm2-135m", "Short-CoT"), ("SubsetSum", "CSR (%)")].isna().all()  # no round 2: nothing to rate
+    assert "unscored_replies" in tables["statuses"] and tables["statuses"]["unscored_replies"].sum() == 2
+    # the figures read one row set: only under "zero" do the Short-CoT answers exist for the exploration panel (at recall 0)
+    excluded, zero = study_figures(run.results, "exclude"), study_figures(run.results, "zero")
+    assert "exploration: needs scored Short-CoT answers" in excluded["mitigations_subsetsum"]
+    assert len(zero["mitigations_subsetsum"].axes) == 1 and zero["mitigations_subsetsum"].axes[0].get_title() == "(b) Exploration"
+    import matplotlib.pyplot as plt
+    plt.close("all")
+    with pytest.raises(ValueError, match="unscored must be one of"): study_figures(run.results, "drop")
+
+
+def test_error_rows_are_no_answer_under_either_policy(tmp_path):
+    run, _, _ = scripted_run(tmp_path)
+    failed = run.results.copy()
+    failed.loc[failed.index[0], ["status", "precision", "recall", "n_listed", "n_correct"]] = ["error", None, None, None, None]
+    first = failed.iloc[0]
+    summary = study_tables(failed)["summary"]
+    rows = summary[(summary["paradigm"] == first["paradigm"]) & (summary["condition"] == first["condition"])].set_index("unscored")
+    assert list(rows["n_error"]) == [1, 1] and list(rows["n_zeroed"]) == [0, 0] and list(rows["n_unscored"]) == [1, 1]
+
+
+def test_results_written_with_the_older_self_consistency_names_still_read(tmp_path):
+    run, _, _ = scripted_run(tmp_path)
+    older = run.results.assign(condition=run.results["condition"].replace({"sc_voting": "sc_union", "sc_threshold": "sc_vote"}))
+    folder = tmp_path / "old-run"
+    folder.mkdir()
+    older.to_parquet(folder / RUN_FILES["results"], index=False)
+    read = read_results([folder])
+    assert set(read["condition"]) == set(run.results["condition"]) and not read["condition"].isin(["sc_union", "sc_vote"]).any()
+    pd.testing.assert_frame_equal(study_tables(older)["table2_self_consistency"], study_tables(run.results)["table2_self_consistency"])
+    methods = list(study_tables(older)["table2_self_consistency"].index.get_level_values("Method"))
+    assert methods == ["Long-CoT", "w/ Median Conf", "w/ Voting", "Threshold vote (ours)"]
+
+
 def test_protocol_config_validates():
     with pytest.raises(ValueError, match="reflection_ks"): ProtocolConfig(reflection_ks=(-1,))
     with pytest.raises(ValueError, match="max_tokens"): ProtocolConfig(max_tokens=0)
@@ -424,8 +524,9 @@ def test_report_of_two_models_draws_every_figure_once_per_model(tmp_path):
     assert {"factors_Qwen3-8B_subsetsum", "mitigations_DeepSeek_timetabling", "exploration_calibration_Qwen3-8B",
             "movement_subsetsum", "table:table2_self_consistency"} <= set(report)
     assert all(p.exists() for v in report.values() for p in v)
-    table2 = pd.read_csv(tmp_path / "tables" / "table2_self_consistency.csv")
-    assert set(table2["Model"]) == {"Qwen3-8B", "DeepSeek"}
+    table2 = pd.read_csv(tmp_path / "tables" / "table2_self_consistency.csv", header=[0, 1], index_col=[0, 1, 2])
+    assert set(table2.index.get_level_values("Model")) == {"Qwen3-8B", "DeepSeek"}
+    assert list(table2.columns[:2]) == [("Precision (%)", "scored only"), ("Precision (%)", "unscored = 0")]
     statuses = pd.read_csv(tmp_path / "tables" / "statuses.csv")
     assert statuses["rows"].sum() == len(two)
 
@@ -482,6 +583,9 @@ TINY_TABLES = ["summary", "statuses", "reconsideration", "table1_reconsideration
     ({"levels": [8]}, "'levels': 8 is not one of"),
     ({"per_level": "ten"}, "'per_level' must be int"),
     ({"cpu_threads": 0}, "'cpu_threads' must be >= 1"),
+    ({"unscored": "drop"}, "'unscored': 'drop' is not one of"),
+    ({"reflection_markers": "Wait,"}, "'reflection_markers' must be list"),
+    ({"reflection_markers": ["Wait,", 3]}, "'reflection_markers' must be str"),
     ({"backend_options": {"batch_sise": 4}}, "unknown option(s) ['batch_sise'] for the transformers backend"),
     ({"short_preset": "qwen3-8b-no-think", "long_preset": "qwen3-8b-think", "backend_options": {"gpu_mem": 0.5}},
      "unknown option(s) ['gpu_mem'] for the vllm backend"),
@@ -510,7 +614,12 @@ def test_experiment_notebook_end_to_end_then_a_rerun_from_the_store(tmp_path):
     stats = json.loads((out_dir / "generation_stats.json").read_text())
     assert stats["generated"] > 0 and stats["errors"] == 0
     results = pd.read_parquet(out_dir / "results.parquet")
-    assert set(results["condition"]) == {"base", "exploration", "reflection_k0", "sc_median", "sc_vote", "sc_union"}
+    assert set(results["condition"]) == {"base", "exploration", "reflection_k0", "sc_median", "sc_voting", "sc_threshold"}
+    recorded = json.loads((out_dir / "params.json").read_text())
+    assert recorded["unscored"] == "zero" and recorded["reflection_markers"] == list(REFLECTION_MARKERS)  # the CPU defaults, recorded
+    summary = pd.read_csv(out_dir / "tables" / "summary.csv")
+    assert list(summary["unscored"][:2]) == ["exclude", "zero"] and (summary.groupby("unscored").size() == len(summary) // 2).all()
+    assert "`unscored='zero'`" in (out_dir / "figures.md").read_text()
     assert len(results[results["condition"] == "base"]) == 4  # two instances, two paradigms: nothing dropped
     listed = (out_dir / "figures.md").read_text()
     assert "not drawn" not in listed, listed  # every figure is drawn from the embedded model's own answers

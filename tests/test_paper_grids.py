@@ -4,7 +4,8 @@ Every grid file is expanded with the sweep module's own expansion (`load_sweep`,
 cell's presets against their providers' rules). In the paper grids (the sweeps named `*-paper`), every
 MuSoBench cell sets the protocol explicitly: `reply_openings` within `["confidence"]` (opening the solve
 reply with the solution format would suppress the step-by-step reasoning of Short-CoT) and
-`read_truncated: false` (the paper scores full answers), the same for both models of a pair, whether the
+`read_truncated: false` (the paper scores full answers) and `unscored: zero` (a reply with nothing to score is an
+empty answer: the paper's means run over all N instances), the same for both models of a pair, whether the
 pair runs in one cell (short and long presets) or in one cell per model (`paradigms`, same `model`).
 The paper grids validate the way `rs-sweep --dry-run` does, and a copy asking a hosted model for a
 parameter its provider rejects (or a budget over its cap) fails with exit status 2."""
@@ -20,7 +21,7 @@ from reasoning_study.sweep import load_sweep, main
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS = sorted((ROOT / "nbs" / "sweeps").glob("*.yaml"))
 PAPER_GRIDS = [p for p in GRIDS if yaml.safe_load(p.read_text()).get("name", "").endswith("-paper")]
-PAIR_SETTINGS = ("reply_openings", "read_truncated", "max_tokens", "tasks", "levels", "per_level")
+PAIR_SETTINGS = ("reply_openings", "read_truncated", "unscored", "max_tokens", "tasks", "levels", "per_level")
 
 
 def musobench_cells(path: Path) -> list:
@@ -41,9 +42,10 @@ def test_every_grid_expands_and_validates(path):
 def test_paper_grids_set_the_papers_protocol(path):
     for cell in musobench_cells(path):
         p = cell.parameters
-        assert "reply_openings" in p and "read_truncated" in p, f"{cell.id} inherits the notebook's CPU defaults"
+        assert "reply_openings" in p and "read_truncated" in p and "unscored" in p, f"{cell.id} inherits the notebook's CPU defaults"
         assert set(p["reply_openings"]) <= {"confidence"}, (cell.id, p["reply_openings"])
         assert p["read_truncated"] is False, cell.id
+        assert p["unscored"] == "zero", (cell.id, p["unscored"])
 
 
 @pytest.mark.parametrize("path", PAPER_GRIDS, ids=lambda p: p.stem)
@@ -92,3 +94,10 @@ def test_a_parameter_the_provider_rejects_fails_validation(case, values, message
     err = capsys.readouterr().err
     assert message in err and "nothing was run" in err, err
     assert f"api__{case}__tasks=timetabling" in err  # the cell is named
+
+
+def test_every_paper_musobench_cell_scores_unscored_replies_as_zero():
+    "Point 4 of issue 13: the paper grid counts every instance (an unscored reply as an empty answer), in all its MuSoBench cells."
+    cells = musobench_cells(ROOT / "nbs" / "sweeps" / "musobench.yaml")
+    assert len(cells) >= 8  # qwen3-8b (2 tasks), the API pairs (3 cases x 2 tasks), the temperature sweep (2 x 4)
+    assert {c.parameters.get("unscored") for c in cells} == {"zero"}

@@ -17,10 +17,10 @@ import seaborn as sns
 from .core import TASK_LABELS, paper_style, plot_table, require_columns
 
 # %% auto #0
-__all__ = ['PARADIGM_LABELS', 'PARADIGM_COLORS', 'CONDITION_LABELS', 'METRIC_LABELS', 'EXPLORATION_METRICS',
-           'plot_solution_counts', 'run_label', 'one_task', 'panel_tables', 'plot_recall_confidence',
-           'plot_reliability', 'plot_calibration', 'plot_movement', 'plot_factors', 'plot_mitigations',
-           'plot_exploration_calibration', 'table_reconsideration', 'table_self_consistency']
+__all__ = ['PARADIGM_LABELS', 'PARADIGM_COLORS', 'CONDITION_LABELS', 'UNSCORED_LABELS', 'METRIC_LABELS', 'EXPLORATION_METRICS',
+           'SC_TABLE_CONDITIONS', 'plot_solution_counts', 'run_label', 'one_task', 'panel_tables',
+           'plot_recall_confidence', 'plot_reliability', 'plot_calibration', 'plot_movement', 'plot_factors',
+           'plot_mitigations', 'plot_exploration_calibration', 'table_reconsideration', 'table_self_consistency']
 
 # %% ../../nbs/81_figures.musobench.ipynb #cf4a77b7
 def plot_solution_counts(table: pd.DataFrame) -> plt.Figure:
@@ -40,7 +40,10 @@ def plot_solution_counts(table: pd.DataFrame) -> plt.Figure:
 # %% ../../nbs/81_figures.musobench.ipynb #9cef3ad1
 PARADIGM_LABELS = {"short": "Short-CoT", "long": "Long-CoT"}
 PARADIGM_COLORS = {"short": "#dd8452", "long": "#4c72b0"}
-CONDITION_LABELS = {"exploration": "w/ Exploration", "sc_median": "w/ Median Conf", "sc_vote": "w/ Voting", "sc_union": "w/ Union"}
+CONDITION_LABELS = {"exploration": "w/ Exploration", "sc_median": "w/ Median Conf", "sc_voting": "w/ Voting",  # the paper's names
+                    "sc_threshold": "Threshold vote (ours)",  # not in the paper
+                    "sc_union": "w/ Voting", "sc_vote": "Threshold vote (ours)"}  # the same runs under their older names
+UNSCORED_LABELS = {"exclude": "scored only", "zero": "unscored = 0"}  # the `unscored` policies, as table columns
 METRIC_LABELS = {"precision": "Precision", "recall": "Recall", "confidence": "Confidence", "ece_recall": "ECE (r)",
                  "ece_precision": "ECE (p)", "csr": "CSR", "esc": "ESC", "nsd": "NSD"}
 
@@ -329,34 +332,59 @@ def plot_exploration_calibration(bins: pd.DataFrame,  # `reliability_bins` by co
     return fig
 
 # %% ../../nbs/81_figures.musobench.ipynb #96db6dcf
-def table_reconsideration(rates: pd.DataFrame,  # `reconsideration_rates` output
+def _policy_wide(cells: pd.DataFrame, index: list[str], outer: list[str], metrics: list[str]) -> pd.DataFrame:
+    "`cells` (one row per index × outer × `Unscored` label, metric columns) as columns outer × metric × policy, in the order given."
+    long = cells.melt(id_vars=index + outer + ["Unscored"], value_vars=metrics, var_name="Metric")
+    table = long.pivot(index=index, columns=outer + ["Metric", "Unscored"], values="value")
+    levels = [list(dict.fromkeys(cells[c])) for c in outer] + [metrics, [l for l in UNSCORED_LABELS.values() if l in set(cells["Unscored"])]]
+    table = table.reindex(columns=pd.MultiIndex.from_product(levels, names=outer + ["Metric", "Unscored"]))
+    if "Rows" in metrics:
+        for column in [c for c in table.columns if c[-2] == "Rows"]: table[column] = table[column].astype("Int64")
+    return table
+
+def table_reconsideration(rates: pd.DataFrame,  # `reconsideration_rates` output, or `under_both_policies(reconsideration_rates, ...)`
                           row: str = "model",  # the row label column (model or family)
                           ) -> pd.DataFrame:
-    "Table 1: CSR, ESC and NSD (%) per model and paradigm, one column group per task."
+    "Table 1: CSR, ESC and NSD (%) per model and paradigm, one column group per task (and a column per `unscored` policy, when given both)."
     require_columns(rates, [row, "paradigm", "task", "csr", "esc", "nsd"], "table_reconsideration")
-    if rates.duplicated([row, "paradigm", "task"]).any(): raise ValueError(f"one row per ({row}, paradigm, task) expected")
+    policies = ["unscored"] if "unscored" in rates else []
+    if rates.duplicated([row, "paradigm", "task"] + policies).any(): raise ValueError(f"one row per ({row}, paradigm, task{', unscored' * bool(policies)}) expected")
     long = rates.assign(Paradigm=rates["paradigm"].map(lambda p: PARADIGM_LABELS.get(p, p)),
                         Task=rates["task"].map(lambda t: TASK_LABELS.get(t, t)))
-    table = long.pivot(index=[row, "Paradigm"], columns="Task", values=["csr", "esc", "nsd"]) * 100
-    table.columns = table.columns.swaplevel(0, 1)
-    tasks = list(dict.fromkeys(long["Task"]))
-    table = table.reindex(columns=pd.MultiIndex.from_product([tasks, ["csr", "esc", "nsd"]]))
-    table.columns = pd.MultiIndex.from_tuples([(t, f"{METRIC_LABELS[m]} (%)") for t, m in table.columns])
+    names = [f"{METRIC_LABELS[m]} (%)" for m in ("csr", "esc", "nsd")]
+    long = long.assign(**{name: long[m] * 100 for name, m in zip(names, ("csr", "esc", "nsd"))})
+    if policies:
+        require_columns(rates, ["n_rows", "n_unscored"], "table_reconsideration (both policies)")
+        long = long.assign(Unscored=long["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)), Rows=long["n_rows"] - long["n_unscored"])
+        table = _policy_wide(long, [row, "Paradigm"], ["Task"], names + ["Rows"])
+    else:
+        table = long.pivot(index=[row, "Paradigm"], columns="Task", values=names)
+        table.columns = table.columns.swaplevel(0, 1)
+        table = table.reindex(columns=pd.MultiIndex.from_product([list(dict.fromkeys(long["Task"])), names]))
     table.index = table.index.rename([row.capitalize(), "Paradigm"])
     return table.round(2)
 
-def table_self_consistency(summary: pd.DataFrame,  # `summary_table` by task and condition (Long-CoT rows)
-                           conditions: Sequence[str] = ("base", "sc_median", "sc_vote", "sc_union"),  # rows, in order (missing ones skipped)
+SC_TABLE_CONDITIONS = ("base", "sc_median", "sc_voting", "sc_threshold")  # the paper's rows of Table 2, then ours
+
+def table_self_consistency(summary: pd.DataFrame,  # `summary_table` (or `under_both_policies(summary_table, ...)`) by task and condition, Long-CoT rows
+                           conditions: Sequence[str] = SC_TABLE_CONDITIONS,  # rows, in order (missing ones skipped)
                            ) -> pd.DataFrame:
-    "Table 2: precision, recall and ECE(r) (%) of Long-CoT and its self-consistency aggregates, per task."
+    "Table 2: precision, recall and ECE(r) (%) of Long-CoT and its self-consistency aggregates, per task (per `unscored` policy, when given both)."
     require_columns(summary, ["task", "condition", "precision", "recall", "ece_recall"], "table_self_consistency")
-    if summary.duplicated(["task", "condition"]).any(): raise ValueError("one row per (task, condition) expected")
+    policies = ["unscored"] if "unscored" in summary else []
+    if summary.duplicated(["task", "condition"] + policies).any(): raise ValueError(f"one row per (task, condition{', unscored' * bool(policies)}) expected")
     rows = summary[summary["condition"].isin(conditions)].copy()
     task_order = {t: i for i, t in enumerate(dict.fromkeys(summary["task"]))}
     rows = rows.assign(task_order=rows["task"].map(task_order), order=rows["condition"].map({c: i for i, c in enumerate(conditions)}))
-    rows = rows.sort_values(["task_order", "order"])
-    index = pd.MultiIndex.from_arrays([rows["task"].map(lambda t: TASK_LABELS.get(t, t)), rows["condition"].map(lambda c: run_label("long", c))],
-                                      names=["Task", "Method"])
-    table = pd.DataFrame({"Precision (%)": rows["precision"].to_numpy() * 100, "Recall (%)": rows["recall"].to_numpy() * 100,
-                          "ECE (r)": rows["ece_recall"].to_numpy() * 100}, index=index)
-    return table.round(2)
+    rows = rows.sort_values(["task_order", "order"], kind="stable")
+    cells = pd.DataFrame({"Task": rows["task"].map(lambda t: TASK_LABELS.get(t, t)).to_numpy(),
+                          "Method": rows["condition"].map(lambda c: run_label("long", c)).to_numpy(),
+                          "Precision (%)": rows["precision"].to_numpy() * 100, "Recall (%)": rows["recall"].to_numpy() * 100,
+                          "ECE (r)": rows["ece_recall"].to_numpy() * 100})
+    names = ["Precision (%)", "Recall (%)", "ECE (r)"]
+    if not policies: return cells.set_index(["Task", "Method"]).round(2)
+    require_columns(summary, ["n_scored"], "table_self_consistency (both policies)")
+    cells = cells.assign(Unscored=rows["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)).to_numpy(), Rows=rows["n_scored"].to_numpy())
+    table = _policy_wide(cells, ["Task", "Method"], [], names + ["Rows"])
+    order = list(dict.fromkeys(zip(cells["Task"], cells["Method"])))  # pivoting sorts: the paper's order again
+    return table.reindex(pd.MultiIndex.from_tuples(order, names=["Task", "Method"])).round(2)

@@ -16,15 +16,17 @@ import pandas as pd
 from ..tasks.core import ParsedSolution, listed_solutions, valid_solutions
 
 # %% auto #0
-__all__ = ['RESULT_COLUMNS', 'DEFAULT_BY', 'Undefined', 'DECISIONS', 'BIN_TOLERANCE', 'Variant', 'METRICS', 'PERCENT_COLUMNS',
-           'REFLECTION_CONDITION', 'SC_METHODS', 'require_columns', 'scored_mask', 'scored_rows', 'set_scores',
-           'score_answer', 'reconsideration_counts', 'correct_retention', 'error_correction', 'new_solution_discovery',
+__all__ = ['RESULT_COLUMNS', 'DEFAULT_BY', 'Unscored', 'UNSCORED_POLICIES', 'Undefined', 'DECISIONS', 'BIN_TOLERANCE', 'Variant',
+           'METRICS', 'PERCENT_COLUMNS', 'REFLECTION_CONDITION', 'SC_METHODS', 'LEGACY_CONDITIONS', 'require_columns',
+           'scored_mask', 'scored_rows', 'unscored_replies', 'apply_unscored', 'set_scores', 'score_answer',
+           'reconsideration_counts', 'correct_retention', 'error_correction', 'new_solution_discovery',
            'instance_reconsideration', 'group_index', 'group_count', 'group_mean', 'group_sem', 'repeat_keys',
-           'per_group', 'reconsideration_rates', 'confidence_bin', 'bin_edges', 'calibration_rows', 'group_ece',
-           'reliability_bins', 'ece', 'as_percent', 'summary_table', 'length_confidence', 'length_bins', 'by_level',
-           'temperature_sweep', 'reflection_sweep', 'movement_pairs', 'movement_grid', 'median_confidence_index',
-           'solution_frequencies', 'vote_solutions', 'union_solutions', 'voting_confidence', 'Aggregate',
-           'aggregate_samples', 'score_aggregate', 'aggregate_questions', 'mitigation_table', 'synthetic_results']
+           'per_group', 'reconsideration_rates', 'confidence_bin', 'bin_edges', 'calibration_rows', 'binned_ece',
+           'group_ece', 'reliability_bins', 'ece', 'as_percent', 'summary_table', 'under_both_policies',
+           'length_confidence', 'length_bins', 'by_level', 'temperature_sweep', 'reflection_sweep', 'movement_pairs',
+           'movement_grid', 'median_confidence_index', 'solution_frequencies', 'vote_solutions', 'union_solutions',
+           'voting_confidence', 'Aggregate', 'current_conditions', 'aggregate_samples', 'score_aggregate',
+           'aggregate_questions', 'mitigation_table', 'synthetic_results']
 
 # %% ../../nbs/60_metrics.musobench.ipynb #16968877
 RESULT_COLUMNS = ["model", "paradigm", "condition", "task", "question_id", "level", "answer_count", "sample_index",
@@ -39,17 +41,52 @@ def require_columns(table: pd.DataFrame, columns: Iterable[str], what: str):
     if missing := [c for c in columns if c not in table.columns]:
         raise ValueError(f"{what} needs columns {list(columns)}; missing {missing}")
 
+def _flag(results: pd.DataFrame, column: str) -> pd.Series:
+    "An optional boolean column of the results (False where it is missing)."
+    return results[column].fillna(False).astype(bool) if column in results else pd.Series(False, index=results.index)
+
 def scored_mask(results: pd.DataFrame) -> np.ndarray:
-    "Which rows can be scored: status `answered` (or flagged `scored_from_truncated`) and a precision and recall (a boolean array)."
+    "Which rows are scored: status `answered`, or flagged `scored_from_truncated` or `scored_as_zero`, with a precision and recall (a boolean array)."
     require_columns(results, ["status", "precision", "recall"], "scoring")
-    answer = results["status"] == "answered"
-    if "scored_from_truncated" in results:
-        answer |= (results["status"] == "truncated") & results["scored_from_truncated"].fillna(False).astype(bool)
+    answer = (results["status"] == "answered") | ((results["status"] == "truncated") & _flag(results, "scored_from_truncated"))
+    answer |= _flag(results, "scored_as_zero")
     return (answer & results["precision"].notna() & results["recall"].notna()).to_numpy(dtype=bool)
 
 def scored_rows(results: pd.DataFrame) -> pd.DataFrame:
     "The rows whose answer can be scored."
     return results[scored_mask(results)]
+
+def _check_choice(value, allowed, name):
+    if value not in allowed: raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+
+# %% ../../nbs/60_metrics.musobench.ipynb #745ff90e
+Unscored = Literal["exclude", "zero"]  # unscored model replies: left out of the means, or scored as an empty answer
+UNSCORED_POLICIES = ("exclude", "zero")
+_ZERO_ROUND_1 = ("n_listed", "n_correct", "precision", "recall")  # an empty answer: nothing listed, nothing found
+_ZERO_ROUND_2 = ("n_wrong_1", "n_correct_kept", "n_wrong_kept")  # nothing in round 1 to keep
+
+def unscored_replies(results: pd.DataFrame) -> np.ndarray:
+    "Model replies without a score: not scored and not `error` (a request that failed gave no reply); a boolean array."
+    return (results["status"] != "error").to_numpy(dtype=bool) & ~scored_mask(results)
+
+def apply_unscored(results: pd.DataFrame,  # the results table
+                   unscored: Unscored = "exclude",  # "exclude": as it is; "zero": unscored replies scored as an empty answer
+                   ) -> pd.DataFrame:
+    "The table the means read under an `unscored` policy (a copy when anything changes; error rows are never scored)."
+    _check_choice(unscored, UNSCORED_POLICIES, "unscored")
+    zero = unscored_replies(results) if unscored == "zero" else np.zeros(len(results), dtype=bool)
+    if not zero.any(): return results
+    out = results.assign(scored_as_zero=_flag(results, "scored_as_zero").to_numpy() | zero)
+    for column in _ZERO_ROUND_1:
+        if column in out: out.loc[zero, column] = 0.0
+    if "decision" in out:  # a reconsideration of an empty round 1: nothing to keep, every correct round-2 solution is new
+        decided = zero & out["decision"].notna().to_numpy()
+        for column in _ZERO_ROUND_2:
+            if column in out: out.loc[decided, column] = 0.0
+        if "n_new_correct" in out:
+            found = out["n_correct_2"].to_numpy(dtype=float) if "n_correct_2" in out else np.full(len(out), np.nan)
+            out.loc[decided, "n_new_correct"] = np.where((out["decision"] == "unchanged").to_numpy(), 0.0, found)[decided]
+    return out
 
 # %% ../../nbs/60_metrics.musobench.ipynb #c9409742
 def set_scores(listed: Iterable[Hashable],  # Y: the distinct answers given (solutions, valid or not, and unreadable answers)
@@ -94,9 +131,6 @@ def reconsideration_counts(listed_1: Iterable[Hashable], valid_1: Iterable[Hasha
 # %% ../../nbs/60_metrics.musobench.ipynb #15628f15
 Undefined = Literal["exclude", "reference"]  # what an empty denominator gives: NaN (left out of means) or the reference's fill-in
 _FILL = {"csr": 0.0, "esc": 1.0, "nsd": 0.0}  # the reference code's values for undefined rates
-
-def _check_choice(value, allowed, name):
-    if value not in allowed: raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
 
 def _rate(numerator, denominator, fill: float):
     "numerator / denominator where the denominator is positive, else `fill` (scalars or arrays)."
@@ -206,12 +240,15 @@ def reconsideration_rates(results: pd.DataFrame,  # the results table
                           by: Sequence[str] = DEFAULT_BY,  # grouping columns
                           undefined: Undefined = "exclude",  # empty denominators: "exclude" or "reference" (CSR 0, ESC 1, NSD 0)
                           unparsable: Literal["exclude", "unchanged"] = "exclude",  # rows whose decision could not be read
+                          unscored: Unscored = "exclude",  # unscored replies: left out, or an empty round 1 ("zero")
                           ) -> pd.DataFrame:
     "Mean CSR, ESC and NSD per group (fractions), with how many rows each rate averages and how many were left out."
+    results = apply_unscored(results, unscored)
     included, values = _reconsideration(results, undefined, unparsable)
     group, keys = group_index(results, by)
     n, scored, decision = len(keys), scored_mask(results), results["decision"]
     out = keys.assign(n_rows=group_count(group, n), n_unscored=group_count(group, n, ~scored),
+                      n_zeroed=group_count(group, n, _flag(results, "scored_as_zero").to_numpy()),
                       n_unparsable=group_count(group, n, scored & (decision == "unparsable").to_numpy(dtype=bool)),
                       n_no_decision=group_count(group, n, scored & decision.isna().to_numpy(dtype=bool)))
     for rate in ("csr", "esc", "nsd"):
@@ -274,11 +311,22 @@ def _calibration(results: pd.DataFrame, metric: str, variant: Variant) -> tuple[
     mask = scored_mask(results) & ~np.isnan(confidence)
     return mask, confidence[mask], _performance(results[metric].to_numpy(dtype=float)[mask], variant)
 
+def binned_ece(confidence: np.ndarray,  # in [0, 1], no NaN
+               performance: np.ndarray,  # per-instance performance in [0, 1]
+               group: np.ndarray | None = None,  # group number of each row (`group_index`); None: one group
+               n_groups: int = 1,
+               n_bins: int = 10,  # M
+              ) -> np.ndarray:
+    "ECE of each group of any per-instance performance, on these bins (NaN for a group without rows); NoveltyBench's ECEs use it too."
+    confidence, performance = np.asarray(confidence, dtype=float), np.asarray(performance, dtype=float)
+    group = np.zeros(len(confidence), dtype=int) if group is None else np.asarray(group, dtype=int)
+    return _ece_of_bins(*_group_bins(group, n_groups, confidence, performance, n_bins))
+
 def group_ece(results: pd.DataFrame, group: np.ndarray, n_groups: int, metric: str = "recall",
               variant: Variant = "paper", n_bins: int = 10) -> np.ndarray:
     "ECE of each group (given by `group_index`)."
     mask, confidence, performance = _calibration(results, metric, variant)
-    return _ece_of_bins(*_group_bins(group[mask], n_groups, confidence, performance, n_bins))
+    return binned_ece(confidence, performance, group[mask], n_groups, n_bins)
 
 def reliability_bins(results: pd.DataFrame,  # the results table (scored rows with a confidence are used)
                      by: Sequence[str] = (),  # grouping columns; () = one group
@@ -318,7 +366,9 @@ def _summary_columns(results: pd.DataFrame, group: np.ndarray, n_groups: int, va
     base = with_confidence if require_confidence else scored
     n_scored, n_confidence = group_count(group, n_groups, scored), group_count(group, n_groups, with_confidence)
     n_rows = group_count(group, n_groups)
-    return dict(n_rows=n_rows, n_scored=n_scored, n_unscored=n_rows - n_scored, n_confidence=n_confidence,
+    return dict(n_rows=n_rows, n_scored=n_scored, n_zeroed=group_count(group, n_groups, _flag(results, "scored_as_zero").to_numpy()),
+                n_unscored=n_rows - n_scored, n_error=group_count(group, n_groups, (results["status"] == "error").to_numpy()),
+                n_confidence=n_confidence,
                 n_no_confidence=n_scored - n_confidence,
                 precision=group_mean(group, n_groups, results["precision"].to_numpy(dtype=float), base),
                 recall=group_mean(group, n_groups, results["recall"].to_numpy(dtype=float), base),
@@ -341,11 +391,23 @@ def summary_table(results: pd.DataFrame,  # the results table
                   n_bins: int = 10,  # M
                   require_confidence: bool = False,  # score only rows with a confidence (the reference's row set)
                   percent: bool = False,  # report ×100
+                  unscored: Unscored = "exclude",  # unscored replies: left out, or scored as an empty answer ("zero")
                   ) -> pd.DataFrame:
     "Mean precision, recall, confidence, ECE(r) and ECE(p) per group, with the counts behind them."
+    results = apply_unscored(results, unscored)
     group, keys = group_index(results, by)
     out = keys.assign(**_summary_columns(results, group, len(keys), variant, n_bins, require_confidence))
     return as_percent(out) if percent else out
+
+def under_both_policies(table, results: pd.DataFrame,  # a table function taking `unscored=` (summary_table, ...), the results
+                        by: Sequence[str] = DEFAULT_BY,  # grouping columns
+                        **options) -> pd.DataFrame:
+    "`table(results, by, unscored=p, **options)` for both policies, with an `unscored` column after the keys, each group's two rows together."
+    tables = [table(results, by, unscored=p, **options).assign(unscored=p, _group=lambda t: np.arange(len(t)), _policy=i)
+              for i, p in enumerate(UNSCORED_POLICIES)]
+    out = pd.concat(tables, ignore_index=True).sort_values(["_group", "_policy"], kind="stable").drop(columns=["_group", "_policy"])
+    keys = list(by) + ["unscored"]
+    return out[keys + [c for c in out.columns if c not in keys]].reset_index(drop=True)
 
 # %% ../../nbs/60_metrics.musobench.ipynb #2890abb3
 def _length_rows(results: pd.DataFrame, log: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -492,13 +554,13 @@ def solution_frequencies(solution_sets: Iterable[Iterable[Hashable]]) -> Counter
 def vote_solutions(solution_sets: Sequence[Iterable[Hashable]],  # one listed set per sample
                    threshold: float = 0.5,  # keep solutions listed by at least this share of the samples, in (0, 1]
                    ) -> frozenset:
-    "The solutions listed by at least `threshold` · n of the n samples."
+    "Our threshold vote (not in the paper): the solutions listed by at least `threshold` · n of the n samples."
     if not 0 < threshold <= 1: raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     need = threshold * len(solution_sets) - 1e-9  # tolerate rounding of threshold · n
     return frozenset(s for s, count in solution_frequencies(solution_sets).items() if count >= need)
 
 def union_solutions(solution_sets: Iterable[Iterable[Hashable]]) -> frozenset:
-    "Every solution any sample lists (the reference's 'voting')."
+    "Every solution any sample lists: the paper's 'w/ Voting' (unite all unique answers), the reference's 'voting'."
     return frozenset(solution_frequencies(solution_sets))
 
 def voting_confidence(samples: Sequence[tuple[Iterable[Hashable], float]],  # (listed set, confidence) per sample
@@ -519,20 +581,29 @@ class Aggregate:
     confidence: float  # its confidence (NaN when no sample has one)
     sample_index: int | None = None  # the selected sample (median selection), else None
 
-SC_METHODS = {"median": "sc_median", "vote": "sc_vote", "union": "sc_union"}  # method -> results `condition`
+SC_METHODS = {"median": "sc_median",  # the paper's "w/ Median Conf"
+              "voting": "sc_voting",  # the paper's "w/ Voting": the union of all unique answers
+              "threshold": "sc_threshold"}  # ours, not in the paper: a vote with a threshold share
+LEGACY_CONDITIONS = {"sc_union": "sc_voting", "sc_vote": "sc_threshold"}  # the names results were written with before
+
+def current_conditions(results: pd.DataFrame) -> pd.DataFrame:
+    "The results with the self-consistency conditions of older runs renamed (`sc_union` → `sc_voting`, `sc_vote` → `sc_threshold`)."
+    require_columns(results, ["condition"], "current_conditions")
+    if not results["condition"].isin(list(LEGACY_CONDITIONS)).any(): return results
+    return results.assign(condition=results["condition"].replace(LEGACY_CONDITIONS))
 
 def aggregate_samples(samples: Sequence[tuple[Iterable[Hashable], float]],  # (listed set, confidence) per sample
-                      method: Literal["median", "vote", "union"] = "vote",  # the aggregation
-                      threshold: float = 0.5,  # share of samples a solution needs (method "vote")
+                      method: Literal["median", "voting", "threshold"] = "voting",  # the aggregation (the paper's two, or our threshold vote)
+                      threshold: float = 0.5,  # share of samples a solution needs (method "threshold")
                       ) -> Aggregate:
-    "Aggregate the samples of one question by median confidence, vote, or union."
+    "Aggregate the samples of one question by median confidence, the paper's voting (union), or our threshold vote."
     _check_choice(method, SC_METHODS, "method")
     if not samples: raise ValueError("no samples to aggregate")
     sets = [frozenset(listed) for listed, _ in samples]
     if method == "median":
         i = median_confidence_index([c for _, c in samples])
         return Aggregate(frozenset(), np.nan, None) if i is None else Aggregate(sets[i], float(samples[i][1]), i)
-    kept = vote_solutions(sets, threshold) if method == "vote" else union_solutions(sets)
+    kept = vote_solutions(sets, threshold) if method == "threshold" else union_solutions(sets)
     return Aggregate(kept, voting_confidence(list(zip(sets, [c for _, c in samples])), kept))
 
 def score_aggregate(aggregate: Aggregate,  # `aggregate_samples` output
@@ -544,8 +615,8 @@ def score_aggregate(aggregate: Aggregate,  # `aggregate_samples` output
                 confidence=aggregate.confidence, sample_index=aggregate.sample_index)
 
 def aggregate_questions(samples_by_question: Mapping[Hashable, Sequence[tuple[Iterable[Hashable], float]]],  # question -> samples
-                        method: Literal["median", "vote", "union"] = "vote",  # the aggregation
-                        threshold: float = 0.5,  # share for "vote"
+                        method: Literal["median", "voting", "threshold"] = "voting",  # the aggregation
+                        threshold: float = 0.5,  # share for "threshold"
                         ) -> dict:
     "`aggregate_samples` for every question."
     return {q: aggregate_samples(s, method, threshold) for q, s in samples_by_question.items()}
@@ -556,10 +627,11 @@ def mitigation_table(results: pd.DataFrame,  # the results table
                      variant: Variant = "paper",  # ECE variant
                      undefined: Undefined = "exclude",  # CSR/ESC/NSD empty-denominator rule
                      unparsable: Literal["exclude", "unchanged"] = "exclude",  # undecodable reconsideration replies
+                     unscored: Unscored = "exclude",  # unscored replies: left out, or scored as an empty answer ("zero")
                      ) -> pd.DataFrame:
     "Summary metrics and CSR/ESC/NSD per group, side by side."
-    summary = summary_table(results, by, variant=variant)
-    rates = reconsideration_rates(results, by, undefined, unparsable).drop(columns=["n_rows", "n_unscored"])
+    summary = summary_table(results, by, variant=variant, unscored=unscored)
+    rates = reconsideration_rates(results, by, undefined, unparsable, unscored).drop(columns=["n_rows", "n_unscored", "n_zeroed"])
     return summary.merge(rates, on=list(by), how="left")
 
 # %% ../../nbs/60_metrics.musobench.ipynb #25b1311f

@@ -10,8 +10,8 @@ from ..tasks import subsetsum, timetabling
 # %% auto #0
 __all__ = ['TIMETABLING_FORMAT', 'SUBSETSUM_FORMAT', 'TASK_PROMPT', 'TASK_DESCRIPTIONS', 'ZERO_COT_CUE', 'PARADIGMS',
            'CONFIDENCE_PROMPT', 'KEEP_TAG', 'CHANGE_TAG', 'RECONSIDER_PROMPT', 'EXPLORATION_CUE', 'REFLECTION_MARKERS',
-           'CONFIDENCE_OPENING', 'CONFIDENCE_STOP', 'DECISION_OPENING', 'REPLY_TURNS', 'EMULATED_LONG_COT_SYSTEM',
-           'task_prompt', 'solve_prompt', 'answer_opening', 'reply_opening']
+           'EXPLORATION_OPENINGS', 'CONFIDENCE_OPENING', 'CONFIDENCE_STOP', 'DECISION_OPENING', 'REPLY_TURNS',
+           'EMULATED_LONG_COT_SYSTEM', 'task_prompt', 'solve_prompt', 'answer_opening', 'reply_opening']
 
 # %% ../../nbs/30_prompts.musobench.ipynb #3b4f7445
 TIMETABLING_FORMAT = """Solution 1:
@@ -80,8 +80,9 @@ RECONSIDER_PROMPT = f"""Go through your answer again: check each solution agains
 # %% ../../nbs/30_prompts.musobench.ipynb #20acf133
 EXPLORATION_CUE = "Wait, there may be other solutions."
 
-REFLECTION_MARKERS = ("Wait,", "But wait,", "Let me double-check", "Let me double check", "Let me check again",
-                      "Let me think again", "Let me verify", "Hmm, wait", "Alternatively,")
+REFLECTION_MARKERS = ("Wait,", "But wait,", "Hmm, wait", "Let me double-check", "Let me double check", "Let me check again",
+                      "Let me think again", "Let me verify", "Let me re-check", "Let me recheck")  # re-checking: a reflection step
+EXPLORATION_OPENINGS = ("Alternatively,", "Another approach", "Another way")  # another path: exploration, not reflection
 
 # %% ../../nbs/30_prompts.musobench.ipynb #9d4c7733
 CONFIDENCE_OPENING = "Confidence:"
