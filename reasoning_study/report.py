@@ -59,7 +59,7 @@ PAPER_FIGURES: list[PaperFigure] = [
                 "a musobench run on subsetsum with reflection_ks, exploration or sc_samples"),
     PaperFigure(MUSO, "Figure 13", "exploration cue and calibration", "musobench", r"^musobench/exploration_calibration",
                 "a musobench Short-CoT run with exploration=True and scored confidences"),
-    PaperFigure(MUSO, "Table 2", "self-consistency (median confidence, vote, union)", "musobench", r"^musobench/table2_self_consistency$",
+    PaperFigure(MUSO, "Table 2", "self-consistency (w/ Median Conf, w/ Voting = the union; our threshold vote)", "musobench", r"^musobench/table2_self_consistency$",
                 "a musobench Long-CoT run with sc_samples > 1 (the paper: 32)"),
     PaperFigure(MUSO, "Table 3", "hyperparameters", "musobench", r"^musobench/table3_hyperparameters$", "any musobench run"),
     PaperFigure(MUSO, "Table 4", "NoveltyBench", "", "", "not reproduced by this project (NoveltyBench is not implemented)"),
@@ -216,33 +216,36 @@ def main_condition(prefixes: pd.DataFrame) -> dict:
     return dict(template=prefixes["template"].iloc[0], extractor=list(dict.fromkeys(prefixes["extractor"]))[-1])
 
 def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3) -> str:
-    "Figure 5 as text: harmful trajectories with the forced answer after each prefix (✓ correct, ✗ wrong)."
+    "Figure 5 as text: harmful trajectories with the forced answer after each prefix (✓ correct, ✗ wrong, ? failed probe)."
     lines = []
     for r in traj[traj["harmful"]].head(limit).itertuples():
         t = prefixes[(prefixes.item_id == r.item_id) & (prefixes.model == r.model) & (prefixes.seed == r.seed)
                      & (prefixes.sample_index == r.sample_index) & (prefixes.template == r.template) & (prefixes.extractor == r.extractor)]
-        path = " ".join(f"{'✓' if c else '✗'}{p!s:.12}" for p, c in zip(t.sort_values("prefix_index").prediction, t.sort_values("prefix_index").correct))
+        t = t.sort_values("prefix_index")
+        path = " ".join(f"{'?' if pd.isna(c) else '✓' if c else '✗'}{p!s:.12}" for p, c in zip(t.prediction, t.correct))
         lines.append(f"- {r.model} / {r.item_id}: {path}")
     if not lines: raise ValueError("no harmful trajectory")
     return "\n".join(lines)
 
 def overthinking_section(folders: Sequence[str | Path], out: str | Path, made: dict,
                          own_folder: bool = True,  # False: write into `out` itself (the experiment notebook, on its own run)
+                         failed_probes: str = "exclude",  # trajectories with a failed probe: "exclude" or "cut" (metrics.overthinking)
                         ):
     "Every overthinking figure and table the pooled runs support."
     from reasoning_study.figures.core import plot_table, table_markdown
     from reasoning_study.figures.overthinking import (best_strategy_mask, plot_cross_model, plot_format_breakdown,
         plot_length_histograms, plot_robustness, plot_stability_curve, plot_strategy_accuracy, plot_test_time_scaling,
         plot_token_statistics, plot_transition_matrix, plot_wasted_budget, results_table, stopping_table, taxonomy_results_table)
-    from reasoning_study.metrics.overthinking import (cross_model_spearman, length_distribution, optimal_vs_test_time_scaling,
-        overthinking_table, robustness, robustness_summary, stability_curve, stopping_at_k, strategy_table, trajectories,
-        transition_matrix, wasted_budget_table)
+    from reasoning_study.metrics.overthinking import (cross_model_spearman, failed_probe_table, length_distribution,
+        optimal_vs_test_time_scaling, overthinking_table, robustness, robustness_summary, stability_curve, stopping_at_k,
+        strategy_table, trajectories, transition_matrix, wasted_budget_table)
     from reasoning_study.probing.judge import taxonomy_table
     draw = Drawer(out, "overthinking", made, own_folder)
     prefixes, traces = read_tables(folders, "prefixes.parquet"), read_tables(folders, "traces.parquet")
     utterances, verdicts = read_tables(folders, "utterances.parquet"), read_tables(folders, "judgements.parquet")
     if prefixes.empty: draw.skip("fig1_strategy_accuracy", "no prefixes.parquet in the overthinking runs"); return
-    all_traj = trajectories(prefixes.drop(columns="run"))
+    all_traj = trajectories(prefixes.drop(columns="run"), failed_probes=failed_probes)
+    draw.table("failed_probes", failed_probe_table(prefixes.drop(columns="run"), failed_probes, by=["model", "benchmark", "template", "extractor"]))
     condition = main_condition(prefixes)
     in_main = lambda t: t[(t.template == condition["template"]) & (t.extractor == condition["extractor"])]
     traj, main_prefixes = in_main(all_traj), in_main(prefixes.drop(columns="run"))
@@ -254,15 +257,15 @@ def overthinking_section(folders: Sequence[str | Path], out: str | Path, made: d
     draw.figure("table1_results_figure", lambda: plot_table(results, best_strategy_mask(results), "Accuracy, length and H per strategy"))
     draw.figure("fig2_lengths_utterances", lambda: plot_length_histograms(length_distribution(traj)), "needs a solved trajectory")
     draw.figure("fig3_format_breakdown", lambda: plot_format_breakdown(overthinking_table(traj, by=["model", "format"])), "needs a solved trajectory")
-    draw.figure("fig4_stability_curve", lambda: plot_stability_curve(stability_curve(main_prefixes)), "needs a solved trajectory")
+    draw.figure("fig4_stability_curve", lambda: plot_stability_curve(stability_curve(main_prefixes, failed_probes=failed_probes)), "needs a solved trajectory")
     try: draw.table("harmful_examples", pd.DataFrame({"example": harmful_examples(traj, main_prefixes).splitlines()}))
     except ValueError as e: draw.skip("harmful_examples", str(e))
     try:
-        table2 = stopping_table(stopping_at_k(main_prefixes), strategy_table(traj, by=["model"]))
+        table2 = stopping_table(stopping_at_k(main_prefixes, failed_probes=failed_probes), strategy_table(traj, by=["model"]))
         draw.table("table2_stopping", table2, table_markdown(table2))
         draw.figure("table2_stopping_figure", lambda: plot_table(table2, title="Stopping@K"))
     except ValueError as e: draw.skip("table2_stopping", str(e))
-    transitions = transition_matrix(main_prefixes)
+    transitions = transition_matrix(main_prefixes, failed_probes)
     draw.table("transitions", transitions)
     draw.figure("fig9_transition_matrix", lambda: plot_transition_matrix(transitions))
     if len(utterances):
@@ -282,7 +285,12 @@ def overthinking_section(folders: Sequence[str | Path], out: str | Path, made: d
     if traj["model"].nunique() < 2: draw.skip("fig7_cross_model", "needs overthinking runs of at least two models on the same items")
     else: draw.figure("fig7_cross_model", lambda: plot_cross_model(cross_model_spearman(traj)))
     if len(traces) == 0 or traces["sample_index"].max() < 1: draw.skip("fig8_test_time_scaling", "needs several samples per question (n_samples > 1)")
-    else: draw.figure("fig8_test_time_scaling", lambda: plot_test_time_scaling(optimal_vs_test_time_scaling(traces.drop(columns="run"), traj)))
+    else:  # Table 1's Actual (the probed z_N), with the own-answer curves labelled as such
+        try:
+            scaling = optimal_vs_test_time_scaling(traj, traces=in_main(traces.drop(columns="run")))
+            draw.table("test_time_scaling", scaling)
+            draw.figure("fig8_test_time_scaling", lambda: plot_test_time_scaling(scaling))
+        except ValueError as e: draw.skip("fig8_test_time_scaling", f"needs several probed samples per question: {e}")
     if verdicts.empty: draw.skip("table4_taxonomy", "no judged harmful trajectory in the runs (needs a judge and a harmful trajectory)")
     else:
         table4 = taxonomy_results_table(taxonomy_table(verdicts.drop(columns="run")))

@@ -48,7 +48,7 @@ def figures(s):
         "fig4_stability": lambda: plot_stability_curve(stability_curve(prefixes)),
         "fig6_robustness": lambda: plot_robustness(robustness(traj).query("model == 'model-a' and benchmark == 'mc-bench'")),
         "fig7_cross_model": lambda: plot_cross_model(cross_model_spearman(traj)),
-        "fig8_scaling": lambda: plot_test_time_scaling(optimal_vs_test_time_scaling(synth["traces"].query("template == 'stop_now'"), stop_now)),
+        "fig8_scaling": lambda: plot_test_time_scaling(optimal_vs_test_time_scaling(stop_now, traces=synth["traces"].query("template == 'stop_now'"))),
         "fig9_transitions": lambda: plot_transition_matrix(transition_matrix(prefixes)),
         "fig10_tokens": lambda: plot_token_statistics(synth["utterances"], length_distribution(one, unit="tokens")),
         "fig11_wasted": lambda: plot_wasted_budget(wasted_budget_table(one)),

@@ -331,12 +331,20 @@ def test_cross_model_matrix_is_symmetric(synth_traj):
 def test_test_time_scaling_orders_the_curves(synth, synth_traj):
     traces = synth["traces"].query("template == 'stop_now' and extractor == 'rules'")
     probed = synth_traj.query("template == 'stop_now' and extractor == 'rules'")
-    curves = optimal_vs_test_time_scaling(traces, probed)
+    curves = optimal_vs_test_time_scaling(probed, traces=traces)
     assert sorted(curves["k"].unique()) == [1, 2, 3]
     wide = curves.pivot_table(index=["model", "k"], columns="strategy", values="accuracy")
-    assert (wide["Optimal Length"] >= wide["Pass@K"] - 1e-12).all()  # here final answers are the last probes
+    assert (wide["Optimal Length"] >= wide["Pass@K"] - 1e-12).all()  # solved includes z_N = 1
     assert (wide["Pass@K"] >= wide["Actual Length"] - 1e-12).all()
     assert wide.xs(1, level="k")["Pass@K"].to_numpy() == pytest.approx(wide.xs(1, level="k")["Actual Length"].to_numpy())
+    # K = 1 is Table 1's Actual (and Optimal) on the same trajectories (three seeds of every item)
+    table1 = strategy_table(probed, by=["model"]).pivot(index="model", columns="strategy", values="accuracy")
+    k1 = wide.xs(1, level="k")
+    assert k1["Actual Length"].to_numpy() == pytest.approx(table1["Actual"].to_numpy())
+    assert k1["Optimal Length"].to_numpy() == pytest.approx(table1["Optimal"].to_numpy())
+    # the synthetic own answer is the last probe, so its labelled curves coincide with the probed ones
+    assert wide["Actual Length (own answer)"].to_numpy() == pytest.approx(wide["Actual Length"].to_numpy())
+    assert wide["Pass@K (own answer)"].to_numpy() == pytest.approx(wide["Pass@K"].to_numpy())
 
 
 def test_wasted_budget_and_lengths(synth_traj):
@@ -357,7 +365,9 @@ def test_bad_prefix_tables_fail_with_clear_messages():
     with pytest.raises(ValueError, match="duplicated probes"): check_prefix_table(pd.concat([t, t.iloc[[1]]]))
     with pytest.raises(ValueError, match="do not have exactly the prefixes"): check_prefix_table(t[t.prefix_index != 0])
     with pytest.raises(ValueError, match="do not have exactly the prefixes"): check_prefix_table(t.assign(n_utterances=5))
-    with pytest.raises(ValueError, match="missing values"): check_prefix_table(t.assign(correct=[True, None, False, True]))
+    assert check_prefix_table(t.assign(correct=[True, None, False, True]))["item_id"].unique().tolist() == ["i1"]  # a failed probe
+    with pytest.raises(ValueError, match="no trajectory left: all 2 have a failed probe"): check_prefix_table(t.assign(correct=None))
+    with pytest.raises(ValueError, match="failed_probes must be one of"): trajectories(t, failed_probes="keep")
     with pytest.raises(ValueError, match="empty"): check_prefix_table(t.iloc[:0])
     with pytest.raises(ValueError, match="no complete trajectory"): check_prefix_table(t[t.prefix_index == 1], incomplete="drop")
     with pytest.raises(ValueError, match="unit must be"): length_distribution(trajectories(t), unit="words")
@@ -365,13 +375,19 @@ def test_bad_prefix_tables_fail_with_clear_messages():
 
 
 def test_pooled_scaling_without_groups():
-    traces = pd.DataFrame({"model": "m", "benchmark": "b", "item_id": ["x", "x", "y", "y"], "seed": [0, 1, 0, 1],
-                           "final_prediction": ["1", "2", "5", "5"], "final_correct": [True, False, True, True]})
-    curves = optimal_vs_test_time_scaling(traces, by=[]).set_index(["strategy", "k"])["accuracy"]
+    samples = [("x", 0, True, "1"), ("x", 1, False, "2"), ("y", 0, True, "5"), ("y", 1, True, "5")]  # empty traces: z_0 = z_N
+    probed = trajectories(pd.concat([prefix_rows([z], [p], item_id=i, **{**KEYS, "seed": s}) for i, s, z, p in samples]))
+    curves = optimal_vs_test_time_scaling(probed, by=[]).set_index(["strategy", "k"])["accuracy"]
     assert curves[("Pass@K", 1)] == pytest.approx(0.75) and curves[("Pass@K", 2)] == pytest.approx(1.0)
     assert curves[("Actual Length", 2)] == pytest.approx((0.5 + 1.0) / 2)  # x: a 1-1 tie between "1" and "2"
+    assert curves[("Actual Length", 1)] == pytest.approx(strategy_table(probed, by=[]).set_index("strategy").loc["Actual", "accuracy"])
+    with pytest.raises(ValueError, match="missing \\['actual_prediction'\\]"):
+        optimal_vs_test_time_scaling(probed.drop(columns="actual_prediction"))
+    traces = pd.DataFrame({"model": "m", "benchmark": "b", "item_id": ["x", "x"], "seed": [0, 1], "final_prediction": ["1", "2"],
+                           "final_correct": [True, False]})
+    with pytest.raises(ValueError, match="takes the `trajectories` table first"): optimal_vs_test_time_scaling(traces)
     with pytest.raises(ValueError, match="missing \\['final_prediction'\\]"):
-        optimal_vs_test_time_scaling(traces.drop(columns="final_prediction"))
+        optimal_vs_test_time_scaling(probed, traces=traces.drop(columns="final_prediction"))
 
 
 # --- recall trajectories of multi-solution answers ------------------------------------------------------

@@ -62,6 +62,9 @@ def test_tables_follow_the_contract(runs):
     assert set(prefixes["extractor"]) == {"rules", "llm:smollm2-135m"}
     assert set(prefixes["extraction_method"]) <= {"rules", "llm", "none"}
     assert not prefixes.loc[prefixes.prediction.isna(), "correct"].any()  # no answer is never correct
+    failed = prefixes["probe_status"].isin(["error", "extractor_error"])
+    assert prefixes.loc[failed, "correct"].isna().all() and prefixes.loc[~failed, "correct"].notna().all()  # a failure is no answer
+    assert (out / "failed_probes.csv").is_file() and first["failed_probes"]["policy"] == "exclude"
     # every trajectory has exactly the prefixes 0..N, and N and the token budgets agree with the utterance table
     for key, group in prefixes.groupby(["item_id", "template", "extractor"]):
         n = group.n_utterances.iloc[0]
@@ -142,3 +145,25 @@ def test_a_bad_combination_of_models_fails_before_any_model_loads(tmp_path, para
     executed = json.loads((tmp_path / "bad.ipynb").read_text())["cells"]
     ran = [c for c in executed if c["cell_type"] == "code" and c.get("execution_count")]
     assert "co_resident_options" in "".join(ran[-1]["source"])  # it stopped in the parameter checks
+
+
+def test_failed_probes_are_a_status_not_a_wrong_answer(tmp_path):
+    "A context too small for the probes of the multiple-choice trace: they fail, and its trajectory leaves every table, counted."
+    out = tmp_path / "run"
+    done = papermill(out, "small_context.ipynb", {**SLICE, "out_dir": str(out), "backend_options": {"max_model_len": 250},
+                                                  "extractors": ["rules"], "templates": ["stop_now"], "judge": None,
+                                                  "musobench_tasks": []})  # mmlu-sample's prompt has 227 tokens, champ's 83
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    prefixes = pd.read_parquet(out / "prefixes.parquet")
+    failed = prefixes["probe_status"] == "error"
+    assert failed.any() and prefixes.loc[failed, "correct"].isna().all() and prefixes.loc[~failed, "correct"].notna().all()
+    counts = pd.read_csv(out / "failed_probes.csv").set_index("benchmark")
+    assert counts.loc["mmlu-sample", "n_excluded"] == counts.loc["mmlu-sample", "n_trajectories"] == 1
+    assert counts.loc["champ", "n_with_failed_probes"] == 0
+    assert set(pd.read_parquet(out / "trajectories.parquet")["benchmark"]) == {"champ"}  # the failed trace is in no table
+    strategies = pd.read_csv(out / "strategies.csv")
+    assert set(strategies.loc[strategies.strategy.isin(["No-CoT", "Actual", "Optimal"]), "benchmark"]) == {"champ"}
+    stats = json.loads((out / "run_stats.json").read_text())
+    assert stats["failed_probes"] == {"policy": "exclude", "n_trajectories": 2, "n_with_failed_probes": 1,
+                                      "n_failed_probes": int(failed.sum()), "n_excluded": 1, "n_cut": 0}
+    assert ALWAYS_DRAWN <= set(stats["figures"])

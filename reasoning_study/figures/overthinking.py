@@ -5,6 +5,7 @@
 # %% ../../nbs/82_figures.overthinking.ipynb #65cfef37
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Sequence
 
@@ -14,6 +15,7 @@ import pandas as pd
 import seaborn as sns
 
 from .core import paper_style, plot_table, require_columns, table_markdown
+from ..metrics.overthinking import FAILED_PROBE_STATUSES
 from ..prompts.overthinking import FAILURE_CATEGORIES
 
 # %% auto #0
@@ -255,9 +257,11 @@ def plot_test_time_scaling(scaling: pd.DataFrame,  # `optimal_vs_test_time_scali
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.8), squeeze=False, sharey=True)
     for ax, pv in zip(axes[0], panels):
         sub = _subset(scaling, {col: pv})
-        for name in ("Optimal Length", "Pass@K", "Actual Length"):
-            line = sub[sub["strategy"] == name].sort_values("k")
-            if len(line): ax.plot(line["k"], line["accuracy"] * 100, marker="o", label=name, color=STRATEGY_COLORS[name])
+        for name, own in itertools.product(("Optimal Length", "Pass@K", "Actual Length"), (False, True)):
+            label = f"{name} (own answer)" if own else name
+            line = sub[sub["strategy"] == label].sort_values("k")
+            if len(line): ax.plot(line["k"], line["accuracy"] * 100, marker="x" if own else "o", linestyle="--" if own else "-",
+                                  label=label, color=STRATEGY_COLORS[name], alpha=0.75 if own else 1.0)
         ax.set(title="" if pv is None else str(pv), xlabel="Samples K", ylabel="Accuracy (%)" if ax is axes[0, 0] else "")
         ax.set_xticks(sorted(sub["k"].unique()))
     axes[0, 0].legend(frameon=False)
@@ -289,6 +293,7 @@ def plot_token_statistics(utterances: pd.DataFrame,  # the per-utterance table (
     require_columns(utterances, ["tokens"], "plot_token_statistics utterances")
     require_columns(token_lengths, ["strategy", "length"], "plot_token_statistics token_lengths")
     if (utterances["tokens"] < 1).any(): raise ValueError("utterances must have at least one token each")
+    if token_lengths.empty: raise ValueError("plot_token_statistics: no token budgets (length_distribution has no solved trajectory)")
     d = token_lengths.assign(strategy=token_lengths["strategy"].map(strategy_label))
     paper_style()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -362,6 +367,8 @@ def plot_recall_trajectories(rows: pd.DataFrame,  # one row per probe: task, que
     if rows.empty: raise ValueError("no probe rows to plot")
     paper_style()
     fig, ax = plt.subplots(figsize=(6, 3.5))
+    if "probe_status" in rows.columns:
+        rows = rows.assign(recall=rows["recall"].where(~rows["probe_status"].isin(FAILED_PROBE_STATUSES)))  # a failed probe's recall is unknown: a gap, not a 0
     for (task, qid), t in rows.sort_values("prefix_index").groupby(["task", "question_id"]):
         ax.plot(t.prefix_index, t.recall, marker="o", ms=3, label=f"{task} #{qid} (|Y|={t.answer_count.iloc[0]})")
     ax.set(xlabel="prefix $i$ (utterances)", ylabel="recall of the forced answer", ylim=(-0.05, 1.05))

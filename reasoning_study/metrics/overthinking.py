@@ -14,13 +14,14 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'STRATEGIES', 'STATES', 'SAMPLE_FACTORS', 'RECALL_COLUMNS',
-           'first_correct_index', 'last_correct_index', 'is_verbose', 'is_harmful', 'trajectory_keys',
-           'check_prefix_table', 'prefix_rows', 'trajectories', 'strategy_table', 'overthinking_table',
-           'wasted_budget_table', 'length_distribution', 'transition_counts', 'transition_matrix', 'stability_curve',
-           'stopping_index', 'stopping_points', 'stopping_at_k', 'spearman', 'matthews_corrcoef', 'condition_labels',
-           'robustness', 'robustness_summary', 'cross_model_spearman', 'pass_at_k', 'majority_vote_at_k',
-           'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables']
+__all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'FAILED_PROBE_STATUSES', 'FAILED_PROBE_POLICIES',
+           'STRATEGIES', 'STATES', 'SAMPLE_FACTORS', 'SCALING_STRATEGIES', 'RECALL_COLUMNS', 'first_correct_index',
+           'last_correct_index', 'is_verbose', 'is_harmful', 'trajectory_keys', 'check_prefix_table',
+           'failed_probe_mask', 'apply_failed_probes', 'failed_probe_table', 'prefix_rows', 'trajectories',
+           'strategy_table', 'overthinking_table', 'wasted_budget_table', 'length_distribution', 'transition_counts',
+           'transition_matrix', 'stability_curve', 'stopping_index', 'stopping_points', 'stopping_at_k', 'spearman',
+           'matthews_corrcoef', 'condition_labels', 'robustness', 'robustness_summary', 'cross_model_spearman',
+           'pass_at_k', 'majority_vote_at_k', 'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables']
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4e35dd2e
 def first_correct_index(z: Sequence[bool]) -> int | None:
@@ -56,15 +57,18 @@ def _require(table: pd.DataFrame, columns: Iterable[str], what: str):
     if missing := [c for c in columns if c not in table.columns]:
         raise ValueError(f"{what} needs columns {list(columns)}; missing {missing}")
 
-def _checked(prefixes: pd.DataFrame, incomplete: str = "raise") -> pd.DataFrame:
-    "`check_prefix_table`, plus an integer trajectory id in the column `_id`."
+def _group(table: pd.DataFrame, by: Sequence[str]):
+    by = list(by)
+    _require(table, by, "grouping")
+    return table.groupby(by, sort=True, dropna=False) if by else table.groupby(np.zeros(len(table), dtype=int))
+
+def _sorted_complete(prefixes: pd.DataFrame, incomplete: str = "raise") -> pd.DataFrame:
+    "The table sorted by trajectory and prefix, with no duplicated probe and every trajectory's prefixes exactly 0..N."
     _require(prefixes, PREFIX_REQUIRED, "a per-prefix table")
     if incomplete not in ("raise", "drop"): raise ValueError(f"incomplete must be 'raise' or 'drop', got {incomplete!r}")
     if prefixes.empty: raise ValueError("the per-prefix table is empty")
-    if prefixes["correct"].isna().any(): raise ValueError("`correct` has missing values (a failed probe is correct=False)")
     keys = trajectory_keys(prefixes)
     t = prefixes.sort_values(keys + ["prefix_index"], kind="stable").reset_index(drop=True)
-    t["correct"] = t["correct"].astype(bool)
     if (dup := t.duplicated(keys + ["prefix_index"])).any():
         raise ValueError(f"{int(dup.sum())} duplicated probes (same trajectory and prefix_index), e.g.\n{t[dup].head(3)}")
     ids = _trajectory_ids(t)
@@ -78,39 +82,113 @@ def _checked(prefixes: pd.DataFrame, incomplete: str = "raise") -> pd.DataFrame:
                              f"(pass incomplete='drop' to leave them out), e.g.\n{example}")
         t = t[~pd.Series(ids).isin(shape.index[bad]).to_numpy()].reset_index(drop=True)
         if t.empty: raise ValueError("no complete trajectory left")
-        ids = _trajectory_ids(t)
-    t["_id"] = ids
+    return t
+
+def _checked(prefixes: pd.DataFrame, incomplete: str = "raise", failed_probes: str = "exclude") -> pd.DataFrame:
+    "`check_prefix_table`, plus an integer trajectory id in the column `_id`."
+    complete = _sorted_complete(prefixes, incomplete)
+    t, _ = apply_failed_probes(complete, failed_probes)
+    if t.empty:
+        raise ValueError(f"no trajectory left: all {_trajectory_ids(complete).max() + 1} have a failed probe "
+                         f"(failed_probes={failed_probes!r}; see `failed_probe_table`)")
+    t["correct"] = t["correct"].astype(bool)
+    t["_id"] = _trajectory_ids(t)
     return t
 
 def check_prefix_table(prefixes: pd.DataFrame,  # the per-prefix table
                        incomplete: str = "raise",  # "raise" or "drop": trajectories whose prefixes are not 0..N
+                       failed_probes: str = "exclude",  # "exclude" or "cut": trajectories with a failed probe (see below)
                       ) -> pd.DataFrame:
-    "Validate the per-prefix table and return it sorted by trajectory and `prefix_index`."
-    return _checked(prefixes, incomplete).drop(columns="_id")
+    "Validate the per-prefix table and return it sorted by trajectory and `prefix_index`, failed probes handled."
+    return _checked(prefixes, incomplete, failed_probes).drop(columns="_id")
+
+# %% ../../nbs/61_metrics.overthinking.ipynb #4180c465
+FAILED_PROBE_STATUSES = ("error", "extractor_error")  # probe statuses that are no answer at all
+FAILED_PROBE_POLICIES = ("exclude", "cut")
+
+def failed_probe_mask(prefixes: pd.DataFrame) -> pd.Series:
+    "Which probes failed: `correct` is missing, or `probe_status` says the backend or the extractor failed."
+    failed = prefixes["correct"].isna()
+    if "probe_status" in prefixes.columns: failed = failed | prefixes["probe_status"].isin(FAILED_PROBE_STATUSES)
+    return failed.astype(bool)
+
+def _drop_or_cut(t: pd.DataFrame,  # sorted by `keys` and prefix_index
+                 keys: list[str],  # the columns naming one trajectory
+                 failed: np.ndarray,  # which rows are failed probes
+                 failed_probes: str,  # "exclude" or "cut"
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "`apply_failed_probes` on any table of probes: the rows kept (cut trajectories shortened), and what was done."
+    if failed_probes not in FAILED_PROBE_POLICIES:
+        raise ValueError(f"failed_probes must be one of {list(FAILED_PROBE_POLICIES)}, got {failed_probes!r}")
+    ids = t.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+    first_failed = t["prefix_index"].where(failed).groupby(ids).min().dropna().astype(int)  # per trajectory with a failure
+    carry = keys + [c for c in ("format",) if c in t.columns]
+    outcome = t.groupby(ids)[carry + ["n_utterances"]].first().loc[first_failed.index]
+    outcome["n_failed"] = pd.Series(failed).groupby(ids).sum().loc[first_failed.index].astype(int)
+    outcome["first_failed_index"] = first_failed
+    if failed_probes == "cut": outcome["kept_utterances"] = (first_failed - 1).where(first_failed > 0).astype("Int64")
+    else: outcome["kept_utterances"] = pd.array([pd.NA] * len(outcome), dtype="Int64")
+    outcome["action"] = np.where(outcome["kept_utterances"].isna(), "excluded", "cut")
+    cut_at = pd.Series(ids).map(first_failed)  # the first failed prefix of the row's trajectory (NaN: none failed)
+    keep = (cut_at.isna() | (t["prefix_index"] < cut_at) if failed_probes == "cut" else cut_at.isna()).to_numpy()
+    was_cut = cut_at.notna().to_numpy()[keep]
+    t = t[keep].reset_index(drop=True)
+    if was_cut.any():  # a cut trajectory ends at its last good prefix j: N = j, and its trace is t_{<=j}
+        j = t.loc[was_cut, "prefix_index"].groupby(ids[keep][was_cut]).transform("max")
+        t["n_utterances"] = t["n_utterances"].astype(int)
+        t.loc[was_cut, "n_utterances"] = j.to_numpy()
+        if "trace_tokens" in t.columns and "prefix_tokens" in t.columns:
+            t.loc[was_cut, "trace_tokens"] = t.loc[was_cut, "prefix_tokens"].groupby(ids[keep][was_cut]).transform("max").to_numpy()
+    return t, outcome.reset_index(drop=True)[carry + ["n_utterances", "n_failed", "first_failed_index", "action", "kept_utterances"]]
+
+def apply_failed_probes(prefixes: pd.DataFrame,  # a per-prefix table (every trajectory's prefixes 0..N)
+                        failed_probes: str = "exclude",  # "exclude" or "cut"
+                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    "The table with no failed probe left (trajectories excluded or cut), and one row per trajectory that had one: what was done."
+    _require(prefixes, PREFIX_REQUIRED, "a per-prefix table")
+    keys = trajectory_keys(prefixes)
+    t = prefixes.sort_values(keys + ["prefix_index"], kind="stable").reset_index(drop=True)
+    return _drop_or_cut(t, keys, failed_probe_mask(t).to_numpy(), failed_probes)
+
+def failed_probe_table(prefixes: pd.DataFrame,  # the per-prefix table
+                       failed_probes: str = "exclude",  # the option the metrics were computed with
+                       by: Sequence[str] = ("model", "benchmark"),
+                      ) -> pd.DataFrame:
+    "Per group: trajectories, those with failed probes, failed probes, and how many were excluded or cut."
+    by = list(by)
+    _, outcome = apply_failed_probes(prefixes, failed_probes)
+    outcome = outcome.assign(excluded=outcome["action"] == "excluded", cut=outcome["action"] == "cut")
+    total = _group(prefixes.drop_duplicates(trajectory_keys(prefixes)), by).size().rename("n_trajectories")
+    counts = _group(outcome, by).agg(n_with_failed_probes=("n_failed", "size"), n_failed_probes=("n_failed", "sum"),
+                                     n_excluded=("excluded", "sum"), n_cut=("cut", "sum"))
+    out = pd.concat([total, counts], axis=1).fillna(0).astype(int).assign(failed_probes=failed_probes).reset_index()
+    return out if by else out.drop(columns="index")
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #0781e3ce
-def prefix_rows(z: Sequence[bool],  # correctness states z_0..z_N
-                predictions: Sequence[str | None] | None = None,  # forced answers (default: "y" / "w")
+def prefix_rows(z: Sequence[bool | None],  # correctness states z_0..z_N (None: the probe failed)
+                predictions: Sequence[str | None] | None = None,  # forced answers (default: "y" / "w", None for a failed probe)
                 utterance_tokens: Sequence[int] | None = None,  # tokens of u_1..u_N (default: 10 each)
                 **keys) -> pd.DataFrame:
     "The per-prefix rows of one trajectory given its states (for examples and tests)."
     n = len(z) - 1
     if n < 0: raise ValueError("a trajectory has at least the empty prefix")
-    predictions = list(predictions) if predictions is not None else ["y" if zi else "w" for zi in z]
+    predictions = list(predictions) if predictions is not None else [None if zi is None else "y" if zi else "w" for zi in z]
     utterance_tokens = list(utterance_tokens) if utterance_tokens is not None else [10] * n
     if len(predictions) != n + 1 or len(utterance_tokens) != n: raise ValueError("need N+1 predictions and N utterance token counts")
     prefix_tokens = np.concatenate([[0], np.cumsum(utterance_tokens)]).astype(int)
+    status = ["error" if zi is None else "answered" if p is not None else "truncated" for zi, p in zip(z, predictions)]
     return pd.DataFrame({**keys, "prefix_index": range(n + 1), "n_utterances": n, "prefix_tokens": prefix_tokens,
                          "trace_tokens": int(prefix_tokens[-1]), "prediction": predictions,
-                         "correct": [bool(zi) for zi in z],
-                         "probe_status": ["answered" if p is not None else "truncated" for p in predictions]})
+                         "correct": pd.array([None if zi is None else bool(zi) for zi in z], dtype="boolean"),
+                         "probe_status": status})
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #a22a2c6c
 def trajectories(prefixes: pd.DataFrame,  # the per-prefix table
                  incomplete: str = "raise",  # see `check_prefix_table`
+                 failed_probes: str = "exclude",  # "exclude" or "cut": trajectories with a failed probe
                 ) -> pd.DataFrame:
     "One row per probed trace: z_0, z_N, τ, κ̂ (utterances and tokens), verbose/harmful, optimal length, wasted budget."
-    t = _checked(prefixes, incomplete)
+    t = _checked(prefixes, incomplete, failed_probes)
     keys = trajectory_keys(t)
     has_tokens = "prefix_tokens" in t.columns
     if has_tokens and "trace_tokens" not in t.columns:
@@ -118,7 +196,9 @@ def trajectories(prefixes: pd.DataFrame,  # the per-prefix table
     carry = keys + [c for c in ("format", "trace_tokens") if c in t.columns]
     out = t[t.prefix_index == 0].set_index("_id")[carry + ["n_utterances"]].copy()
     out["no_cot_correct"] = t[t.prefix_index == 0].set_index("_id")["correct"]
-    out["actual_correct"] = t[t.prefix_index == t.n_utterances].set_index("_id")["correct"]
+    at_end = t[t.prefix_index == t.n_utterances].set_index("_id")
+    out["actual_correct"] = at_end["correct"]
+    if "prediction" in t.columns: out["actual_prediction"] = at_end["prediction"]  # ŷ_N: the answer Actual Length votes with
     hits = t[t.correct]
     first = hits.drop_duplicates("_id").set_index("_id")  # rows are sorted by prefix_index: the first hit is τ
     out["first_correct_index"] = first["prefix_index"].astype(float)
@@ -139,13 +219,9 @@ def trajectories(prefixes: pd.DataFrame,  # the per-prefix table
 # %% ../../nbs/61_metrics.overthinking.ipynb #ca8bb5c4
 STRATEGIES = ("No-CoT", "Actual", "Optimal", "Instruct", "Actual (own answer)")
 
-def _group(table: pd.DataFrame, by: Sequence[str]):
-    by = list(by)
-    _require(table, by, "grouping")
-    return table.groupby(by, sort=True, dropna=False) if by else table.groupby(np.zeros(len(table), dtype=int))
-
 def _trace_strategy(traces: pd.DataFrame, by: Sequence[str], name: str) -> pd.DataFrame:
     _require(traces, ["final_correct", "n_utterances"], f"the {name} trace table")
+    traces = traces[traces["final_correct"].notna()]  # a trace whose generation or extraction failed is no answer
     agg = dict(n=("final_correct", "size"), accuracy=("final_correct", "mean"), length=("n_utterances", "mean"))
     if "trace_tokens" in traces.columns: agg["length_tokens"] = ("trace_tokens", "mean")
     out = _group(traces.assign(final_correct=traces["final_correct"].astype(float)), by).agg(**agg).reset_index()
@@ -234,9 +310,10 @@ STATES = ("correct", "wrong")
 
 def transition_counts(prefixes: pd.DataFrame,  # the per-prefix table
                       by: Sequence[str] = (),  # optional grouping, e.g. ("model",)
+                      failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
                      ) -> pd.DataFrame:
     "Long table of pooled z_i -> z_{i+1} transition counts (and row shares), per group."
-    t = _checked(prefixes)
+    t = _checked(prefixes, failed_probes=failed_probes)
     nxt = t.groupby("_id")["correct"].shift(-1)
     pairs = t[nxt.notna()].assign(from_state=np.where(t["correct"], "correct", "wrong")[nxt.notna()],
                                   to_state=np.where(nxt[nxt.notna()].astype(bool), "correct", "wrong"))
@@ -252,9 +329,9 @@ def transition_counts(prefixes: pd.DataFrame,  # the per-prefix table
     out["row_share"] = out["count"] / totals.where(totals > 0)
     return out[by + ["from_state", "to_state", "count", "row_share"]]
 
-def transition_matrix(prefixes: pd.DataFrame) -> pd.DataFrame:
+def transition_matrix(prefixes: pd.DataFrame, failed_probes: str = "exclude") -> pd.DataFrame:
     "The pooled 2x2 count matrix: rows z_i (correct/wrong), columns z_{i+1}."
-    counts = transition_counts(prefixes)
+    counts = transition_counts(prefixes, failed_probes=failed_probes)
     m = counts.pivot(index="from_state", columns="to_state", values="count").loc[list(STATES), list(STATES)]
     m.index.name, m.columns.name = "prefix i", "prefix i+1"
     return m
@@ -263,9 +340,10 @@ def transition_matrix(prefixes: pd.DataFrame) -> pd.DataFrame:
 def stability_curve(prefixes: pd.DataFrame,  # the per-prefix table
                     by: Sequence[str] = (),  # optional grouping, e.g. ("model",)
                     max_steps: int | None = None,  # drop k > max_steps
+                    failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
                    ) -> pd.DataFrame:
     "P(z_{τ+k} = 1) and the survival of the first correct streak, for k = 0, 1, ... steps after τ."
-    t = _checked(prefixes)
+    t = _checked(prefixes, failed_probes=failed_probes)
     tau = t[t.correct].groupby("_id")["prefix_index"].min()
     t = t[t["_id"].isin(tau.index)]
     t = t.assign(steps_after_tau=t["prefix_index"] - t["_id"].map(tau))
@@ -301,9 +379,9 @@ def stopping_index(predictions: Sequence[str | None],  # forced answers ŷ_0..ŷ
     return len(answers) - 1
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #83fb7bfc
-def _with_unchanged_runs(prefixes: pd.DataFrame) -> pd.DataFrame:
+def _with_unchanged_runs(prefixes: pd.DataFrame, failed_probes: str = "exclude") -> pd.DataFrame:
     "The checked table with `_run`: how many steps the prediction has been unchanged, ending at each prefix."
-    t = _checked(prefixes)
+    t = _checked(prefixes, failed_probes=failed_probes)
     _require(t, ["prediction"], "Stopping@K")
     answers = t["prediction"].map(_answer)
     prev = answers.groupby(t["_id"]).shift(1)
@@ -329,19 +407,21 @@ def _stop_at(t: pd.DataFrame, k: float) -> pd.DataFrame:
 
 def stopping_points(prefixes: pd.DataFrame,  # the per-prefix table
                     k: float,  # patience K (an int >= 1, or math.inf)
+                    failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
                    ) -> pd.DataFrame:
     "One row per trajectory: the Stopping@K index s, z_s, tokens of t_{≤s}, and h_K."
     _check_k(k)
-    return _stop_at(_with_unchanged_runs(prefixes), k)
+    return _stop_at(_with_unchanged_runs(prefixes, failed_probes), k)
 
 def stopping_at_k(prefixes: pd.DataFrame,  # the per-prefix table
                   ks: Sequence[float] = (2, 5, math.inf),  # the paper's Table 2 uses 2, 5 and ∞
                   by: Sequence[str] = (),  # optional grouping, e.g. ("model", "benchmark")
+                  failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
                  ) -> pd.DataFrame:
     "Table 2: accuracy, length (utterances, tokens) and harmful rate H of Stopping@K, per K (and group)."
     by, rows = list(by), []
     for k in ks: _check_k(k)
-    t = _with_unchanged_runs(prefixes)
+    t = _with_unchanged_runs(prefixes, failed_probes)
     for k in ks:
         p = _stop_at(t, k)
         p = p.assign(stop_correct=p["stop_correct"].astype(float), harmful=p["harmful"].astype(float))
@@ -462,35 +542,42 @@ def majority_vote_at_k(predictions: Sequence[str | None],  # final answers of th
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #1fc30039
 SAMPLE_FACTORS = ("seed", "sample_index")  # rows that differ only in these are samples of one item
+SCALING_STRATEGIES = ("Pass@K", "Actual Length", "Optimal Length", "Pass@K (own answer)", "Actual Length (own answer)")
 
 def _sample_groups(table: pd.DataFrame, by: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(list(by) + [c for c in trajectory_keys(table) if c not in SAMPLE_FACTORS]))
 
-def optimal_vs_test_time_scaling(traces: pd.DataFrame,  # per-trace table with several samples per item
-                      trajectories: pd.DataFrame | None = None,  # probed samples, for the Optimal curve
-                      ks: Sequence[int] | None = None,  # sample budgets K (default 1..the fewest samples per item)
-                      by: Sequence[str] = ("model",),  # one curve per group
-                     ) -> pd.DataFrame:
-    "Long table (strategy, K, accuracy): Pass@K, Actual Length majority@K and Optimal Length oracle@K."
-    _require(traces, ["model", "benchmark", "item_id", "final_correct", "final_prediction"], "optimal_vs_test_time_scaling")
+def _per_item(table: pd.DataFrame, by: Sequence[str], correct: str, prediction: str, solved: str | None = None) -> pd.DataFrame:
+    "Per item (the samples of one item and condition): n, correct count c, and the samples' answers and correctness."
+    agg = dict(n=(correct, "size"), c=(correct, "sum"), predictions=(prediction, list), correct=(correct, list))
+    if solved: agg["solved"] = (solved, "sum")
+    return table.assign(**{correct: table[correct].astype(bool)}).groupby(_sample_groups(table, by), dropna=False).agg(**agg)
+
+def optimal_vs_test_time_scaling(trajectories: pd.DataFrame,  # from `trajectories`, several probed samples per item
+                                 ks: Sequence[int] | None = None,  # sample budgets K (default 1..the fewest samples per item)
+                                 by: Sequence[str] = ("model",),  # one curve per group
+                                 traces: pd.DataFrame | None = None,  # the trace table: adds the own-answer curves, labelled so
+                                ) -> pd.DataFrame:
+    "Long table (strategy, K, accuracy): Pass@K and Actual Length majority@K of the probed z_N, Optimal Length oracle@K."
+    if "actual_correct" not in trajectories.columns and "final_correct" in trajectories.columns:
+        raise ValueError("optimal_vs_test_time_scaling takes the `trajectories` table first (Actual is the probed z_N, as in "
+                         "Table 1); pass the trace table as `traces=` for the own-answer curves")
+    _require(trajectories, ["model", "benchmark", "item_id", "actual_correct", "actual_prediction", "solved"], "optimal_vs_test_time_scaling")
     by = list(by)
-    items = _sample_groups(traces, by)
-    per_item = traces.groupby(items, dropna=False).agg(n=("final_correct", "size"), c=("final_correct", "sum"),
-                                                       predictions=("final_prediction", list), correct=("final_correct", list))
-    ks = list(ks) if ks is not None else list(range(1, int(per_item["n"].min()) + 1))
-    frames = [(per_item, "Pass@K"), (per_item, "Actual Length")]
-    if trajectories is not None:
-        solved = trajectories.groupby(_sample_groups(trajectories, by), dropna=False).agg(n=("solved", "size"), c=("solved", "sum"))
-        frames.append((solved, "Optimal Length"))
+    probed = _per_item(trajectories, by, "actual_correct", "actual_prediction", solved="solved")
+    ks = list(ks) if ks is not None else list(range(1, int(probed["n"].min()) + 1))
+    curves = [("Pass@K", probed, "pass"), ("Actual Length", probed, "vote"), ("Optimal Length", probed.assign(c=probed["solved"]), "pass")]
+    if traces is not None:
+        _require(traces, ["model", "benchmark", "item_id", "final_correct", "final_prediction"], "the own-answer curves")
+        own = _per_item(traces[traces["final_correct"].notna()], by, "final_correct", "final_prediction")  # a failed trace is no answer
+        curves += [("Pass@K (own answer)", own, "pass"), ("Actual Length (own answer)", own, "vote")]
     rows = []
-    for table, name in frames:
+    for name, table, how in curves:
         for k in ks:
             usable = table[table["n"] >= k]
             if usable.empty: continue
-            if name == "Actual Length":
-                score = usable.apply(lambda r: majority_vote_at_k(r["predictions"], r["correct"], k), axis=1)
-            else:
-                score = usable.apply(lambda r: pass_at_k(int(r["n"]), int(r["c"]), k), axis=1)
+            if how == "vote": score = usable.apply(lambda r: majority_vote_at_k(r["predictions"], r["correct"], k), axis=1)
+            else: score = usable.apply(lambda r: pass_at_k(int(r["n"]), int(r["c"]), k), axis=1)
             agg = score.groupby(level=by, dropna=False).agg(["mean", "size"]) if by else pd.DataFrame({"mean": [score.mean()], "size": [len(score)]})
             rows.append(agg.rename(columns={"mean": "accuracy", "size": "n_items"}).reset_index(drop=not by).assign(strategy=name, k=k))
     out = pd.concat(rows, ignore_index=True)
@@ -501,11 +588,15 @@ RECALL_COLUMNS = ("prefix_index", "n_utterances", "answer_count", "recall", "val
 
 def recall_trajectories(rows: pd.DataFrame,  # one row per probe of a multi-solution trace
                         by: Sequence[str] = ("task", "question_id"),  # the columns naming one trajectory
+                        failed_probes: str = "exclude",  # "exclude" or "cut": trajectories with a failed probe (`probe_status`)
                        ) -> pd.DataFrame:
     "Per probed trace: first complete prefix, best recall (and where), final recall, solutions found and solutions lost."
     by = list(by)
     if missing := [c for c in (*by, *RECALL_COLUMNS) if c not in rows.columns]:
         raise ValueError(f"recall rows lack columns {missing}")
+    if "probe_status" in rows.columns and len(rows):  # a failed probe listed nothing because it never ran: not recall 0
+        rows = rows.sort_values(by + ["prefix_index"], kind="stable").reset_index(drop=True)
+        rows, _ = _drop_or_cut(rows, by, rows["probe_status"].isin(FAILED_PROBE_STATUSES).to_numpy(), failed_probes)
     out = []
     for key, t in rows.sort_values("prefix_index", kind="stable").groupby(by, sort=True):
         if t["prefix_index"].duplicated().any():
@@ -541,6 +632,15 @@ def _forced_answers(z: np.ndarray, gold: str, wrong_pool: list[str], rng: np.ran
             preds.append(wrong)
     return preds
 
+def _fail_probes(prefixes: pd.DataFrame, rate: float, rng: np.random.Generator):
+    "Make a share `rate` of the trajectories fail from a random prefix on (a prefix past the context), in place."
+    ids = _trajectory_ids(prefixes)
+    hit, start = rng.random(ids.max() + 1) < rate, rng.random(ids.max() + 1)
+    failed = hit[ids] & (prefixes["prefix_index"] >= np.floor(start[ids] * (prefixes["n_utterances"] + 1)))
+    prefixes["correct"] = prefixes["correct"].astype("boolean").mask(failed)
+    prefixes["prediction"] = prefixes["prediction"].mask(failed, None)
+    prefixes.loc[failed, ["probe_status", "extraction_method"]] = ["error", "none"]
+
 def synthetic_tables(n_items: int = 30,  # items per benchmark
                      models: Sequence[str] = ("model-a", "model-b"),
                      benchmarks: dict[str, float] | None = None,  # name -> share of multiple-choice items
@@ -549,6 +649,7 @@ def synthetic_tables(n_items: int = 30,  # items per benchmark
                      extractors: Sequence[str] = ("rules",),
                      mean_length: float = 12.0,  # mean utterances of a trace
                      condition_noise: float = 0.04,  # how much template/extractor change a probe outcome
+                     failure_rate: float = 0.0,  # share of trajectories whose probes fail from some prefix on
                      random_state: int = 0,
                     ) -> dict[str, pd.DataFrame]:
     "Realistic synthetic `prefixes`, `traces`, `utterances` and `instruct` tables (for demos and tests)."
@@ -602,4 +703,5 @@ def synthetic_tables(n_items: int = 30,  # items per benchmark
     prefixes = pd.DataFrame(pre)
     prefixes["extraction_method"] = np.where(prefixes["prediction"].isna(), "none", "rules")
     prefixes["probe_status"] = np.where(prefixes["prediction"].isna(), "truncated", "answered")
+    if failure_rate: _fail_probes(prefixes, failure_rate, np.random.default_rng([random_state, 1]))
     return {"prefixes": prefixes, "traces": pd.DataFrame(traces), "utterances": pd.DataFrame(utt), "instruct": pd.DataFrame(instruct)}

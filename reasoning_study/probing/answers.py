@@ -254,6 +254,7 @@ class Extraction:
     raw: str = ""  # what was read: the matched span (rules) or the extractor's reply (llm)
     rule: str | None = None  # which rule fired
     error: str | None = None  # why the extractor gave nothing usable
+    failed: bool = False  # the extractor call itself failed (a backend error): no answer was read, none is known to be missing
 
 def extract_answers(texts: Sequence[str | None],  # model outputs (full traces or probe continuations)
                     items: Sequence[QAItem],  # the question of each text
@@ -280,7 +281,7 @@ def extract_answers(texts: Sequence[str | None],  # model outputs (full traces o
                        else extractor_backend.generate(requests))
         for k, (completion,) in zip(pending, completions):
             if completion.status == "error":
-                results[k] = Extraction(None, "none", completion.text, error=completion.error or "extractor error"); continue
+                results[k] = Extraction(None, "none", completion.text, error=completion.error or "extractor error", failed=True); continue
             answer = parse_extractor_reply(completion.answer or completion.text, items[k])
             results[k] = (Extraction(answer, "llm", completion.text) if answer is not None
                           else Extraction(None, "none", completion.text, error="the extractor found no answer"))
