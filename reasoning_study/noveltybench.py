@@ -24,8 +24,8 @@ from .tasks.noveltybench import NoveltyPrompt, first_equivalent, lexical_equival
 
 # %% auto #0
 __all__ = ['GENERATION_COLUMNS', 'JUDGE_SAMPLING', 'RATER_SAMPLING', 'RESULT_COLUMNS', 'NoveltyConfig', 'generate_novelty',
-           'Judge', 'Rater', 'LexicalJudge', 'ConstantRater', 'parse_equivalence', 'parse_quality', 'LLMJudge',
-           'LLMRater', 'score_novelty']
+           'Judge', 'Rater', 'LexicalJudge', 'ConstantRater', 'parse_equivalence', 'parse_quality', 'backend_label',
+           'LLMJudge', 'LLMRater', 'score_novelty']
 
 # %% ../nbs/41_noveltybench.ipynb #7db688e2
 @dataclass(frozen=True)
@@ -136,6 +136,10 @@ def parse_quality(text: str | None) -> tuple[float | None, str]:
 JUDGE_SAMPLING = SamplingParams(temperature=0.0, max_tokens=8)
 RATER_SAMPLING = SamplingParams(temperature=0.0, max_tokens=8, stop=("\n",))
 
+def backend_label(backend: Backend) -> str:
+    "How an LLM judge or rater is named in the results: 'llm:<model id>'."
+    return f"llm:{getattr(backend, 'model_id', type(backend).__name__)}"
+
 def _ask(backend: Backend, store: GenerationStore | None, requests: list[Request], batch_size: int) -> list[str | None]:
     "The answer text of each request (None for a backend error)."
     if not requests: return []
@@ -152,7 +156,7 @@ class LLMJudge:
     sampling: SamplingParams = JUDGE_SAMPLING
     fallback: float = 0.6  # the lexical threshold deciding a pair whose reply could not be read
     @property
-    def label(self) -> str: return f"llm:{getattr(self.backend, 'model_id', type(self.backend).__name__)}"
+    def label(self) -> str: return backend_label(self.backend)
 
     def partition_many(self, items):
         reps = [[] for _ in items]  # per prompt: indices of the answers that opened a class
@@ -182,7 +186,7 @@ class LLMRater:
     batch_size: int = 8
     sampling: SamplingParams = RATER_SAMPLING
     @property
-    def label(self) -> str: return f"llm:{getattr(self.backend, 'model_id', type(self.backend).__name__)}"
+    def label(self) -> str: return backend_label(self.backend)
 
     def rate_many(self, items):
         opening = "Score:" if continues_prefill(self.backend) else ""
@@ -191,7 +195,7 @@ class LLMRater:
                             sampling=self.sampling, thinking=False, tag="novelty:rater") for q, i in flat]
         out = [([np.nan] * len(a), ["unrated"] * len(a)) for _, a in items]
         for (q, i), text in zip(flat, _ask(self.backend, self.store, requests, self.batch_size)):
-            score, status = parse_quality(None if text is None else opening + text) if text is not None else (None, "error")
+            score, status = parse_quality(opening + text) if text is not None else (None, "error")
             out[q][0][i], out[q][1][i] = np.nan if score is None else score, status
         return out
 
