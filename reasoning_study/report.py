@@ -15,12 +15,15 @@ from typing import Callable, Iterable, Sequence
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .figures.core import save_figure
+from .figures.core import figure_note, save_figure
 
 # %% auto #0
-__all__ = ['MUSO', 'OVER', 'PAPER_FIGURES', 'HYPERPARAMETERS', 'SECTIONS', 'PaperFigure', 'figure_inventory', 'Drawer',
-           'read_tables', 'musobench_build_section', 'hyperparameter_table', 'musobench_section', 'attention_section',
-           'main_condition', 'harmful_examples', 'overthinking_section', 'sweep_report']
+__all__ = ['MUSO', 'OVER', 'BEYOND', 'PAPER_FIGURES', 'HYPERPARAMETERS', 'SMALL_N', 'COUNTED', 'PAPER_TITLES', 'STATUS_ORDER',
+           'SECTIONS', 'PaperFigure', 'figure_inventory', 'Drawer', 'read_tables', 'musobench_build_section',
+           'hyperparameter_table', 'musobench_section', 'attention_section', 'main_condition', 'harmful_examples',
+           'overthinking_section', 'condition_counts', 'count_note', 'section_counts', 'small_data_note', 'anchor',
+           'summary_markdown', 'toc_markdown', 'caption', 'Block', 'page_blocks', 'page_notebook', 'render_page',
+           'sweep_report']
 
 # %% ../nbs/91_report.ipynb #7ea3b5a9
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class PaperFigure:
     pattern: str  # regex on the report's file names (section/name), "" for figures without data
     needs: str  # what the sweep must contain
 
-MUSO, OVER = "MuSoBench", "Overthinking"
+MUSO, OVER, BEYOND = "MuSoBench", "Overthinking", "Beyond the papers"
 PAPER_FIGURES: list[PaperFigure] = [
     PaperFigure(MUSO, "Figure 1", "reasoning overconfidence, illustrated", "", "", "an illustration (no data)"),
     PaperFigure(MUSO, "Figure 2", "recall vs confidence, TimeTabling", "musobench", r"^musobench/recall_confidence_timetabling$",
@@ -103,6 +106,10 @@ PAPER_FIGURES: list[PaperFigure] = [
     PaperFigure(OVER, "Table 4", "failure taxonomy of harmful overthinking", "overthinking", r"^overthinking/table4_taxonomy$",
                 "an overthinking run with a judge and a harmful trajectory"),
     PaperFigure(OVER, "Figures 14-16", "termination, extractor and judge prompts", "", "", "prompts (see reasoning_study.prompts.overthinking)"),
+    PaperFigure(BEYOND, "Stopping policies", "stopping without the answer key vs Actual and Optimal (metrics.stopping)", "overthinking",
+                r"^overthinking/stopping_policies$", "an overthinking run"),
+    PaperFigure(BEYOND, "Stopping Pareto", "tokens used vs accuracy at the stop, per policy setting, Actual and Optimal marked",
+                "overthinking", r"^overthinking/stopping_pareto$", "an overthinking run"),
 ]
 
 # %% ../nbs/91_report.ipynb #6cc65c0e
@@ -265,6 +272,20 @@ def overthinking_section(folders: Sequence[str | Path], out: str | Path, made: d
         draw.table("table2_stopping", table2, table_markdown(table2))
         draw.figure("table2_stopping_figure", lambda: plot_table(table2, title="Stopping@K"))
     except ValueError as e: draw.skip("table2_stopping", str(e))
+    try:  # beyond the paper: stopping without the answer key, scored against Actual and Optimal on the same trajectories
+        from reasoning_study.figures.stopping import plot_policy_pareto
+        from reasoning_study.metrics.stopping import default_policies, policy_table
+        with_logprobs = "answer_logprobs" in main_prefixes.columns and main_prefixes["answer_logprobs"].notna().any()
+        policies = policy_table(main_prefixes, default_policies(with_logprobs), by=["model", "benchmark"], failed_probes=failed_probes)
+        draw.table("stopping_policies", policies)
+        draw.figure("stopping_pareto", lambda: plot_policy_pareto(policies))
+        draw.figure("stopping_pareto_utterances", lambda: plot_policy_pareto(policies, x="utterances"))
+    except ValueError as e: draw.skip("stopping_policies", str(e))
+    solution_rows = read_tables(folders, "musobench_prefixes.parquet")
+    if len(solution_rows):  # the MuSoBench lens: stop when the valid solution set has settled; recall lost vs tokens saved
+        from reasoning_study.metrics.stopping import solution_set_table
+        try: draw.table("musobench_set_stopping", solution_set_table(solution_rows.drop(columns="run"), failed_probes=failed_probes))
+        except ValueError as e: draw.skip("musobench_set_stopping", str(e))
     transitions = transition_matrix(main_prefixes, failed_probes)
     draw.table("transitions", transitions)
     draw.figure("fig9_transition_matrix", lambda: plot_transition_matrix(transitions))
@@ -303,6 +324,143 @@ def overthinking_section(folders: Sequence[str | Path], out: str | Path, made: d
             target.parent.mkdir(parents=True, exist_ok=True); shutil.copy2(png, target)
             made.setdefault(draw.key(f"{png.stem}_{f.name}"), []).append(target)
 
+# %% ../nbs/91_report.ipynb #0b700a93
+SMALL_N = 5  # fewer instances than this behind a condition: the figure says so on its face
+
+COUNTED = {  # notebook -> (table, the columns of a condition, the columns of one instance)
+    "musobench": ("results.parquet", ["model", "paradigm", "condition", "task"], ["question_id", "temperature"]),
+    "overthinking": ("traces.parquet", ["model", "benchmark"], ["item_id", "seed", "sample_index"]),
+    "attention_entropy": ("entropy.parquet", ["paradigm"], ["task", "question_id"]),
+    "musobench_build": ("instances.parquet", ["task", "level"], ["question_id"]),
+}
+
+def condition_counts(notebook: str, folders: Sequence[str | Path]) -> pd.DataFrame:
+    "Instances behind each condition of a study's pooled runs (empty for a study without a count)."
+    if notebook not in COUNTED: return pd.DataFrame(columns=["n"])
+    name, by, unit = COUNTED[notebook]
+    table = read_tables(folders, name)
+    if table.empty: return pd.DataFrame(columns=[*by, "n"])
+    if notebook == "overthinking":  # the main condition's trajectories (one per trace there)
+        table = table[(table.template == table.template.iloc[0]) & (table.extractor == list(dict.fromkeys(table.extractor))[-1])]
+    by, unit = [c for c in by if c in table], [c for c in ["run", *unit] if c in table]
+    return table.drop_duplicates([*by, *unit]).groupby(by, dropna=False).size().rename("n").reset_index()
+
+def count_note(counts: pd.DataFrame, unit: str = "instances") -> str:
+    "The caption's count: 'n = 1 instance per condition (8 conditions)' or 'n = 2-6 ...'."
+    if counts.empty: return f"no {unit} counted"
+    lo, hi, k = int(counts.n.min()), int(counts.n.max()), len(counts)
+    n = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    return f"n = {n} {unit if hi > 1 else unit.rstrip('s')} per condition ({k} condition{'s' * (k > 1)})"
+
+def section_counts(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    "The condition counts of each experiment of a sweep's finished runs."
+    return {nb: condition_counts(nb, list(g["folder"])) for nb, g in runs.groupby("notebook", sort=False)} if len(runs) else {}
+
+def small_data_note(counts: pd.DataFrame) -> str | None:
+    "The note a figure carries when a condition has fewer than SMALL_N instances (None otherwise)."
+    if counts.empty or counts.n.min() >= SMALL_N: return None
+    return f"small data: n = {int(counts.n.min())} per condition at least once (< {SMALL_N}); illustrative only"
+
+# %% ../nbs/91_report.ipynb #2c65a8be
+PAPER_TITLES = {MUSO: "Beware of Reasoning Overconfidence (MuSoBench)", OVER: "Thinking Past the Answer (overthinking)",
+                BEYOND: "Beyond the papers"}
+STATUS_ORDER = ["drawn", "not drawn", "not in sweep", "no data"]
+
+def anchor(*parts) -> str: return "-".join(_slug(p).lower() for p in parts)
+
+def summary_markdown(runs: pd.DataFrame,  # finished runs (`sweep.finished_runs`)
+                     inventory: pd.DataFrame,  # `figure_inventory`
+                     records: pd.DataFrame | None = None,  # `provenance.record_table` of the runs
+                     failed: Sequence[str] = (),  # cells of the sweep that failed or did not finish
+                    ) -> str:
+    "The one-screen summary: runs, models, what was drawn and what was not, and why."
+    counts = inventory.status.value_counts()
+    models = sorted({m for m in (records.models.dropna() if records is not None and "models" in records else []) for m in m.split(", ")})
+    lines = [f"**{len(runs)} finished runs** of {runs.notebook.nunique() if len(runs) else 0} experiments "
+             f"({', '.join(f'{n} × {k}' for k, n in runs.notebook.value_counts().items()) or 'none'})."]
+    if models: lines.append(f"**Models:** {', '.join(models)}.")
+    if failed: lines.append(f"**Not finished:** {', '.join(failed)} (see the sweep summary below).")
+    lines.append("**The papers' figures and tables:** " + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in STATUS_ORDER if counts.get(s, 0)) + ".")
+    missing = inventory[inventory.status.isin(["not drawn", "not in sweep"])]
+    if len(missing):
+        reasons = missing.groupby("status").item.count()
+        lines.append("Not drawn because the runs cannot support them: " + ("; ".join(f"{p} {r.item}" for p, r in
+                     zip(missing.paper, missing.itertuples()) if r.status == "not drawn") or "none") +
+                     f". {int(reasons.get('not in sweep', 0))} need experiments this sweep did not run (listed per paper).")
+    return "\n\n".join(lines)
+
+def toc_markdown(inventory: pd.DataFrame) -> str:
+    "The table of contents: the runs, each paper's drawn figures and tables, what was not drawn, the extras."
+    lines = ["**Contents**", "", f"- [Runs and provenance](#{anchor('runs')})"]
+    for paper, rows in inventory.groupby("paper", sort=False):
+        lines.append(f"- [{PAPER_TITLES.get(paper, paper)}](#{anchor(paper)})")
+        lines += [f"    - [{r.item}: {r.shows}](#{anchor(paper, r.item)})" for r in rows.itertuples() if r.status == "drawn"]
+        if (rows.status != "drawn").any(): lines.append(f"    - [Not drawn](#{anchor(paper, 'not drawn')})")
+    lines.append(f"- [Also drawn](#{anchor('also drawn')})")
+    return "\n".join(lines)
+
+def caption(row, runs: pd.DataFrame, counts: pd.DataFrame) -> str:
+    "What a figure shows, from which runs, and how many instances stand behind each condition."
+    experiment = next((f.experiment for f in PAPER_FIGURES if f.paper == row.paper and f.item == row.item), "")
+    cells = sorted(runs.loc[runs.notebook == experiment, "cell"]) if len(runs) else []
+    text = f"*{row.paper} {row.item}: {row.shows}.* From {len(cells)} run{'s' * (len(cells) != 1)}: {', '.join(f'`{c}`' for c in cells)}."
+    if not counts.empty: text += f" {count_note(counts)}."
+    if (note := small_data_note(counts)): text += f" **⚠ {note}.**"
+    return text
+
+# %% ../nbs/91_report.ipynb #549aa623
+@dataclass(frozen=True)
+class Block:
+    kind: str  # "markdown" or "image"
+    content: str  # Markdown text, or the path of a PNG to embed
+
+def page_blocks(inventory: pd.DataFrame, runs: pd.DataFrame, counts: dict[str, pd.DataFrame], made: dict) -> list[Block]:
+    "The figures part of the reader's page: per paper, each drawn item (heading, images or table, caption), then what was not drawn and why."
+    blocks, shown = [], set()
+    experiment_of = {(f.paper, f.item): f.experiment for f in PAPER_FIGURES}
+    for paper, rows in inventory.groupby("paper", sort=False):
+        blocks.append(Block("markdown", f'## <a id="{anchor(paper)}"></a>{PAPER_TITLES.get(paper, paper)}'))
+        for r in rows[rows.status == "drawn"].itertuples():
+            blocks.append(Block("markdown", f'### <a id="{anchor(paper, r.item)}"></a>{r.item}: {r.shows}'))
+            pngs = [p for p in r.files if p.endswith(".png")]
+            tables = [p for p in r.files if p.endswith(".md")]
+            for p in pngs:
+                blocks.append(Block("image", p)); shown.add(p)
+            if not pngs: blocks += [Block("markdown", Path(p).read_text()) for p in tables]
+            blocks.append(Block("markdown", caption(r, runs, counts.get(experiment_of[(paper, r.item)], pd.DataFrame(columns=["n"])))))
+        rest = rows[rows.status != "drawn"]
+        if len(rest):
+            blocks.append(Block("markdown", f'### <a id="{anchor(paper, "not drawn")}"></a>Not drawn\n\n' + "\n".join(
+                f"- **{r.item}** ({r.shows}): *{r.status}*; {r.detail}" for r in rest.itertuples())))
+    blocks.append(Block("markdown", f'## <a id="{anchor("also drawn")}"></a>Also drawn\n\nFigures beyond the papers, per run.'))
+    for key, files in sorted(made.items()):
+        for p in ([str(f) for f in files if str(f).endswith(".png")] if not isinstance(files, str) else []):
+            if p not in shown: blocks += [Block("markdown", f"**{key}**"), Block("image", p)]; shown.add(p)
+    return blocks
+
+# %% ../nbs/91_report.ipynb #56458c02
+def page_notebook(executed: str | Path):
+    "The executed notebook without what a reader should not see: stderr streams and error outputs; returns (notebook, outputs removed)."
+    import nbformat
+    nb = nbformat.read(str(executed), as_version=4)
+    removed = 0
+    for cell in nb.cells:
+        keep = [o for o in cell.get("outputs", []) if not (o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr"))]
+        removed += len(cell.get("outputs", [])) - len(keep)
+        if cell.cell_type == "code": cell.outputs = keep
+    return nb, removed
+
+def render_page(executed: str | Path,  # the executed sweep-report notebook
+                title: str = "Report",
+               ) -> str:
+    "The reader's HTML page of an executed report notebook: outputs only, figures embedded."
+    from nbconvert import HTMLExporter
+    nb, _ = page_notebook(executed)
+    nb.metadata["title"] = title
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nb)
+    return body
+
 # %% ../nbs/91_report.ipynb #6c93118c
 SECTIONS = {"musobench_build": musobench_build_section, "musobench": musobench_section,
             "attention_entropy": attention_section, "overthinking": overthinking_section}
@@ -316,8 +474,11 @@ def sweep_report(sweep_dir: str | Path,  # a sweep folder (its finished run fold
     runs = finished_runs(sweep_dir)
     runs.drop(columns="parameters").assign(parameters=runs["parameters"].map(json.dumps)).to_csv(out / "runs.csv", index=False)
     made: dict = {}
+    counts = section_counts(runs)
     for notebook, group in runs.groupby("notebook", sort=False):
-        if notebook in SECTIONS: SECTIONS[notebook](list(group["folder"]), out, made)
+        if notebook not in SECTIONS: continue
+        with figure_note(small_data_note(counts[notebook])):  # small data is said on each figure's face
+            SECTIONS[notebook](list(group["folder"]), out, made)
     inventory = figure_inventory(made, set(runs["notebook"]))
     lines = [f"# Figures and tables of sweep {Path(sweep_dir).name}", "", f"{len(runs)} finished runs.", ""]
     for paper, rows in inventory.groupby("paper", sort=False):

@@ -5,6 +5,7 @@
 # %% ../../nbs/80_figures.core.ipynb #4ec527fe
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import matplotlib
@@ -14,8 +15,8 @@ import numpy as np
 import seaborn as sns
 
 # %% auto #0
-__all__ = ['TASK_LABELS', 'paper_style', 'save_figure', 'require_columns', 'table_label', 'table_cell', 'table_markdown',
-           'plot_table']
+__all__ = ['TASK_LABELS', 'paper_style', 'figure_note', 'markers_unclipped', 'save_figure', 'require_columns', 'table_label',
+           'table_cell', 'table_markdown', 'plot_table']
 
 # %% ../../nbs/80_figures.core.ipynb #de4e78f1
 TASK_LABELS = {"timetabling": "TimeTabling", "subsetsum": "SubsetSum"}
@@ -24,11 +25,32 @@ def paper_style():
     "A clean, readable seaborn style used by every figure."
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.2)
 
+_NOTES: list[str] = []  # the notes of the enclosing `figure_note` blocks
+
+@contextlib.contextmanager
+def figure_note(note: str | None):
+    "Within the block, every figure `save_figure` writes carries `note` on its face (None: no note)."
+    if note: _NOTES.append(note)
+    try: yield
+    finally:
+        if note: _NOTES.pop()
+
+def markers_unclipped(fig: plt.Figure):
+    "Let scatter points and marker-only lines draw over the axes' edges, so a point on an axis corner stays visible."
+    for ax in fig.axes:
+        for c in ax.collections:
+            if isinstance(c, matplotlib.collections.PathCollection): c.set_clip_on(False)
+        for line in ax.lines:
+            if line.get_marker() not in (None, "", "None", " ") and line.get_linestyle() in ("None", "", " "): line.set_clip_on(False)
+
 def save_figure(fig: plt.Figure, stem: str | Path, formats=("png", "pdf")) -> list[Path]:
-    "Write `fig` as `stem.png` and `stem.pdf` (folders created); returns the paths."
+    "Write `fig` as `stem.png` and `stem.pdf` (folders created), markers unclipped and with the enclosing `figure_note`s; returns the paths."
     stem = Path(stem); stem.parent.mkdir(parents=True, exist_ok=True)
+    markers_unclipped(fig)
+    notes = [fig.text(0.5, 0.0, note, ha="center", va="top", fontsize=8, color="firebrick", style="italic") for note in _NOTES[-1:]]
     paths = [stem.with_suffix(f".{fmt}") for fmt in formats]
     for p in paths: fig.savefig(p, dpi=150, bbox_inches="tight")
+    for t in notes: t.remove()
     return paths
 
 def require_columns(table: pd.DataFrame, columns: list[str], figure: str):

@@ -1,0 +1,111 @@
+"""The compiled report as a reader sees it: the report of a slice of every study, opened in headless Chromium.
+
+The slice runs each experiment notebook once on the embedded model with tiny settings (a sweep, as
+`make study` does), compiles the report, and loads `report.html` in Chromium with a small checking
+script appended to a copy of the page: every image must decode, every table-of-contents link must
+find its anchor, and the page must hold no code cell, no prompt, no stderr or error output, no
+traceback and no warning. `make test` installs Debian's `chromium` where it can (as root); elsewhere
+this module skips, saying so.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not found: `make test` installs Debian's chromium package "
+                                                        "when run as root (apt-get install chromium); install it to run the report page test")
+
+SLICE = """
+name: slice
+experiments:
+  - notebook: musobench_build
+    parameters: {tasks: [subsetsum], levels: [1], per_level: 1, workers: 1}
+  - notebook: musobench
+    parameters: {tasks: [subsetsum], levels: [1], per_level: 1, max_tokens: 64, temperature: 0.7, sc_samples: 2, reflection_ks: [0], cpu_threads: 1}
+  - notebook: attention_entropy
+    parameters: {tasks: [subsetsum], levels: [1], per_level: 1, max_new_tokens: 4, bins: 2, step_width: 2, num_threads: 1}
+  - notebook: overthinking
+    parameters: {n_items: 1, n_samples: 2, temperature: 0.7, max_tokens: 32, probe_max_tokens: 8, judge_max_tokens: 32,
+                 musobench_max_tokens: 32, musobench_probe_tokens: 16, num_threads: 1}
+"""
+
+CHECK = """
+window.addEventListener("load", () => {
+  const images = [...document.images];
+  const broken = images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => (i.getAttribute("src") || "").slice(0, 40));
+  const missing = [...document.querySelectorAll('a[href^="#"]')].map(a => decodeURIComponent(a.getAttribute("href").slice(1)))
+    .filter(h => h && !document.getElementById(h) && document.getElementsByName(h).length === 0);
+  const code = document.querySelectorAll(".jp-InputArea, .jp-InputPrompt, .jp-OutputPrompt, .input_area, .prompt").length;
+  const errors = document.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"], .jp-OutputArea-output.jp-mod-error, .output_error').length;
+  const text = document.body.innerText;
+  const out = document.createElement("pre"); out.id = "page-check";
+  out.textContent = JSON.stringify({images: images.length, broken, missing, code, errors, traceback: text.includes("Traceback"),
+    warnings: text.match(/\\b\\w+Warning\\b/g) || [], toc: document.querySelectorAll('a[href^="#"]').length, text});
+  document.body.appendChild(out);
+});
+"""
+
+
+def browse(page: Path, tmp: Path) -> dict:
+    "Load a copy of the page with the checking script in headless Chromium; the script's findings."
+    probe = tmp / f"checked-{page.name}"
+    probe.write_text(page.read_text().replace("</body>", f"<script>{CHECK}</script></body>"))
+    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000", "--dump-dom",
+                           probe.as_uri()], capture_output=True, text=True, timeout=180)
+    found = re.search(r'<pre id="page-check">(.*?)</pre>', done.stdout, re.S)
+    assert found, f"Chromium did not run the page check (exit {done.returncode}): {done.stderr[-2000:]}"
+    import html
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("slice")
+    (tmp / "slice.yaml").write_text(SLICE)
+    done = subprocess.run([sys.executable, "-m", "reasoning_study.sweep", str(tmp / "slice.yaml"), "--out", str(tmp / "outputs"), "--report"],
+                          cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return tmp / "outputs" / "slice" / "report"
+
+
+def test_report_page_in_a_browser(report, tmp_path):
+    page = report / "report.html"
+    assert page.is_file() and (report / "sweep_report.ipynb").is_file()  # the executed notebook stays beside the page
+    seen = browse(page, tmp_path)
+    drawn = pd.read_csv(report / "figures.csv").query("status == 'drawn'")
+    assert seen["images"] >= len(drawn) // 2 and seen["images"] >= 6, seen["images"]
+    assert seen["broken"] == [], seen["broken"]
+    assert seen["missing"] == [], seen["missing"]  # every link of the contents resolves
+    assert seen["code"] == 0 and seen["errors"] == 0, seen
+    assert not seen["traceback"] and seen["warnings"] == [], seen["warnings"]
+    text = seen["text"]
+    assert "Report of sweep slice" in text and "4 finished runs" in text and "Contents" in text and seen["toc"] >= len(drawn)
+    for item in ["Figure 2", "Figure 7", "Table 1"]: assert item in text
+    assert "From 1 run: musobench." in text and "instance per condition" in text  # captions: the runs and the instances behind them
+    assert "small data: n = 1 per condition" in text  # one instance per paradigm and task: said in the caption
+    assert "smollm2-135m" in text and "Runs and provenance" in text
+    status = pd.read_csv(report / "figures.csv").set_index(["paper", "item"])["status"]
+    assert status[("Beyond the papers", "Stopping Pareto")] == "drawn" and status[("Beyond the papers", "Stopping policies")] == "drawn"
+    policies = pd.read_csv(report / "overthinking" / "tables" / "stopping_policies.csv")
+    assert {"Actual", "Optimal", "Stopping@K", "Consistency", "Entropy", "Budget"} <= set(policies.policy)
+
+
+def test_small_data_is_said_on_the_figures_face(report):
+    "Every MuSoBench figure of the slice (one instance per condition) carries the firebrick small-data note below its axes."
+    import numpy as np
+    from PIL import Image
+    pngs = sorted((report / "musobench" / "figures").glob("*.png"))
+    assert pngs, "no MuSoBench figure drawn"
+    for png in pngs:
+        with Image.open(png) as im: pixels = np.asarray(im.convert("RGB")).astype(int)
+        bottom = pixels[-max(12, len(pixels) // 12):]
+        red = (np.abs(bottom - np.array([178, 34, 34])) < 40).all(axis=-1)  # matplotlib's "firebrick"
+        assert red.sum() > 20, f"{png.name}: no small-data note at the bottom"
