@@ -376,7 +376,8 @@ def summary_markdown(runs: pd.DataFrame,  # finished runs (`sweep.finished_runs`
     "The one-screen summary: runs, models, what was drawn and what was not, and why."
     counts = inventory.status.value_counts()
     models = sorted({m for m in (records.models.dropna() if records is not None and "models" in records else []) for m in m.split(", ")})
-    lines = [f"**{len(runs)} finished runs** of {runs.notebook.nunique() if len(runs) else 0} experiments "
+    plural = lambda n, word: f"{n} {word}{'s' * (n != 1)}"
+    lines = [f"**{plural(len(runs), 'finished run')}** of {plural(runs.notebook.nunique() if len(runs) else 0, 'experiment')} "
              f"({', '.join(f'{n} × {k}' for k, n in runs.notebook.value_counts().items()) or 'none'})."]
     if models: lines.append(f"**Models:** {', '.join(models)}.")
     if failed: lines.append(f"**Not finished:** {', '.join(failed)} (see the sweep summary below).")
@@ -384,9 +385,9 @@ def summary_markdown(runs: pd.DataFrame,  # finished runs (`sweep.finished_runs`
     missing = inventory[inventory.status.isin(["not drawn", "not in sweep"])]
     if len(missing):
         reasons = missing.groupby("status").item.count()
-        lines.append("Not drawn because the runs cannot support them: " + ("; ".join(f"{p} {r.item}" for p, r in
-                     zip(missing.paper, missing.itertuples()) if r.status == "not drawn") or "none") +
-                     f". {int(reasons.get('not in sweep', 0))} need experiments this sweep did not run (listed per paper).")
+        cannot = "; ".join(f"{r.paper} {r.item}" for r in missing.itertuples() if r.status == "not drawn")
+        if cannot: lines.append(f"Not drawn because the runs cannot support them: {cannot} (the reasons are listed per paper).")
+        if (absent := int(reasons.get("not in sweep", 0))): lines.append(f"{absent} need experiments this sweep did not run (listed per paper).")
     return "\n\n".join(lines)
 
 def toc_markdown(inventory: pd.DataFrame) -> str:
@@ -457,7 +458,7 @@ def render_page(executed: str | Path,  # the executed sweep-report notebook
     from nbconvert import HTMLExporter
     nb, _ = page_notebook(executed)
     nb.metadata["title"] = title
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True, exclude_anchor_links=True)
     body, _ = exporter.from_notebook_node(nb)
     return body
 

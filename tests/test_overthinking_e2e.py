@@ -13,16 +13,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from reasoning_study.config import parameters_source
+from reasoning_study.metrics.overthinking import PREFIX_COLUMNS, TRACE_COLUMNS, UTTERANCE_COLUMNS
+from reasoning_study.overthinking import OverthinkingConfig, rescore
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "nbs" / "experiments" / "overthinking.ipynb"
 PAPERMILL = Path(sys.executable).parent / "papermill"
 SLICE = {"n_items": 1, "max_tokens": 40, "probe_max_tokens": 6, "judge_max_tokens": 24}
 
-PREFIX_COLUMNS = ["model", "benchmark", "item_id", "format", "seed", "template", "extractor", "prefix_index", "n_utterances",
-                  "prefix_tokens", "trace_tokens", "prediction", "extraction_method", "correct", "probe_status"]
-TRACE_COLUMNS = ["model", "benchmark", "item_id", "format", "seed", "template", "extractor", "n_utterances", "trace_tokens",
-                 "trace_status", "final_prediction", "final_correct", "sample_index"]
-UTTERANCE_COLUMNS = ["model", "benchmark", "item_id", "seed", "utterance_index", "tokens", "char_start", "char_end"]
 ALWAYS_DRAWN = {"fig1_strategy_accuracy", "table1_results_figure", "table2_stopping_figure", "fig9_transition_matrix"}
 NEED_MORE_DATA = {"fig2_lengths_utterances", "fig3_format_breakdown", "fig4_stability_curve", "fig10_token_statistics",
                   "fig11_wasted_budget", "fig7_cross_model", "fig8_test_time_scaling", "table4_taxonomy"}
@@ -55,9 +54,9 @@ def test_tables_follow_the_contract(runs):
     prefixes = pd.read_parquet(out / "prefixes.parquet")
     traces = pd.read_parquet(out / "traces.parquet")
     utterances = pd.read_parquet(out / "utterances.parquet")
-    assert set(PREFIX_COLUMNS) <= set(prefixes.columns)
-    assert set(TRACE_COLUMNS) <= set(traces.columns)
-    assert set(UTTERANCE_COLUMNS) <= set(utterances.columns)
+    # the one declaration of the contract (metrics.overthinking), column for column
+    assert list(prefixes.columns) == list(PREFIX_COLUMNS) and list(traces.columns) == list(TRACE_COLUMNS)
+    assert list(utterances.columns) == list(UTTERANCE_COLUMNS)
     assert set(prefixes["format"]) == {"ff", "mc"} and set(prefixes["template"]) == {"stop_now", "time_up"}
     assert set(prefixes["extractor"]) == {"rules", "llm:smollm2-135m"}
     assert set(prefixes["extraction_method"]) <= {"rules", "llm", "none"}
@@ -101,7 +100,8 @@ def test_bad_parameters_fail_before_any_model_loads(tmp_path):
     result = subprocess.run([str(PAPERMILL), "--cwd", str(ROOT / "nbs"), str(NOTEBOOK), str(tmp_path / "bad.ipynb"),
                              "-p", "templates", "please_stop", "-p", "out_dir", str(tmp_path / "bad")],
                             capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert result.returncode != 0 and "'please_stop' is not one of" in result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "ConfigError" in output and "'templates'" in output and "'please_stop' is not one of" in output
     assert not (tmp_path / "bad" / "generations.sqlite").exists()
 
 
@@ -144,7 +144,26 @@ def test_a_bad_combination_of_models_fails_before_any_model_loads(tmp_path, para
     assert not out.exists()  # the run folder comes after the checks
     executed = json.loads((tmp_path / "bad.ipynb").read_text())["cells"]
     ran = [c for c in executed if c["cell_type"] == "code" and c.get("execution_count")]
-    assert "co_resident_options" in "".join(ran[-1]["source"])  # it stopped in the parameter checks
+    assert "plan_roles" in "".join(ran[-1]["source"])  # it stopped in the config checks
+
+
+def test_parameters_cell_is_the_config():
+    "The notebook's parameters cell is the config's defaults and docs, line for line (one declaration)."
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1 and "".join(tagged[0]["source"]) == parameters_source(OverthinkingConfig)
+
+
+def test_rescore_reproduces_the_stored_tables(runs):
+    "The raw tables and run.json of the folder alone give every stored results table again, exactly."
+    out, first, _ = runs
+    record = json.loads((out / "run.json").read_text())
+    assert record["study"] == "overthinking" and record["config"]["n_items"] == SLICE["n_items"] and "model" in record["backends"]
+    results = rescore(out)
+    assert {"strategies", "stopping_at_k", "failed_probes", "musobench_recall_trajectories"} <= set(results)
+    for name, table in results.items():
+        if name == "trajectories": pd.testing.assert_frame_equal(table, pd.read_parquet(out / "trajectories.parquet"))
+        else: assert table.to_csv(index=False) == (out / f"{name}.csv").read_text(), name
 
 
 def test_failed_probes_are_a_status_not_a_wrong_answer(tmp_path):

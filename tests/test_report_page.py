@@ -43,7 +43,7 @@ window.addEventListener("load", () => {
   const broken = images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => (i.getAttribute("src") || "").slice(0, 40));
   const missing = [...document.querySelectorAll('a[href^="#"]')].map(a => decodeURIComponent(a.getAttribute("href").slice(1)))
     .filter(h => h && !document.getElementById(h) && document.getElementsByName(h).length === 0);
-  const code = document.querySelectorAll(".jp-InputArea, .jp-InputPrompt, .jp-OutputPrompt, .input_area, .prompt").length;
+  const code = document.querySelectorAll(".jp-CodeCell .jp-InputArea, .jp-CodeCell .jp-InputPrompt, .jp-OutputPrompt, .input_area, .highlight.hl-ipython3").length;
   const errors = document.querySelectorAll('[data-mime-type="application/vnd.jupyter.stderr"], .jp-OutputArea-output.jp-mod-error, .output_error').length;
   const text = document.body.innerText;
   const out = document.createElement("pre"); out.id = "page-check";

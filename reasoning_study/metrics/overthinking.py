@@ -14,14 +14,15 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'FAILED_PROBE_STATUSES', 'FAILED_PROBE_POLICIES',
-           'STRATEGIES', 'STATES', 'SAMPLE_FACTORS', 'SCALING_STRATEGIES', 'RECALL_COLUMNS', 'first_correct_index',
-           'last_correct_index', 'is_verbose', 'is_harmful', 'trajectory_keys', 'check_prefix_table',
-           'failed_probe_mask', 'apply_failed_probes', 'failed_probe_table', 'prefix_rows', 'trajectories',
-           'strategy_table', 'overthinking_table', 'wasted_budget_table', 'length_distribution', 'transition_counts',
-           'transition_matrix', 'stability_curve', 'stopping_index', 'stopping_points', 'stopping_at_k', 'spearman',
-           'matthews_corrcoef', 'condition_labels', 'robustness', 'robustness_summary', 'cross_model_spearman',
-           'pass_at_k', 'majority_vote_at_k', 'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables']
+__all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'PREFIX_COLUMNS', 'TRACE_COLUMNS', 'UTTERANCE_COLUMNS',
+           'FAILED_PROBE_STATUSES', 'FAILED_PROBE_POLICIES', 'STRATEGIES', 'STATES', 'SAMPLE_FACTORS',
+           'SCALING_STRATEGIES', 'RECALL_COLUMNS', 'first_correct_index', 'last_correct_index', 'is_verbose',
+           'is_harmful', 'trajectory_keys', 'check_prefix_table', 'failed_probe_mask', 'apply_failed_probes',
+           'failed_probe_table', 'prefix_rows', 'trajectories', 'strategy_table', 'overthinking_table',
+           'wasted_budget_table', 'length_distribution', 'transition_counts', 'transition_matrix', 'stability_curve',
+           'stopping_index', 'stopping_points', 'stopping_at_k', 'spearman', 'matthews_corrcoef', 'condition_labels',
+           'robustness', 'robustness_summary', 'cross_model_spearman', 'pass_at_k', 'majority_vote_at_k',
+           'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables']
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4e35dd2e
 def first_correct_index(z: Sequence[bool]) -> int | None:
@@ -101,6 +102,15 @@ def check_prefix_table(prefixes: pd.DataFrame,  # the per-prefix table
                       ) -> pd.DataFrame:
     "Validate the per-prefix table and return it sorted by trajectory and `prefix_index`, failed probes handled."
     return _checked(prefixes, incomplete, failed_probes).drop(columns="_id")
+
+# %% ../../nbs/61_metrics.overthinking.ipynb #e112439f
+PREFIX_COLUMNS = ("model", "benchmark", "item_id", "format", "seed", "sample_index", "template", "extractor", "prefix_index",
+                  "n_utterances", "prefix_tokens", "trace_tokens", "prediction", "extraction_method", "correct", "probe_status",
+                  "forced_answer", "finish_reason", "cached_prompt_tokens")  # one row per probe (prefix) and extractor
+TRACE_COLUMNS = ("model", "benchmark", "item_id", "format", "seed", "template", "extractor", "sample_index", "n_utterances",
+                 "trace_tokens", "trace_status", "final_prediction", "final_correct", "completion_tokens")  # one row per trace and condition
+UTTERANCE_COLUMNS = ("model", "benchmark", "item_id", "seed", "sample_index", "utterance_index", "tokens", "char_start",
+                     "char_end")  # one row per utterance of a trace
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4180c465
 FAILED_PROBE_STATUSES = ("error", "extractor_error")  # probe statuses that are no answer at all

@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 
 from .musobench import SUBSETSUM_FORMAT, TIMETABLING_FORMAT
+from ..tasks.qa import OPTION_LETTERS  # the option letters belong to the task records (re-exported here)
 
 # %% auto #0
-__all__ = ['FREE_FORM_PROMPT', 'MULTIPLE_CHOICE_PROMPT', 'OPTION_LETTERS', 'TERMINATION_TEMPLATES', 'ANSWER_LEAD',
-           'SOLUTION_LIST_FORMATS', 'EXTRACTOR_SYSTEM', 'EXTRACTOR_PROMPT', 'FAILURE_CATEGORIES', 'JUDGE_SCHEMA',
-           'JUDGE_SYSTEM', 'JUDGE_PROMPT', 'question_prompt', 'termination_suffix', 'solution_list_head',
-           'solution_list_suffix', 'extractor_messages', 'judge_messages']
+__all__ = ['FREE_FORM_PROMPT', 'MULTIPLE_CHOICE_PROMPT', 'TERMINATION_TEMPLATES', 'ANSWER_LEAD', 'SOLUTION_LIST_FORMATS',
+           'EXTRACTOR_SYSTEM', 'EXTRACTOR_PROMPT', 'FAILURE_CATEGORIES', 'JUDGE_SCHEMA', 'JUDGE_SYSTEM', 'JUDGE_PROMPT',
+           'question_prompt', 'termination_suffix', 'solution_list_head', 'solution_list_suffix', 'extractor_messages',
+           'judge_messages']
 
 # %% ../../nbs/31_prompts.overthinking.ipynb #c5ca99c8
 FREE_FORM_PROMPT = """{question}
@@ -27,7 +28,6 @@ Options:
 
 Reason step by step, then give the letter of the correct option in \\boxed{{}}."""
 
-OPTION_LETTERS = "ABCDEFGHIJ"
 
 def question_prompt(question: str, options: list[str] | None = None) -> str:
     "The user turn for a free-form question, or a multiple-choice one when `options` are given."

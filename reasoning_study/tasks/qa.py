@@ -17,17 +17,17 @@ from typing import Any, Callable, Literal, Sequence
 
 import pandas as pd
 
-from ..prompts.overthinking import OPTION_LETTERS
-
 # %% auto #0
-__all__ = ['AnswerFormat', 'CHAMP_INSTALL', 'MMLU_SAMPLE_INSTALL', 'HUB_BENCHMARKS', 'OFFLINE_BENCHMARKS', 'BENCHMARKS', 'QAItem',
-           'choice_item', 'sample_indices', 'package_file', 'champ_gold', 'load_champ', 'load_mmlu_sample',
-           'record_image', 'option_letter', 'split_options', 'aime2025_item', 'gpqa_options', 'gpqa_item',
-           'mathvista_item', 'mathvision_item', 'mathverse_item', 'mmstar_item', 'ai2d_item', 'vmcbench_item',
-           'HubBenchmark', 'hub_records', 'has_images', 'check_unique_ids', 'load_benchmark', 'items_table']
+__all__ = ['AnswerFormat', 'OPTION_LETTERS', 'CHAMP_INSTALL', 'MMLU_SAMPLE_INSTALL', 'HUB_BENCHMARKS', 'OFFLINE_BENCHMARKS',
+           'BENCHMARKS', 'QAItem', 'choice_item', 'sample_indices', 'package_file', 'champ_gold', 'load_champ',
+           'load_mmlu_sample', 'record_image', 'option_letter', 'split_options', 'aime2025_item', 'gpqa_options',
+           'gpqa_item', 'mathvista_item', 'mathvision_item', 'mathverse_item', 'mmstar_item', 'ai2d_item',
+           'vmcbench_item', 'HubBenchmark', 'hub_records', 'has_images', 'check_unique_ids', 'load_benchmark',
+           'items_table']
 
 # %% ../../nbs/04_tasks.qa.ipynb #d0e7c44c
 AnswerFormat = Literal["ff", "mc"]  # free-form | multiple-choice
+OPTION_LETTERS = "ABCDEFGHIJ"  # the letters of up to ten options, in order (the prompts list options with them)
 
 @dataclass
 class QAItem:
