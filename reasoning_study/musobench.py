@@ -6,611 +6,117 @@
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
-from .backends.core import (THINK_CLOSE, THINK_OPEN, Backend, ModelPreset, Request, SamplingParams,
-                                           get_preset, load_backend, split_reasoning)
-from .backends.core import stage_batch_size
-from .figures import musobench as figs
-from .figures.core import save_figure
+from .backends.core import (PRESETS, Backend, check_provider_rules, get_preset, ignored_parameters,
+                                           load_backend)
+from .config import ConfigError, check_config, config_from, config_values, param
 from .metrics import musobench as metrics
-from .metrics.musobench import (RESULT_COLUMNS, SC_METHODS, aggregate_samples, reconsideration_counts,
-                                               score_aggregate, score_answer)
-from .prompts.musobench import (CONFIDENCE_PROMPT, CONFIDENCE_STOP, EMULATED_LONG_COT_SYSTEM, EXPLORATION_CUE,
-                                               EXPLORATION_OPENINGS, PARADIGMS, RECONSIDER_PROMPT, REFLECTION_MARKERS, REPLY_TURNS, reply_opening,
-                                               solve_prompt)
-from .store import CacheStats, GenerationStore, generate_cached, generation_key
-from .tasks.core import claimed_total, listed_solutions, valid_solutions, well_formed_solutions
-from .tasks.musobench import MuSoBenchItem, get_task, read_jsonl, write_jsonl
+from .metrics.musobench import UNSCORED_POLICIES
+from .prompts.musobench import PARADIGMS, REFLECTION_MARKERS, REPLY_TURNS
+from .store import CacheStats, GenerationStore
+from .runs import run_dir, write_params
+from .tasks.musobench import TASKS, MuSoBenchItem, build_task, from_record, get_task, read_jsonl, to_record, write_jsonl
+
+# the split-out modules; their names stay importable from here (noveltybench, tests, notebooks and the sweep use them)
+from .musobench_replies import (checkpoint_prefill, close_thinking, complete_part, confidence_fraction,
+                                               count_reflections, exploration_prefill, parse_confidence, parse_decision,
+                                               reflection_markers, reflection_offsets)
+from .musobench_protocol import (DIALOGUE_KEYS, Dialogue, ParadigmSetup, ProtocolConfig, Turn, TurnJob,
+                                                TurnRunner, add_stats, continues_prefill, exploration_dialogues, follow_up,
+                                                has_readable_answer, paradigm_setup, prompt_text, reflection_dialogues,
+                                                reply_prefill, run_protocol, solve_messages, split_turn, thinking_is_open,
+                                                thinking_opener, token_counter, turns_table)
+from .musobench_scoring import EXTRA_COLUMNS, aggregate_rows, score_dialogue, score_turns
+from .report_musobench import (REPORT_BY, SC_CONDITIONS, UNSCORED_NOTES, main_rows, main_temperature,
+                                              status_table, study_figures, study_tables, write_study_report)
 
 # %% auto #0
-__all__ = ['DIALOGUE_KEYS', 'EXTRA_COLUMNS', 'RUN_FILES', 'REPORT_BY', 'SC_CONDITIONS', 'UNSCORED_NOTES', 'ParadigmSetup',
-           'paradigm_setup', 'solve_messages', 'follow_up', 'confidence_fraction', 'parse_confidence', 'parse_decision',
-           'complete_part', 'reflection_markers', 'reflection_offsets', 'count_reflections', 'close_thinking',
-           'checkpoint_prefill', 'exploration_prefill', 'Turn', 'thinking_is_open', 'split_turn', 'TurnJob',
-           'add_stats', 'token_counter', 'TurnRunner', 'ProtocolConfig', 'Dialogue', 'has_readable_answer',
-           'prompt_text', 'thinking_opener', 'continues_prefill', 'reply_prefill', 'exploration_dialogues',
-           'reflection_dialogues', 'run_protocol', 'turns_table', 'score_dialogue', 'aggregate_rows', 'score_turns',
-           'model_label', 'load_paradigm_backends', 'StudyRun', 'run_study', 'write_instances', 'read_instances',
-           'write_run', 'rescore_run', 'read_results', 'main_temperature', 'main_rows', 'status_table', 'study_tables',
-           'study_figures', 'write_study_report']
+__all__ = ['RUN_FILES', 'MuSoBenchConfig', 'study_problems', 'model_label', 'load_paradigm_backends', 'StudyRun', 'run_study',
+           'write_instances', 'read_instances', 'write_run', 'rescore_run', 'read_results', 'study_instances',
+           'paradigm_options', 'load_study_backends', 'study_params', 'run', 'write_raw', 'score', 'report', 'read_raw',
+           'read_config', 'rescore']
 
-# %% ../nbs/40_musobench.ipynb #4ec3cb60
+# %% ../nbs/40_musobench.ipynb #9a7f1bf5
+_P = ProtocolConfig  # the protocol's defaults, where the study keeps them
+
 @dataclass(frozen=True)
-class ParadigmSetup:
-    "How one paradigm asks one preset."
-    paradigm: str  # "short" | "long"
-    thinking: bool | None  # `Request.thinking` (None: the preset decides)
-    system: str | None = None  # system message of every turn (emulated Long-CoT only)
-    prefill: str = ""  # assistant prefill of every turn (emulated Long-CoT: "<think>\n")
-    force_close: bool = False  # close a thinking block the model never closed, then let it answer
-    emulated: bool = False  # Long-CoT emulated on an instruction model: code paths only
-
-def paradigm_setup(preset: str | ModelPreset,  # a preset (or its name)
-                   paradigm: str,  # "short" or "long"
-                   emulate_long: bool = True,  # allow emulated Long-CoT on an instruction model
-                  ) -> ParadigmSetup:
-    "The setup of `paradigm` on `preset`; a clear error where the preset cannot run it."
-    preset = get_preset(preset)
-    if paradigm not in PARADIGMS: raise ValueError(f"paradigm must be one of {PARADIGMS}, got {paradigm!r}")
-    switch = preset.thinking
-    if paradigm == "short":
-        if switch == "template": return ParadigmSetup("short", thinking=False)
-        if switch == "never": return ParadigmSetup("short", thinking=None)
-        raise ValueError(f"Short-CoT needs an instruction model or a hybrid with thinking off; preset {preset.name!r} "
-                         f"always reasons (thinking switch {switch!r})")
-    if switch == "template": return ParadigmSetup("long", thinking=True)
-    if switch in ("always", "api"): return ParadigmSetup("long", thinking=None)
-    if not emulate_long:
-        raise ValueError(f"preset {preset.name!r} has no thinking mode: Long-CoT needs a reasoning model, a hybrid, "
-                         "or emulate_long=True (which only exercises the code paths)")
-    return ParadigmSetup("long", None, system=EMULATED_LONG_COT_SYSTEM, prefill=THINK_OPEN + "\n", force_close=True, emulated=True)
-
-# %% ../nbs/40_musobench.ipynb #608d16ba
-def solve_messages(item: MuSoBenchItem, setup: ParadigmSetup) -> list[dict]:
-    "The chat of turn 1: the paradigm's system message (if any) and the solve prompt."
-    system = [{"role": "system", "content": setup.system}] if setup.system else []
-    return system + [{"role": "user", "content": solve_prompt(item.task, item.question, setup.paradigm)}]
-
-def follow_up(messages: list[dict],  # the chat of the previous turn
-              answer: str,  # the previous turn's answer (its thinking is not passed back)
-              prompt: str,  # the next user prompt
-             ) -> list[dict]:
-    "The chat of the next turn: the previous one, its answer, and the next prompt."
-    return [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": prompt}]
-
-# %% ../nbs/40_musobench.ipynb #138399da
-_NUMBER = r"(\d+(?:\.\d+)?|\.\d+)"
-_SCALE = r"(\s*(?:%|percent\b|/\s*100\b|out\s+of\s+100\b|/\s*10\b|out\s+of\s+10\b))?"
-_SCALE_NOTE = re.compile(r"\(?\s*(?:on\s+a\s+scale\s+)?(?:of\s+|from\s+)?\b0\s*(?:-|–|to)\s*100\b\s*\)?", re.I)
-_CONFIDENCE_FORMS = [
-    re.compile(r"confidence[^0-9<\n]{0,40}?" + _NUMBER + _SCALE, re.I),  # labelled
-    re.compile(r"\\boxed\s*\{+\s*" + _NUMBER + _SCALE + r"\s*\}", re.I),  # boxed
-    re.compile(_NUMBER + r"(\s*(?:%|percent\b))", re.I),  # a percentage
-    re.compile(_NUMBER + r"(\s*(?:/\s*100|out\s+of\s+100)\b)", re.I),  # n/100
-    re.compile(r"^\W*" + _NUMBER + _SCALE + r"\W*$"),  # just a number
-]
-
-def _normalise_confidence(text: str) -> str:
-    "Markdown and LaTeX noise removed, scale echoes such as '(0-100)' dropped."
-    text = text.replace("\\%", "%").replace("$", " ")
-    text = re.sub(r"[*_`]", "", text)
-    return _SCALE_NOTE.sub(" ", text)
-
-def confidence_fraction(number: str,  # the digits as written ("85", "0.85", ".9")
-                        scale: str | None = None,  # what followed: "%", "/100", "out of 10", ... or None
-                       ) -> float:
-    "A written rating as a fraction: percentages and /100 divided by 100, /10 by 10, a decimal <= 1 taken as is."
-    value = float(number)
-    scale = re.sub(r"\s+", "", (scale or "").lower())
-    if scale in ("%", "percent", "/100", "outof100"): return value / 100
-    if scale in ("/10", "outof10"): return value / 10
-    return value if "." in number and value <= 1 else value / 100
-
-def parse_confidence(text: str | None) -> tuple[float | None, str]:
-    "(confidence in [0, 1], 'parsed'), or (None, 'unparsable')."
-    norm = _normalise_confidence(text or "")
-    for form in _CONFIDENCE_FORMS:
-        matches = list(form.finditer(norm if form is not _CONFIDENCE_FORMS[-1] else norm.strip()))
-        if not matches: continue
-        value = confidence_fraction(matches[-1].group(1), matches[-1].group(2))
-        return (value, "parsed") if 0 <= value <= 1 else (None, "unparsable")
-    return None, "unparsable"
-
-# %% ../nbs/40_musobench.ipynb #5cb5ea8b
-_BRACKETED_TAG = re.compile(r"\[+\s*(un\s*-?\s*changed?|no\s+changes?|changed?)\s*\]+", re.I)
-_BARE_TAG = re.compile(r"^[^\w\n]*(UN-?CHANGED?|NO CHANGES?|CHANGED?)\b", re.M)
-
-def parse_decision(text: str | None) -> tuple[str, str]:
-    "('unchanged' | 'changed' | 'unparsable', the text after the tag: the new answer of a 'changed' reply)."
-    text = text or ""
-    hits = [m for m in (_BRACKETED_TAG.search(text), _BARE_TAG.search(text)) if m]
-    if not hits: return "unparsable", ""
-    first = min(hits, key=lambda m: m.start())
-    word = re.sub(r"[\s-]", "", first.group(1).lower())
-    return ("changed" if word.startswith("change") else "unchanged"), text[first.end():]
-
-# %% ../nbs/40_musobench.ipynb #a626a3ed
-def complete_part(text: str | None) -> str:
-    "A truncated reply without its last word (which may be cut)."
-    return re.sub(r"\S*\s*$", "", text or "")
-
-# %% ../nbs/40_musobench.ipynb #5abf80a0
-def reflection_markers(markers: Sequence[str]) -> tuple[str, ...]:
-    "The line openings that start a reflection step, checked: a non-empty sequence of non-empty strings."
-    if isinstance(markers, str): raise ValueError(f"markers must be a sequence of line openings, not one string: ({markers!r},)")
-    markers = tuple(markers)
-    if not markers or not all(isinstance(m, str) and m.strip() for m in markers):
-        raise ValueError(f"markers must be non-empty strings, at least one (an empty marker would open every line); got {markers!r}")
-    return markers
-
-def _marker_lines(markers: Sequence[str]) -> re.Pattern:
-    return re.compile(r"^[ \t>*_#-]*(?:" + "|".join(re.escape(m) for m in reflection_markers(markers)) + ")", re.M)
-
-def reflection_offsets(thinking: str,  # a thinking trace (without its tags)
-                       markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
-                      ) -> list[int]:
-    "Where each reflection step starts: the offset of every line that opens with a marker."
-    return [m.start() for m in _marker_lines(markers).finditer(thinking or "")]
-
-def count_reflections(text: str,
-                      markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
-                     ) -> int:
-    "The number of reflection steps in a text."
-    return len(reflection_offsets(text, markers))
-
-def close_thinking(open_thinking: str,  # an open thinking block, from its `<think>` on (or without it, if the template opened it)
-                  ) -> str:
-    "The block closed by force: the text ends with `</think>` and a blank line, where the answer starts."
-    return f"{open_thinking.rstrip()}\n{THINK_CLOSE}\n\n"
-
-def checkpoint_prefill(thinking: str,  # the full thinking trace of the Long-CoT answer
-                       k: int,  # reflections to keep: cut just before the (k+1)-th reflection step (k >= 0)
-                       opener: str = THINK_OPEN + "\n",  # what opens the block ("" when the chat template already did)
-                       markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
-                      ) -> str | None:
-    "The assistant prefill that keeps k reflection steps of the thinking and forces the answer; None with no (k+1)-th step to cut at."
-    if k < 0: raise ValueError(f"k counts the reflections kept, from 0; got k={k}")
-    offsets = reflection_offsets(thinking, markers)
-    if len(offsets) <= k: return None
-    return close_thinking(opener + thinking[:offsets[k]])
-
-# %% ../nbs/40_musobench.ipynb #cfa9a0b9
-def exploration_prefill(answer: str, cue: str = EXPLORATION_CUE) -> str:
-    "The Short-CoT answer followed by the exploration cue: the assistant message the model continues."
-    return f"{answer.rstrip()}\n\n{cue}"
-
-# %% ../nbs/40_musobench.ipynb #afaa92b0
-@dataclass(frozen=True)
-class Turn:
-    "One turn of a dialogue: the chat, the prefill, the raw text, and its reasoning/answer split."
-    number: int  # 1 solve, 2 confidence, 3 reconsider
-    messages: tuple  # the chat the model was shown (dicts)
-    prefill: str  # the assistant prefill the final generation continued (a forced answer: up to its `</think>`)
-    text: str  # everything written after the turn's first prefill (a forced `</think>` included)
-    reasoning: str  # the thinking ("" without one)
-    answer: str  # what is parsed and scored
-    status: str  # answered | truncated | error
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int  # all generations of the turn
-    keys: tuple  # store keys of the generations behind the turn
-    reasoning_tokens: int | None = None  # tokens of the thinking (None when no tokenizer is at hand)
-    thinking_forced: bool = False  # the thinking never closed and was closed by force
-    error: str | None = None
-
-def thinking_is_open(prefill: str, text: str) -> bool:
-    "Whether `prefill + text` ends inside a thinking block."
-    full = prefill + text
-    return full.rfind(THINK_OPEN) > full.rfind(THINK_CLOSE) or (THINK_CLOSE not in full and THINK_OPEN in full)
-
-def split_turn(prefill: str, text: str,
-               untagged_thinking: bool = False,  # a message with no tags is thinking (the template opened the block)
-              ) -> tuple[str, str]:
-    "(reasoning, answer) of an assistant message made of a prefill and its continuation."
-    full = prefill + text
-    if THINK_OPEN not in full and THINK_CLOSE not in full:  # no tags: the whole message is the answer, or a thinking never closed
-        return (full.strip(), "") if untagged_thinking else ("", full.strip())
-    if THINK_CLOSE in prefill:  # the prefill closed the thinking (a forced answer): everything after it is the answer
-        head, _, tail = prefill.rpartition(THINK_CLOSE)
-        return (head.split(THINK_OPEN, 1)[1] if THINK_OPEN in head else head).strip(), (tail + text).strip()
-    reasoning, answer, _ = split_reasoning(text, prefill, thinking=True)
-    return reasoning, answer
-
-# %% ../nbs/40_musobench.ipynb #331fd1ed
-@dataclass(frozen=True)
-class TurnJob:
-    "One turn to generate: `sampling.n` samples of one chat."
-    number: int  # 1, 2 or 3
-    messages: tuple  # the chat (dicts)
-    prefill: str
-    sampling: SamplingParams
-    tag: str = ""  # a label kept with the generation in the store
-    opening: str = ""  # what the answer opens with after a forced `</think>` (a reply opening)
-    opening_stop: tuple = ()  # stop strings of the generation after a forced `</think>`
-
-def add_stats(total: CacheStats, more: CacheStats) -> CacheStats:
-    "Add the counts of one `generate_cached` call to a running total (in place)."
-    for f in fields(CacheStats): setattr(total, f.name, getattr(total, f.name) + getattr(more, f.name))
-    return total
-
-def token_counter(backend) -> Callable[[str], int] | None:
-    "A function counting a text's tokens with the backend's tokenizer (None for remote backends)."
-    if callable(getattr(backend, "encode", None)): return lambda text: len(backend.encode(text)) if text else 0
-    tokenizer = getattr(backend, "tokenizer", None)
-    if tokenizer is not None: return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else 0
-    return None
-
-class TurnRunner:
-    "Generates turns for one backend and paradigm through a store, keeping the store's counts."
-    def __init__(self, backend: Backend, setup: ParadigmSetup, store: GenerationStore,
-                 batch_size: int = 8,  # samples per backend call (a backend that batches continuously gets each stage whole)
-                 progress: bool = True,  # tqdm bars
-                ):
-        self.backend, self.setup, self.store = backend, setup, store
-        self.batch_size, self.progress = batch_size, progress
-        self.stats, self.count_tokens = CacheStats(), token_counter(backend)
-        self.continues = continues_prefill(backend)  # whether reply openings can be used
-
-    def request(self, job: TurnJob) -> Request:
-        return Request(messages=[dict(m) for m in job.messages], prefill=job.prefill, thinking=self.setup.thinking,
-                       sampling=job.sampling, tag=job.tag)
-
-    def _generate(self, requests: list[Request]):
-        if not requests: return []
-        samples = sum(r.sampling.n for r in requests)
-        out = generate_cached(self.backend, requests, self.store, batch_size=stage_batch_size(self.backend, samples, self.batch_size),
-                              progress=self.progress)
-        add_stats(self.stats, self.store.last_stats)
-        return out
-
-    def _turn(self, job: TurnJob, request: Request, sample: int, completion, first=None) -> Turn:
-        "A Turn from the final generation; `first` = (request, sample, completion) of a forced turn's first generation."
-        untagged_thinking = bool(completion.reasoning) and not completion.answer  # the backend expected a thinking block
-        reasoning, answer = split_turn(request.prefill, completion.text, untagged_thinking)
-        keys = (generation_key(self.backend, request, sample),)
-        text, prompt_tokens, tokens = completion.text, completion.prompt_tokens, completion.completion_tokens
-        if first is not None:
-            r1, s1, c1 = first
-            keys = (generation_key(self.backend, r1, s1),) + keys
-            text = request.prefill[len(job.prefill):] + completion.text
-            prompt_tokens, tokens = c1.prompt_tokens, c1.completion_tokens + tokens
-        count = self.count_tokens(reasoning) if self.count_tokens else None
-        return Turn(job.number, tuple(job.messages), request.prefill, text, reasoning, answer, completion.status,
-                    completion.finish_reason, prompt_tokens, tokens, keys, count, first is not None, completion.error)
-
-    def run(self, jobs: Sequence[TurnJob]) -> list[list[Turn]]:
-        "The turns of each job: one list of `sampling.n` turns per job, in order."
-        requests = [self.request(j) for j in jobs]
-        out = self._generate(requests)
-        turns = [[self._turn(j, r, i, c) for i, c in enumerate(cs)] for j, r, cs in zip(jobs, requests, out)]
-        if self.setup.force_close:
-            pending = [(q, i) for q, cs in enumerate(out) for i, c in enumerate(cs)
-                       if c.status != "error" and thinking_is_open(requests[q].prefill, c.text)]
-            forced = [replace(requests[q], prefill=close_thinking(requests[q].prefill + out[q][i].text) + jobs[q].opening,
-                              tag=requests[q].tag + ":forced", sampling=replace(requests[q].sampling, n=1, stop=jobs[q].opening_stop,
-                                                                                seed=requests[q].sampling.sample_seed(i)))
-                      for q, i in pending]
-            for (q, i), request, [completion] in zip(pending, forced, self._generate(forced)):
-                turns[q][i] = self._turn(jobs[q], request, 0, completion, first=(requests[q], i, out[q][i]))
-        return turns
-
-# %% ../nbs/40_musobench.ipynb #3eec9efc
-@dataclass(frozen=True)
-class ProtocolConfig:
-    temperature: float = 0.2  # the paper's decoding temperature
-    max_tokens: int = 20480  # new tokens per turn, thinking included (the paper's limit)
-    top_p: float = 1.0
-    seed: int = 0  # base seed: sample i of every turn-1 request uses sample_seed(i)
-    exploration: bool = False  # Short-CoT: continue the answer after the exploration cue
-    reflection_ks: tuple[int, ...] = ()  # Long-CoT: answer after k reflection steps (k >= 0)
-    sc_samples: int = 0  # self-consistency: n parallel samples of turn 1 (0 or 1: off; the paper: 32)
-    sc_paradigms: tuple[str, ...] = ("long",)  # paradigms that get self-consistency (the paper: Long-CoT)
-    batch_size: int = 8  # samples per backend call (vLLM: each stage in one call, whatever this says)
-    reply_openings: tuple[str, ...] = ("confidence",)  # turns whose reply opens with its format ("solve", "confidence", "reconsider")
-    read_truncated: bool = True  # read what a truncated reply completed (flagged); False: only answered replies
-    reflection_markers: tuple[str, ...] = REFLECTION_MARKERS  # line openings that start a reflection step (re-checking; add EXPLORATION_OPENINGS to count those)
+class MuSoBenchConfig:
+    "The MuSoBench study's parameters (one source: defaults, types, allowed values, docs)."
+    model: str | None = param(None, "the run's label; None: the preset name (or \"short/long\" for two presets)")
+    short_preset: str = param("smollm2-135m", "Short-CoT: an instruction model, or a hybrid with thinking off", choices=lambda: PRESETS)
+    long_preset: str = param("smollm2-135m", "Long-CoT: a reasoning model, or a hybrid with thinking on (an instruction model is emulated)",
+                             choices=lambda: PRESETS)
+    backend_options: dict = param({}, "load_backend options for both presets, e.g. {\"max_model_len\": 32768} or {\"base_url\": \"...\"}")
+    gpu_memory_budget: float = param(0.9, "share of the GPU the run's vLLM engines hold together", minimum=0, maximum=1)
+    cpu_threads: int | None = param(1, "torch CPU threads of the transformers backend (None: torch's default); 1 is fastest when processes share the cores",
+                                    minimum=1)
+    paradigms: list[str] = param(["short", "long"], "which paradigms to run", choices=PARADIGMS)
+    tasks: list[str] = param(["subsetsum", "timetabling"], "MuSoBench tasks", choices=lambda: TASKS)
+    levels: list[int] | None = param([1], "complexity levels (1-based); None for all")
+    per_level: int = param(1, "instances per level (the paper: 100)", minimum=1)
+    benchmark_seed: int = param(0, "seed of the benchmark build (ignored with data_dir)")
+    data_dir: str | None = param(None, "a folder with <task>.jsonl in the reference format (e.g. from musobench_build); None: build the instances")
+    temperature: float = param(0.7, "decoding temperature (the paper: 0.2; the embedded 135M model loops at low temperatures)", minimum=0)
+    top_p: float = param(_P.top_p, "nucleus sampling", minimum=0, maximum=1)
+    max_tokens: int = param(256, "new tokens per turn, thinking included (the paper: 20480)", minimum=1)
+    seed: int = param(_P.seed, "sampling seed")
+    exploration: bool = param(True, "Short-CoT: the exploration cue (the paper's mitigation; the protocol's default: off)")
+    reflection_ks: list[int] = param([0], "Long-CoT: answer after k reflection steps, the thinking cut before the next one ([] for none)")
+    reflection_markers: list[str] | None = param(None, "line openings that start a reflection step; None: prompts.musobench.REFLECTION_MARKERS")
+    sc_samples: int = param(2, "self-consistency samples of turn 1 (0 or 1: off; the paper: 32)", minimum=0)
+    sc_paradigms: list[str] = param(list(_P.sc_paradigms), "paradigms that get self-consistency (the paper: Long-CoT)", choices=PARADIGMS)
+    vote_threshold: float = param(0.5, "self-consistency vote: share of samples a solution needs, in (0, 1]", minimum=0, maximum=1)
+    emulate_long_cot: bool = param(True, "allow emulated Long-CoT on an instruction model (code paths only)")
+    batch_size: int = param(_P.batch_size, "samples per backend call on the transformers backend (vLLM gets each stage in one call)", minimum=1)
+    reply_openings: list[str] = param(list(REPLY_TURNS), "replies opened with their format (the paper's runs: [\"confidence\"])", choices=REPLY_TURNS)
+    read_truncated: bool = param(_P.read_truncated, "score a truncated answer from its complete solutions (flagged); False: answered replies only")
+    unscored: str = param("zero", "the figures' row set: \"zero\" scores an unscored reply as an empty answer (the paper's N), \"exclude\" leaves it out",
+                          choices=UNSCORED_POLICIES)
+    out_dir: str = param("outputs/musobench-study", "run folder (relative to the project root)")
 
     def __post_init__(self):
-        object.__setattr__(self, "reflection_ks", tuple(sorted(set(self.reflection_ks))))
-        object.__setattr__(self, "sc_paradigms", tuple(self.sc_paradigms))
-        object.__setattr__(self, "reply_openings", tuple(self.reply_openings))
-        object.__setattr__(self, "reflection_markers", reflection_markers(self.reflection_markers))
-        if bad := [t for t in self.reply_openings if t not in REPLY_TURNS]: raise ValueError(f"reply_openings must be among {REPLY_TURNS}, got {bad}")
-        if any(not isinstance(k, int) or k < 0 for k in self.reflection_ks): raise ValueError(f"reflection_ks must be ints >= 0, got {self.reflection_ks}")
-        if self.sc_samples < 0: raise ValueError(f"sc_samples must be >= 0, got {self.sc_samples}")
-        if bad := [p for p in self.sc_paradigms if p not in PARADIGMS]: raise ValueError(f"unknown paradigms in sc_paradigms: {bad}")
-        SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)  # validates them
+        check_config(self)
+        if problems := study_problems(self): raise ConfigError(problems, where="MuSoBenchConfig parameters")
 
-    def sampling(self, seed: int | None = None, n: int = 1, stop: tuple = ()) -> SamplingParams:
-        return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, n=n,
-                              seed=self.seed if seed is None else seed, stop=stop)
+    @property
+    def presets(self) -> dict[str, str]:
+        "paradigm -> preset name, for the paradigms the run asks for."
+        return {p: {"short": self.short_preset, "long": self.long_preset}[p] for p in self.paradigms}
 
-    def samples_for(self, paradigm: str) -> int:
-        "How many turn-1 samples a paradigm gets (1 without self-consistency)."
-        return self.sc_samples if self.sc_samples > 1 and paradigm in self.sc_paradigms else 1
+    def protocol(self) -> ProtocolConfig:
+        "The protocol's parameters: the fields of `ProtocolConfig`, by name, from this config."
+        values = {f.name: getattr(self, f.name) for f in fields(ProtocolConfig) if f.name != "reflection_markers"}
+        return ProtocolConfig(**values, reflection_markers=REFLECTION_MARKERS if self.reflection_markers is None else self.reflection_markers)
 
-@dataclass
-class Dialogue:
-    "One conversation: an instance under one paradigm and condition, one sample."
-    item: MuSoBenchItem
-    paradigm: str  # "short" | "long"
-    condition: str  # "base" | "exploration" | "reflection_k{k}" | "sc_sample"
-    sample_index: int
-    seed: int  # the seed of every turn of this dialogue
-    turns: dict = field(default_factory=dict)  # turn number -> Turn
-    checkpoint_cut: bool | None = None  # reflection_k: whether the trace had a (k+1)-th reflection to cut at
-
-    def has_answer(self, read_truncated: bool) -> bool:
-        "Whether turn 1 gave an answer to ask about (see `has_readable_answer`)."
-        return 1 in self.turns and has_readable_answer(self.item, self.turns[1].status, self.turns[1].answer, read_truncated)
-
-def has_readable_answer(item: MuSoBenchItem, status: str, answer: str,
-                        read_truncated: bool,  # whether a truncated answer is read for its complete solutions
-                       ) -> bool:
-    "An answered turn 1, or (with `read_truncated`) a truncated one whose answer lists at least one complete solution."
-    if status == "answered": return True
-    if not (read_truncated and status == "truncated"): return False
-    return bool(well_formed_solutions(get_task(item.task).parse_answer(answer or "", item.instance, truncated=True)))
-
-def _tag(d: Dialogue, turn: int) -> str:
-    return f"{d.item.task}:{d.item.question_id}:{d.paradigm}:{d.condition}:s{d.sample_index}:t{turn}"
-
-# %% ../nbs/40_musobench.ipynb #75ef5fee
-def prompt_text(backend, request: Request) -> str | None:
-    "The exact prompt text a local backend feeds its model for `request` (None for a remote backend)."
-    if callable(getattr(backend, "render_prompt_ids", None)): return backend.decode(backend.render_prompt_ids(request))
-    tokenizer, preset = getattr(backend, "tokenizer", None), getattr(backend, "preset", None)
-    if tokenizer is not None and preset is not None:  # the vLLM backend renders with a module function
-        from reasoning_study.backends.vllm import render_prompt_ids
-        return tokenizer.decode(render_prompt_ids(tokenizer, request, preset.thinking))
-    return None
-
-def thinking_opener(backend, request: Request) -> str:
-    "'' when the chat template itself opens the thinking block for `request`, else '<think>\\n'."
-    text = prompt_text(backend, replace(request, prefill=""))
-    return "" if text is not None and thinking_is_open(text, "") else THINK_OPEN + "\n"
-
-# %% ../nbs/40_musobench.ipynb #a0ea4db1
-def continues_prefill(backend) -> bool:
-    "Whether `backend` continues an assistant prefill (local backends; remote ones in prefix mode or when they say so)."
-    flag = getattr(backend, "continues_prefill", None)
-    if isinstance(flag, bool): return flag
-    if callable(getattr(backend, "render_prompt_ids", None)) or getattr(backend, "tokenizer", None) is not None: return True
-    return getattr(getattr(backend, "options", None), "prefill_mode", None) == "prefix"
-
-def reply_prefill(setup: ParadigmSetup, config: ProtocolConfig,
-                  turn: str,  # "solve" | "confidence" | "reconsider"
-                  task: str,
-                  continues: bool,  # whether the backend continues a prefill (`continues_prefill`)
-                 ) -> tuple[str, tuple, str, tuple]:
-    "(prefill, stop) of a reply's first generation, and (opening, stop) after a `</think>` the protocol writes."
-    opening = reply_opening(turn, task) if continues and turn in config.reply_openings else ""
-    stop = CONFIDENCE_STOP if opening and turn == "confidence" else ()
-    if setup.paradigm == "long": return setup.prefill, (), opening, stop  # thinking first
-    return setup.prefill + opening, stop, "", ()
-
-# %% ../nbs/40_musobench.ipynb #9f00a48b
-def _ask(runner: TurnRunner, dialogues: Sequence[Dialogue], number: int, prompt: str, config: ProtocolConfig):
-    "Turn `number` of every dialogue: the previous turn's answer, then `prompt`."
-    jobs = []
-    for d in dialogues:
-        prefill, stop, opening, opening_stop = reply_prefill(runner.setup, config, REPLY_TURNS[number - 1], d.item.task, runner.continues)
-        jobs.append(TurnJob(number, tuple(follow_up(list(d.turns[number - 1].messages), d.turns[number - 1].answer, prompt)),
-                            prefill, config.sampling(d.seed, stop=stop), _tag(d, number), opening, opening_stop))
-    for d, [turn] in zip(dialogues, runner.run(jobs)): d.turns[number] = turn
-
-def _continue(runner: TurnRunner, starts: Sequence[tuple[Dialogue, Turn, str]], config: ProtocolConfig):
-    "Turn 1 of each dialogue: the chat of a base turn 1, continued from a new prefill."
-    jobs = [TurnJob(1, base.messages, prefill, config.sampling(d.seed), _tag(d, 1)) for d, base, prefill in starts]
-    for (d, _, _), [turn] in zip(starts, runner.run(jobs)): d.turns[1] = turn
-
-def exploration_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config: ProtocolConfig) -> list[Dialogue]:
-    "The exploration cue after each answered base answer (an unanswered base is carried over as it is)."
-    out, starts = [], []
-    for b in bases:
-        d = Dialogue(b.item, b.paradigm, "exploration", b.sample_index, b.seed)
-        if b.has_answer(config.read_truncated): starts.append((d, b.turns[1], exploration_prefill(b.turns[1].answer)))
-        else: d.turns[1] = b.turns[1]
-        out.append(d)
-    _continue(runner, starts, config)
-    return out
-
-def reflection_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config: ProtocolConfig) -> list[Dialogue]:
-    "One dialogue per base and checkpoint k: the thinking cut after k reflection steps, `</think>` forced (then the reply opening, if any)."
-    out, starts = [], []
-    for b in bases:
-        first = b.turns[1]
-        opener = thinking_opener(runner.backend, runner.request(TurnJob(1, first.messages, "", config.sampling())))
-        opening = reply_prefill(runner.setup, config, "solve", b.item.task, runner.continues)[2]
-        for k in config.reflection_ks:
-            d = Dialogue(b.item, b.paradigm, f"reflection_k{k}", b.sample_index, b.seed)
-            prefill = checkpoint_prefill(first.reasoning, k, opener, config.reflection_markers) if first.status != "error" else None
-            d.checkpoint_cut = prefill is not None
-            if prefill is None: d.turns[1] = first  # at most k reflections: the base answer is the answer at k
-            else: starts.append((d, first, prefill + opening))
-            out.append(d)
-    _continue(runner, starts, config)
-    return out
-
-def run_protocol(backend: Backend,  # answers the turns
-                 items: Sequence[MuSoBenchItem],  # the instances
-                 setup: ParadigmSetup,  # the paradigm, for this backend's preset
-                 store: GenerationStore,  # where every generation is kept
-                 config: ProtocolConfig = ProtocolConfig(),
-                 progress: bool = True,  # tqdm bars
-                ) -> tuple[list[Dialogue], CacheStats]:
-    "Every dialogue of one paradigm (base, mitigations, self-consistency samples), and the store's counts."
-    runner = TurnRunner(backend, setup, store, config.batch_size, progress)
-    n = config.samples_for(setup.paradigm)
-    sampling = config.sampling(n=n)
-    jobs = []
-    for it in items:
-        prefill, stop, opening, opening_stop = reply_prefill(setup, config, "solve", it.task, runner.continues)
-        jobs.append(TurnJob(1, tuple(solve_messages(it, setup)), prefill, replace(sampling, stop=stop),
-                            f"{it.task}:{it.question_id}:{setup.paradigm}:t1", opening, opening_stop))
-    bases, dialogues = [], []
-    for item, turns in zip(items, runner.run(jobs)):
-        base = Dialogue(item, setup.paradigm, "base", 0, sampling.sample_seed(0), {1: turns[0]})
-        bases.append(base)
-        dialogues.append(base)
-        if n > 1: dialogues += [Dialogue(item, setup.paradigm, "sc_sample", i, sampling.sample_seed(i), {1: t}) for i, t in enumerate(turns)]
-    if config.exploration and setup.paradigm == "short": dialogues += exploration_dialogues(runner, bases, config)
-    if config.reflection_ks and setup.paradigm == "long": dialogues += reflection_dialogues(runner, bases, config)
-    answered = [d for d in dialogues if d.has_answer(config.read_truncated)]
-    _ask(runner, answered, 2, CONFIDENCE_PROMPT, config)
-    _ask(runner, [d for d in answered if d.condition != "sc_sample"], 3, RECONSIDER_PROMPT, config)
-    return dialogues, runner.stats
-
-# %% ../nbs/40_musobench.ipynb #84d93297
-DIALOGUE_KEYS = ["model", "preset", "paradigm", "condition", "task", "question_id", "sample_index"]
-
-def turns_table(dialogues: Iterable[Dialogue],
-                model: str,  # the run's model label (the same for the two paradigms of a pair)
-                preset: str,  # the preset that answered
-                config: ProtocolConfig,
-                emulated: bool = False,  # Long-CoT emulated on an instruction model
-               ) -> pd.DataFrame:
-    "One row per dialogue and turn, with the raw texts."
-    rows = []
-    for d in dialogues:
-        for number, t in sorted(d.turns.items()):
-            rows.append(dict(model=model, preset=preset, paradigm=d.paradigm, condition=d.condition, task=d.item.task,
-                             question_id=d.item.question_id, sample_index=d.sample_index, level=d.item.level,
-                             answer_count=d.item.answer_count, temperature=config.temperature, seed=config.seed,
-                             dialogue_seed=d.seed, long_cot_emulated=emulated, checkpoint_cut=d.checkpoint_cut,
-                             read_truncated=config.read_truncated, reflection_markers=json.dumps(list(config.reflection_markers)),
-                             turn=number, status=t.status, finish_reason=t.finish_reason, prompt_tokens=t.prompt_tokens,
-                             completion_tokens=t.completion_tokens, reasoning_tokens=t.reasoning_tokens,
-                             thinking_forced=t.thinking_forced, error=t.error, keys=json.dumps(list(t.keys)),
-                             messages=json.dumps(list(t.messages), ensure_ascii=False), prefill=t.prefill,
-                             text=t.text, reasoning=t.reasoning, answer=t.answer))
-    table = pd.DataFrame(rows)
-    if len(table): table["reasoning_tokens"] = table["reasoning_tokens"].astype("Int64")
-    return table
-
-# %% ../nbs/40_musobench.ipynb #081bbfb2
-EXTRA_COLUMNS = ["preset", "long_cot_emulated", "checkpoint_cut", "completion_tokens", "status_2", "status_3", "n_samples",
-                 "scored_from_truncated"]
-
-def _solution_sets(item: MuSoBenchItem, text: str,
-                   truncated: bool = False,  # the reply was cut off by the token limit: its last entry may be unfinished
-                  ) -> tuple[list, set, set]:
-    "(parsed candidates, listed set Y, valid set) of an answer text."
-    parsed = get_task(item.task).parse_answer(text, item.instance, truncated=truncated)
-    listed, valid = listed_solutions(parsed), valid_solutions(parsed)
-    if stray := valid - set(item.solutions):
-        raise ValueError(f"{item.task} question {item.question_id}: the checker accepts {len(stray)} solution(s) missing from the "
-                         f"ground truth, e.g. {next(iter(stray))!r}: checker and enumeration disagree")
-    return parsed, listed, valid
-
-_NAN = float("nan")
-_EMPTY_ROUND_1 = dict(n_listed=_NAN, n_correct=_NAN, n_malformed=_NAN, precision=_NAN, recall=_NAN, claimed_total=_NAN)
-_EMPTY_ROUND_2 = dict(n_correct_2=_NAN, n_listed_2=_NAN, precision_2=_NAN, recall_2=_NAN, n_correct_kept=_NAN,
-                      n_wrong_1=_NAN, n_wrong_kept=_NAN, n_new_correct=_NAN)
-
-def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the turns table
-                   item: MuSoBenchItem,
-                  ) -> tuple[dict, tuple[set, set] | None]:
-    "The results columns of one dialogue (round 1, confidence, round 2), and its round-1 (listed, valid) sets when scored."
-    t1, t2, t3 = turns[1], turns.get(2), turns.get(3)
-    read = bool(t1.get("read_truncated", False))  # the run reads truncated replies
-    markers = t1.get("reflection_markers")  # the run's reflection markers (turns tables written before they were recorded: the default)
-    markers = REFLECTION_MARKERS if markers is None or (isinstance(markers, float) and pd.isna(markers)) else json.loads(markers)
-    readable = lambda t: t["status"] == "answered" or (read and t["status"] == "truncated")
-    text_of = lambda t: t["answer"] if t["status"] == "answered" else complete_part(t["answer"])
-    row, sets = dict(status=t1["status"], scored_from_truncated=False, **_EMPTY_ROUND_1), None
-    if has_readable_answer(item, t1["status"], t1["answer"], read):
-        parsed, listed, valid = _solution_sets(item, t1["answer"], truncated=t1["status"] == "truncated")
-        row.update(score_answer(parsed, item.answer_count), claimed_total=claimed_total(t1["answer"]),
-                   scored_from_truncated=t1["status"] != "answered")
-        sets = (listed, valid)
-    tokens = t1["reasoning_tokens"]
-    row.update(reasoning_tokens=_NAN if tokens is None or pd.isna(tokens) else int(tokens),
-               reflection_count=count_reflections(t1["reasoning"] or t1["answer"], markers),
-               completion_tokens=int(t1["completion_tokens"]))
-    confidence, confidence_status = None, "missing"
-    if t2 is not None and readable(t2): confidence, confidence_status = parse_confidence(text_of(t2))
-    row.update(confidence=_NAN if confidence is None else confidence, confidence_status=confidence_status,
-               status_2=None if t2 is None else t2["status"], status_3=None if t3 is None else t3["status"],
-               decision=None, **_EMPTY_ROUND_2)
-    if t3 is not None:
-        decision, rest = parse_decision(text_of(t3)) if readable(t3) else ("unparsable", "")
-        row["decision"] = decision
-        if sets is not None and decision != "unparsable":
-            listed_2, valid_2 = sets if decision == "unchanged" else _solution_sets(item, rest, truncated=t3["status"] == "truncated")[1:]
-            row.update(reconsideration_counts(sets[0], sets[1], listed_2, valid_2, item.answer_count))
-    return row, sets
-
-# %% ../nbs/40_musobench.ipynb #aacb0135
-def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],  # (results row, round-1 sets) per sample of one instance
-                   answer_count: int,
-                   vote_threshold: float = 0.5,  # share of the samples a solution needs to pass our threshold vote
-                  ) -> list[dict]:
-    "The sc_median, sc_voting (the paper's two) and sc_threshold (ours) rows of one instance, from its samples."
-    usable = [(row, sets) for row, sets in samples if sets is not None]  # the scored samples
-    out = []
-    for method, condition in SC_METHODS.items():
-        row = dict(condition=condition, n_samples=len(usable), decision=None, status_2=None, status_3=None, **_EMPTY_ROUND_2)
-        if not usable:
-            statuses = {r["status"] for r, _ in samples}
-            out.append(row | dict(_EMPTY_ROUND_1, status="truncated" if "truncated" in statuses else "error", sample_index=0,
-                                  scored_from_truncated=False,
-                                  confidence=_NAN, confidence_status="missing", reasoning_tokens=_NAN, reflection_count=_NAN,
-                                  completion_tokens=_NAN))
-            continue
-        agg = aggregate_samples([(sets[0], r["confidence"]) for r, sets in usable], method, vote_threshold)
-        valid = set().union(*(sets[1] for _, sets in usable))
-        chosen = usable[agg.sample_index][0] if agg.sample_index is not None else None
-        scores = score_aggregate(agg, valid, answer_count)
-        if method == "median" and chosen is None:  # no sample has a confidence: nothing to select
-            scores.update(precision=_NAN, recall=_NAN, n_listed=_NAN, n_correct=_NAN)
-        pick = lambda column, total: chosen[column] if chosen is not None else (sum(r[column] for r, _ in usable) if total else _NAN)
-        out.append(row | dict(status="answered", scored_from_truncated=any(r["scored_from_truncated"] for r, _ in usable),
-                              n_listed=scores["n_listed"], n_correct=scores["n_correct"], n_malformed=_NAN,
-                              precision=scores["precision"], recall=scores["recall"], confidence=scores["confidence"],
-                              confidence_status="missing" if np.isnan(scores["confidence"]) else "parsed",
-                              sample_index=chosen["sample_index"] if chosen is not None else 0,
-                              claimed_total=pick("claimed_total", False), reflection_count=pick("reflection_count", False),
-                              reasoning_tokens=pick("reasoning_tokens", True), completion_tokens=pick("completion_tokens", True)))
-    return out
-
-# %% ../nbs/40_musobench.ipynb #7e650cbc
-_RUN_COLUMNS = ["model", "preset", "paradigm", "task", "question_id", "level", "answer_count", "temperature", "seed", "long_cot_emulated"]
-
-def _frame(rows: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame(rows).reindex(columns=RESULT_COLUMNS + EXTRA_COLUMNS)
-
-def score_turns(turns: pd.DataFrame,  # the turns table of a run
-                items: Mapping[tuple[str, int], MuSoBenchItem],  # (task, question_id) -> instance
-                vote_threshold: float = 0.5,  # self-consistency vote threshold
-               ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "(results, samples): one results row per dialogue plus the self-consistency aggregates; one row per self-consistency sample."
-    if not 0 < vote_threshold <= 1: raise ValueError(f"vote_threshold must be in (0, 1], got {vote_threshold}")
-    results, samples, by_instance = [], [], {}
-    for key, group in turns.groupby(DIALOGUE_KEYS, sort=False, dropna=False):
-        first = group.iloc[0]
-        if (first["task"], first["question_id"]) not in items:
-            raise KeyError(f"no instance for {first['task']} question {first['question_id']}: pass the run's instances")
-        item = items[(first["task"], first["question_id"])]
-        scored, sets = score_dialogue({int(r["turn"]): r for _, r in group.iterrows()}, item)
-        row = {c: first[c] for c in _RUN_COLUMNS} | dict(condition=first["condition"], sample_index=int(first["sample_index"]),
-                                                         checkpoint_cut=first["checkpoint_cut"], n_samples=1) | scored
-        if first["condition"] == "sc_sample":
-            samples.append(row)
-            by_instance.setdefault(tuple(first[c] for c in _RUN_COLUMNS), []).append((row, sets))
-        else: results.append(row)
-    for run, group in by_instance.items():
-        group.sort(key=lambda pair: pair[0]["sample_index"])
-        fixed = dict(zip(_RUN_COLUMNS, run)) | dict(checkpoint_cut=None)
-        results += [fixed | r for r in aggregate_rows(group, fixed["answer_count"], vote_threshold)]
-    return _frame(results), _frame(samples)
+def study_problems(cfg: MuSoBenchConfig) -> list[str]:
+    "What is wrong with a config across its fields, or with its presets (the per-field checks have passed)."
+    problems = []
+    if not cfg.paradigms: problems.append("parameter 'paradigms' must not be empty")
+    if not cfg.tasks: problems.append("parameter 'tasks' must not be empty")
+    if not cfg.vote_threshold > 0: problems.append(f"parameter 'vote_threshold' must be in (0, 1], got {cfg.vote_threshold}")
+    for task in cfg.tasks:
+        n = len(get_task(task).LEVELS)
+        if bad := [v for v in cfg.levels or [] if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n]:
+            problems.append(f"parameter 'levels': {bad} outside {task}'s levels 1..{n}")
+    if bad := [k for k in cfg.reflection_ks if isinstance(k, bool) or not isinstance(k, int) or k < 0]:
+        problems.append(f"parameter 'reflection_ks' must hold ints >= 0, got {bad}")
+    if problems: return problems
+    try: protocol = cfg.protocol()
+    except ValueError as e: return [str(e)]
+    for paradigm, name in cfg.presets.items():
+        try:
+            paradigm_setup(name, paradigm, cfg.emulate_long_cot)
+            check_provider_rules(name, protocol.sampling())  # e.g. o4-mini takes no temperature but 1
+        except ValueError as e: problems.append(f"{paradigm} ({name}): {e}")
+    if cfg.reflection_ks and "long" in cfg.presets and get_preset(cfg.presets["long"]).thinking == "api":
+        problems.append(f"reflection checkpoints need a backend that continues a thinking block; {cfg.presets['long']!r} returns "
+                        "its reasoning separately: use reflection_ks=[]")
+    return problems
 
 # %% ../nbs/40_musobench.ipynb #b59d55b2
 def model_label(presets: Mapping[str, str]) -> str:
@@ -642,7 +148,7 @@ class StudyRun:
     stats: CacheStats
 
 def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
-              presets: Mapping[str, str],  # paradigm -> preset name, e.g. {"short": "qwen3-8b-no-think", "long": "qwen3-8b-think"}
+              presets: Mapping[str, str],  # paradigm -> preset name, e.g. {"short": "qwen3-8b", "long": "qwen3-8b"}
               store: GenerationStore,  # where every generation is kept
               config: ProtocolConfig = ProtocolConfig(),
               model: str | None = None,  # the run's label (default: `model_label(presets)`)
@@ -653,6 +159,7 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
               vote_threshold: float = 0.5,  # self-consistency vote threshold
               backends: Mapping[str, Backend] | None = None,  # already loaded backends per paradigm (default: load them)
               progress: bool = True,
+              score: bool = True,  # False: the turns only (`results` and `samples` are left empty)
              ) -> StudyRun:
     "Run the protocol for every paradigm and score it."
     if not items: raise ValueError("no instances to run")
@@ -664,6 +171,7 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
         add_stats(stats, counts)
         tables.append(turns_table(dialogues, label, get_preset(name).name, config, setups[paradigm].emulated))
     turns = pd.concat(tables, ignore_index=True)
+    if not score: return StudyRun(turns, pd.DataFrame(), pd.DataFrame(), stats)
     results, samples = score_turns(turns, {(it.task, it.question_id): it for it in items}, vote_threshold)
     return StudyRun(turns, results, samples, stats)
 
@@ -707,144 +215,110 @@ def read_results(folders: Iterable[str | Path]) -> pd.DataFrame:
     if not tables: raise ValueError("no run folders given")
     return metrics.current_conditions(pd.concat(tables, ignore_index=True))
 
-# %% ../nbs/40_musobench.ipynb #00dbc794
-REPORT_BY = ["model", "paradigm", "condition", "task", "temperature"]  # one summary row per run condition
-SC_CONDITIONS = ["base", *SC_METHODS.values()]
+# %% ../nbs/40_musobench.ipynb #43c96df1
+def study_instances(config: MuSoBenchConfig) -> list[MuSoBenchItem]:
+    "The instances of a run: built from `benchmark_seed`, or the first `per_level` of each level read from `data_dir`."
+    def of_task(task: str) -> list[MuSoBenchItem]:
+        if config.data_dir is None: return build_task(task, seed=config.benchmark_seed, per_level=config.per_level, levels=config.levels)
+        path = run_dir(config.data_dir) / f"{task}.jsonl"
+        if not path.is_file(): raise FileNotFoundError(f"{path} does not exist (data_dir={config.data_dir!r})")
+        chosen, counts = [], {}
+        for it in read_jsonl(path, task=task):
+            if (config.levels is None or it.level in config.levels) and counts.get(it.level, 0) < config.per_level:
+                chosen.append(it); counts[it.level] = counts.get(it.level, 0) + 1
+        return chosen
+    return [it for task in config.tasks for it in of_task(task)]
 
-def main_temperature(results: pd.DataFrame) -> float:
-    "The temperature the main figures use: the paper's 0.2 when present, else the lowest."
-    temperatures = sorted(results["temperature"].dropna().unique())
-    if not temperatures: raise ValueError("the results table has no temperature")
-    return 0.2 if any(np.isclose(temperatures, 0.2)) else float(temperatures[0])
+def paradigm_options(config: MuSoBenchConfig) -> dict[str, dict]:
+    "The backend options of each paradigm: two different vLLM models share the GPU by their needs (`backends.vllm.co_resident_options`)."
+    from reasoning_study.backends.vllm import EngineRole, co_resident_options, gpu_memory_bytes
+    on_vllm = any(get_preset(name).backend == "vllm" for name in config.presets.values())
+    return co_resident_options({p: EngineRole(name, config.backend_options) for p, name in config.presets.items()},
+                               config.gpu_memory_budget, gpu_memory_bytes() if on_vllm else None)
 
-def main_rows(results: pd.DataFrame) -> pd.DataFrame:
-    "The rows of the main figures and tables: each preset at its own main temperature (o4-mini takes only 1, its pair 0.2)."
-    key = "preset" if "preset" in results else "model"  # tables written without a preset column: one per model
-    mains = {preset: main_temperature(rows) for preset, rows in results.groupby(key, sort=False)}
-    return results[np.isclose(results["temperature"], results[key].map(mains).astype(float))]
+def load_study_backends(config: MuSoBenchConfig) -> dict[str, Backend]:
+    "One backend per paradigm of the config (presets of one model and thinking switch share one)."
+    return load_paradigm_backends(config.presets, config.backend_options, config.cpu_threads, paradigm_options(config))
 
-def status_table(results: pd.DataFrame) -> pd.DataFrame:
-    "Per run condition: how many rows were answered, truncated or failed, how many confidences and decisions could be read."
-    def count(sub: pd.DataFrame) -> dict:
-        return dict(rows=len(sub), **{s: int((sub["status"] == s).sum()) for s in ("answered", "truncated", "error")},
-                    scored=len(metrics.scored_rows(sub)), unscored_replies=int(metrics.unscored_replies(sub).sum()),
-                    scored_from_truncated=int(sub["scored_from_truncated"].fillna(False).astype(bool).sum()) if "scored_from_truncated" in sub else 0,
-                    **{f"confidence_{s}": int((sub["confidence_status"] == s).sum()) for s in ("parsed", "unparsable", "missing")},
-                    confidence_from_truncated=int(((sub["confidence_status"] == "parsed") & (sub["status_2"] == "truncated")).sum()) if "status_2" in sub else 0,
-                    **{f"decision_{d}": int((sub["decision"] == d).sum()) for d in ("unchanged", "changed", "unparsable")})
-    return metrics.per_group(results, REPORT_BY, count)
+def study_params(config: MuSoBenchConfig, options: Mapping[str, Mapping] | None = None) -> dict:
+    "What `params.json` records: the config's values, the presets, the backend options per paradigm, and what each provider ignores."
+    protocol = config.protocol()
+    options = paradigm_options(config) if options is None else options
+    return config_values(config) | dict(presets=config.presets, paradigm_options=options,
+                                        reflection_markers=list(protocol.reflection_markers),
+                                        ignored_parameters={p: ignored_parameters(n, protocol.sampling()) for p, n in config.presets.items()})
 
-def _calibrated(rows: pd.DataFrame) -> pd.DataFrame: return metrics.calibration_rows(rows)
+def _raw(turns: pd.DataFrame, items: Sequence[MuSoBenchItem], stats: CacheStats) -> dict[str, pd.DataFrame]:
+    return dict(turns=turns, instances=pd.DataFrame([to_record(it) for it in items]),
+                stats=pd.DataFrame([{f.name: getattr(stats, f.name) for f in fields(CacheStats)}]))
 
-def study_tables(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    "The summary, statuses, reconsideration rates, Table 1 (CSR/ESC/NSD) and Table 2 (self-consistency) of a results table, under both `unscored` policies."
-    results = metrics.current_conditions(results)
-    both = lambda table, rows, by: metrics.under_both_policies(table, rows, by)
-    main = main_rows(results)
-    base = main[main["condition"] == "base"]
-    tables = dict(summary=both(metrics.summary_table, results, REPORT_BY), statuses=status_table(results),
-                  reconsideration=both(metrics.reconsideration_rates, results, REPORT_BY))
-    if len(base): tables["table1_reconsideration"] = figs.table_reconsideration(both(metrics.reconsideration_rates, base, ["model", "paradigm", "task"]))
-    sc = main[(main["paradigm"] == "long") & main["condition"].isin(SC_CONDITIONS)]
-    if sc["condition"].str.startswith("sc_").any():
-        tables["table2_self_consistency"] = pd.concat(
-            {m: figs.table_self_consistency(both(metrics.summary_table, rows, ["task", "condition"])) for m, rows in sc.groupby("model")}, names=["Model"])
-    return tables
+def run(config: MuSoBenchConfig,
+        backend: Backend | Mapping[str, Backend] | None = None,  # one backend for every paradigm, one per paradigm, or None: load the presets
+        store: GenerationStore | None = None,  # where every generation is kept (None: the folder's generations.sqlite)
+        folder: str | Path | None = None,  # where the raw tables go (None: nowhere, and a store must be given)
+        progress: bool = True,
+       ) -> dict[str, pd.DataFrame]:
+    "Generate every turn of the study through the store: the raw tables `turns`, `instances` and `stats`."
+    if store is None and folder is None: raise ValueError("run needs a store or a folder (whose generations.sqlite becomes the store)")
+    folder = None if folder is None else run_dir(folder)
+    if store is None:
+        with GenerationStore(folder / RUN_FILES["store"]) as own: return run(config, backend, own, folder, progress)
+    options = paradigm_options(config)
+    if folder is not None: write_params(folder, study_params(config, options))
+    items = study_instances(config)
+    if not items: raise ValueError("no instances to run: check levels, per_level and data_dir")
+    if backend is None: backend = load_paradigm_backends(config.presets, config.backend_options, config.cpu_threads, options)
+    backends = backend if isinstance(backend, Mapping) else dict.fromkeys(config.presets, backend)
+    done = run_study(items, config.presets, store, config.protocol(), model=config.model, paradigm_options=options,
+                     cpu_threads=config.cpu_threads, emulate_long=config.emulate_long_cot, vote_threshold=config.vote_threshold,
+                     backends=backends, progress=progress, score=False)
+    raw = _raw(done.turns, items, done.stats)
+    if folder is not None: write_raw(raw, items, folder)
+    return raw
 
-# %% ../nbs/40_musobench.ipynb #6b8c1339
-UNSCORED_NOTES = {"zero": "scored as empty answers, precision = recall = 0", "exclude": "left out of the means"}
-
-def _slug(text: str) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-")
-
-def _mitigation_panels(rows: pd.DataFrame, task: str) -> dict:
-    "The panels of Figure 6 that one model's rows of one task support."
-    rows = rows[rows["task"] == task]
-    panels, reasons = {}, []
-    reflections = rows[(rows["paradigm"] == "long") & rows["condition"].str.match(metrics.REFLECTION_CONDITION.pattern)]
-    if len(metrics.scored_rows(reflections)): panels["reflections"] = metrics.reflection_sweep(reflections, by=["task"])
-    else: reasons.append("reflection: no scored reflection-checkpoint answer")
-    explored = rows[(rows["paradigm"] == "short") & rows["condition"].isin(["base", "exploration"])]
-    if set(metrics.scored_rows(explored)["condition"]) == {"base", "exploration"}:
-        panels["exploration"] = metrics.mitigation_table(explored, by=["paradigm", "condition", "task"])
-    else: reasons.append("exploration: needs scored Short-CoT answers with and without the cue")
-    consistent = rows[(rows["paradigm"] == "long") & rows["condition"].isin(SC_CONDITIONS)]
-    if _calibrated(consistent)["condition"].str.startswith("sc_").any():
-        panels["self_consistency"] = metrics.reliability_bins(consistent, by=["paradigm", "condition", "task"])
-    else: reasons.append("self-consistency: no scored aggregate with a confidence")
-    return dict(panels=panels, reasons=reasons)
-
-def _factors(main: pd.DataFrame, swept: pd.DataFrame, task: str) -> dict | str:
-    "The panels of Figure 5 that one model's rows of one task support (or why there is none)."
-    rows = main[(main["task"] == task) & (main["condition"] == "base")]
-    factors = {}
-    lengths = main[(main["task"] == task) & ~main["condition"].str.startswith("sc_")]
-    if (_calibrated(lengths)["reasoning_tokens"] > 0).any():
-        factors.update(lengths=metrics.length_bins(lengths, by=["paradigm", "task"]),
-                       length_fit=metrics.length_confidence(lengths, by=["paradigm", "task"]))
-    if len(metrics.scored_rows(rows)): factors["levels"] = metrics.by_level(rows, by=["paradigm", "task"])
-    swept = swept[(swept["task"] == task) & (swept["condition"] == "base")]
-    if swept["temperature"].nunique() > 1 and len(_calibrated(swept)):
-        factors["temperatures"] = metrics.temperature_sweep(swept, by=["paradigm", "task"])
-    return factors or ("no scored base answer (level panel) nor one with a confidence and a thinking (length panel); "
-                       "the temperature panel also needs several temperatures")
-
-def study_figures(results: pd.DataFrame,
-                  unscored: metrics.Unscored = "zero",  # unscored model replies: scored as empty answers (the paper's N), or "exclude"
-                 ) -> dict[str, object]:
-    "Every figure the results support (name -> Figure), and the others (name -> the reason it is missing)."
-    results = metrics.apply_unscored(metrics.current_conditions(results), unscored)  # every figure reads this one row set
-    out, main = {}, main_rows(results)
-    base = main[main["condition"] == "base"]
-    models = list(dict.fromkeys(main["model"]))
-    named = lambda stem, model, task=None: "_".join([stem] + ([_slug(model)] if len(models) > 1 else []) + ([task] if task else []))
-    for task in dict.fromkeys(results["task"]):
-        rows = base[base["task"] == task]
-        calibrated = _calibrated(rows)
-        if len(calibrated):  # one panel per model
-            out[f"recall_confidence_{task}"] = figs.plot_recall_confidence(rows, task=task)
-            by = ["model", "paradigm", "task"]
-            out[f"calibration_{task}"] = figs.plot_calibration(metrics.reliability_bins(rows, by), metrics.summary_table(rows, by), task=task)
-        else:
-            out[f"recall_confidence_{task}"] = out[f"calibration_{task}"] = "no scored base answer with a confidence"
-        pairs = metrics.movement_pairs(rows) if len(calibrated) else pd.DataFrame()
-        out[f"movement_{task}"] = (figs.plot_movement(pairs, task=task) if len(pairs)
-                                   else "needs scored base answers with a confidence in both paradigms of one model")
-        for model in models:  # one figure per model: colours are the paradigms
-            factors = _factors(main[main["model"] == model], results[results["model"] == model], task)
-            out[named("factors", model, task)] = figs.plot_factors(**factors, task=task) if isinstance(factors, dict) else factors
-            found = _mitigation_panels(main[main["model"] == model], task)
-            out[named("mitigations", model, task)] = figs.plot_mitigations(**found["panels"], task=task) if found["panels"] else "; ".join(found["reasons"])
-    for model in models:
-        explored = main[(main["model"] == model) & (main["paradigm"] == "short") & main["condition"].isin(["base", "exploration"])]
-        out[named("exploration_calibration", model)] = (
-            figs.plot_exploration_calibration(metrics.reliability_bins(explored, by=["paradigm", "condition", "task"]))
-            if set(_calibrated(explored)["condition"]) == {"base", "exploration"}
-            else "needs scored Short-CoT answers with a confidence, with and without the exploration cue")
-    return out
-
-def write_study_report(results: pd.DataFrame,  # one run's results, or several stacked (`read_results`)
-                       folder: str | Path,  # where `tables/` and `figures/` go
-                       unscored: metrics.Unscored = "zero",  # the figures' row set (the tables show both policies)
-                      ) -> dict[str, object]:
-    "Write the tables (CSV, markdown) and figures (PNG, PDF) of a results table; name -> paths written, or why a figure is missing."
-    import matplotlib.pyplot as plt
+def write_raw(raw: Mapping[str, pd.DataFrame], items: Iterable[MuSoBenchItem], folder: str | Path) -> dict[str, Path]:
+    "The raw tables in a run folder: turns.parquet, instances/<task>.jsonl and generation_stats.json."
     folder = Path(folder)
-    (folder / "tables").mkdir(parents=True, exist_ok=True)
-    report = {}
-    for name, table in study_tables(results).items():
-        csv, md = folder / "tables" / f"{name}.csv", folder / "tables" / f"{name}.md"
-        table.to_csv(csv, index=not isinstance(table.index, pd.RangeIndex))
-        md.write_text(table.to_markdown(index=not isinstance(table.index, pd.RangeIndex)) + "\n")
-        report[f"table:{name}"] = [csv, md]
-    figures = study_figures(results, unscored)
-    lines = ["# Figures", "", f"Unscored model replies: {UNSCORED_NOTES[unscored]} (`unscored={unscored!r}`); the tables show both policies.", ""]
-    for name, figure in figures.items():
-        if isinstance(figure, str):
-            report[name] = f"skipped: {figure}"; lines.append(f"- `{name}`: not drawn: {figure}")
-            continue
-        report[name] = save_figure(figure, folder / "figures" / name)
-        plt.close(figure)
-        lines.append(f"- `{name}`: " + ", ".join(p.name for p in report[name]))
-    (folder / "figures").mkdir(parents=True, exist_ok=True)
-    (folder / "figures.md").write_text("\n".join(lines) + "\n")
-    return report
+    paths = dict(turns=folder / RUN_FILES["turns"], stats=folder / RUN_FILES["stats"])
+    raw["turns"].to_parquet(paths["turns"], index=False)
+    paths["stats"].write_text(json.dumps(raw["stats"].iloc[0].to_dict(), indent=2, default=int) + "\n")
+    write_instances(items, folder)
+    return paths
+
+def score(raw: Mapping[str, pd.DataFrame], config: MuSoBenchConfig) -> dict[str, pd.DataFrame]:
+    "The results (one row per dialogue, plus the self-consistency aggregates) and samples of the raw tables: no model."
+    items = [from_record(r) for r in raw["instances"].to_dict("records")]
+    results, samples = score_turns(raw["turns"], {(it.task, it.question_id): it for it in items}, config.vote_threshold)
+    return dict(results=results, samples=samples)
+
+def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: MuSoBenchConfig) -> dict[str, object]:
+    "Write the results tables and the study report (tables, figures) into a run folder; name -> paths, or why a figure is missing."
+    folder = run_dir(folder)
+    written = {}
+    for name in ("results", "samples"):
+        results[name].to_parquet(folder / RUN_FILES[name], index=False)
+        written[f"raw:{name}"] = [folder / RUN_FILES[name]]
+    return written | write_study_report(results["results"], folder, config.unscored)
+
+def read_raw(folder: str | Path) -> dict[str, pd.DataFrame]:
+    "The raw tables of a run folder."
+    folder = Path(folder)
+    items = read_instances(folder).values()
+    stats = folder / RUN_FILES["stats"]
+    return _raw(pd.read_parquet(folder / RUN_FILES["turns"]), list(items),
+                CacheStats(**json.loads(stats.read_text())) if stats.is_file() else CacheStats())
+
+def read_config(folder: str | Path) -> MuSoBenchConfig:
+    "The config of a run folder: from run.json, or from params.json (folders written before run.json)."
+    from reasoning_study.provenance import read_record
+    folder = Path(folder)
+    record = read_record(folder)
+    if record is not None and record.get("config") is not None: values = record["config"]
+    elif (folder / "params.json").is_file(): values = json.loads((folder / "params.json").read_text())
+    else: raise FileNotFoundError(f"{folder} has neither run.json nor params.json: not a MuSoBench run folder")
+    known = {f.name for f in fields(MuSoBenchConfig)}
+    return config_from(MuSoBenchConfig, {k: v for k, v in values.items() if k in known}, where=f"parameters of {folder}")
+
+def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
+    "The results of a run folder scored again from its raw tables and config: no model, no generation, no torch."
+    return score(read_raw(folder), read_config(folder))

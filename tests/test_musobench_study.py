@@ -17,6 +17,8 @@ from hypothesis import given, settings, strategies as st
 
 from reasoning_study.backends.core import Request, SamplingParams, make_completion
 from reasoning_study.metrics.musobench import synthetic_results
+from reasoning_study.musobench import MuSoBenchConfig, read_config, report, rescore, run, score
+from reasoning_study.provenance import finish_record, start_record, write_record
 from reasoning_study.musobench import (DIALOGUE_KEYS, RUN_FILES, ProtocolConfig, checkpoint_prefill, close_thinking,
                                        count_reflections, exploration_prefill, paradigm_setup, parse_confidence, parse_decision,
                                        read_results, reflection_offsets, rescore_run, run_study, score_turns,
@@ -155,8 +157,17 @@ class ScriptedBackend:
         self.truncate_solve, self.confidence, self.long_closes, self.trace = truncate_solve, confidence, long_closes, trace
         self.seen = []  # every (request, sample) generated
 
+    capabilities = frozenset({"tokenizer"})  # it counts tokens (words) and renders a prompt; it continues no prefill unless told
+
     def encode(self, text):
         return text.split()
+
+    def render_prompt_ids(self, request):
+        "The chat as one 'token': enough for the protocol to see whether a prompt opens a thinking block."
+        return ["\n".join(m["content"] for m in request.messages) + request.prefill]
+
+    def decode(self, ids):
+        return "".join(ids)
 
     def reply(self, request, seed):
         text, finish = self.script(request, seed)
@@ -378,7 +389,7 @@ def test_truncated_ratings_and_tags_drop_their_last_word(tmp_path):
 
 def test_reply_openings_prefill_each_reply_where_the_backend_continues(tmp_path):
     backend = ScriptedBackend()
-    backend.continues_prefill = True  # as a local backend: it continues an assistant prefill
+    backend.capabilities = ScriptedBackend.capabilities | {"prefill"}  # as a local backend: it continues an assistant prefill
     config = ProtocolConfig(max_tokens=64, reply_openings=("solve", "confidence", "reconsider"))
     run, backend, _ = scripted_run(tmp_path, backend, config)
     t1, t2, t3 = (turn(run, "short", "base", n) for n in (1, 2, 3))
@@ -411,7 +422,8 @@ class CountingScriptedBackend(ScriptedBackend):
     "The scripted backend, counting the samples of each generate call, declared continuous (like vLLM) or not."
     def __init__(self, continuous, **kwargs):
         super().__init__(**kwargs)
-        self.supports_continuous_batching, self.calls = continuous, []
+        self.capabilities = ScriptedBackend.capabilities | ({"continuous_batching"} if continuous else set())
+        self.calls = []
 
     def generate(self, requests):
         self.calls.append(sum(r.sampling.n for r in requests))
@@ -454,6 +466,27 @@ def test_run_folder_rescores_without_a_model(tmp_path):
     results, samples = rescore_run(tmp_path)
     pd.testing.assert_frame_equal(results, run.results, check_dtype=False)
     assert not results.duplicated(DIALOGUE_KEYS).any()
+
+
+def test_the_four_entry_points_and_a_rescore_without_torch(tmp_path):
+    "run -> score -> report writes a run folder; rescore(folder) in a process where torch cannot be imported gives its tables exactly."
+    config = MuSoBenchConfig(tasks=["subsetsum"], levels=[1], per_level=2, max_tokens=64, sc_samples=3, reflection_ks=[0, 1],
+                             out_dir=str(tmp_path))
+    raw = run(config, ScriptedBackend(), folder=tmp_path, progress=False)
+    assert sorted(raw) == ["instances", "stats", "turns"] and len(raw["instances"]) == 2
+    results = score(raw, config)
+    written = report(results, tmp_path, config)
+    assert {"raw:results", "raw:samples", "table:summary"} <= set(written)
+    write_record(tmp_path, finish_record(start_record("musobench", config), counts=dict(generated=int(raw["stats"]["generated"].iloc[0]))))
+    code = ("import sys; sys.modules['torch'] = sys.modules['transformers'] = sys.modules['vllm'] = None\n"
+            "import pandas as pd\nfrom reasoning_study.musobench import RUN_FILES, rescore\n"
+            f"folder = {str(tmp_path)!r}\nagain = rescore(folder)\n"
+            "for name in ('results', 'samples'): pd.testing.assert_frame_equal(again[name], pd.read_parquet(f'{folder}/{RUN_FILES[name]}'))\n"
+            "assert 'matplotlib' not in sys.modules\nprint(len(again['results']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert int(done.stdout.split()[-1]) == len(results["results"]) > 0
+    assert read_config(tmp_path) == config  # from run.json: the config exactly
 
 
 def test_unscored_replies_under_both_policies(tmp_path):
@@ -580,14 +613,15 @@ TINY_TABLES = ["summary", "statuses", "reconsideration", "table1_reconsideration
     ({"max_tokens": 0}, "'max_tokens' must be >= 1"),
     ({"short_preset": "gpt-5"}, "'gpt-5' is not one of"),
     ({"short_preset": "deepseek-r1"}, "always reasons"),
-    ({"levels": [8]}, "'levels': 8 is not one of"),
+    ({"levels": [8]}, "'levels': [8] outside subsetsum's levels"),
     ({"per_level": "ten"}, "'per_level' must be int"),
     ({"cpu_threads": 0}, "'cpu_threads' must be >= 1"),
     ({"unscored": "drop"}, "'unscored': 'drop' is not one of"),
-    ({"reflection_markers": "Wait,"}, "'reflection_markers' must be list"),
-    ({"reflection_markers": ["Wait,", 3]}, "'reflection_markers' must be str"),
+    ({"reflection_markers": 3}, "'reflection_markers' must be list"),
+    ({"reflection_markers": ["Wait,", 3]}, "markers must be non-empty strings"),
+    ({"per_level": 0, "unscored": "drop"}, "2 bad MuSoBenchConfig parameters"),  # every bad value in one message
     ({"backend_options": {"batch_sise": 4}}, "unknown option(s) ['batch_sise'] for the transformers backend"),
-    ({"short_preset": "qwen3-8b-no-think", "long_preset": "qwen3-8b-think", "backend_options": {"gpu_mem": 0.5}},
+    ({"short_preset": "qwen3-8b", "long_preset": "qwen3-8b", "backend_options": {"gpu_mem": 0.5}},
      "unknown option(s) ['gpu_mem'] for the vllm backend"),
 ])
 def test_a_bad_parameter_fails_before_any_model_loads(tmp_path, params, message):
@@ -598,7 +632,7 @@ def test_a_bad_parameter_fails_before_any_model_loads(tmp_path, params, message)
     assert not out_dir.exists()  # nothing was written: the check came before the run folder, the instances and the model
     executed = json.loads((tmp_path / "out.ipynb").read_text())["cells"]
     ran = [c for c in executed if c["cell_type"] == "code" and c.get("execution_count")]
-    assert "check_param" in "".join(ran[-1]["source"])  # it stopped in the parameter checks
+    assert "notebook_config(MuSoBenchConfig" in "".join(ran[-1]["source"])  # it stopped where the config is built
     assert time.perf_counter() - started < 120
 
 
@@ -608,7 +642,7 @@ def test_experiment_notebook_end_to_end_then_a_rerun_from_the_store(tmp_path):
     first = papermill("musobench.ipynb", tmp_path / "first.ipynb", params)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     for name in ("results.parquet", "turns.parquet", "sc_samples.parquet", "generation_stats.json", "params.json", "generations.sqlite",
-                 "instances/subsetsum.jsonl", "figures.md"):
+                 "instances/subsetsum.jsonl", "figures.md", "run.json"):
         assert (out_dir / name).exists(), name
     assert sorted(p.name for p in (out_dir / "tables").iterdir()) == sorted(f"{t}.{e}" for t in TINY_TABLES for e in ("csv", "md"))
     stats = json.loads((out_dir / "generation_stats.json").read_text())

@@ -5,13 +5,17 @@
 # %% ../../nbs/30_prompts.musobench.ipynb #4e9cd341
 from __future__ import annotations
 
+from dataclasses import dataclass
+from types import ModuleType
+
 from ..tasks import subsetsum, timetabling
 
 # %% auto #0
-__all__ = ['TIMETABLING_FORMAT', 'SUBSETSUM_FORMAT', 'TASK_PROMPT', 'TASK_DESCRIPTIONS', 'ZERO_COT_CUE', 'PARADIGMS',
+__all__ = ['TIMETABLING_FORMAT', 'SUBSETSUM_FORMAT', 'TASK_PROMPT', 'TASK_PROMPTS', 'ZERO_COT_CUE', 'PARADIGMS',
            'CONFIDENCE_PROMPT', 'KEEP_TAG', 'CHANGE_TAG', 'RECONSIDER_PROMPT', 'EXPLORATION_CUE', 'REFLECTION_MARKERS',
            'EXPLORATION_OPENINGS', 'CONFIDENCE_OPENING', 'CONFIDENCE_STOP', 'DECISION_OPENING', 'REPLY_TURNS',
-           'EMULATED_LONG_COT_SYSTEM', 'task_prompt', 'solve_prompt', 'answer_opening', 'reply_opening']
+           'TASK_INTERFACE', 'EMULATED_LONG_COT_SYSTEM', 'TaskPrompt', 'task_prompt_of', 'register_task_prompt',
+           'task_prompt', 'solve_prompt', 'answer_opening', 'reply_opening', 'register_task']
 
 # %% ../../nbs/30_prompts.musobench.ipynb #3b4f7445
 TIMETABLING_FORMAT = """Solution 1:
@@ -41,19 +45,44 @@ Do not abbreviate with "..." or "and so on": every {thing} counts, and the forma
 The problem:
 {question}"""
 
-TASK_DESCRIPTIONS = {
-    "timetabling": ("This is a course timetabling problem. Give every course one time slot and one room from its "
-                    "allowed lists, so that no two courses use the same room at the same time and no teacher "
-                    "teaches two courses at the same time. A schedule lists every course."),
-    "subsetsum": "This is a subset-sum problem. A solution is a non-empty subset of the given integers whose sum equals the target.",
-}
-_THINGS = {"timetabling": ("schedules", "schedule", TIMETABLING_FORMAT), "subsetsum": ("subsets", "subset", SUBSETSUM_FORMAT)}
+@dataclass(frozen=True)
+class TaskPrompt:
+    "How one task is asked for: what a solution is, what solutions are called, the answer format, and a solve reply's opening."
+    description: str  # the task statement that opens the prompt
+    things: str  # what the solutions are called ("subsets")
+    thing: str  # one of them ("subset")
+    format: str  # the answer format, shown with two solutions (it must parse with the task's own parser)
+    opening: str  # the start of `format` up to where the first solution's content starts (`answer_opening`)
+
+    def __post_init__(self):
+        if not self.opening or not self.format.startswith(self.opening):
+            raise ValueError(f"a task prompt's opening must be a non-empty start of its format; got {self.opening!r}")
+
+TASK_PROMPTS: dict[str, TaskPrompt] = {}  # task -> how it is asked for (`register_task` adds a task and its prompt)
+
+def task_prompt_of(task: str) -> TaskPrompt:
+    "How `task` is asked for; a clear error for a task nobody registered."
+    if task not in TASK_PROMPTS: raise KeyError(f"unknown task {task!r}; known: {', '.join(TASK_PROMPTS)}")
+    return TASK_PROMPTS[task]
+
+def register_task_prompt(task: str, prompt: TaskPrompt) -> TaskPrompt:
+    "Record how `task` is asked for (registering one name twice with different prompts is an error)."
+    if task in TASK_PROMPTS and TASK_PROMPTS[task] != prompt: raise ValueError(f"task {task!r} already has a different prompt")
+    TASK_PROMPTS[task] = prompt
+    return prompt
+
+register_task_prompt("timetabling", TaskPrompt(
+    "This is a course timetabling problem. Give every course one time slot and one room from its allowed lists, so that no two "
+    "courses use the same room at the same time and no teacher teaches two courses at the same time. A schedule lists every course.",
+    "schedules", "schedule", TIMETABLING_FORMAT, opening="\n".join(TIMETABLING_FORMAT.split("\n")[:3]) + "\n"))  # heading, table header, rule
+register_task_prompt("subsetsum", TaskPrompt(
+    "This is a subset-sum problem. A solution is a non-empty subset of the given integers whose sum equals the target.",
+    "subsets", "subset", SUBSETSUM_FORMAT, opening="Solution 1: {"))
 
 def task_prompt(task: str, question: str) -> str:
     "The solve prompt for one instance (`question` is the instance text, e.g. `item.question`)."
-    if task not in _THINGS: raise KeyError(f"unknown task {task!r}; known: {', '.join(_THINGS)}")
-    things, thing, fmt = _THINGS[task]
-    return TASK_PROMPT.format(task_description=TASK_DESCRIPTIONS[task], things=things, thing=thing, format=fmt, question=question)
+    p = task_prompt_of(task)
+    return TASK_PROMPT.format(task_description=p.description, things=p.things, thing=p.thing, format=p.format, question=question)
 
 # %% ../../nbs/30_prompts.musobench.ipynb #db075aa3
 ZERO_COT_CUE = "Let's think step by step."
@@ -91,11 +120,8 @@ DECISION_OPENING = "["  # both tags open with it
 REPLY_TURNS = ("solve", "confidence", "reconsider")
 
 def answer_opening(task: str) -> str:
-    "The opening of a solve reply: the format's first heading, up to where the first solution's content starts."
-    if task not in _THINGS: raise KeyError(f"unknown task {task!r}; known: {', '.join(_THINGS)}")
-    fmt = _THINGS[task][2]
-    if task == "subsetsum": return fmt[:fmt.index("{") + 1]  # "Solution 1: {"
-    return "\n".join(fmt.split("\n")[:3]) + "\n"  # the heading, the table header and its rule
+    "The opening of a solve reply: the format's first heading, up to where the first solution's content starts (the task's `TaskPrompt.opening`)."
+    return task_prompt_of(task).opening
 
 def reply_opening(turn: str,  # "solve" | "confidence" | "reconsider"
                   task: str,  # the instance's task
@@ -104,6 +130,22 @@ def reply_opening(turn: str,  # "solve" | "confidence" | "reconsider"
     if turn not in REPLY_TURNS: raise ValueError(f"turn must be one of {REPLY_TURNS}, got {turn!r}")
     if turn == "solve": return answer_opening(task)
     return CONFIDENCE_OPENING if turn == "confidence" else DECISION_OPENING
+
+# %% ../../nbs/30_prompts.musobench.ipynb #ed50e928
+TASK_INTERFACE = ("generate_instance", "parse_question", "parse_answer", "render_solutions")  # what the study calls on a task module
+
+def register_task(name: str,  # the task's name (a value of the study's `tasks`)
+                  module: ModuleType,  # generates, renders, parses and checks instances (see `tasks.subsetsum`), with `LEVELS`
+                  prompt: TaskPrompt,  # how it is asked for
+                 ) -> ModuleType:
+    "Add a task to the study: its module to `tasks.musobench.TASKS`, its prompt to `TASK_PROMPTS`."
+    from reasoning_study.tasks.musobench import TASKS
+    missing = [f for f in TASK_INTERFACE if not callable(getattr(module, f, None))] + ([] if getattr(module, "LEVELS", None) else ["LEVELS"])
+    if missing: raise TypeError(f"task module {getattr(module, '__name__', module)!r} lacks {', '.join(missing)}")
+    if name in TASKS and TASKS[name] is not module: raise ValueError(f"task {name!r} is already registered with another module")
+    register_task_prompt(name, prompt)
+    TASKS[name] = module
+    return module
 
 # %% ../../nbs/30_prompts.musobench.ipynb #9c22012f
 EMULATED_LONG_COT_SYSTEM = """You think before you answer. First reason about the problem at length between <think> and </think>: work step by step, test every candidate against the constraints, and each time you check your work, start that line with "Wait,".
