@@ -25,19 +25,24 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .backends.core import Completion, ModelPreset, Request, SamplingParams, chat, get_preset
-from .backends.transformers import TransformersBackend, pick_next_token
+from .backends.core import (PRESETS, Completion, ModelPreset, Request, SamplingParams, chat, check_backend_options,
+                                           get_preset)
+from .backends.transformers import TransformersBackend, from_preset, pick_next_token
+from .config import ConfigError, check_config, config_from, param
 from .prompts.musobench import PARADIGMS, solve_prompt
+from .provenance import read_record
 from .store import GenerationRecord, GenerationStore, generation_key
 
 # %% auto #0
-__all__ = ['LOG2', 'RECORDING_PREFIX', 'ENTROPY', 'PHASES', 'ARRAY_COLUMNS', 'SHARED_OPTIONS', 'RUN_COLUMNS', 'entropy_bits',
-           'attention_entropies', 'last_query_attention', 'EntropyRecorder', 'register_entropy_attention',
-           'recording_attention_entropy', 'EntropyTrace', 'check_layers', 'stream_entropies', 'generate_with_entropies',
-           'replay_entropies', 'entropies_from_attention_maps', 'relative_position', 'generation_phase',
-           'entropy_arrays', 'is_compact', 'label_columns', 'expand_entropies', 'entropy_table', 'per_head_table',
-           'paradigm_request', 'preset_sampling', 'attention_preset', 'entropy_study', 'layer_phase_summary',
-           'relative_position_curves', 'absolute_step_curves', 'paradigm_difference']
+__all__ = ['LOG2', 'RECORDING_PREFIX', 'ENTROPY', 'PHASES', 'ARRAY_COLUMNS', 'SHARED_OPTIONS', 'RUN_COLUMNS', 'RAW_TABLES',
+           'RESULT_TABLES', 'entropy_bits', 'attention_entropies', 'last_query_attention', 'EntropyRecorder',
+           'register_entropy_attention', 'recording_attention_entropy', 'EntropyTrace', 'check_layers',
+           'stream_entropies', 'generate_with_entropies', 'replay_entropies', 'entropies_from_attention_maps',
+           'relative_position', 'generation_phase', 'entropy_arrays', 'is_compact', 'label_columns', 'expand_entropies',
+           'entropy_table', 'per_head_table', 'paradigm_request', 'preset_sampling', 'attention_preset',
+           'entropy_study', 'layer_phase_summary', 'relative_position_curves', 'absolute_step_curves',
+           'paradigm_difference', 'AttentionConfig', 'study_sampling', 'study_preset', 'study_backend', 'study_items',
+           'n_layers', 'run', 'score', 'per_layer_means', 'report', 'rescore']
 
 # %% ../nbs/70_attention.ipynb #0d3df77a
 LOG2 = math.log(2.0)
@@ -451,3 +456,125 @@ def paradigm_difference(summary: pd.DataFrame,  # a summary or curves table with
     if pick(minuend).empty or pick(subtrahend).empty: raise ValueError(f"need both paradigms {minuend!r} and {subtrahend!r}")
     diff = (pick(minuend) - pick(subtrahend)).dropna().rename("difference").reset_index()
     return diff.assign(paradigm=f"{minuend} - {subtrahend}")
+
+# %% ../nbs/70_attention.ipynb #fb5ba3c5
+def _task_names() -> list[str]:
+    from reasoning_study.tasks.musobench import TASKS  # lazy: building instances is only needed by run
+    return list(TASKS)
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    "The attention-entropy study's parameters."
+    preset: str = param("smollm2-135m", "model preset; run on the transformers backend whatever its usual backend", choices=lambda: PRESETS)
+    backend_options: dict = param({}, 'transformers backend options, e.g. {"dtype": "bfloat16", "attn_implementation": "sdpa"} or {"trust_remote_code": True}')
+    device: str | None = param(None, '"cpu", "cuda", or None (cuda when available)', choices=["cpu", "cuda"])
+    tasks: list[str] = param(["timetabling", "subsetsum"], "MuSoBench tasks", choices=_task_names)
+    levels: list[int] = param([1], "complexity levels the instances come from")
+    per_level: int = param(2, "instances per task and level", minimum=1)
+    seed: int = param(0, "benchmark seed (the same instances as `musobench_build` with this seed)")
+    paradigms: list[str] = param(["short", "long"], "Short-CoT and/or Long-CoT", choices=PARADIGMS)
+    layers: list[int] | None = param(None, "layer indices to record, or None for all")
+    max_new_tokens: int = param(96, "generated tokens per run (the reference: 16384)", minimum=1)
+    temperature: float | None = param(None, "decoding temperature (None: the preset's; the paper's Qwen3 runs: 0.6)", minimum=0)
+    top_p: float | None = param(None, "None: the preset's (the paper's Qwen3 runs: 0.95)", minimum=0, maximum=1)
+    top_k: int | None = param(None, "None: the preset's (the paper's Qwen3 runs: 20)", minimum=0)
+    sample_seed: int = param(0, "seed of each run's sampling")
+    bins: int = param(10, "relative-position bins of the curves", minimum=1)
+    step_width: int = param(8, "absolute-step bin width of the curves", minimum=1)
+    num_threads: int = param(1, "torch CPU threads (0: torch's default)", minimum=0)
+    out_dir: str = param("outputs/attention_entropy", "run folder (relative to the project root)")
+
+    def __post_init__(self):
+        check_config(self)
+        problems = [f"parameter {name!r} must not be empty" for name in ("tasks", "paradigms", "levels") if not getattr(self, name)]
+        for name in ("levels", "layers"):
+            if bad := [v for v in getattr(self, name) or [] if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "levels" else 0)]:
+                problems.append(f"parameter {name!r} must hold {'levels >= 1' if name == 'levels' else 'layer indices >= 0'}, got {bad}")
+        if problems: raise ConfigError(problems, where="AttentionConfig parameters")
+
+def study_sampling(config: AttentionConfig) -> SamplingParams:
+    "The decoding of every run: the preset's, each field the config sets replaced."
+    as_float = lambda v: None if v is None else float(v)
+    return preset_sampling(config.preset, temperature=as_float(config.temperature), top_p=as_float(config.top_p), top_k=config.top_k,
+                           seed=config.sample_seed)
+
+def study_preset(config: AttentionConfig) -> ModelPreset:
+    "The config's model on the transformers backend, its options checked (no model is loaded)."
+    if config.device == "cuda" and not torch.cuda.is_available(): raise ValueError("device='cuda' but no CUDA device is available")
+    preset = attention_preset(config.preset, **({"device": config.device} if config.device else {}), **config.backend_options)
+    check_backend_options(preset)
+    return preset
+
+def study_backend(config: AttentionConfig) -> TransformersBackend:
+    "The config's model, loaded (after the checks, with the config's torch threads)."
+    preset, _ = study_preset(config), study_sampling(config)
+    if config.num_threads: torch.set_num_threads(config.num_threads)
+    return from_preset(preset)
+
+def study_items(config: AttentionConfig) -> list:
+    "The config's MuSoBench instances, rebuilt from the seed."
+    from reasoning_study.tasks.musobench import build_task
+    return [it for task in config.tasks for it in build_task(task, seed=config.seed, per_level=config.per_level, levels=config.levels)]
+
+# %% ../nbs/70_attention.ipynb #e17d9c88
+RAW_TABLES = {"entropies": "entropy.parquet", "runs": "runs.parquet"}  # the raw tables of a run folder
+
+def n_layers(backend: TransformersBackend) -> int: return backend.model.config.get_text_config().num_hidden_layers
+
+def run(config: AttentionConfig, backend: TransformersBackend, store: GenerationStore | None = None,
+        folder: str | Path | None = None) -> dict[str, pd.DataFrame]:
+    "Raw tables: the compact entropies (one row per run and layer) and the runs (with the model and its depth)."
+    folder = None if folder is None else Path(folder)
+    entropies, runs = entropy_study(backend, study_items(config), config.paradigms, config.layers, config.max_new_tokens, store=store,
+                                    cache_dir=None if folder is None else folder / "entropies", sampling=study_sampling(config))
+    runs = runs.assign(model=backend.model_id, n_layers=n_layers(backend))
+    raw = {"entropies": entropies, "runs": runs}
+    if folder is not None:
+        for name, file in RAW_TABLES.items(): raw[name].to_parquet(folder / file)
+    return raw
+
+def score(raw: dict[str, pd.DataFrame], config: AttentionConfig) -> dict[str, pd.DataFrame]:
+    "The summary per layer and phase, the curves along the relative position and the absolute step, and the model."
+    entropies = raw["entropies"]
+    return {"summary": layer_phase_summary(entropies), "relative": relative_position_curves(entropies, bins=config.bins),
+            "absolute": absolute_step_curves(entropies, step_width=config.step_width),
+            "model": raw["runs"][["model", "n_layers"]].drop_duplicates().reset_index(drop=True)}
+
+RESULT_TABLES = {"summary": "summary_layer_phase.parquet", "relative": "curves_relative.parquet", "absolute": "curves_absolute.parquet"}
+
+def per_layer_means(summary: pd.DataFrame) -> pd.DataFrame:
+    "Mean entropy per layer and paradigm over the whole generation, with Long-CoT minus Short-CoT when both ran."
+    table = summary[summary.phase == "all"].pivot(index="layer", columns="paradigm", values="mean")
+    if {"short", "long"} <= set(table.columns): table["long - short"] = table["long"] - table["short"]
+    return table
+
+def report(results: dict[str, pd.DataFrame], folder: str | Path, config: AttentionConfig) -> dict:
+    "The tables (parquet, the summary also as CSV and Markdown) and Figures 7 and 14, written under `folder`."
+    from reasoning_study.figures.attention import (plot_entropy_by_depth, plot_entropy_heatmap, plot_entropy_layer_grid,
+                                                   plot_entropy_layers, representative_layers)
+    from reasoning_study.figures.core import save_figure
+    folder = Path(folder)
+    written = {}
+    for name, file in RESULT_TABLES.items(): results[name].to_parquet(folder / file); written[name] = [folder / file]
+    summary, relative, model = results["summary"], results["relative"], results["model"].iloc[0]
+    summary.to_csv(folder / "summary_layer_phase.csv", index=False)
+    (folder / "summary_layer_phase.md").write_text(f"# Attention entropy (bits, head-averaged distribution), {model.model}\n\n"
+                                                   f"Mean over runs of the per-run mean, whole generation:\n\n{per_layer_means(summary).round(3).to_markdown()}\n")
+    written["summary"] += [folder / "summary_layer_phase.csv", folder / "summary_layer_phase.md"]
+    layers = config.layers
+    shown = [l for l in representative_layers(int(model.n_layers)) if layers is None or l in layers] or sorted(layers)[:3]
+    both = {"short", "long"} <= set(config.paradigms)
+    figures = {"fig7_attention_entropy_layers": lambda: plot_entropy_layers(relative, results["absolute"], layers=shown),
+               "fig14_attention_entropy_heatmap": lambda: plot_entropy_heatmap(relative, paradigm_difference(relative) if both else None),
+               "fig14_attention_entropy_grid": lambda: plot_entropy_layer_grid(relative),
+               "attention_entropy_by_depth": lambda: plot_entropy_by_depth(summary)}
+    for name, draw in figures.items(): written[name] = save_figure(draw(), folder / "figures" / name)
+    return written
+
+def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
+    "The results of a run folder again, from its raw tables and the config in its run.json (no model)."
+    folder = Path(folder)
+    if (record := read_record(folder)) is None or not all((folder / f).is_file() for f in RAW_TABLES.values()):
+        raise FileNotFoundError(f"{folder} is not a finished attention-entropy run (needs run.json, {', '.join(RAW_TABLES.values())})")
+    raw = {name: pd.read_parquet(folder / file) for name, file in RAW_TABLES.items()}
+    return score(raw, config_from(AttentionConfig, record["config"], where="run.json config"))

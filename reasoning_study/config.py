@@ -157,6 +157,7 @@ def notebook_config(cls: type, namespace: Mapping[str, Any]):
 STUDIES: dict[str, str] = {  # experiment notebook -> "module:ConfigClass"
     "musobench_build": "reasoning_study.tasks.musobench:MuSoBenchBuildConfig",
     "musobench": "reasoning_study.musobench:MuSoBenchConfig",
+    "musobench_figures": "reasoning_study.report_musobench:MuSoBenchFiguresConfig",
     "attention_entropy": "reasoning_study.attention:AttentionConfig",
     "overthinking": "reasoning_study.overthinking:OverthinkingConfig",
 }

@@ -222,3 +222,34 @@ def test_entropy_bounds(heads, keys, seed):
     per_head, averaged = at.attention_entropies(probs)
     assert (per_head >= -1e-6).all() and (per_head <= np.log2(keys) + 1e-5).all()
     assert averaged >= per_head.mean() - 1e-5
+
+
+@pytest.mark.parametrize("values, message", [
+    (dict(per_level=0), "'per_level'"),
+    (dict(paradigms=["short", "medium"]), "medium"),
+    (dict(layers=[3, -1]), "layer indices >= 0, got [-1]"),
+    (dict(levels=[]), "'levels' must not be empty"),
+    (dict(top_p=1.5), "'top_p' must be <= 1"),
+    (dict(preset="no-such-model"), "no-such-model"),
+    (dict(max_tokens=8), "did you mean 'max_new_tokens'"),
+])
+def test_attention_config_rejects_bad_values(values, message):
+    from reasoning_study.config import ConfigError, config_from
+    with pytest.raises(ConfigError) as e: config_from(at.AttentionConfig, values)
+    assert message in str(e.value)
+
+
+def test_study_entry_points_and_rescore(backend, tmp_path):
+    from reasoning_study.provenance import finish_record, start_record, write_record
+    cfg = at.AttentionConfig(tasks=["subsetsum"], per_level=1, layers=[0, 15, 29], max_new_tokens=5, bins=2, step_width=2,
+                             out_dir=str(tmp_path))
+    raw = at.run(cfg, backend, folder=tmp_path)
+    assert len(raw["runs"]) == 2 and len(raw["entropies"]) == 2 * 3  # short and long, three layers each
+    results = at.score(raw, cfg)
+    written = at.report(results, tmp_path, cfg)
+    write_record(tmp_path, finish_record(start_record("attention_entropy", cfg), backends={"model": backend}))
+    assert (tmp_path / "figures" / "fig7_attention_entropy_layers.png").is_file() and "fig14_attention_entropy_grid" in written
+    again = at.rescore(tmp_path)
+    for name, file in at.RESULT_TABLES.items(): pd.testing.assert_frame_equal(again[name], pd.read_parquet(tmp_path / file))
+    assert list(at.per_layer_means(again["summary"]).index) == [0, 15, 29]
+    with pytest.raises(FileNotFoundError, match="not a finished attention-entropy run"): at.rescore(tmp_path / "figures")

@@ -7,20 +7,24 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pandas as pd
 
+from ..config import ConfigError, check_config, param
+
 from . import subsetsum, timetabling
-from .core import TooManySolutions, attempt_rng, level_of, max_count
+from .core import attempt_rng, level_of, max_count
 
 # %% auto #0
-__all__ = ['TASKS', 'get_task', 'MuSoBenchItem', 'evaluate_attempt', 'build_task', 'build_benchmark', 'to_record', 'write_jsonl',
-           'detect_task', 'from_record', 'read_jsonl', 'instance_size', 'benchmark_table', 'benchmark_summary']
+__all__ = ['TASKS', 'RAW_TABLE', 'get_task', 'MuSoBenchItem', 'evaluate_attempt', 'build_task', 'build_benchmark', 'to_record',
+           'write_jsonl', 'detect_task', 'from_record', 'read_jsonl', 'instance_size', 'benchmark_table',
+           'benchmark_summary', 'MuSoBenchBuildConfig', 'run', 'score', 'report', 'rescore']
 
 # %% ../../nbs/03_tasks.musobench.ipynb #afbee609
 TASKS: dict[str, ModuleType] = {"timetabling": timetabling, "subsetsum": subsetsum}
@@ -50,34 +54,43 @@ class MuSoBenchItem:
         return get_task(self.task).render_solutions(self.instance, self.solutions)
 
 # %% ../../nbs/03_tasks.musobench.ipynb #9851d70b
-def evaluate_attempt(task: str, seed: int, attempt: int) -> tuple[Any, int, list] | None:
-    "(instance, level, solutions) of one generation attempt, or None when it falls outside every level."
+def evaluate_attempt(task: str, seed: int, attempt: int, levels: Sequence[int] | None = None) -> tuple[Any, int] | None:
+    "(instance, level) of one generation attempt, or None when it falls outside every level (or outside `levels`)."
     module = get_task(task)
     inst = module.generate_instance(attempt_rng(task, seed, attempt))
-    count = module.count_solutions(inst) if hasattr(module, "count_solutions") else None
-    if count is not None and level_of(count, module.LEVELS) is None: return None
-    try: solutions = module.enumerate_solutions(inst, cap=max_count(module.LEVELS))
-    except TooManySolutions: return None
-    level = level_of(len(solutions), module.LEVELS)
-    return None if level is None else (inst, level, solutions)
+    level = level_of(module.count_solutions(inst, cap=max_count(module.LEVELS)), module.LEVELS)
+    return None if level is None or (levels is not None and level not in levels) else (inst, level)
 
-def _evaluate_chunk(args) -> list:
-    task, seed, start, stop = args
-    return [evaluate_attempt(task, seed, a) for a in range(start, stop)]
+def _evaluate_chunk(args) -> list[tuple[int, Any, int]]:
+    "(attempt, instance, level) of the attempts start..stop-1 that have a wanted level."
+    task, seed, start, stop, levels = args
+    return [(a, *found) for a in range(start, stop) if (found := evaluate_attempt(task, seed, a, levels))]
+
+def _enumerate_chunk(args) -> list[list]:
+    task, instances = args
+    module = get_task(task)
+    return [module.enumerate_solutions(inst) for inst in instances]
 
 # %% ../../nbs/03_tasks.musobench.ipynb #552a3412
-def _chunks(task, seed, chunk, workers):
-    "Evaluated attempts in attempt order, chunk by chunk, forever."
-    start = 0
-    pool = ProcessPoolExecutor(workers) if workers > 1 else None
+def _map(pool: Executor | None, fn: Callable, jobs: Iterable) -> Iterator:
+    "`fn` over `jobs`, in order: in the pool's workers, or here without a pool."
+    return pool.map(fn, jobs) if pool else map(fn, jobs)
+
+def _hits(pool: Executor | None, task, seed, levels, chunk, max_attempts) -> Iterator[tuple[int, Any, int]]:
+    "The attempts below `max_attempts` that have a wanted level, in attempt order, as (attempt, instance, level)."
+    starts = iter(range(0, max_attempts, chunk))
+    job = lambda start: (task, seed, start, min(start + chunk, max_attempts), levels)
+    if pool is None:
+        for start in starts: yield from _evaluate_chunk(job(start))
+        return
+    in_flight = deque(pool.submit(_evaluate_chunk, job(s)) for _, s in zip(range(2 * pool._max_workers), starts))
     try:
-        while True:
-            jobs = [(task, seed, start + k * chunk, start + (k + 1) * chunk) for k in range(max(workers, 1))]
-            results = pool.map(_evaluate_chunk, jobs) if pool else map(_evaluate_chunk, jobs)
-            for result in results: yield from result
-            start += chunk * max(workers, 1)
+        while in_flight:
+            hits = in_flight.popleft().result()
+            if (start := next(starts, None)) is not None: in_flight.append(pool.submit(_evaluate_chunk, job(start)))
+            yield from hits
     finally:
-        if pool: pool.shutdown(cancel_futures=True)
+        for future in in_flight: future.cancel()
 
 def build_task(task: str,  # "timetabling" or "subsetsum"
                seed: int = 0,  # benchmark seed
@@ -93,19 +106,25 @@ def build_task(task: str,  # "timetabling" or "subsetsum"
     if bad := [l for l in levels if not 1 <= l <= len(module.LEVELS)]:
         raise ValueError(f"{task} has levels 1..{len(module.LEVELS)}, got {bad}")
     if per_level < 1: raise ValueError(f"per_level must be >= 1, got {per_level}")
+    if workers < 1 or chunk < 1: raise ValueError(f"workers and chunk must be >= 1, got {workers} and {chunk}")
     buckets, seen = {l: [] for l in levels}, set()
-    for attempt, result in enumerate(_chunks(task, seed, chunk, workers)):
-        if attempt >= max_attempts:
+    pool = ProcessPoolExecutor(workers) if workers > 1 else None
+    try:
+        for _, inst, level in _hits(pool, task, seed, frozenset(levels), chunk, max_attempts):
+            key = module.instance_key(inst)
+            if len(buckets[level]) >= per_level or key in seen: continue
+            seen.add(key); buckets[level].append(inst)
+            if all(len(b) >= per_level for b in buckets.values()): break
+        else:
             short = {l: per_level - len(b) for l, b in buckets.items() if len(b) < per_level}
             raise RuntimeError(f"{task}: {max_attempts} attempts did not fill every level; missing per level: {short}")
-        if result is None: continue
-        inst, level, solutions = result
-        key = module.instance_key(inst)
-        if level not in buckets or len(buckets[level]) >= per_level or key in seen: continue
-        seen.add(key); buckets[level].append((inst, solutions))
-        if all(len(b) >= per_level for b in buckets.values()): break
-    pairs = [(l, inst, sols) for l in levels for inst, sols in buckets[l]]
-    return [MuSoBenchItem(qid, task, l, inst, sols) for qid, (l, inst, sols) in enumerate(pairs)]
+        accepted = [(l, inst) for l in levels for inst in buckets[l]]
+        batch = max(1, len(accepted) // (4 * workers))
+        jobs = [(task, [inst for _, inst in accepted[i:i + batch]]) for i in range(0, len(accepted), batch)]
+        solutions = [sols for found in _map(pool, _enumerate_chunk, jobs) for sols in found]
+    finally:
+        if pool: pool.shutdown(cancel_futures=True)
+    return [MuSoBenchItem(qid, task, l, inst, sols) for qid, ((l, inst), sols) in enumerate(zip(accepted, solutions))]
 
 def build_benchmark(tasks: Iterable[str] = ("timetabling", "subsetsum"), **kwargs) -> dict[str, list[MuSoBenchItem]]:
     "The benchmark: one list of items per task (keyword arguments go to `build_task`)."
@@ -173,3 +192,64 @@ def benchmark_summary(table: pd.DataFrame) -> pd.DataFrame:
                                                  max_solutions=("answer_count", "max"), mean_solutions=("answer_count", "mean"),
                                                  mean_size=("size", "mean"))
             .round(2).reset_index())
+
+# %% ../../nbs/03_tasks.musobench.ipynb #9ca45d32
+RAW_TABLE = "instances.parquet"  # the raw table of a build's run folder
+
+@dataclass(frozen=True)
+class MuSoBenchBuildConfig:
+    "The MuSoBench build's parameters."
+    seed: int = param(0, "benchmark seed: the same seed gives the same files, byte for byte", minimum=0)
+    per_level: int = param(100, "instances per complexity level (the paper: 100)", minimum=1)
+    tasks: list[str] = param(["timetabling", "subsetsum"], "which tasks to build", choices=lambda: list(TASKS))
+    levels: list[int] | None = param(None, "1-based levels to build, or None for all")
+    workers: int = param(2, "worker processes for the generation attempts", minimum=1)
+    out_dir: str = param("outputs/musobench", "run folder (relative to the project root)")
+
+    def __post_init__(self):
+        check_config(self)
+        problems = [] if self.tasks else ["parameter 'tasks' must not be empty"]
+        for task in self.tasks:
+            top = len(get_task(task).LEVELS)
+            if bad := [l for l in self.levels or [] if isinstance(l, bool) or not isinstance(l, int) or not 1 <= l <= top]:
+                problems.append(f"parameter 'levels': {task} has levels 1..{top}, got {bad}")
+        if problems: raise ConfigError(problems, where="MuSoBenchBuildConfig parameters")
+
+# %% ../../nbs/03_tasks.musobench.ipynb #f07d2c26
+def _no_model(backend, store):
+    if backend is not None or store is not None: raise ValueError("the MuSoBench build uses no model: pass backend=None and store=None")
+
+def run(config: MuSoBenchBuildConfig, backend=None, store=None, folder: str | Path | None = None) -> dict[str, pd.DataFrame]:
+    "Build every task of `config`; into `folder` (when given) go `<task>.jsonl` and the raw table. Raw: the instances table."
+    _no_model(backend, store)
+    items = []
+    for task in config.tasks:
+        built = build_task(task, seed=config.seed, per_level=config.per_level, levels=config.levels, workers=config.workers)
+        if folder is not None: write_jsonl(built, Path(folder) / f"{task}.jsonl")
+        items += built
+    raw = {"instances": benchmark_table(items)}
+    if folder is not None: raw["instances"].to_parquet(Path(folder) / RAW_TABLE)
+    return raw
+
+def score(raw: dict[str, pd.DataFrame], config: MuSoBenchBuildConfig | None = None) -> dict[str, pd.DataFrame]:
+    "The instances table and its summary per task and level."
+    return {"instances": raw["instances"], "summary": benchmark_summary(raw["instances"])}
+
+def report(results: dict[str, pd.DataFrame], folder: str | Path, config: MuSoBenchBuildConfig | None = None) -> dict:
+    "The summary table (parquet, CSV, Markdown) and the figure of solution counts per level, written under `folder`."
+    from reasoning_study.figures.core import save_figure
+    from reasoning_study.figures.musobench import plot_solution_counts
+    folder, summary = Path(folder), results["summary"]
+    summary.to_parquet(folder / "summary.parquet"); summary.to_csv(folder / "summary.csv", index=False)
+    (folder / "summary.md").write_text(summary.to_markdown(index=False) + "\n")
+    return {"summary": [folder / "summary.parquet", folder / "summary.csv", folder / "summary.md"],
+            "solution_counts": save_figure(plot_solution_counts(results["instances"]), folder / "figures" / "solution_counts")}
+
+def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
+    "The results of a build's run folder again, from its raw table and the config in its run.json."
+    from reasoning_study.config import config_from
+    from reasoning_study.provenance import read_record
+    folder = Path(folder)
+    if (record := read_record(folder)) is None or not (folder / RAW_TABLE).is_file():
+        raise FileNotFoundError(f"{folder} is not a finished MuSoBench build (needs run.json and {RAW_TABLE})")
+    return score({"instances": pd.read_parquet(folder / RAW_TABLE)}, config_from(MuSoBenchBuildConfig, record["config"], where="run.json config"))

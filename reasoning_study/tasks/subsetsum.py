@@ -84,13 +84,14 @@ def instance_key(inst: SubsetSumInstance) -> tuple:
     return tuple(sorted(inst.values)), inst.target
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #dd2d896c
-def count_solutions(inst: SubsetSumInstance) -> int:
-    "The exact number of solutions, without listing them (microseconds)."
+def count_solutions(inst: SubsetSumInstance, cap: int | None = None) -> int:
+    "The exact number of solutions, without listing them (microseconds); `cap + 1` when there are more than `cap`."
     if inst.target <= 0: return 0
     width = len(inst.values) + 1  # bits per coefficient
     poly = 1  # coefficient k = number of subsets summing to k
     for v in inst.values: poly += poly << (width * v)
-    return (poly >> (width * inst.target)) & ((1 << width) - 1)
+    count = (poly >> (width * inst.target)) & ((1 << width) - 1)
+    return count if cap is None else min(count, cap + 1)
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #3ec6ea96
 def _check_cap(cap: int | None):

@@ -15,8 +15,9 @@ from .core import (ParsedSolution, TooManySolutions, level_bins, max_count, atte
 
 # %% auto #0
 __all__ = ['TASK', 'LEVELS', 'SPECIFIC_ROOM_PROB', 'Schedule', 'Course', 'TimeTablingInstance', 'parse_question',
-           'generate_instance', 'instance_key', 'check_solution', 'enumerate_solutions', 'cpsat_enumerate',
-           'render_solution', 'render_solutions', 'parse_answer', 'parse_solutions_text']
+           'generate_instance', 'instance_key', 'check_solution', 'conflict_groups', 'count_solutions',
+           'enumerate_solutions', 'cpsat_enumerate', 'render_solution', 'render_solutions', 'parse_answer',
+           'parse_solutions_text']
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #9ab43cbb
 TASK = "timetabling"
@@ -100,28 +101,80 @@ def check_solution(inst: TimeTablingInstance, schedule: Schedule) -> list[str]:
     return problems
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #157ff442
-def enumerate_solutions(inst: TimeTablingInstance, cap: int | None = None) -> list[Schedule]:
-    "Every feasible schedule, sorted; raises `TooManySolutions` past `cap`."
-    order = sorted(range(len(inst.courses)), key=lambda i: len(inst.courses[i].times) * len(inst.courses[i].rooms))
-    options = [inst.courses[i].options() for i in order]
-    teachers = [inst.courses[i].teacher for i in order]
-    rooms_taken, teachers_busy, chosen, found = set(), set(), [None] * len(order), []
+def conflict_groups(inst: TimeTablingInstance) -> list[list[int]]:
+    "The courses (indices) that can collide, directly or through others, group by group in course order."
+    group = list(range(len(inst.courses)))  # group[i]: a course of i's group (union-find parent)
+    def root(i: int) -> int:
+        while group[i] != i: i = group[i]
+        return i
+    for i, a in enumerate(inst.courses):
+        for j in range(i + 1, len(inst.courses)):
+            b = inst.courses[j]
+            if set(a.times) & set(b.times) and (a.teacher == b.teacher or set(a.rooms) & set(b.rooms)):
+                group[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(inst.courses)): groups.setdefault(root(i), []).append(i)
+    return list(groups.values())
+
+def _search_group(inst: TimeTablingInstance, group: list[int], cap: int | None, listing: bool) -> tuple[int, list]:
+    "(count, schedules) of one conflict group; a schedule gives (time, room) per course of `group`, in its order."
+    order = sorted(range(len(group)), key=lambda k: len(inst.courses[group[k]].times) * len(inst.courses[group[k]].rooms))
+    options = [inst.courses[group[k]].options() for k in order]
+    teachers = [inst.courses[group[k]].teacher for k in order]
+    rooms_taken, teachers_busy, chosen, found, count, last = set(), set(), [None] * len(order), [], 0, len(order) - 1
 
     def search(depth: int):
-        if depth == len(order):
-            found.append(tuple(chosen))
-            if cap is not None and len(found) > cap: raise TooManySolutions(cap)
-            return
+        nonlocal count
         teacher = teachers[depth]
-        for t, r in options[depth]:
-            if (t, r) in rooms_taken or (teacher, t) in teachers_busy: continue
+        free = [(t, r) for t, r in options[depth] if (t, r) not in rooms_taken and (teacher, t) not in teachers_busy]
+        if depth == last:
+            count += len(free)
+            if listing:
+                for option in free: chosen[depth] = option; found.append(tuple(chosen))
+            if cap is not None and count > cap: raise TooManySolutions(cap)
+            return
+        for t, r in free:
             rooms_taken.add((t, r)); teachers_busy.add((teacher, t)); chosen[depth] = (t, r)
             search(depth + 1)
             rooms_taken.discard((t, r)); teachers_busy.discard((teacher, t))
 
     search(0)
-    position = {course: k for k, course in enumerate(order)}
-    return sorted(tuple(s[position[i]] for i in range(len(order))) for s in found)
+    position = {k: depth for depth, k in enumerate(order)}
+    return count, [tuple(s[position[k]] for k in range(len(group))) for s in found]
+
+def _search(inst: TimeTablingInstance, cap: int | None, listing: bool) -> list[tuple[list[int], int, list]] | None:
+    "(group, count, schedules) per conflict group; None when some group has more than `cap` and none has zero."
+    results, too_many = [], False
+    for group in conflict_groups(inst):
+        try: count, schedules = _search_group(inst, group, cap, listing)
+        except TooManySolutions: too_many = True; continue
+        if count == 0: return [(group, 0, [])]
+        results.append((group, count, schedules))
+    return None if too_many else results
+
+def _total(groups: list[tuple[list[int], int, list]]) -> int:
+    "The number of schedules: one per combination of the groups' schedules."
+    total = 1
+    for _, count, _ in groups: total *= count
+    return total
+
+def count_solutions(inst: TimeTablingInstance, cap: int | None = None) -> int:
+    "The number of feasible schedules, without listing them; `cap + 1` when there are more than `cap`."
+    groups = _search(inst, cap, listing=False)
+    if groups is None: return cap + 1
+    return _total(groups) if cap is None else min(_total(groups), cap + 1)
+
+def enumerate_solutions(inst: TimeTablingInstance, cap: int | None = None) -> list[Schedule]:
+    "Every feasible schedule, sorted; raises `TooManySolutions` past `cap`."
+    groups = _search(inst, cap, listing=True)
+    if groups is None or (cap is not None and _total(groups) > cap): raise TooManySolutions(cap)
+    schedules = []
+    for parts in product(*(found for _, _, found in groups)):
+        schedule = [None] * len(inst.courses)
+        for (group, _, _), part in zip(groups, parts):
+            for course, option in zip(group, part): schedule[course] = option
+        schedules.append(tuple(schedule))
+    return sorted(schedules)
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #b78fa59c
 def cpsat_enumerate(inst: TimeTablingInstance, cap: int | None = None) -> list[Schedule]:
