@@ -9,6 +9,7 @@ import argparse
 import ast
 import contextlib
 import hashlib
+import io
 import itertools
 import json
 import os
@@ -31,17 +32,21 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 import yaml
 
+from .config import STUDIES, ConfigError, config_from, config_values, study_config
 from .runs import credential_problems, key_variable_hint, project_root, redact, redact_file, redact_text, resolve_path
 
 # %% auto #0
 __all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SAMPLING_PARAMETERS', 'ROLE_OPTIONS', 'DONE_FILE',
-           'ERROR_FILE', 'WORK', 'CELLS_FILE', 'SUMMARY_COLUMNS', 'SweepError', 'experiments_dir', 'notebook_path',
-           'NotebookParameter', 'notebook_parameters', 'preset_names', 'run_presets', 'cell_sampling', 'provider_check',
+           'ERROR_FILE', 'WORK', 'CELLS_FILE', 'LOCK_SUFFIX', 'PR_SET_PDEATHSIG', 'SUMMARY_COLUMNS', 'SweepError',
+           'experiments_dir', 'notebook_path', 'NotebookParameter', 'notebook_parameters', 'registered_config',
+           'config_problems', 'config_cell_problems', 'preset_names', 'run_presets', 'cell_sampling', 'provider_check',
            'preset_options', 'cell_keys', 'missing_keys', 'Cell', 'cell_id', 'grid_points', 'experiment_cells', 'Sweep',
-           'load_sweep', 'cell_folder', 'work_folder', 'is_finished', 'write_atomic', 'stop_process_tree', 'CellResult',
-           'notebook_error', 'run_cell', 'local_slots', 'run_local', 'SweepInterrupted', 'start_ray', 'run_ray',
-           'summary_table', 'write_summary', 'run_sweep', 'finished_runs', 'compile_report', 'parser', 'main',
-           'papermill_value', 'run_problems', 'run_notebook', 'run_parser', 'run_main']
+           'load_sweep', 'cell_folder', 'work_folder', 'is_finished', 'write_atomic', 'stop_process_tree', 'lock_path',
+           'try_lock', 'lock_holder', 'acquire_cell_lock', 'release_cell_lock', 'die_with_parent', 'guard_command',
+           'guard_main', 'CellResult', 'notebook_error', 'run_cell', 'local_slots', 'run_local', 'SweepInterrupted',
+           'start_ray', 'run_ray', 'summary_table', 'write_summary', 'run_sweep', 'finished_runs', 'compile_report',
+           'parser', 'main', 'papermill_value', 'run_problems', 'run_notebook', 'run_parser', 'run_main',
+           'stored_table', 'write_back', 'rescore_main', 'report_runs', 'report_main']
 
 # %% ../nbs/90_sweep.ipynb #5a87039a
 class SweepError(ValueError):
@@ -106,6 +111,30 @@ def notebook_parameters(path: str | Path) -> dict[str, NotebookParameter]:
     params = _inspect(str(path), path.stat().st_mtime)
     if not params: raise ValueError(f"{path.name} has no cell tagged 'parameters'")
     return params
+
+# %% ../nbs/90_sweep.ipynb #bd724f66
+def registered_config(notebook: str | Path) -> type | None:
+    "The config class of an experiment notebook's study (by the notebook's name), None when it has none."
+    return study_config(Path(notebook).stem)
+
+def config_problems(cls: type,  # a study config class
+                    values: dict,  # a cell's parameters (the others take the config's defaults)
+                   ) -> list[str]:
+    "The config's messages for every unknown name and every bad value of `values` ([] when it accepts them)."
+    try: config_from(cls, values); return []
+    except ConfigError as e: problems = list(e.problems)
+    known = set(cls.__dataclass_fields__)
+    if set(values) - known:  # unknown names stop config_from before the values: judge the known ones too
+        try: config_from(cls, {k: v for k, v in values.items() if k in known})
+        except ConfigError as e: problems += e.problems
+    return problems
+
+def config_cell_problems(cls: type, cells: Sequence["Cell"], where: str) -> list[str]:
+    "Every cell's problems with the config, one line per problem naming the cells that have it."
+    found: dict[str, list[str]] = {}
+    for cell in cells:
+        for p in config_problems(cls, cell.parameters): found.setdefault(p, []).append(cell.id)
+    return [f"{where} {'cell' if len(ids) == 1 else 'cells'} {', '.join(ids)}: {p} ({cls.__name__})" for p, ids in found.items()]
 
 # %% ../nbs/90_sweep.ipynb #c6b9ecb3
 def preset_names(name: str, value: Any) -> list[str]:
@@ -219,14 +248,17 @@ def _mapping(entry: dict, key: str, where: str, problems: list) -> dict:
     if not isinstance(value, dict): problems.append(f"{where}: '{key}' must be a mapping, got {value!r}"); return {}
     return value
 
-def _check_values(values: dict, params: dict[str, NotebookParameter], where: str, notebook: str, problems: list,
+def _check_values(values: dict,
+                  params: dict[str, NotebookParameter] | None,  # None: the study's config judges names, types and presets
+                  where: str, notebook: str, problems: list,
                   reserved: set = SWEEP_SET):  # parameters the caller sets itself
-    "Names, types, presets and literal credentials of parameter values."
+    "Literal credentials and the sweep's own parameters, then (without a config) names, types and presets of parameter values."
     from reasoning_study.backends.core import PRESETS
     for name, value in values.items():
         if name in reserved: problems.append(f"{where}: parameter {name!r} is set by the sweep (each cell gets its own run folder)"); continue
         problems += [f"{where}: {p}: keys come from the environment only; set the variable its preset reads ({key_variable_hint()}) "
                      "or name yours with the backend option api_key_env" for p in credential_problems(value, f"parameter {name!r}")]
+        if params is None: continue
         if name not in params:
             problems.append(f"{where}: unknown parameter {name!r} for {notebook} (its parameters: {', '.join(params)})"); continue
         if why := params[name].problem(value): problems.append(f"{where}: parameter {name!r} {why}")
@@ -250,17 +282,20 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
     except (FileNotFoundError, ValueError) as e:
         known = sorted(p.stem for p in experiments_dir(root).glob("*.ipynb"))
         return [], problems + [f"{where}: unknown notebook {name!r}: {e} (experiment notebooks: {', '.join(known)})"]
+    try: config = registered_config(path)
+    except ImportError as e: return [], problems + [f"{where}: the config of its study ({STUDIES[path.stem]}) cannot be imported: {e}"]
+    judged = params if config is None else None
     fixed = _mapping(entry, "parameters", where, problems)
     cases = _mapping(entry, "cases", where, problems)
     grid = _mapping(entry, "grid", where, problems)
     resources = _mapping(entry, "resources", where, problems)
-    _check_values(fixed, params, f"{where} parameters", name, problems)
+    _check_values(fixed, judged, f"{where} parameters", name, problems)
     for case, values in cases.items():
         if not isinstance(values, dict): problems.append(f"{where} case {case!r}: must be a mapping of parameters"); continue
-        _check_values(values, params, f"{where} case {case!r}", name, problems)
+        _check_values(values, judged, f"{where} case {case!r}", name, problems)
     for key, values in grid.items():
         if not isinstance(values, list) or not values: problems.append(f"{where} grid: {key!r} must be a non-empty list of values, got {values!r}"); continue
-        for v in values: _check_values({key: v}, params, f"{where} grid", name, problems)
+        for v in values: _check_values({key: v}, judged, f"{where} grid", name, problems)
     if unknown := sorted(set(resources) - RESOURCE_KEYS): problems.append(f"{where} resources: unknown key(s) {unknown} (allowed: {sorted(RESOURCE_KEYS)})")
     for key in RESOURCE_KEYS & set(resources):
         if not isinstance(resources[key], (int, float)) or isinstance(resources[key], bool) or resources[key] < 0:
@@ -273,11 +308,13 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
                   gpus=resources.get("gpus", 0), cpus=resources.get("cpus", 1))
              for case, values in (cases.items() if cases else [(None, {})])
              for point in (grid_points({k: v for k, v in grid.items()}))]
+    if config is not None and (wrong := config_cell_problems(config, cells, where)): return [], problems + wrong
     defaults = {n: p.default for n, p in params.items()}
+    full = (lambda c: config_values(config_from(config, c.parameters))) if config is not None else (lambda c: {**defaults, **c.parameters})
     checked = []
     for cell in cells:
-        wrong, ignored = provider_check({**defaults, **cell.parameters}, f"{where} cell {cell.id}")
-        keys, misnamed = cell_keys({**defaults, **cell.parameters}, f"{where} cell {cell.id}")
+        wrong, ignored = provider_check(full(cell), f"{where} cell {cell.id}")
+        keys, misnamed = cell_keys(full(cell), f"{where} cell {cell.id}")
         problems += wrong + misnamed
         checked.append(replace(cell, ignored=ignored, keys=keys))
     return ([], problems) if problems else (checked, [])
@@ -361,6 +398,86 @@ def stop_process_tree(pid: int, grace: float = 5.0):
         except psutil.NoSuchProcess: pass
     psutil.wait_procs(alive, timeout=grace)
 
+# %% ../nbs/90_sweep.ipynb #11131cb1
+LOCK_SUFFIX = ".lock"
+
+def lock_path(sweep_dir: str | Path, cell: Cell | str) -> Path:
+    "A cell's lock file: `<sweep>/.work/<cell>.lock`."
+    return Path(sweep_dir) / WORK / f"{cell.id if isinstance(cell, Cell) else cell}{LOCK_SUFFIX}"
+
+def try_lock(path: Path) -> int | None:
+    "A file descriptor holding an exclusive `flock` on `path` (created if missing), or None when another process holds it."
+    import fcntl
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try: fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError: continue  # the folder was removed in between (a sweep tidying its empty work area)
+        try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError: os.close(fd); return None
+        try: same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError: same = False
+        if same: return fd
+        os.close(fd)  # the holder removed the file as it let go: lock the path afresh
+
+def lock_holder(path: Path) -> str:
+    "Who holds a lock, as its holder wrote it ('' when unknown)."
+    try: return path.read_text().strip()
+    except OSError: return ""
+
+def acquire_cell_lock(sweep_dir: str | Path, cell: Cell | str,
+                      stop: threading.Event | None = None,  # set: give up waiting
+                      on_wait: Callable[[str], None] = lambda holder: None,  # told once, with the holder, when the cell is locked
+                      poll: float = 0.2,
+                     ) -> int | None:
+    "Hold a cell's lock, waiting while another process holds it; the file descriptor, or None when `stop` was set first."
+    path, told = lock_path(sweep_dir, cell), False
+    while (fd := try_lock(path)) is None:
+        if not told: on_wait(lock_holder(path)); told = True
+        if stop is not None and stop.is_set(): return None
+        time.sleep(poll)
+    os.ftruncate(fd, 0)
+    os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {datetime.now(timezone.utc).isoformat(timespec='seconds')}\n".encode())
+    return fd
+
+def release_cell_lock(sweep_dir: str | Path, cell: Cell | str, fd: int):
+    "Let go of a cell's lock, removing its file first (whoever waits on the removed file locks the path afresh)."
+    with contextlib.suppress(FileNotFoundError): lock_path(sweep_dir, cell).unlink()
+    os.close(fd)
+
+# %% ../nbs/90_sweep.ipynb #7397109c
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+def die_with_parent(signum: int = signal.SIGTERM) -> bool:
+    "Ask Linux to send `signum` to this process when its parent ends; False where the call is not available."
+    if not sys.platform.startswith("linux"): return False
+    import ctypes
+    try: return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+    except (OSError, AttributeError): return False
+
+def guard_command(command: Sequence[str], lock_fd: int) -> list[str]:
+    "The command that runs `command` under a guard bound to this process (and holding the lock `lock_fd`)."
+    return [sys.executable, "-c", "import sys; from reasoning_study.sweep import guard_main; sys.exit(guard_main(sys.argv[1:]))",
+            str(os.getpid()), str(lock_fd), *command]
+
+def guard_main(argv: Sequence[str]  # the sweep's pid, the lock's file descriptor, then the command
+              ) -> int:
+    "Run a command until it ends or the sweep that started this guard does; then stop the command's whole process tree."
+    parent, lock_fd, command = int(argv[0]), int(argv[1]), list(argv[2:])
+    die_with_parent(signal.SIGTERM)
+    if os.getppid() != parent: return 143  # the sweep died before the guard could ask to be told
+    process = subprocess.Popen(command, pass_fds=(lock_fd,))  # papermill holds the lock as well
+
+    def stop(signum=None, frame=None):
+        stop_process_tree(process.pid)  # papermill and its kernel (collected before papermill ends: the kernel is its child)
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    while True:
+        try: return process.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            if os.getppid() != parent: stop()  # the sweep is gone and no signal came (no prctl here)
+
 # %% ../nbs/90_sweep.ipynb #9d4e12a9
 @dataclass
 class CellResult:
@@ -392,15 +509,29 @@ def run_cell(cell: Cell,
              stop: threading.Event | None = None,  # set by the executor to interrupt the run
              root: str | Path | None = None,  # project root (papermill runs in its nbs/)
              poll: float = 0.5,
+             on_wait: Callable[[str], None] | None = None,  # told (with the holder) when another sweep holds the cell's lock
+             on_start: Callable[[], None] = lambda: None,  # called when the notebook starts (the lock held, the cell unfinished)
             ) -> CellResult:
-    "Run one cell with papermill in its work folder; move it into place when the notebook finished."
-    sweep_dir, root = Path(sweep_dir), Path(root or project_root())
-    final, work = cell_folder(sweep_dir, cell), work_folder(sweep_dir, cell)
+    "Run one cell with papermill in its work folder, holding the cell's lock; move it into place when the notebook finished."
+    sweep_dir = Path(sweep_dir)
     host = socket.gethostname()
-    if is_finished(sweep_dir, cell): return CellResult(cell.id, cell.notebook_name, "skipped", folder=str(final), host=host)
+    skipped = lambda: CellResult(cell.id, cell.notebook_name, "skipped", folder=str(cell_folder(sweep_dir, cell)), host=host)
+    if is_finished(sweep_dir, cell): return skipped()
     if unset := [k for k in cell.keys if not os.environ.get(k)]:  # before anything is written or sent
         return CellResult(cell.id, cell.notebook_name, "failed", host=host, error=f"key variable(s) {', '.join(unset)} not set where the "
                           "cell runs: export them (keys come from the environment only); nothing was sent")
+    told = on_wait or (lambda holder: print(f"[wait] {cell.id}: locked by {holder or 'another process'}", file=sys.stderr))
+    lock = acquire_cell_lock(sweep_dir, cell, stop, told)
+    if lock is None: return CellResult(cell.id, cell.notebook_name, "not started", host=host)  # stopped while waiting
+    try:
+        if is_finished(sweep_dir, cell): return skipped()  # finished by the sweep we waited for
+        on_start()
+        return _run_locked(cell, sweep_dir, lock, env, stop, Path(root or project_root()), poll)
+    finally: release_cell_lock(sweep_dir, cell, lock)
+
+def _run_locked(cell: Cell, sweep_dir: Path, lock: int, env: dict | None, stop: threading.Event | None, root: Path, poll: float) -> CellResult:
+    final, work = cell_folder(sweep_dir, cell), work_folder(sweep_dir, cell)
+    host = socket.gethostname()
     work.mkdir(parents=True, exist_ok=True)
     (work / ERROR_FILE).unlink(missing_ok=True)
     (work / "sweep_parameters.yaml").write_text(yaml.safe_dump(redact({**cell.parameters, "out_dir": str(work)}), sort_keys=False))
@@ -410,12 +541,13 @@ def run_cell(cell: Cell,
     started, began = time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="seconds")
     result = CellResult(cell.id, cell.notebook_name, "failed", folder=str(work), host=host, devices=run_env.get("CUDA_VISIBLE_DEVICES", ""))
     with open(work / "papermill.log", "ab") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=run_env, cwd=root, start_new_session=True)
+        process = subprocess.Popen(guard_command(command, lock), stdout=log, stderr=subprocess.STDOUT, env=run_env, cwd=root,
+                                   start_new_session=True, pass_fds=(lock,))
         try:
             while process.poll() is None:
                 if stop is not None and stop.is_set(): raise KeyboardInterrupt
                 time.sleep(poll)
-        except BaseException:  # Ctrl-C, SIGTERM, a cancelled Ray task: stop the notebook and its kernel
+        except BaseException:  # Ctrl-C, SIGTERM, a cancelled Ray task: stop the guard, the notebook and its kernel
             stop_process_tree(process.pid)
             for written in ("notebook.ipynb", "papermill.log"): redact_file(work / written)
             result.status, result.error = "interrupted", "stopped before the notebook finished"
@@ -451,6 +583,7 @@ def run_local(cells: Sequence[Cell],
               on_result: Callable[[CellResult], None] = lambda r: None,  # called as each cell ends
               on_start: Callable[[Cell, dict], None] = lambda c, e: None,
               root: str | Path | None = None,
+              on_wait: Callable[[Cell, str], None] = lambda c, holder: None,  # a cell is locked by another sweep
              ) -> list[CellResult]:
     "Run cells on local slots, as many at a time as there are slots; Ctrl-C stops them cleanly."
     free: Queue = Queue()
@@ -462,8 +595,8 @@ def run_local(cells: Sequence[Cell],
         slot = free.get()
         try:
             if stop.is_set(): return CellResult(cell.id, cell.notebook_name, "not started")
-            on_start(cell, slot)
-            try: result = run_cell(cell, sweep_dir, env=slot, stop=stop, root=root)
+            try: result = run_cell(cell, sweep_dir, env=slot, stop=stop, root=root, on_wait=lambda holder: on_wait(cell, holder),
+                                   on_start=lambda: on_start(cell, slot))
             except Exception as e: result = CellResult(cell.id, cell.notebook_name, "failed", error=f"{type(e).__name__}: {e}")
             if not stop.is_set():
                 with reporting: results[cell.id] = result; on_result(result)
@@ -587,6 +720,9 @@ def run_sweep(sweep: Sweep,
     def started(cell: Cell, env: dict):
         say(f"[start] {cell.id}" + (f" (GPU {env['CUDA_VISIBLE_DEVICES']})" if "CUDA_VISIBLE_DEVICES" in env else ""))
 
+    def waiting(cell: Cell, holder: str):
+        say(f"[wait] {cell.id}: locked by {holder or 'another sweep'}; waiting for it (a cell runs in one sweep at a time)")
+
     def ended(r: CellResult):
         results[r.cell] = r
         say(f"[{r.status}] {r.cell} ({r.seconds:.0f} s)" + (f": {r.error.splitlines()[0][:200]}" if r.error else ""))
@@ -596,7 +732,7 @@ def run_sweep(sweep: Sweep,
     write_atomic(sweep_dir / CELLS_FILE, json.dumps([c.id for c in sweep.cells], indent=1) + "\n")  # the cells of the sweep file as run
     write_summary(sweep_dir, current())
     try:
-        if executor == "local": run_local(todo, sweep_dir, local_slots(gpus, per_gpu, jobs), ended, started, root)
+        if executor == "local": run_local(todo, sweep_dir, local_slots(gpus, per_gpu, jobs), ended, started, root, waiting)
         elif executor == "ray": run_ray(todo, sweep_dir, ray_address, ended, root, ray_options)
         else: raise ValueError(f"unknown executor {executor!r}: 'local' or 'ray'")
     except SweepInterrupted as e:
@@ -627,13 +763,14 @@ def finished_runs(sweep_dir: str | Path,
 def compile_report(sweep_dir: str | Path,  # a sweep folder
                    root: str | Path | None = None,
                    progress: bool = True,
+                   out: str | Path | None = None,  # where the report goes (default: <sweep_dir>/report)
                   ) -> Path:
     "Run the report notebook on a sweep folder and convert it to HTML; returns the HTML path."
     import papermill
     from nbconvert import HTMLExporter
     root = Path(root or project_root())
     sweep_dir = resolve_path(sweep_dir, root)
-    out = sweep_dir / "report"
+    out = resolve_path(out, root) if out is not None else sweep_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     executed = out / "sweep_report.ipynb"
     papermill.execute_notebook(str(experiments_dir(root) / "sweep_report.ipynb"), str(executed), cwd=str(root / "nbs"),
@@ -717,10 +854,13 @@ def run_problems(notebook: str | Path,  # an experiment notebook (name or path)
     path = notebook_path(str(notebook), root)
     try: params = notebook_parameters(path)
     except (FileNotFoundError, ValueError) as e: return [str(e)]
+    try: config = registered_config(path)
+    except ImportError as e: return [f"the config of its study ({STUDIES[path.stem]}) cannot be imported: {e}"]
     problems: list[str] = []
-    _check_values(parameters, params, "parameters", path.name, problems, reserved=set())
+    _check_values(parameters, params if config is None else None, "parameters", path.name, problems, reserved=set())
+    if config is not None: problems += [f"parameters: {p} ({config.__name__})" for p in config_problems(config, parameters)]
     if problems: return problems
-    values = {**{n: p.default for n, p in params.items()}, **parameters}
+    values = config_values(config_from(config, parameters)) if config is not None else {**{n: p.default for n, p in params.items()}, **parameters}
     wrong, _ = provider_check(values, "parameters")
     keys, misnamed = cell_keys(values, "parameters")
     unset = [k for k in keys if not env.get(k)]
@@ -774,6 +914,74 @@ def run_main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     print(f"executed notebook: {output}")
+    return 0
+
+# %% ../nbs/90_sweep.ipynb #a2db3752
+def stored_table(folder: Path, name: str) -> Path | None:
+    "Where a run folder keeps a results table (`<name>.parquet` or `<name>.csv`), None when it has none."
+    return next((p for p in (folder / f"{name}.parquet", folder / f"{name}.csv") if p.is_file()), None)
+
+def write_back(folder: str | Path, results: dict[str, pd.DataFrame]) -> dict[str, str]:
+    "Write re-scored tables where the run keeps them; table name -> 'unchanged', 'changed' or 'new'."
+    folder, said = Path(folder), {}
+    for name, table in results.items():
+        path = stored_table(folder, name)
+        if path is None: said[name] = "new"; table.to_parquet(folder / f"{name}.parquet", index=False); continue
+        before = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        after = table if path.suffix == ".parquet" else pd.read_csv(io.StringIO(table.to_csv(index=False)))
+        same = before.shape == after.shape and before.reset_index(drop=True).equals(after.reset_index(drop=True))
+        said[name] = "unchanged" if same else "changed"
+        if not same: table.to_parquet(path, index=False) if path.suffix == ".parquet" else write_atomic(path, table.to_csv(index=False))
+    return said
+
+def rescore_main(argv: Sequence[str] | None = None) -> int:
+    "The `rs-rescore` command."
+    from reasoning_study.config import study_module
+    from reasoning_study.provenance import read_record
+    p = argparse.ArgumentParser(prog="rs-rescore", description="Re-score run folders from their raw tables and run.json (no model), "
+                                "write the tables back and say what changed.")
+    p.add_argument("folders", nargs="+", help="run folders (each with a run.json)")
+    args, status = p.parse_args(argv), 0
+    for folder in map(Path, args.folders):
+        if (record := read_record(folder)) is None:
+            print(f"{folder}: no run.json, not re-scored (a run folder of a study writes one)", file=sys.stderr); status = 1; continue
+        said = write_back(folder, study_module(record["study"]).rescore(folder))
+        print(f"{folder} ({record['study']}): " + ", ".join(f"{name} {what}" for name, what in said.items()))
+    return status
+
+# %% ../nbs/90_sweep.ipynb #96b93c33
+def report_runs(folders: Sequence[str | Path],  # run folders and sweep folders
+                view: str | Path,  # the folder of runs to make (emptied first)
+               ) -> Path:
+    "One folder of links to the finished runs of the given sweep folders and run folders, read by the report like a sweep folder."
+    from reasoning_study.provenance import read_record
+    view = Path(view)
+    if view.exists(): shutil.rmtree(view)
+    view.mkdir(parents=True)
+    for folder in map(lambda f: Path(f).resolve(), folders):
+        if (folder / DONE_FILE).is_file(): runs = [(folder.name, folder)]
+        elif (record := read_record(folder)) is not None:
+            linked = view / folder.name
+            linked.mkdir()
+            for item in folder.iterdir(): (linked / item.name).symlink_to(item)
+            write_atomic(linked / DONE_FILE, json.dumps(dict(cell=folder.name, notebook=record["study"], notebook_path="",
+                                                             parameters=record.get("config", {}), seconds=record.get("seconds")), indent=2) + "\n")
+            continue
+        elif not (runs := [(f"{folder.name}__{r.cell}", Path(r.folder)) for r in finished_runs(folder).itertuples()]):
+            raise FileNotFoundError(f"{folder} is neither a run folder (no run.json, no {DONE_FILE}) nor a sweep folder with finished runs")
+        for name, run in runs: (view / name).symlink_to(run, target_is_directory=True)
+    return view
+
+def report_main(argv: Sequence[str] | None = None) -> int:
+    "The `rs-report` command."
+    p = argparse.ArgumentParser(prog="rs-report", description="Compile the report over run folders and sweep folders.")
+    p.add_argument("folders", nargs="+", help="run folders and sweep folders")
+    p.add_argument("--out", default="outputs/report", help="where the report goes (default: outputs/report)")
+    args = p.parse_args(argv)
+    out = resolve_path(args.out)
+    try: view = report_runs(args.folders, out / "runs")
+    except FileNotFoundError as e: print(f"rs-report: {e}", file=sys.stderr); return 1
+    print(f"report: {compile_report(view, out=out, progress=False)}")
     return 0
 
 # %% ../nbs/90_sweep.ipynb #6cba5229

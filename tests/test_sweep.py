@@ -126,38 +126,45 @@ def test_interrupted_sweep_resumes_only_missing_cells(tiny_spec, tmp_path):
 
 
 def test_failed_cell_is_recorded_and_the_others_run(tmp_path):
+    # a notebook in a throw-away project root that fails when asked (a value every config check lets through)
+    (tmp_path / "settings.ini").write_text("[DEFAULT]\nlib_name = reasoning_study\n")
+    (tmp_path / "nbs" / "experiments").mkdir(parents=True)
+    cell = lambda i, text, tags=(): dict(cell_type="code", id=f"c{i}", metadata={"tags": list(tags)}, source=text, outputs=[], execution_count=None)
+    notebook = dict(nbformat=4, nbformat_minor=5, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                    cells=[cell(0, "out_dir = '.'  # the run folder\nfail = False  # raise in the notebook", ["parameters"]),
+                           cell(1, "from pathlib import Path\nassert not fail, 'asked to fail'\n(Path(out_dir) / 'result.txt').write_text('ok')")])
+    (tmp_path / "nbs" / "experiments" / "flaky.ipynb").write_text(json.dumps(notebook))
     spec = tmp_path / "mixed.yaml"
-    spec.write_text("name: mixed\nexperiments:\n"
-                    "  - notebook: musobench_build\n    parameters: {tasks: [subsetsum], levels: [1], per_level: 1, workers: 1}\n"
-                    "    grid: {per_level: [0, 1]}\n")  # per_level 0 passes the type check, the notebook refuses it
-    done = subprocess.run(sweep_command(spec, tmp_path), cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=600)
+    spec.write_text("name: mixed\nexperiments:\n  - notebook: flaky\n    grid: {fail: [true, false]}\n")
+    done = subprocess.run(sweep_command(spec, tmp_path), cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stdout + done.stderr
     table = summary(tmp_path, "mixed").set_index("cell")
-    assert table.loc["musobench_build__per_level=0", "status"] == "failed"
-    assert "'per_level' must be >= 1" in table.loc["musobench_build__per_level=0", "error"]
-    assert table.loc["musobench_build__per_level=1", "status"] == "done"
-    failed = Path(table.loc["musobench_build__per_level=0", "folder"])
-    assert (failed / "notebook.ipynb").is_file() and "'per_level' must be >= 1" in (failed / "error.txt").read_text()
-    assert not (tmp_path / "mixed" / "musobench_build__per_level=0").exists()
+    assert table.loc["flaky__fail=True", "status"] == "failed"
+    assert "asked to fail" in table.loc["flaky__fail=True", "error"]
+    assert table.loc["flaky__fail=False", "status"] == "done"
+    assert (tmp_path / "mixed" / "flaky__fail=False" / "result.txt").read_text() == "ok"
+    failed = Path(table.loc["flaky__fail=True", "folder"])
+    assert (failed / "notebook.ipynb").is_file() and "asked to fail" in (failed / "error.txt").read_text()
+    assert not (tmp_path / "mixed" / "flaky__fail=True").exists()
     assert "failed" in (tmp_path / "mixed" / "sweep_summary.md").read_text()
 
 
 BAD_FILES = {
     "unknown notebook": ("experiments:\n  - notebook: musobench_study\n", "experiments[0] (musobench_study): unknown notebook 'musobench_study'"),
     "unknown parameter": ("experiments:\n  - notebook: overthinking\n    parameters: {n_item: 2}\n",
-                          "experiments[0] (overthinking) parameters: unknown parameter 'n_item'"),
+                          "experiments[0] (overthinking) cell overthinking: unknown parameter 'n_item' (did you mean 'n_items'?) (OverthinkingConfig)"),
     "unknown parameter in grid": ("experiments:\n  - notebook: musobench\n    grid: {temprature: [0.2]}\n",
-                                  "experiments[0] (musobench) grid: unknown parameter 'temprature'"),
+                                  "cell musobench__temprature=0.2: unknown parameter 'temprature' (did you mean 'temperature'?)"),
     "wrong type": ("experiments:\n  - notebook: musobench\n    parameters: {per_level: ten}\n",
-                   "parameter 'per_level' must be int like its default 1, got 'ten'"),
+                   "cell musobench: parameter 'per_level' must be int, got 'ten' (str) (MuSoBenchConfig)"),
     "wrong type in grid": ("experiments:\n  - notebook: overthinking\n    grid: {n_items: [2, 2.5]}\n", "parameter 'n_items' must be int"),
     "bool for a number": ("experiments:\n  - notebook: musobench_build\n    parameters: {workers: true}\n", "parameter 'workers' must be int"),
     "unknown preset": ("experiments:\n  - notebook: musobench\n    cases:\n      x: {long_preset: gpt-5}\n",
-                       "case 'x': parameter 'long_preset': unknown preset 'gpt-5'"),
+                       "cell musobench__x: parameter 'long_preset': 'gpt-5' is not one of ['"),
     "unknown extractor preset": ("experiments:\n  - notebook: overthinking\n    parameters: {extractors: [rules, 'llm:qwen9']}\n",
-                                 "unknown preset 'qwen9'"),
-    "rejected by the provider": ("experiments:\n  - notebook: musobench\n    cases:\n      x: {short_preset: gpt-4o-mini, long_preset: o4-mini}\n",
-                                 "cell musobench__x: preset 'o4-mini' (OpenAI model 'o4-mini-2025-04-16'): temperature=0.7 is rejected"),
+                                 "parameter 'extractors': 'llm:qwen9' is not one of ['rules', "),
+    "rejected by the provider": ("experiments:\n  - notebook: musobench\n    cases:\n      x: {short_preset: gpt-4o-mini, long_preset: o4-mini, reflection_ks: []}\n",
+                                 "preset 'o4-mini' (OpenAI model 'o4-mini-2025-04-16'): temperature=0.7 is rejected by the provider"),
     "over the provider's cap": ("experiments:\n  - notebook: musobench\n    parameters: {short_preset: deepseek-v3, long_preset: deepseek-r1, max_tokens: 20480}\n",
                                 "max_tokens=20480 is above the provider's cap of 8192"),
     "out_dir set": ("experiments:\n  - notebook: musobench_build\n    parameters: {out_dir: x}\n", "parameter 'out_dir' is set by the sweep"),
@@ -178,6 +185,36 @@ def test_bad_sweep_file_fails_before_anything_starts(kind, tmp_path, capsys):
     err = capsys.readouterr().err
     assert message in err and "nothing was run" in err, err
     assert not (tmp_path / "out").exists()  # no sweep folder, no run
+
+
+def test_bad_value_is_rejected_with_the_configs_message(tmp_path, capsys):
+    "Issue #14 point 3: a study with a config is judged by it; the sweep repeats the config's own words, naming cell and parameter."
+    from reasoning_study.config import ConfigError, config_from, study_config
+    values = {"n_items": 0, "temperature": -0.5, "benchmarks": ["champ", "nope"]}
+    with pytest.raises(ConfigError) as own: config_from(study_config("overthinking"), {**values, "seed": 1})
+    assert len(own.value.problems) == 3
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("experiments:\n  - notebook: overthinking\n    parameters: {n_items: 0, temperature: -0.5, benchmarks: [champ, nope]}\n"
+                    "    grid: {seed: [1, 2]}\n")
+    assert main([str(spec), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    for problem in own.value.problems:  # one line per problem, for both cells that share it
+        assert f"  - experiments[0] (overthinking) cells overthinking__seed=1, overthinking__seed=2: {problem} (OverthinkingConfig)\n" in err, err
+    assert "3 problem(s), nothing was run" in err and not (tmp_path / "out").exists()
+
+
+def test_notebook_without_a_config_is_checked_against_its_parameters_cell(tmp_path):
+    "Where no config is registered, the sweep still reads types from the notebook's parameters cell."
+    (tmp_path / "nbs" / "experiments").mkdir(parents=True)
+    notebook = dict(nbformat=4, nbformat_minor=5, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                    cells=[dict(cell_type="code", id="p", metadata={"tags": ["parameters"]}, outputs=[], execution_count=None,
+                                source="out_dir = '.'  # the run folder\nitems = 3  # items\n")])
+    (tmp_path / "nbs" / "experiments" / "plain.ipynb").write_text(json.dumps(notebook))
+    spec = tmp_path / "plain.yaml"
+    spec.write_text("experiments:\n  - notebook: plain\n    parameters: {items: three, colour: 1}\n")
+    with pytest.raises(ValueError) as e: load_sweep(spec, root=tmp_path)
+    assert sorted(e.value.problems) == ["experiments[0] (plain) parameters: parameter 'items' must be int like its default 3, got 'three' (str)",
+                                        "experiments[0] (plain) parameters: unknown parameter 'colour' for plain (its parameters: out_dir, items)"]
 
 
 def test_all_problems_are_listed_at_once(tmp_path):

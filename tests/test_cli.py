@@ -1,0 +1,62 @@
+"""Issue #14 point 8: `rs-rescore FOLDER...` and `rs-report FOLDER... [--out DIR]`, run as commands (subprocess) on a
+small run folder: a one-instance MuSoBench build with its run.json."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from reasoning_study.provenance import finish_record, start_record, write_record
+from reasoning_study.tasks.musobench import MuSoBenchBuildConfig, report, run, score
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def command(name: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    "A console script as settings.ini declares it (`rs-rescore=reasoning_study.sweep:rescore_main`, ...), run in a fresh process."
+    code = f"import sys; from reasoning_study.sweep import {name}; sys.exit({name}(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture
+def build_folder(tmp_path) -> Path:
+    folder = tmp_path / "build"
+    folder.mkdir()
+    config = MuSoBenchBuildConfig(tasks=["subsetsum"], levels=[1], per_level=1, workers=1, out_dir=str(folder))
+    record = start_record("musobench_build", config)
+    results = score(run(config, folder=folder), config)
+    report(results, folder, config)
+    write_record(folder, finish_record(record, counts=dict(generated=0, reused=0)))
+    return folder
+
+
+def test_rescore_says_what_changed_and_writes_it_back(build_folder, tmp_path):
+    done = command("rescore_main", str(build_folder))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary unchanged"
+    stored = pd.read_parquet(build_folder / "summary.parquet")
+    pd.read_parquet(build_folder / "summary.parquet").iloc[:0].to_parquet(build_folder / "summary.parquet")  # a stale table
+    again = command("rescore_main", str(build_folder))
+    assert again.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary changed", again.stdout
+    pd.testing.assert_frame_equal(pd.read_parquet(build_folder / "summary.parquet"), stored)  # written back as the run made it
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    missing = command("rescore_main", str(empty), str(build_folder))
+    assert missing.returncode == 1
+    assert f"{empty}: no run.json, not re-scored" in missing.stderr
+    assert f"{build_folder} (musobench_build): instances unchanged, summary unchanged" in missing.stdout  # the others still are
+
+
+def test_report_over_a_run_folder(build_folder, tmp_path):
+    out = tmp_path / "report"
+    done = command("report_main", str(build_folder), "--out", str(out))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.stdout.strip().endswith(f"report: {out / 'report.html'}")
+    assert (out / "report.html").is_file() and (out / "runs" / "build" / "sweep_cell.json").is_file()
+    assert (out / "runs" / "build" / "summary.parquet").resolve() == (build_folder / "summary.parquet").resolve()
+    bad = command("report_main", str(tmp_path / "nothing"), "--out", str(out))
+    assert bad.returncode == 1 and "neither a run folder" in bad.stderr
