@@ -22,9 +22,9 @@ def test_module_imports_without_vllm():
 def test_missing_extra_names_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)  # makes `import vllm` fail, as on a machine without it
     with pytest.raises(ImportError, match=r"pip install 'reasoning_study\[vllm\]'"):
-        from_preset("qwen3-8b-think")
+        from_preset("qwen3-8b")
     with pytest.raises(ImportError, match="reasoning_study\\[vllm\\]"):
-        load_backend("qwen3-8b-think", gpu_memory_utilization=0.5)
+        load_backend("qwen3-8b", gpu_memory_utilization=0.5)
     assert VLLM_INSTALL_HINT == "pip install 'reasoning_study[vllm]'"
 
 
@@ -160,7 +160,7 @@ def test_a_stage_goes_whole_to_vllm_and_in_batches_elsewhere(tmp_path):
 
     class Counting:
         name, model_id, revision = "stand-in", "stand-in", "0"
-        def __init__(self, continuous): self.supports_continuous_batching, self.calls = continuous, []
+        def __init__(self, continuous): self.capabilities, self.calls = frozenset({"continuous_batching"} if continuous else ()), []
         def generate(self, requests):
             self.calls.append(len(requests))
             return [[make_completion("ok", "stop")] for _ in requests]
@@ -171,7 +171,7 @@ def test_a_stage_goes_whole_to_vllm_and_in_batches_elsewhere(tmp_path):
         with GenerationStore(tmp_path / f"{continuous}.sqlite") as store:
             generate_cached(backend, stage, store, batch_size=vb.stage_batch_size(backend, len(stage)), progress=False)
         assert backend.calls == calls
-    assert vb.VllmBackend.supports_continuous_batching
+    assert "continuous_batching" in vb.VllmBackend.capabilities
 
 
 def test_trust_remote_code_reaches_the_engine_and_its_tokenizer(tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reasoning_study.backends.core import get_preset
+from reasoning_study.backends.core import PRESET_ALIASES, PRESETS, get_preset
 from reasoning_study.sweep import load_sweep, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,6 +61,15 @@ def test_both_models_of_a_pair_get_the_same_protocol(path):
         assert len(settings) == 1, (key, [c.id for c in cells])
         runs = [set(c.parameters.get("paradigms", ["short", "long"])) for c in cells]
         assert set().union(*runs) == {"short", "long"}, f"{key}: the pair is not complete: {[c.id for c in cells]}"
+
+
+@pytest.mark.parametrize("path", PAPER_GRIDS, ids=lambda p: p.stem)
+def test_paper_grids_name_each_model_once(path):
+    "Issue 14 point 8: presets by their registry names (no old alias); a pair of one model has a template switch the paradigm sets."
+    for cell in musobench_cells(path):
+        short, long = cell.parameters["short_preset"], cell.parameters["long_preset"]
+        assert short in PRESETS and long in PRESETS and not {short, long} & set(PRESET_ALIASES), (cell.id, short, long)
+        if short == long: assert get_preset(short).thinking == "template", (cell.id, short)
 
 
 @pytest.mark.parametrize("path", PAPER_GRIDS, ids=lambda p: p.stem)

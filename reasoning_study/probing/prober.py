@@ -13,7 +13,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from ..backends.core import (
-    THINK_CLOSE, THINK_OPEN, Completion, Request, RequestImage, SamplingParams, chat, make_completion)
+    THINK_CLOSE, THINK_OPEN, Completion, Request, RequestImage, SamplingParams, chat, make_completion, require, supports)
 from ..metrics.musobench import score_answer
 from .trace import SplitTrace, split_trace
 from ..prompts.overthinking import ANSWER_LEAD, solution_list_head
@@ -22,29 +22,29 @@ from ..tasks.musobench import MuSoBenchItem, get_task
 from ..store import GenerationRecord, GenerationStore, generation_key
 
 # %% auto #0
-__all__ = ['ProbeMethod', 'render_prompt', 'encode_text', 'decode_ids', 'is_thinking', 'trace_request', 'trace_text',
-           'probe_suffix', 'TraceProbes', 'plan_probes', 'probe_method', 'probe_naive', 'probe_kv', 'probe_batched',
-           'chunk_by_size', 'ProbeStats', 'probe_traces', 'forced_answer_text', 'solution_probe_table']
+__all__ = ['ProbeMethod', 'PROBE_NEEDS', 'token_backend', 'render_prompt', 'encode_text', 'decode_ids', 'is_thinking',
+           'trace_request', 'trace_text', 'probe_suffix', 'TraceProbes', 'plan_probes', 'probe_method', 'probe_naive',
+           'probe_kv', 'probe_batched', 'chunk_by_size', 'ProbeStats', 'probe_traces', 'forced_answer_text',
+           'solution_probe_table']
 
 # %% ../../nbs/52_probing.prober.ipynb #7b28bb8a
+def token_backend(backend):
+    "`backend` when it tokenises locally (capability `tokenizer`); a clear error naming it otherwise."
+    return require(backend, "tokenizer", study="probing (its prompts are token-exact)")
+
 def render_prompt(backend, request: Request) -> list[int]:
-    "The exact prompt tokens of `request` on `backend` (transformers or vLLM: both render the same way)."
-    if hasattr(backend, "render_prompt_ids"): return list(backend.render_prompt_ids(request))
-    from reasoning_study.backends.vllm import render_prompt_ids
-    return render_prompt_ids(backend.tokenizer, request, backend.preset.thinking)
+    "The exact prompt tokens of `request` on a token-level backend (transformers and vLLM render the same way)."
+    return list(token_backend(backend).render_prompt_ids(request))
 
 def encode_text(backend, text: str) -> list[int]:
     "Tokens of `text` as a continuation (no special tokens added)."
-    return list(backend.tokenizer(text, add_special_tokens=False)["input_ids"])
+    return list(token_backend(backend).encode(text))
 
-def decode_ids(backend, ids: Sequence[int]) -> str: return backend.tokenizer.decode(list(ids), skip_special_tokens=False)
+def decode_ids(backend, ids: Sequence[int]) -> str: return token_backend(backend).decode(list(ids))
 
 def is_thinking(backend, request: Request) -> bool:
-    "Whether `request` on `backend` generates a thinking block (the request's switch, else the model's)."
-    if request.thinking is not None: return request.thinking
-    switch = getattr(backend, "thinking", None)
-    if not isinstance(switch, str): switch = getattr(getattr(backend, "preset", None), "thinking", "never")
-    return switch == "always"
+    "Whether `request` on `backend` generates a thinking block (the request's switch, else the model's: only an always-thinking one)."
+    return bool(token_backend(backend).expects_thinking(request))
 
 def trace_request(backend,
                   user: str,  # the question prompt (the user turn)
@@ -117,7 +117,7 @@ def plan_probes(backend,  # supplies the tokenizer
                ) -> TraceProbes:
     "The N+1 probes of a trace: token-exact prompts for every prefix t<=i, i = 0..N."
     if not prompt_ids: raise ValueError("prompt_ids is empty: probes continue an assistant turn, which needs its start")
-    if isinstance(trace, str): trace = split_trace(trace, backend.tokenizer)
+    if isinstance(trace, str): trace = split_trace(trace, token_backend(backend).tokenizer)
     encoded: dict[str, list[int]] = {}  # at most a few distinct suffix texts per trace
     suffix_ids = []
     for i in range(len(trace) + 1):
@@ -133,17 +133,18 @@ def plan_probes(backend,  # supplies the tokenizer
 # %% ../../nbs/52_probing.prober.ipynb #6bec2df5
 ProbeMethod = Literal["auto", "kv", "batched", "naive"]
 
+PROBE_NEEDS = {  # method -> the backend capabilities it uses
+    "kv": ("tokenizer", "kv_reuse"),  # prefill_cache + continue_many
+    "batched": ("tokenizer", "token_prompts"),  # generate_token_prompts
+    "naive": ("tokenizer", "token_prompts"),  # generate with prompt_token_ids
+}
+
 def probe_method(backend, method: ProbeMethod = "auto") -> str:
-    "The method to use on `backend`: `auto` picks KV reuse (transformers) or one batched call (vLLM)."
-    if method != "auto":
-        if method not in ("kv", "batched", "naive"): raise ValueError(f"unknown probe method {method!r}: auto, kv, batched or naive")
-        if method == "kv" and not hasattr(backend, "prefill_cache"): raise ValueError(f"{backend.name} backend has no KV-cache reuse: use 'batched' or 'naive'")
-        return method
-    if hasattr(backend, "prefill_cache"): return "kv"
-    if hasattr(backend, "generate_token_prompts"): return "batched"
-    if hasattr(backend, "tokenizer") and hasattr(backend, "generate"): return "naive"
-    raise ValueError(f"the {getattr(backend, 'name', type(backend).__name__)} backend cannot probe: probes are token-exact "
-                     "prompts, which need a local tokenizer (transformers or vllm backend)")
+    "The method to use on `backend` (`auto`: KV reuse where declared, else one batched call); an error naming what the backend lacks."
+    if method not in ("auto", *PROBE_NEEDS): raise ValueError(f"unknown probe method {method!r}: auto, kv, batched or naive")
+    if method == "auto": method = "kv" if supports(backend, "kv_reuse") else "batched"
+    require(backend, *PROBE_NEEDS[method], study=f"probing with method {method!r}")
+    return method
 
 def _as_probe_completion(c: Completion) -> Completion:
     "A continuation re-made with the conventions of a token-exact request (no prefill, not thinking)."
@@ -223,6 +224,7 @@ def probe_traces(backend,
                 ) -> tuple[list[list[Completion]], ProbeStats]:
     "Probe every prefix of every trace: one completion per prefix t<=i, i = 0..N, per trace; and what it cost."
     method, sampling = probe_method(backend, method), replace(sampling, n=1)
+    if method != "kv" and any(p.images for p in probes): require(backend, "images", study="probing a question with images")
     tags = list(tags) if tags is not None else [""] * len(probes)
     if len(tags) != len(probes): raise ValueError(f"{len(tags)} tags for {len(probes)} traces")
     requests = [[p.request(i, sampling, tag) for i in range(len(p))] for p, tag in zip(probes, tags)]
