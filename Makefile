@@ -19,7 +19,7 @@ OUT ?= outputs
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: install install-core study bench test export check-export nbdev-test pytest clean-venv lab install-vllm test-vllm gpu-check
+.PHONY: browser install install-core study bench test export check-export nbdev-test pytest clean-venv lab install-vllm test-vllm gpu-check
 
 install: $(STAMP)
 
@@ -57,7 +57,14 @@ nbdev-test: install
 	@# one torch thread per notebook process: two workers share the two cores
 	OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2 --skip_folder_re '^(experiments|benchmarks|[_.].*)$$' --timing
 
-pytest: install
+# headless Chromium for the report page test (tests/test_report_page.py): Debian's package, installed when we are root;
+# anywhere else the test skips and says how to install it
+browser:
+	@command -v chromium >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "could not install chromium: the report page test will skip"; \
+	  else echo "chromium not found and not root: the report page test will skip (apt-get install chromium)"; fi; }
+
+pytest: install browser
 	$(BIN)/python -m pytest tests -ra
 
 test: check-export nbdev-test pytest

@@ -765,9 +765,9 @@ def compile_report(sweep_dir: str | Path,  # a sweep folder
                    progress: bool = True,
                    out: str | Path | None = None,  # where the report goes (default: <sweep_dir>/report)
                   ) -> Path:
-    "Run the report notebook on a sweep folder and convert it to HTML; returns the HTML path."
+    "Run the report notebook on a sweep folder and turn it into the reader's page (`report.render_page`: no code); returns the HTML path."
     import papermill
-    from nbconvert import HTMLExporter
+    from reasoning_study.report import render_page
     root = Path(root or project_root())
     sweep_dir = resolve_path(sweep_dir, root)
     out = resolve_path(out, root) if out is not None else sweep_dir / "report"
@@ -776,7 +776,7 @@ def compile_report(sweep_dir: str | Path,  # a sweep folder
     papermill.execute_notebook(str(experiments_dir(root) / "sweep_report.ipynb"), str(executed), cwd=str(root / "nbs"),
                                kernel_name="python3", parameters=dict(sweep_dir=str(sweep_dir), out_dir=str(out)), progress_bar=progress)
     redact_file(executed)  # the report echoes the runs' parameters and errors: the same redaction rule as every run
-    body, _ = HTMLExporter().from_filename(str(executed))
+    body = render_page(executed, title=f"Report of sweep {sweep_dir.name}")
     html = out / "report.html"
     write_atomic(html, redact_text(body))
     return html

@@ -188,7 +188,7 @@ def test_environment_yml_installs_what_make_install_installs(tmp_path):
     dry = subprocess.run(["make", "-n", "install", f"VENV={tmp_path / 'conda'}"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert f"--no-deps {make_variable('NO_DEPS_WHEELS')}" in dry and "ipykernel install" in dry
     assert f"-c {make_variable('CONSTRAINTS')} -e \".[{make_variable('EXTRAS')}]\"" in dry
-    gpu = subprocess.run(["make", "-n", "install", f"VENV={tmp_path / 'gpu'}", "EXTRAS=dev,vllm", "CONSTRAINTS="], cwd=ROOT,
+    gpu = subprocess.run(["make", "-n", "install", f"VENV={tmp_path / 'gpu'}", "EXTRAS=all,vllm", "CONSTRAINTS="], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     assert '-e ".[dev,vllm]"' in gpu and " -c " not in gpu
 
