@@ -190,7 +190,7 @@ def test_environment_yml_installs_what_make_install_installs(tmp_path):
     assert f"-c {make_variable('CONSTRAINTS')} -e \".[{make_variable('EXTRAS')}]\"" in dry
     gpu = subprocess.run(["make", "-n", "install", f"VENV={tmp_path / 'gpu'}", "EXTRAS=all,vllm", "CONSTRAINTS="], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    assert '-e ".[dev,vllm]"' in gpu and " -c " not in gpu
+    assert '-e ".[all,vllm]"' in gpu and " -c " not in gpu
 
 
 def test_the_readme_names_what_the_makefile_installs():
