@@ -341,7 +341,8 @@ def condition_counts(notebook: str, folders: Sequence[str | Path]) -> pd.DataFra
     table = read_tables(folders, name)
     if table.empty: return pd.DataFrame(columns=[*by, "n"])
     if notebook == "overthinking":  # the main condition's trajectories (one per trace there)
-        table = table[(table.template == table.template.iloc[0]) & (table.extractor == list(dict.fromkeys(table.extractor))[-1])]
+        main = main_condition(table)
+        table = table[(table.template == main["template"]) & (table.extractor == main["extractor"])]
     by, unit = [c for c in by if c in table], [c for c in ["run", *unit] if c in table]
     return table.drop_duplicates([*by, *unit]).groupby(by, dropna=False).size().rename("n").reset_index()
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Sequence
@@ -16,6 +16,7 @@ import pandas as pd
 
 from .overthinking import check_prefix_table, stopping_index, trajectories, trajectory_keys
 from ..probing.answers import clean_answer, free_form_correct, normalize_text
+from ..tasks.noveltybench import first_equivalent, partition
 
 # %% auto #0
 __all__ = ['HEDGE_WORDS', 'REFERENCE_POLICIES', 'answers_equivalent', 'Trajectory', 'PrefixView', 'hedges', 'Policy',
@@ -70,8 +71,7 @@ class PrefixView:
 # %% ../../nbs/63_metrics.stopping.ipynb #9249d182
 HEDGE_WORDS = ("wait", "hmm", "hold on", "but", "maybe", "perhaps", "unsure", "not sure", "actually", "no")  # a probe that hedges is not a settled answer
 
-import re as _re
-_HEDGE = _re.compile(r"\b(?:" + "|".join(_re.escape(w).replace(r"\ ", r"\s+") for w in HEDGE_WORDS) + r")\b", _re.I)
+_HEDGE = re.compile(r"\b(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in HEDGE_WORDS) + r")\b", re.I)
 
 def hedges(text: str | None) -> bool:
     "Whether a probe text hedges: one of HEDGE_WORDS as a whole word."
@@ -155,15 +155,9 @@ class Budget(Policy):
         return view.i >= limit
 
 def answer_entropy(answers: Sequence[str | None], format: str = "ff") -> float:
-    "Shannon entropy (bits) of answers, equivalent answers counted as one value and None as its own."
-    classes: list[str | None] = []
-    counts: list[int] = []
-    for a in answers:
-        for k, c in enumerate(classes):
-            if (a is None and c is None) or (a is not None and c is not None and answers_equivalent(a, c, format)):
-                counts[k] += 1; break
-        else: classes.append(a); counts.append(1)
-    p = np.asarray(counts, dtype=float) / len(answers)
+    "Shannon entropy (bits) of answers, equivalent answers counted as one value and None as its own (classes by `tasks.noveltybench.partition`)."
+    same = lambda a, b: (a is None and b is None) or (a is not None and b is not None and answers_equivalent(a, b, format))
+    p = np.bincount(partition(list(answers), first_equivalent(same))) / len(answers)
     return float(-(p * np.log2(p)).sum())
 
 @dataclass(frozen=True)
