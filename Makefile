@@ -65,7 +65,7 @@ browser:
 	  else echo "chromium not found and not root: the report page test will skip (apt-get install chromium)"; fi; }
 
 pytest: install browser
-	$(BIN)/python -m pytest tests -ra
+	$(BIN)/python -m pytest tests -ra --durations=25
 
 test: check-export nbdev-test pytest
 
