@@ -28,21 +28,20 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from .backends.core import (PRESETS, Completion, ModelPreset, Request, SamplingParams, chat, check_backend_options,
                                            get_preset)
 from .backends.transformers import TransformersBackend, from_preset, pick_next_token
-from .config import ConfigError, check_config, config_from, param
+from .metrics.attention import (ARRAY_COLUMNS, ENTROPY, PHASES, RAW_TABLES, RESULT_FILES, RESULT_TABLES, RUN_COLUMNS,
+                                               AttentionConfig, absolute_step_curves, expand_entropies, generation_phase, is_compact,
+                                               label_columns, layer_phase_summary, n_layers, paradigm_difference, per_head_table,
+                                               per_layer_means, preset_sampling, relative_position, relative_position_curves, report,
+                                               rescore, run, score, study_items, study_sampling)  # torch-free; importable from here as before
 from .prompts.musobench import PARADIGMS, solve_prompt
-from .provenance import read_record
 from .store import GenerationRecord, GenerationStore, generation_key
 
 # %% auto #0
-__all__ = ['LOG2', 'RECORDING_PREFIX', 'ENTROPY', 'PHASES', 'ARRAY_COLUMNS', 'SHARED_OPTIONS', 'RUN_COLUMNS', 'RAW_TABLES',
-           'RESULT_TABLES', 'entropy_bits', 'attention_entropies', 'last_query_attention', 'EntropyRecorder',
-           'register_entropy_attention', 'recording_attention_entropy', 'EntropyTrace', 'check_layers',
-           'stream_entropies', 'generate_with_entropies', 'replay_entropies', 'entropies_from_attention_maps',
-           'relative_position', 'generation_phase', 'entropy_arrays', 'is_compact', 'label_columns', 'expand_entropies',
-           'entropy_table', 'per_head_table', 'paradigm_request', 'preset_sampling', 'attention_preset',
-           'entropy_study', 'layer_phase_summary', 'relative_position_curves', 'absolute_step_curves',
-           'paradigm_difference', 'AttentionConfig', 'study_sampling', 'study_preset', 'study_backend', 'study_items',
-           'n_layers', 'run', 'score', 'per_layer_means', 'report', 'rescore']
+__all__ = ['LOG2', 'RECORDING_PREFIX', 'SHARED_OPTIONS', 'entropy_bits', 'attention_entropies', 'last_query_attention',
+           'EntropyRecorder', 'register_entropy_attention', 'recording_attention_entropy', 'EntropyTrace',
+           'check_layers', 'stream_entropies', 'generate_with_entropies', 'replay_entropies',
+           'entropies_from_attention_maps', 'entropy_arrays', 'entropy_table', 'paradigm_request', 'attention_preset',
+           'entropy_study', 'study_preset', 'study_backend']
 
 # %% ../nbs/70_attention.ipynb #0d3df77a
 LOG2 = math.log(2.0)
@@ -146,9 +145,10 @@ def register_entropy_attention(base: str) -> str:
     if base not in ("eager", "sdpa"):
         raise NotImplementedError(f"attention entropies are streamed over eager or sdpa attention, not {base!r}")
     name = RECORDING_PREFIX + base
-    if name not in ALL_ATTENTION_FUNCTIONS:
-        AttentionInterface.register(name, _entropy_attention(base))
-        AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[base])
+    # registered again at every use: the registry is global, and a second copy of this module (a notebook's cells
+    # beside the package) must find its own function there, the one that reads its own active recorder
+    AttentionInterface.register(name, _entropy_attention(base))
+    AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[base])
     return name
 
 @contextmanager
@@ -260,21 +260,6 @@ def entropies_from_attention_maps(attentions: Sequence[torch.Tensor],  # per lay
     return (torch.stack([h for h, _ in per_layer], 1).numpy(), torch.stack([m for _, m in per_layer], 1).numpy())
 
 # %% ../nbs/70_attention.ipynb #1acf4e74
-ENTROPY = "entropy_mean_head_dist"  # the paper's quantity: entropy of the head-averaged distribution
-PHASES = ("early", "middle", "late")
-ARRAY_COLUMNS = (ENTROPY, "mean_head_entropy", "entropy_per_head", "token_ids")  # the compact table's per-step arrays
-_RUN_FIELDS = ("layer", "n_steps", "prompt_tokens", "n_heads")  # the compact table's other own columns
-
-def relative_position(step: np.ndarray, n_steps: np.ndarray) -> np.ndarray:
-    "step / (n_steps - 1), and 0 for one-step runs."
-    step, n_steps = np.asarray(step, float), np.asarray(n_steps, float)
-    return np.where(n_steps > 1, step / np.maximum(n_steps - 1, 1), 0.0)
-
-def generation_phase(position: np.ndarray) -> pd.Categorical:
-    "Thirds of the relative position: early [0, 1/3), middle [1/3, 2/3), late [2/3, 1]."
-    index = np.minimum((np.asarray(position, float) * 3).astype(int), 2)
-    return pd.Categorical.from_codes(index, categories=list(PHASES), ordered=True)
-
 def entropy_arrays(trace: EntropyTrace, **labels) -> pd.DataFrame:
     "The compact table of a run: one row per recorded layer, its per-step entropies as float32 arrays, the run's `labels` first."
     steps, n_layers, heads = trace.head_entropy.shape
@@ -285,45 +270,9 @@ def entropy_arrays(trace: EntropyTrace, **labels) -> pd.DataFrame:
                          "entropy_per_head": rows(trace.head_entropy.transpose(1, 0, 2).reshape(n_layers, steps * heads)),
                          "token_ids": [np.asarray(trace.token_ids, dtype=np.int32)] * n_layers})
 
-def is_compact(table: pd.DataFrame) -> bool:
-    "Whether an entropy table is compact (one row per run and layer) rather than tidy (one row per step)."
-    return "step" not in table.columns and "n_heads" in table.columns
-
-def label_columns(compact: pd.DataFrame) -> list[str]:
-    "The columns of a compact table that label its runs (task, question_id, paradigm, ...)."
-    return [c for c in compact.columns if c not in ARRAY_COLUMNS and c not in _RUN_FIELDS]
-
-def expand_entropies(compact: pd.DataFrame,  # one row per (run, layer): `entropy_arrays`, or a parquet file of them read back
-                     per_head: bool = False,  # also the list column `entropy_per_head` (one array of heads per row)
-                    ) -> pd.DataFrame:
-    "The tidy table of a compact one: one row per (run, layer, step)."
-    n = compact["n_steps"].to_numpy(np.int64)
-    row = np.repeat(np.arange(len(compact)), n)
-    step = np.concatenate([np.arange(k) for k in n]) if len(n) else np.zeros(0, np.int64)
-    position = relative_position(step, n[row])
-    flat = lambda column, dtype: np.concatenate([np.asarray(a, dtype) for a in compact[column]]) if len(n) else np.zeros(0, dtype)
-    table = pd.DataFrame({**{c: compact[c].to_numpy()[row] for c in label_columns(compact)},
-                          "layer": compact["layer"].to_numpy(np.int64)[row], "step": step, "n_steps": n[row],
-                          "relative_position": position, "phase": generation_phase(position),
-                          "context_length": compact["prompt_tokens"].to_numpy(np.int64)[row] + step,
-                          "token_id": flat("token_ids", np.int64), ENTROPY: flat(ENTROPY, np.float32),
-                          "mean_head_entropy": flat("mean_head_entropy", np.float32)})
-    if per_head:
-        table["entropy_per_head"] = [h for a, k in zip(compact["entropy_per_head"], compact["n_heads"])
-                                     for h in np.asarray(a, np.float32).reshape(-1, k)]
-    return table
-
 def entropy_table(trace: EntropyTrace, **labels) -> pd.DataFrame:
     "The tidy table of a run: one row per (layer, step), the run's `labels` first, per-head entropies as a list column."
     return expand_entropies(entropy_arrays(trace, **labels), per_head=True)
-
-def per_head_table(table: pd.DataFrame) -> pd.DataFrame:
-    "One row per (layer, step, head): the per-head entropies exploded into `head` and `head_entropy` (either table format)."
-    if is_compact(table): table = expand_entropies(table, per_head=True)
-    long = table.drop(columns=["entropy_per_head"]).loc[table.index.repeat(table["entropy_per_head"].map(len))]
-    long["head"] = np.concatenate([np.arange(len(h)) for h in table["entropy_per_head"]])
-    long["head_entropy"] = np.concatenate(list(table["entropy_per_head"]))
-    return long.reset_index(drop=True)
 
 # %% ../nbs/70_attention.ipynb #4c830c83
 def paradigm_request(task: str,  # "timetabling" or "subsetsum"
@@ -338,10 +287,6 @@ def paradigm_request(task: str,  # "timetabling" or "subsetsum"
     sampling = replace(sampling or SamplingParams(temperature=0.0), max_tokens=max_new_tokens, n=1)
     return chat(solve_prompt(task, question, paradigm), thinking=thinking, sampling=sampling, tag=f"attention:{task}:{paradigm}")
 
-def preset_sampling(preset: str | ModelPreset, **fields) -> SamplingParams:
-    "The preset's sampling with `fields` replaced (a field given as None keeps the preset's)."
-    return replace(get_preset(preset).sampling, **{k: v for k, v in fields.items() if v is not None})
-
 SHARED_OPTIONS = ("trust_remote_code", "model_dir", "allow_download", "max_model_len")  # options the transformers backend takes too
 
 def attention_preset(preset: str | ModelPreset, **options) -> ModelPreset:
@@ -351,8 +296,6 @@ def attention_preset(preset: str | ModelPreset, **options) -> ModelPreset:
     return replace(preset, name=f"{preset.name}-attention", backend="transformers", options=tuple({**kept, **options}.items()))
 
 # %% ../nbs/70_attention.ipynb #d549ba84
-RUN_COLUMNS = ["task", "question_id", "level", "paradigm"]
-
 def _layers_tag(layers: Sequence[int] | None) -> str:
     return "all" if layers is None else hashlib.sha256(json.dumps(list(layers)).encode()).hexdigest()[:8]
 
@@ -392,112 +335,7 @@ def entropy_study(backend: TransformersBackend,
                      "finish_reason": completion.finish_reason, "status": completion.status, "text": completion.text})
     return pd.concat(tables, ignore_index=True), pd.DataFrame(runs)
 
-# %% ../nbs/70_attention.ipynb #f3d71e69
-def _require(table: pd.DataFrame, columns: Sequence[str], what: str):
-    if missing := [c for c in columns if c not in table.columns]: raise ValueError(f"{what} needs columns {list(columns)}; missing {missing}")
-
-def _run_means(table: pd.DataFrame, by: list[str], value: str, runs: list[str], prepare: Callable | None = None) -> pd.DataFrame:
-    "Stage one: the mean of `value` per run and `by` group, after `prepare` (e.g. binning); a compact table one run at a time."
-    if is_compact(table):
-        labels = label_columns(table)
-        groups = [g for _, g in table.groupby(labels, sort=False, dropna=False, observed=True)] if labels else [table]
-        return pd.concat([_run_means(expand_entropies(g), by, value, runs, prepare) for g in groups], ignore_index=True)
-    table = prepare(table) if prepare else table
-    _require(table, [*runs, *by, value], "the summary")
-    values = table[value].astype(np.float64)  # float32 entropies, averaged in float64
-    return values.groupby([table[c] for c in dict.fromkeys([*runs, *by])], observed=True, sort=True).mean().reset_index()
-
-def _two_stage_mean(table: pd.DataFrame, by: list[str], value: str, runs: list[str], prepare: Callable | None = None) -> pd.DataFrame:
-    "Mean of `value` per run and `by` group, then mean / sd / sem / n_runs across runs."
-    per_run = _run_means(table, by, value, runs, prepare)
-    out = per_run.groupby(by, observed=True, sort=True)[value].agg(mean="mean", sd="std", n_runs="count").reset_index()
-    out["sd"] = out["sd"].fillna(0.0)
-    out["sem"] = out["sd"] / np.sqrt(out["n_runs"])
-    return out
-
-def _run_columns(table: pd.DataFrame, by: Sequence[str]) -> list[str]:
-    return list(dict.fromkeys([c for c in RUN_COLUMNS if c in table.columns] + list(by)))
-
-def layer_phase_summary(table: pd.DataFrame,  # an entropy table, tidy or compact
-                        value: str = ENTROPY,
-                        by: Sequence[str] = ("paradigm",),  # grouping besides layer and phase
-                       ) -> pd.DataFrame:
-    "Mean entropy per `by` x layer x phase (early / middle / late, and all), runs weighted equally."
-    phases = _two_stage_mean(table, [*by, "layer", "phase"], value, _run_columns(table, by))
-    overall = _two_stage_mean(table, [*by, "layer"], value, _run_columns(table, by)).assign(phase="all")
-    out = pd.concat([phases.astype({"phase": str}), overall], ignore_index=True)
-    out["phase"] = pd.Categorical(out["phase"], categories=[*PHASES, "all"], ordered=True)
-    return out.sort_values([*by, "layer", "phase"]).reset_index(drop=True)
-
-def relative_position_curves(table: pd.DataFrame, bins: int = 10, value: str = ENTROPY,
-                             by: Sequence[str] = ("paradigm",)) -> pd.DataFrame:
-    "Entropy per `by` x layer x relative-position bin (`position`: the bin centre in [0, 1])."
-    if bins < 1: raise ValueError(f"bins must be >= 1, got {bins}")
-    def binned(t):
-        _require(t, ["relative_position"], "relative_position_curves")
-        return t.assign(bin=np.minimum((t["relative_position"].to_numpy() * bins).astype(int), bins - 1))
-    out = _two_stage_mean(table, [*by, "layer", "bin"], value, _run_columns(table, by), binned)
-    return out.assign(position=(out["bin"] + 0.5) / bins)
-
-def absolute_step_curves(table: pd.DataFrame, step_width: int = 1, value: str = ENTROPY,
-                         by: Sequence[str] = ("paradigm",)) -> pd.DataFrame:
-    "Entropy per `by` x layer x absolute step (binned by `step_width`; `step` is the bin start), no truncation."
-    if step_width < 1: raise ValueError(f"step_width must be >= 1, got {step_width}")
-    binned = lambda t: t.assign(step=t["step"] // step_width * step_width)
-    return _two_stage_mean(table, [*by, "layer", "step"], value, _run_columns(table, by), binned)
-
-def paradigm_difference(summary: pd.DataFrame,  # a summary or curves table with a `paradigm` column
-                        on: Sequence[str] = ("layer", "position"),  # columns matched between paradigms
-                        minuend: str = "long", subtrahend: str = "short",
-                       ) -> pd.DataFrame:
-    "`mean` of `minuend` minus `mean` of `subtrahend` (Long-CoT − Short-CoT by default), matched on `on`."
-    _require(summary, ["paradigm", "mean", *on], "paradigm_difference")
-    pick = lambda p: summary[summary["paradigm"] == p].set_index(list(on))["mean"]
-    if pick(minuend).empty or pick(subtrahend).empty: raise ValueError(f"need both paradigms {minuend!r} and {subtrahend!r}")
-    diff = (pick(minuend) - pick(subtrahend)).dropna().rename("difference").reset_index()
-    return diff.assign(paradigm=f"{minuend} - {subtrahend}")
-
 # %% ../nbs/70_attention.ipynb #fb5ba3c5
-def _task_names() -> list[str]:
-    from reasoning_study.tasks.musobench import TASKS  # lazy: building instances is only needed by run
-    return list(TASKS)
-
-@dataclass(frozen=True)
-class AttentionConfig:
-    "The attention-entropy study's parameters."
-    preset: str = param("smollm2-135m", "model preset; run on the transformers backend whatever its usual backend", choices=lambda: PRESETS)
-    backend_options: dict = param({}, 'transformers backend options, e.g. {"dtype": "bfloat16", "attn_implementation": "sdpa"} or {"trust_remote_code": True}')
-    device: str | None = param(None, '"cpu", "cuda", or None (cuda when available)', choices=["cpu", "cuda"])
-    tasks: list[str] = param(["timetabling", "subsetsum"], "MuSoBench tasks", choices=_task_names)
-    levels: list[int] = param([1], "complexity levels the instances come from")
-    per_level: int = param(2, "instances per task and level", minimum=1)
-    seed: int = param(0, "benchmark seed (the same instances as `musobench_build` with this seed)")
-    paradigms: list[str] = param(["short", "long"], "Short-CoT and/or Long-CoT", choices=PARADIGMS)
-    layers: list[int] | None = param(None, "layer indices to record, or None for all")
-    max_new_tokens: int = param(96, "generated tokens per run (the reference: 16384)", minimum=1)
-    temperature: float | None = param(None, "decoding temperature (None: the preset's; the paper's Qwen3 runs: 0.6)", minimum=0)
-    top_p: float | None = param(None, "None: the preset's (the paper's Qwen3 runs: 0.95)", minimum=0, maximum=1)
-    top_k: int | None = param(None, "None: the preset's (the paper's Qwen3 runs: 20)", minimum=0)
-    sample_seed: int = param(0, "seed of each run's sampling")
-    bins: int = param(10, "relative-position bins of the curves", minimum=1)
-    step_width: int = param(8, "absolute-step bin width of the curves", minimum=1)
-    num_threads: int = param(1, "torch CPU threads (0: torch's default)", minimum=0)
-    out_dir: str = param("outputs/attention_entropy", "run folder (relative to the project root)")
-
-    def __post_init__(self):
-        check_config(self)
-        problems = [f"parameter {name!r} must not be empty" for name in ("tasks", "paradigms", "levels") if not getattr(self, name)]
-        for name in ("levels", "layers"):
-            if bad := [v for v in getattr(self, name) or [] if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "levels" else 0)]:
-                problems.append(f"parameter {name!r} must hold {'levels >= 1' if name == 'levels' else 'layer indices >= 0'}, got {bad}")
-        if problems: raise ConfigError(problems, where="AttentionConfig parameters")
-
-def study_sampling(config: AttentionConfig) -> SamplingParams:
-    "The decoding of every run: the preset's, each field the config sets replaced."
-    as_float = lambda v: None if v is None else float(v)
-    return preset_sampling(config.preset, temperature=as_float(config.temperature), top_p=as_float(config.top_p), top_k=config.top_k,
-                           seed=config.sample_seed)
-
 def study_preset(config: AttentionConfig) -> ModelPreset:
     "The config's model on the transformers backend, its options checked (no model is loaded)."
     if config.device == "cuda" and not torch.cuda.is_available(): raise ValueError("device='cuda' but no CUDA device is available")
@@ -510,71 +348,3 @@ def study_backend(config: AttentionConfig) -> TransformersBackend:
     preset, _ = study_preset(config), study_sampling(config)
     if config.num_threads: torch.set_num_threads(config.num_threads)
     return from_preset(preset)
-
-def study_items(config: AttentionConfig) -> list:
-    "The config's MuSoBench instances, rebuilt from the seed."
-    from reasoning_study.tasks.musobench import build_task
-    return [it for task in config.tasks for it in build_task(task, seed=config.seed, per_level=config.per_level, levels=config.levels)]
-
-# %% ../nbs/70_attention.ipynb #e17d9c88
-RAW_TABLES = {"entropies": "entropy.parquet", "runs": "runs.parquet"}  # the raw tables of a run folder
-
-def n_layers(backend: TransformersBackend) -> int: return backend.model.config.get_text_config().num_hidden_layers
-
-def run(config: AttentionConfig, backend: TransformersBackend, store: GenerationStore | None = None,
-        folder: str | Path | None = None) -> dict[str, pd.DataFrame]:
-    "Raw tables: the compact entropies (one row per run and layer) and the runs (with the model and its depth)."
-    folder = None if folder is None else Path(folder)
-    entropies, runs = entropy_study(backend, study_items(config), config.paradigms, config.layers, config.max_new_tokens, store=store,
-                                    cache_dir=None if folder is None else folder / "entropies", sampling=study_sampling(config))
-    runs = runs.assign(model=backend.model_id, n_layers=n_layers(backend))
-    raw = {"entropies": entropies, "runs": runs}
-    if folder is not None:
-        for name, file in RAW_TABLES.items(): raw[name].to_parquet(folder / file)
-    return raw
-
-def score(raw: dict[str, pd.DataFrame], config: AttentionConfig) -> dict[str, pd.DataFrame]:
-    "The summary per layer and phase, the curves along the relative position and the absolute step, and the model."
-    entropies = raw["entropies"]
-    return {"summary": layer_phase_summary(entropies), "relative": relative_position_curves(entropies, bins=config.bins),
-            "absolute": absolute_step_curves(entropies, step_width=config.step_width),
-            "model": raw["runs"][["model", "n_layers"]].drop_duplicates().reset_index(drop=True)}
-
-RESULT_TABLES = {"summary": "summary_layer_phase.parquet", "relative": "curves_relative.parquet", "absolute": "curves_absolute.parquet"}
-
-def per_layer_means(summary: pd.DataFrame) -> pd.DataFrame:
-    "Mean entropy per layer and paradigm over the whole generation, with Long-CoT minus Short-CoT when both ran."
-    table = summary[summary.phase == "all"].pivot(index="layer", columns="paradigm", values="mean")
-    if {"short", "long"} <= set(table.columns): table["long - short"] = table["long"] - table["short"]
-    return table
-
-def report(results: dict[str, pd.DataFrame], folder: str | Path, config: AttentionConfig) -> dict:
-    "The tables (parquet, the summary also as CSV and Markdown) and Figures 7 and 14, written under `folder`."
-    from reasoning_study.figures.attention import (plot_entropy_by_depth, plot_entropy_heatmap, plot_entropy_layer_grid,
-                                                   plot_entropy_layers, representative_layers)
-    from reasoning_study.figures.core import save_figure
-    folder = Path(folder)
-    written = {}
-    for name, file in RESULT_TABLES.items(): results[name].to_parquet(folder / file); written[name] = [folder / file]
-    summary, relative, model = results["summary"], results["relative"], results["model"].iloc[0]
-    summary.to_csv(folder / "summary_layer_phase.csv", index=False)
-    (folder / "summary_layer_phase.md").write_text(f"# Attention entropy (bits, head-averaged distribution), {model.model}\n\n"
-                                                   f"Mean over runs of the per-run mean, whole generation:\n\n{per_layer_means(summary).round(3).to_markdown()}\n")
-    written["summary"] += [folder / "summary_layer_phase.csv", folder / "summary_layer_phase.md"]
-    layers = config.layers
-    shown = [l for l in representative_layers(int(model.n_layers)) if layers is None or l in layers] or sorted(layers)[:3]
-    both = {"short", "long"} <= set(config.paradigms)
-    figures = {"fig7_attention_entropy_layers": lambda: plot_entropy_layers(relative, results["absolute"], layers=shown),
-               "fig14_attention_entropy_heatmap": lambda: plot_entropy_heatmap(relative, paradigm_difference(relative) if both else None),
-               "fig14_attention_entropy_grid": lambda: plot_entropy_layer_grid(relative),
-               "attention_entropy_by_depth": lambda: plot_entropy_by_depth(summary)}
-    for name, draw in figures.items(): written[name] = save_figure(draw(), folder / "figures" / name)
-    return written
-
-def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
-    "The results of a run folder again, from its raw tables and the config in its run.json (no model)."
-    folder = Path(folder)
-    if (record := read_record(folder)) is None or not all((folder / f).is_file() for f in RAW_TABLES.values()):
-        raise FileNotFoundError(f"{folder} is not a finished attention-entropy run (needs run.json, {', '.join(RAW_TABLES.values())})")
-    raw = {name: pd.read_parquet(folder / file) for name, file in RAW_TABLES.items()}
-    return score(raw, config_from(AttentionConfig, record["config"], where="run.json config"))

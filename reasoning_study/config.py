@@ -5,6 +5,7 @@
 # %% ../nbs/07_config.ipynb #dd22f6c5
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
 import json
@@ -18,9 +19,9 @@ import pandas as pd
 from .runs import check_no_credentials, check_param
 
 # %% auto #0
-__all__ = ['STUDIES', 'ConfigError', 'param', 'FieldSpec', 'field_specs', 'field_problem', 'check_config', 'config_from',
-           'config_values', 'config_table', 'literal', 'parameters_source', 'notebook_config', 'study_config',
-           'study_module']
+__all__ = ['INJECTED_HEADER', 'STUDIES', 'ConfigError', 'param', 'FieldSpec', 'field_specs', 'field_problem', 'check_config',
+           'config_from', 'config_values', 'config_table', 'literal', 'parameters_source', 'injected_parameters',
+           'notebook_config', 'study_config', 'study_module']
 
 # %% ../nbs/07_config.ipynb #94bcc777
 class ConfigError(ValueError):
@@ -149,16 +150,31 @@ def parameters_source(cls: type) -> str:
     "The papermill parameters cell of a config class's defaults."
     return "\n".join(f"{s.name} = {literal(s.default)}  # {s.doc}" for s in field_specs(cls).values())
 
+INJECTED_HEADER = "# Parameters"  # how papermill's injected parameters cell starts
+
+def injected_parameters(namespace: Mapping[str, Any]) -> list[str]:
+    "The names papermill's injected parameters cell assigned, from IPython's input history `In` ([] when there is none)."
+    names = []
+    for source in namespace.get("In") or []:
+        if not isinstance(source, str) or not source.lstrip().startswith(INJECTED_HEADER): continue
+        try: tree = ast.parse(source)
+        except SyntaxError: continue
+        names += [t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                  for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)]
+    return list(dict.fromkeys(names))
+
 def notebook_config(cls: type, namespace: Mapping[str, Any]):
-    "The config of a notebook whose parameters cell defined `cls`'s fields as variables (papermill may have overridden them)."
-    return config_from(cls, {f.name: namespace[f.name] for f in fields(cls)}, where="notebook parameters")
+    "The config of a notebook whose parameters cell defined `cls`'s fields as variables (papermill may have overridden them); an injected unknown name is a ConfigError."
+    values = {f.name: namespace[f.name] for f in fields(cls)}
+    unknown = {name: namespace.get(name) for name in injected_parameters(namespace) if name not in values}
+    return config_from(cls, {**values, **unknown}, where="notebook parameters")
 
 # %% ../nbs/07_config.ipynb #2afcd56b
 STUDIES: dict[str, str] = {  # experiment notebook -> "module:ConfigClass"
     "musobench_build": "reasoning_study.tasks.musobench:MuSoBenchBuildConfig",
     "musobench": "reasoning_study.musobench:MuSoBenchConfig",
     "musobench_figures": "reasoning_study.report_musobench:MuSoBenchFiguresConfig",
-    "attention_entropy": "reasoning_study.attention:AttentionConfig",
+    "attention_entropy": "reasoning_study.metrics.attention:AttentionConfig",
     "overthinking": "reasoning_study.overthinking:OverthinkingConfig",
 }
 

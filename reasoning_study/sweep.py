@@ -46,7 +46,8 @@ __all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SAMPL
            'guard_main', 'CellResult', 'notebook_error', 'run_cell', 'local_slots', 'run_local', 'SweepInterrupted',
            'start_ray', 'run_ray', 'summary_table', 'write_summary', 'run_sweep', 'finished_runs', 'compile_report',
            'parser', 'main', 'papermill_value', 'run_problems', 'run_notebook', 'run_parser', 'run_main',
-           'stored_table', 'write_back', 'rescore_main', 'report_runs', 'report_main']
+           'result_files', 'stored_table', 'write_back', 'rescore_folder', 'rescore_sweep', 'rescore_main',
+           'report_runs', 'report_main']
 
 # %% ../nbs/90_sweep.ipynb #5a87039a
 class SweepError(ValueError):
@@ -917,36 +918,78 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 # %% ../nbs/90_sweep.ipynb #a2db3752
+def result_files(study: Any) -> dict[str, str]:
+    """Results table name -> file in a run folder, as the study module declares it (`RESULT_FILES`). A module that
+    names its run files in `RUN_FILES` instead (MuSoBench, until it declares `RESULT_FILES`) is read from those."""
+    declared = getattr(study, "RESULT_FILES", None)
+    return dict(declared if declared is not None else getattr(study, "RUN_FILES", {}))
+
 def stored_table(folder: Path, name: str) -> Path | None:
-    "Where a run folder keeps a results table (`<name>.parquet` or `<name>.csv`), None when it has none."
+    "Where a run folder keeps an undeclared results table (`<name>.parquet` or `<name>.csv`), None when it has none."
     return next((p for p in (folder / f"{name}.parquet", folder / f"{name}.csv") if p.is_file()), None)
 
-def write_back(folder: str | Path, results: dict[str, pd.DataFrame]) -> dict[str, str]:
-    "Write re-scored tables where the run keeps them; table name -> 'unchanged', 'changed' or 'new'."
-    folder, said = Path(folder), {}
+def _as_written(table: pd.DataFrame, suffix: str) -> pd.DataFrame:
+    "`table` as it reads back from a file of this suffix (written in memory)."
+    if suffix == ".csv": return pd.read_csv(io.StringIO(table.to_csv(index=False)))
+    buffer = io.BytesIO(); table.to_parquet(buffer, index=False)
+    return pd.read_parquet(io.BytesIO(buffer.getvalue()))
+
+def _write_table(table: pd.DataFrame, path: Path):
+    if path.suffix == ".csv": write_atomic(path, table.to_csv(index=False))
+    else: table.to_parquet(path, index=False)
+
+def write_back(folder: str | Path,
+               results: dict[str, pd.DataFrame],  # a study's `rescore(folder)`
+               files: dict[str, str] | None = None,  # table name -> file in the folder (`result_files`); others: `stored_table`
+               check: bool = False,  # compare only, write nothing
+              ) -> dict[str, str]:
+    "Compare re-scored tables with their files and write back those that differ; name -> 'unchanged', 'changed', 'new' or 'not stored'."
+    folder, files, said = Path(folder), dict(files or {}), {}
     for name, table in results.items():
-        path = stored_table(folder, name)
-        if path is None: said[name] = "new"; table.to_parquet(folder / f"{name}.parquet", index=False); continue
+        path = folder / files[name] if name in files else stored_table(folder, name)
+        if path is None: said[name] = "not stored"; continue
+        if not path.is_file():
+            said[name] = "new"
+            if not check: _write_table(table, path)
+            continue
         before = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-        after = table if path.suffix == ".parquet" else pd.read_csv(io.StringIO(table.to_csv(index=False)))
+        after = _as_written(table, path.suffix)
         same = before.shape == after.shape and before.reset_index(drop=True).equals(after.reset_index(drop=True))
         said[name] = "unchanged" if same else "changed"
-        if not same: table.to_parquet(path, index=False) if path.suffix == ".parquet" else write_atomic(path, table.to_csv(index=False))
+        if not same and not check: _write_table(table, path)
     return said
+
+def rescore_folder(folder: str | Path, check: bool = False) -> dict[str, str]:
+    "Re-score one run folder (its study from run.json, no model) and write back what differs (`write_back`); table -> what it was."
+    from reasoning_study.config import study_module
+    from reasoning_study.provenance import read_record
+    if (record := read_record(folder)) is None: raise FileNotFoundError(f"{folder}: no run.json, not re-scored (a run folder of a study writes one)")
+    study = study_module(record["study"])
+    return write_back(folder, study.rescore(folder), result_files(study), check=check)
+
+def rescore_sweep(sweep_folder: str | Path,  # a sweep folder (`<out>/<sweep name>`)
+                  check: bool = True,  # compare only (False: also write back what differs)
+                 ) -> dict[str, dict[str, str]]:
+    "Re-score every finished run folder of a sweep; cell -> {table: 'changed' | 'new' | ...} of the tables that differ ({}: all exact)."
+    differ = {}
+    for run in finished_runs(sweep_folder).itertuples():
+        said = {name: what for name, what in rescore_folder(run.folder, check).items() if what != "unchanged"}
+        if said: differ[run.cell] = said
+    return differ
 
 def rescore_main(argv: Sequence[str] | None = None) -> int:
     "The `rs-rescore` command."
-    from reasoning_study.config import study_module
-    from reasoning_study.provenance import read_record
     p = argparse.ArgumentParser(prog="rs-rescore", description="Re-score run folders from their raw tables and run.json (no model), "
-                                "write the tables back and say what changed.")
+                                "write the tables that differ back to the files their study declares, and say what changed.")
     p.add_argument("folders", nargs="+", help="run folders (each with a run.json)")
+    p.add_argument("--check", action="store_true", help="compare only, write nothing; exit status 1 when a table differs")
+    from reasoning_study.provenance import read_record
     args, status = p.parse_args(argv), 0
     for folder in map(Path, args.folders):
-        if (record := read_record(folder)) is None:
-            print(f"{folder}: no run.json, not re-scored (a run folder of a study writes one)", file=sys.stderr); status = 1; continue
-        said = write_back(folder, study_module(record["study"]).rescore(folder))
-        print(f"{folder} ({record['study']}): " + ", ".join(f"{name} {what}" for name, what in said.items()))
+        try: said = rescore_folder(folder, args.check)
+        except FileNotFoundError as e: print(e, file=sys.stderr); status = 1; continue  # no run.json, or a raw table missing
+        print(f"{folder} ({read_record(folder)['study']}): " + ", ".join(f"{name} {what}" for name, what in said.items()))
+        if args.check and any(what in ("changed", "new") for what in said.values()): status = 1
     return status
 
 # %% ../nbs/90_sweep.ipynb #96b93c33

@@ -250,6 +250,8 @@ def test_study_entry_points_and_rescore(backend, tmp_path):
     write_record(tmp_path, finish_record(start_record("attention_entropy", cfg), backends={"model": backend}))
     assert (tmp_path / "figures" / "fig7_attention_entropy_layers.png").is_file() and "fig14_attention_entropy_grid" in written
     again = at.rescore(tmp_path)
-    for name, file in at.RESULT_TABLES.items(): pd.testing.assert_frame_equal(again[name], pd.read_parquet(tmp_path / file))
+    for name, file in at.RESULT_FILES.items(): pd.testing.assert_frame_equal(again[name], pd.read_parquet(tmp_path / file))
+    from reasoning_study.sweep import rescore_folder
+    assert rescore_folder(tmp_path, check=True) == dict.fromkeys(at.RESULT_FILES, "unchanged")  # rs-rescore --check: the declared files
     assert list(at.per_layer_means(again["summary"]).index) == [0, 15, 29]
     with pytest.raises(FileNotFoundError, match="not a finished attention-entropy run"): at.rescore(tmp_path / "figures")

@@ -42,6 +42,15 @@ def test_rescore_says_what_changed_and_writes_it_back(build_folder, tmp_path):
     again = command("rescore_main", str(build_folder))
     assert again.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary changed", again.stdout
     pd.testing.assert_frame_equal(pd.read_parquet(build_folder / "summary.parquet"), stored)  # written back as the run made it
+    files = sorted(p.name for p in build_folder.iterdir())
+
+    stored.iloc[:0].to_parquet(build_folder / "summary.parquet")  # stale again: --check says so, writes nothing, exits 1
+    checked = command("rescore_main", "--check", str(build_folder))
+    assert checked.returncode == 1 and checked.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary changed"
+    assert len(pd.read_parquet(build_folder / "summary.parquet")) == 0
+    command("rescore_main", str(build_folder))
+    assert command("rescore_main", "--check", str(build_folder)).returncode == 0
+    assert sorted(p.name for p in build_folder.iterdir()) == files  # exactly the study's declared files: nothing new was written
 
     empty = tmp_path / "empty"
     empty.mkdir()

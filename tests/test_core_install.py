@@ -6,11 +6,13 @@ from the core install alone, without torch, transformers, a solver, an API clien
 - with the optional layers hidden from the import system, the modules re-scoring and reporting need still import;
 - a fresh venv gets the core layer alone (pip, from the registry or its cache; skipped with a clear message only
   when the registry cannot be reached), then re-scores a MuSoBench run folder written by this environment,
-  checks the rescored table equals the stored one, and draws the MuSoBench report and the overthinking section
-  of the sweep report; `import torch` fails there and the figures exist.
+  checks the rescored table equals the stored one, draws the MuSoBench report and the overthinking section
+  of the sweep report, and re-scores (`config.study_module`, `sweep.rescore_folder --check`) and reports an
+  attention-entropy run folder; `import torch` fails there and the figures exist.
 
 The run folders are made once per session in this environment: a MuSoBench run on a scripted backend (a stand-in
-for a model that only makes the plumbing run) and an overthinking run folder of synthetic tables."""
+for a model that only makes the plumbing run), an overthinking run folder of synthetic tables and an attention
+run folder of synthetic entropies (`metrics.attention.synthetic_entropies`)."""
 import ast
 import hashlib
 import json
@@ -181,10 +183,25 @@ def overthinking_run_folder(folder: Path) -> Path:
     return folder
 
 
+def attention_run_folder(folder: Path) -> Path:
+    "An attention-entropy run folder without a model: synthetic compact entropies and runs, the results tables, run.json."
+    from reasoning_study.metrics import attention
+    from reasoning_study.provenance import finish_record, start_record, write_record
+    folder.mkdir(parents=True)
+    config = attention.AttentionConfig(tasks=["subsetsum"], layers=[0, 1, 2], bins=2, step_width=2, out_dir=str(folder))
+    entropies = attention.synthetic_entropies()
+    raw = {"entropies": entropies, "runs": attention.synthetic_runs(entropies)}
+    for name, file in attention.RAW_TABLES.items(): raw[name].to_parquet(folder / file)
+    for name, table in attention.score(raw, config).items(): table.to_parquet(folder / attention.RESULT_FILES[name])
+    write_record(folder, finish_record(start_record("attention_entropy", config)))
+    return folder
+
+
 @pytest.fixture(scope="session")
 def run_folders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
-    return {"musobench": musobench_run_folder(root / "musobench"), "overthinking": overthinking_run_folder(root / "overthinking")}
+    return {"musobench": musobench_run_folder(root / "musobench"), "overthinking": overthinking_run_folder(root / "overthinking"),
+            "attention": attention_run_folder(root / "attention")}
 
 
 # --- the core install, in a fresh venv ---------------------------------------------------------------------------
@@ -254,7 +271,7 @@ CORE_RUN = textwrap.dedent("""
     import importlib, json, sys
     from pathlib import Path
     import pandas as pd
-    muso, over, out = map(Path, sys.argv[1:4])
+    muso, over, attn, out = map(Path, sys.argv[1:5])
     absent = {}
     for name in ("torch", "transformers", "ortools", "openai", "datasets", "papermill"):
         try: importlib.import_module(name); absent[name] = False
@@ -266,6 +283,15 @@ CORE_RUN = textwrap.dedent("""
     pd.testing.assert_frame_equal(pd.read_parquet(again), pd.read_parquet(muso / "results.parquet"))
     made = {f"musobench/{k}": v for k, v in musobench.write_study_report(results, out / "musobench").items()}
     report.overthinking_section([over], out, made)
+    from reasoning_study.config import config_from, study_module
+    from reasoning_study.provenance import read_record
+    study = study_module("attention_entropy")  # re-scored and reported without torch
+    rescored = study.rescore(attn)
+    for name, file in study.RESULT_FILES.items(): pd.testing.assert_frame_equal(rescored[name], pd.read_parquet(attn / file))
+    assert sweep.rescore_folder(attn, check=True) == dict.fromkeys(study.RESULT_FILES, "unchanged")
+    (out / "attention").mkdir()
+    config = config_from(study.AttentionConfig, read_record(attn)["config"])
+    made |= {f"attention/{k}": v for k, v in study.report(rescored, out / "attention", config).items()}
     print(json.dumps(dict(absent=absent, package=reasoning_study.__file__, rows=len(results),
                           loaded=sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers")),
                           made={k: v if isinstance(v, str) else [str(p) for p in v] for k, v in made.items()})))
@@ -274,7 +300,7 @@ CORE_RUN = textwrap.dedent("""
 
 def test_core_install_rescores_and_reports_a_run_folder(core_python, run_folders, tmp_path):
     done = subprocess.run([str(core_python), "-c", CORE_RUN, str(run_folders["musobench"]), str(run_folders["overthinking"]),
-                           str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                           str(run_folders["attention"]), str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=600,
                           env={**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
@@ -285,6 +311,7 @@ def test_core_install_rescores_and_reports_a_run_folder(core_python, run_folders
     files = [Path(p) for v in drawn.values() for p in v]
     assert files and all(p.is_file() and p.stat().st_size > 0 for p in files)
     for name in ("musobench/table:summary", "overthinking/table1_results", "overthinking/fig1_strategy_accuracy",
-                 "overthinking/fig4_stability_curve", "overthinking/fig7_cross_model"):
+                 "overthinking/fig4_stability_curve", "overthinking/fig7_cross_model", "attention/fig7_attention_entropy_layers",
+                 "attention/fig14_attention_entropy_heatmap"):
         assert name in drawn, (name, got["made"].get(name), sorted(got["made"]))
     assert any(k.startswith("musobench/") and any(p.endswith(".png") for p in v) for k, v in drawn.items()), got["made"]

@@ -17,7 +17,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from reasoning_study.sweep import DONE_FILE, WORK, finished_runs, load_sweep, main
+from reasoning_study.sweep import DONE_FILE, WORK, finished_runs, load_sweep, main, rescore_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 # three cells on the embedded model: attention entropy of one short generation, three seeds
@@ -110,6 +110,7 @@ def test_interrupted_sweep_resumes_only_missing_cells(tiny_spec, tmp_path):
     for folder in runs["folder"]:
         assert (Path(folder) / "entropy.parquet").is_file() and (Path(folder) / "notebook.ipynb").is_file()
         assert json.loads((Path(folder) / "params.json").read_text())["seed"] in (0, 1, 2)
+    assert rescore_sweep(out / "tiny") == {}  # every run folder's declared tables are reproduced exactly, no model (check: nothing written)
 
     # the compiled report: the attention figures are drawn, the experiments not in this sweep are listed as such
     report = subprocess.run(sweep_command(tiny_spec, out, "--report-only"), cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=600)

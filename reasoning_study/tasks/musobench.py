@@ -22,8 +22,8 @@ from . import subsetsum, timetabling
 from .core import attempt_rng, level_of, max_count
 
 # %% auto #0
-__all__ = ['TASKS', 'RAW_TABLE', 'get_task', 'MuSoBenchItem', 'evaluate_attempt', 'build_task', 'build_benchmark', 'to_record',
-           'write_jsonl', 'detect_task', 'from_record', 'read_jsonl', 'instance_size', 'benchmark_table',
+__all__ = ['TASKS', 'RAW_TABLE', 'RESULT_FILES', 'get_task', 'MuSoBenchItem', 'evaluate_attempt', 'build_task', 'build_benchmark',
+           'to_record', 'write_jsonl', 'detect_task', 'from_record', 'read_jsonl', 'instance_size', 'benchmark_table',
            'benchmark_summary', 'MuSoBenchBuildConfig', 'run', 'score', 'report', 'rescore']
 
 # %% ../../nbs/03_tasks.musobench.ipynb #afbee609
@@ -195,6 +195,7 @@ def benchmark_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 # %% ../../nbs/03_tasks.musobench.ipynb #9ca45d32
 RAW_TABLE = "instances.parquet"  # the raw table of a build's run folder
+RESULT_FILES = {"instances": RAW_TABLE, "summary": "summary.parquet"}  # what `score` returns, and where `report` / `run` keep it
 
 @dataclass(frozen=True)
 class MuSoBenchBuildConfig:
@@ -240,9 +241,9 @@ def report(results: dict[str, pd.DataFrame], folder: str | Path, config: MuSoBen
     from reasoning_study.figures.core import save_figure
     from reasoning_study.figures.musobench import plot_solution_counts
     folder, summary = Path(folder), results["summary"]
-    summary.to_parquet(folder / "summary.parquet"); summary.to_csv(folder / "summary.csv", index=False)
+    summary.to_parquet(folder / RESULT_FILES["summary"]); summary.to_csv(folder / "summary.csv", index=False)
     (folder / "summary.md").write_text(summary.to_markdown(index=False) + "\n")
-    return {"summary": [folder / "summary.parquet", folder / "summary.csv", folder / "summary.md"],
+    return {"summary": [folder / RESULT_FILES["summary"], folder / "summary.csv", folder / "summary.md"],
             "solution_counts": save_figure(plot_solution_counts(results["instances"]), folder / "figures" / "solution_counts")}
 
 def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:

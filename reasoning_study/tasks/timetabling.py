@@ -107,49 +107,58 @@ def conflict_groups(inst: TimeTablingInstance) -> list[list[int]]:
     def root(i: int) -> int:
         while group[i] != i: i = group[i]
         return i
+    times, rooms = [set(c.times) for c in inst.courses], [set(c.rooms) for c in inst.courses]
     for i, a in enumerate(inst.courses):
         for j in range(i + 1, len(inst.courses)):
-            b = inst.courses[j]
-            if set(a.times) & set(b.times) and (a.teacher == b.teacher or set(a.rooms) & set(b.rooms)):
+            if not times[i].isdisjoint(times[j]) and (a.teacher == inst.courses[j].teacher or not rooms[i].isdisjoint(rooms[j])):
                 group[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
     for i in range(len(inst.courses)): groups.setdefault(root(i), []).append(i)
     return list(groups.values())
 
-def _search_group(inst: TimeTablingInstance, group: list[int], cap: int | None, listing: bool) -> tuple[int, list]:
-    "(count, schedules) of one conflict group; a schedule gives (time, room) per course of `group`, in its order."
-    order = sorted(range(len(group)), key=lambda k: len(inst.courses[group[k]].times) * len(inst.courses[group[k]].rooms))
-    options = [inst.courses[group[k]].options() for k in order]
-    teachers = [inst.courses[group[k]].teacher for k in order]
-    rooms_taken, teachers_busy, chosen, found, count, last = set(), set(), [None] * len(order), [], 0, len(order) - 1
+def _option_bits(courses: list[Course]) -> list[list[int]]:
+    "Per course, one integer per option with two bits set: its (time, room) pair and its (teacher, time) pair."
+    n_rooms, n_times = 1 + max(r for c in courses for r in c.rooms), 1 + max(t for c in courses for t in c.times)
+    pairs = n_times * n_rooms
+    return [[1 << (t * n_rooms + r) | 1 << (pairs + c.teacher * n_times + t) for t, r in c.options()] for c in courses]
 
-    def search(depth: int):
+def _search_group(inst: TimeTablingInstance, group: list[int], cap: int | None, listing: bool) -> tuple[list[int], int, list]:
+    "(the group's courses in search order, count, schedules): a schedule gives (time, room) per course, in that order."
+    ordered = sorted(group, key=lambda i: len(inst.courses[i].times) * len(inst.courses[i].rooms))  # stable: ties keep course order
+    options = [inst.courses[i].options() for i in ordered]
+    bits = _option_bits([inst.courses[i] for i in ordered])
+    last = len(ordered) - 1
+    # kills[d][o]: the last course's options that option o of course d rules out, one bit per option (index)
+    kills = [[sum(1 << j for j, b in enumerate(bits[last]) if b & m) for m in ms] for ms in bits[:last]]
+    chosen, found, count = [None] * len(ordered), [], 0
+
+    def search(depth: int, taken: int, alive: int):  # taken: bits of the options chosen above; alive: the last course's free options
         nonlocal count
-        teacher = teachers[depth]
-        free = [(t, r) for t, r in options[depth] if (t, r) not in rooms_taken and (teacher, t) not in teachers_busy]
         if depth == last:
-            count += len(free)
             if listing:
-                for option in free: chosen[depth] = option; found.append(tuple(chosen))
-            if cap is not None and count > cap: raise TooManySolutions(cap)
+                for j, option in enumerate(options[last]):
+                    if alive >> j & 1: chosen[last] = option; found.append(tuple(chosen))
+            count += alive.bit_count()
+        elif depth == last - 1 and not listing:  # the last course's free options are counted, not searched
+            count += sum((alive & ~k).bit_count() for m, k in zip(bits[depth], kills[depth]) if not taken & m)
+        else:
+            for option, m, k in zip(options[depth], bits[depth], kills[depth]):
+                if not taken & m and (left := alive & ~k):  # nothing left for the last course: no schedule below
+                    chosen[depth] = option; search(depth + 1, taken | m, left)
             return
-        for t, r in free:
-            rooms_taken.add((t, r)); teachers_busy.add((teacher, t)); chosen[depth] = (t, r)
-            search(depth + 1)
-            rooms_taken.discard((t, r)); teachers_busy.discard((teacher, t))
+        if cap is not None and count > cap: raise TooManySolutions(cap)
 
-    search(0)
-    position = {k: depth for depth, k in enumerate(order)}
-    return count, [tuple(s[position[k]] for k in range(len(group))) for s in found]
+    search(0, 0, (1 << len(options[last])) - 1)
+    return ordered, count, found
 
 def _search(inst: TimeTablingInstance, cap: int | None, listing: bool) -> list[tuple[list[int], int, list]] | None:
-    "(group, count, schedules) per conflict group; None when some group has more than `cap` and none has zero."
+    "(courses, count, schedules) per conflict group; None when some group has more than `cap` and none has zero."
     results, too_many = [], False
     for group in conflict_groups(inst):
-        try: count, schedules = _search_group(inst, group, cap, listing)
+        try: found = _search_group(inst, group, cap, listing)
         except TooManySolutions: too_many = True; continue
-        if count == 0: return [(group, 0, [])]
-        results.append((group, count, schedules))
+        if found[1] == 0: return [(group, 0, [])]
+        results.append(found)
     return None if too_many else results
 
 def _total(groups: list[tuple[list[int], int, list]]) -> int:
@@ -168,13 +177,12 @@ def enumerate_solutions(inst: TimeTablingInstance, cap: int | None = None) -> li
     "Every feasible schedule, sorted; raises `TooManySolutions` past `cap`."
     groups = _search(inst, cap, listing=True)
     if groups is None or (cap is not None and _total(groups) > cap): raise TooManySolutions(cap)
-    schedules = []
-    for parts in product(*(found for _, _, found in groups)):
-        schedule = [None] * len(inst.courses)
-        for (group, _, _), part in zip(groups, parts):
-            for course, option in zip(group, part): schedule[course] = option
-        schedules.append(tuple(schedule))
-    return sorted(schedules)
+    if _total(groups) == 0: return []
+    joined = [course for courses, _, _ in groups for course in courses]  # the courses of a combination of the groups' schedules
+    place = [joined.index(i) for i in range(len(inst.courses))]
+    return sorted(tuple([parts[p] for p in place]) for parts in map(_concat, product(*(found for _, _, found in groups))))
+
+def _concat(parts: tuple[tuple, ...]) -> tuple: return sum(parts, ())
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #b78fa59c
 def cpsat_enumerate(inst: TimeTablingInstance, cap: int | None = None) -> list[Schedule]:
