@@ -22,9 +22,9 @@ from tqdm import tqdm
 from .backends.core import Backend, Completion, Request, SamplingParams
 
 # %% auto #0
-__all__ = ['KEY_VERSION', 'LEGACY_NUMERICS', 'SCHEMA_VERSION', 'COLUMNS', 'logger', 'sampling_fields', 'key_numerics',
-           'generation_key_fields', 'generation_key', 'GenerationRecord', 'GenerationStore', 'SampleRun',
-           'plan_batches', 'CacheStats', 'generate_cached']
+__all__ = ['KEY_VERSION', 'LEGACY_NUMERICS', 'SCHEMA_VERSION', 'MIGRATIONS', 'COLUMNS', 'logger', 'sampling_fields',
+           'key_numerics', 'generation_key_fields', 'generation_key', 'GenerationRecord', 'GenerationStore',
+           'SampleRun', 'plan_batches', 'CacheStats', 'generate_cached']
 
 # %% ../nbs/20_store.ipynb #35a792bd
 KEY_VERSION = 1  # bump when the recipe of generation_key changes
@@ -39,9 +39,10 @@ def _canonical_json(data) -> str:
 _FLOAT_FIELDS = {f.name for f in fields(SamplingParams) if f.type in ("float", float)}
 
 def sampling_fields(sampling: SamplingParams) -> dict:
-    "The sampling parameters that decide one sample: all but `n`, floats normalised."
+    "The sampling parameters that decide one sample: all but `n` (and `logprobs` when not asked for), floats normalised."
     d = asdict(sampling)
     del d["n"]
+    if not d["logprobs"]: del d["logprobs"]  # keys from before the field existed stay valid
     return {k: float(v) if k in _FLOAT_FIELDS else v for k, v in d.items()}
 
 LEGACY_NUMERICS = {"transformers": "float32/cpu"}  # backend name -> the numerics its keys had before they named them
@@ -98,6 +99,7 @@ class GenerationRecord:
     error: str | None
     latency_s: float
     created_at: float  # unix time of the write
+    token_logprobs: str | None = None  # Completion.token_logprobs as a JSON list (None when not asked for)
 
     @classmethod
     def from_completion(cls, backend: Backend, request: Request, sample_index: int, completion: Completion,
@@ -111,7 +113,7 @@ class GenerationRecord:
                    prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
                    cached_prompt_tokens=completion.cached_prompt_tokens, finish_reason=completion.finish_reason,
                    status=completion.status, error=completion.error, latency_s=float(completion.latency_s),
-                   created_at=time.time())
+                   created_at=time.time(), token_logprobs=_logprobs_json(completion.token_logprobs))
 
     def to_completion(self) -> Completion:
         "The `Completion` this record keeps."
@@ -119,10 +121,16 @@ class GenerationRecord:
                           prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
                           finish_reason=self.finish_reason, status=self.status, sample_index=self.sample_index,
                           seed=self.seed, cached_prompt_tokens=self.cached_prompt_tokens,
-                          latency_s=self.latency_s, error=self.error)
+                          latency_s=self.latency_s, error=self.error,
+                          token_logprobs=None if self.token_logprobs is None else tuple(json.loads(self.token_logprobs)))
+
+def _logprobs_json(logprobs) -> str | None:
+    "Token log-probabilities as a JSON list (floats round-trip exactly), or None."
+    return None if logprobs is None else json.dumps([float(x) for x in logprobs], separators=(",", ":"))
 
 # %% ../nbs/20_store.ipynb #26cc3c58
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the token_logprobs column
+MIGRATIONS = {1: ("ALTER TABLE generations ADD COLUMN token_logprobs TEXT",)}  # version -> the SQL that makes it the next
 _SQL_TYPES = {"str": "TEXT NOT NULL", "str | None": "TEXT", "int": "INTEGER NOT NULL", "int | None": "INTEGER",
               "float": "REAL NOT NULL"}
 COLUMNS = [f.name for f in fields(GenerationRecord)]
@@ -159,12 +167,14 @@ def _open_connection(path: Path, timeout_s: float) -> sqlite3.Connection:
     def create():
         conn.execute("BEGIN IMMEDIATE")
         try:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0:
-                conn.execute(_schema_sql())
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            found = version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0: conn.execute(_schema_sql()); version = SCHEMA_VERSION
+            while version < SCHEMA_VERSION and version in MIGRATIONS:  # an older file: add what the newer versions have
+                for sql in MIGRATIONS[version]: conn.execute(sql)
+                version += 1
+            if version != found: conn.execute(f"PRAGMA user_version = {version}")
             conn.execute("COMMIT")
-            return version or SCHEMA_VERSION
+            return version
         except BaseException:
             conn.execute("ROLLBACK"); raise
     version = _retry_while_locked(create, timeout_s)

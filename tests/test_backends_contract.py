@@ -20,16 +20,18 @@ def test_the_capability_names():
 def test_capabilities_of_the_local_backends():
     from reasoning_study.backends.transformers import TransformersBackend
     from reasoning_study.backends.vllm import VllmBackend  # importable without vLLM: it is imported when an engine starts
-    assert TransformersBackend.capabilities == {"token_prompts", "tokenizer", "kv_reuse", "prefill"}
-    assert VllmBackend.capabilities == {"token_prompts", "tokenizer", "prefill", "images", "response_schema", "continuous_batching"}
-    assert not any("logprobs" in b.capabilities for b in (TransformersBackend, VllmBackend))  # reserved: no backend returns them yet
+    assert TransformersBackend.capabilities == {"token_prompts", "tokenizer", "kv_reuse", "prefill", "logprobs"}
+    assert VllmBackend.capabilities == {"token_prompts", "tokenizer", "prefill", "images", "response_schema", "continuous_batching",
+                                        "logprobs"}
 
 
 @pytest.mark.parametrize("preset, mode, expected", [
     ("o4-mini", "continue", {"images", "response_schema", "continuous_batching"}),  # a hosted API: no token prompts
     ("deepseek-r1", "prefix", {"images", "response_schema", "continuous_batching", "prefill"}),  # DeepSeek's prefix mode continues
-    (ModelPreset("served", "my-model", "openai"), "continue", {"images", "response_schema", "continuous_batching", "token_prompts"}),
-    (ModelPreset("served", "my-model", "openai"), "tokens", {"images", "response_schema", "continuous_batching", "token_prompts", "prefill"}),
+    (ModelPreset("served", "my-model", "openai"), "continue", {"images", "response_schema", "continuous_batching", "token_prompts", "logprobs"}),
+    (ModelPreset("served", "my-model", "openai"), "tokens", {"images", "response_schema", "continuous_batching", "token_prompts", "prefill",
+                                                            "logprobs"}),
+    ("deepseek-v3", "continue", {"images", "response_schema", "continuous_batching", "logprobs"}),  # deepseek-chat returns them
 ])
 def test_capabilities_of_the_openai_backend_follow_its_server_and_mode(preset, mode, expected):
     backend = load_backend(preset, base_url="http://127.0.0.1:9/v1", prefill_mode=mode, api_key_env="")

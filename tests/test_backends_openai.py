@@ -87,6 +87,12 @@ def test_transformers_serve_drops_images_for_a_text_model(served):
     assert seen.error is None and seen.text == plain.text
 
 
+def test_transformers_serve_ignores_logprobs(served):
+    # `transformers serve` accepts the field and returns no log-probabilities: "not available", the answer unharmed
+    [[c]] = backend_for(served).generate([chat("What is 2+2?", sampling=SamplingParams(max_tokens=4, logprobs=True))])
+    assert c.status in ("answered", "truncated") and c.text and c.token_logprobs is None
+
+
 def test_unsupported_features_are_reported_not_retried(served):
     # `transformers serve` knows neither continue_final_message nor token-id prompts: 4xx, no retry, no raise
     answers = backend_for(served).generate([chat("Hi", prefill="Hello"), Request(prompt_token_ids=[1, 2, 3])])
@@ -254,6 +260,8 @@ def test_hosted_providers_get_only_what_they_take():
     ("o4-mini", SamplingParams(temperature=1.0, top_p=0.9, max_tokens=100), "top_p=0.9 is rejected"),
     ("gpt-4o-mini", SamplingParams(temperature=0.2, max_tokens=20480), "max_tokens=20480 is above the provider's cap of 16384"),
     ("deepseek-v3", SamplingParams(temperature=0.2, max_tokens=20480), "max_tokens=20480 is above the provider's cap of 8192"),
+    ("deepseek-r1", SamplingParams(max_tokens=100, logprobs=True), "logprobs=True is rejected"),
+    ("o4-mini", SamplingParams(temperature=1.0, max_tokens=100, logprobs=True), "logprobs=True is rejected"),
 ])
 def test_a_run_the_provider_cannot_honour_fails_before_its_first_request(preset, sampling, message):
     with ScriptedServer([]) as server:
@@ -287,6 +295,35 @@ def test_images_and_response_format_over_the_wire():
     decoded = Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1])))
     assert (decoded.format, decoded.size, decoded.getpixel((0, 0))) == ("PNG", (5, 4), (10, 200, 30))
     assert {"images", "response_schema"} <= backend.capabilities  # what it sends; the server decides what it does with them
+
+
+class ScoringServer(LocalServer):
+    "Answers chats, and /completions with token ids, with one log-probability per completion token when asked (as vLLM does)."
+
+    def respond(self, body):
+        with self.lock: self.record(body)
+        reply = chat_reply("4.", usage=(9, 2))
+        if isinstance(body.get("prompt"), list):
+            reply = {"id": "c", "object": "text_completion", "created": 0, "model": "m", "usage": reply["usage"],
+                     "choices": [{"index": 0, "text": "4.", "finish_reason": "stop"}]}
+            if "logprobs" in body: reply["choices"][0]["logprobs"] = {"tokens": ["4", "."], "token_logprobs": [-0.5, -2.0],
+                                                                       "top_logprobs": None, "text_offset": [0, 1]}
+        elif body.get("logprobs"):
+            reply["choices"][0]["logprobs"] = {"content": [{"token": t, "logprob": v, "bytes": None, "top_logprobs": []}
+                                                           for t, v in (("4", -0.25), (".", -1.5))]}
+        return 200, {}, reply
+
+
+def test_logprobs_over_the_wire():
+    with ScoringServer() as server:
+        backend = load_backend(ModelPreset("served", "my-model", "openai"), base_url=server.base_url, max_concurrency=1)
+        scored = SamplingParams(logprobs=True)
+        [[chat_scored], [plain], [tokens_scored]] = backend.generate(
+            [chat("Q?", sampling=scored), chat("Q?"), Request(prompt_token_ids=[1, 2], sampling=scored)])
+    asked, not_asked, tokens = server.bodies
+    assert asked["logprobs"] is True and "logprobs" not in not_asked and tokens["logprobs"] == 0
+    assert (chat_scored.token_logprobs, plain.token_logprobs, tokens_scored.token_logprobs) == ((-0.25, -1.5), None, (-0.5, -2.0))
+    assert "logprobs" in backend.capabilities and "logprobs" not in load_backend("deepseek-r1", base_url=server.base_url).capabilities
 
 
 def test_plain_requests_send_no_new_fields():

@@ -23,6 +23,7 @@ QUESTIONS = [
     "A train travels 60 km in one hour. How far does it travel in 2.5 hours?",
 ]
 GREEDY = SamplingParams(max_tokens=10)
+SCORED = SamplingParams(max_tokens=10, logprobs=True)  # the same probes, with their token log-probabilities
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +73,34 @@ def test_real_traces_split_cleanly(backend, traces):
 # --- the prober -----------------------------------------------------------------------------------
 
 def test_kv_reuse_equals_naive_on_real_traces(backend, traces):
-    "The acceptance test: same greedy answers, and KV reuse encodes exactly the lower bound."
+    "The acceptance test: same greedy answers and token log-probabilities, and KV reuse encodes exactly the lower bound."
     for probes in all_probes(backend, traces):
         before = backend.prefill_tokens
-        kv = probe_kv(backend, probes, GREEDY)
+        kv = probe_kv(backend, probes, SCORED)
         assert backend.prefill_tokens - before == probes.prefill_lower_bound
-        naive = probe_naive(backend, probes, GREEDY)
+        naive = probe_naive(backend, probes, SCORED)
         assert [c.text for c in kv] == [c.text for c in naive]
+        for a, b in zip(kv, naive):  # trial-answer confidence reads these: equal in fp32 whichever prober made them
+            assert a.completion_tokens == len(a.token_logprobs) == len(b.token_logprobs) > 0
+            assert a.token_logprobs == pytest.approx(b.token_logprobs, abs=1e-4) and max(a.token_logprobs) <= 0
         assert [(c.answer, c.status, c.finish_reason, c.prompt_tokens) for c in kv] == \
                [(c.answer, c.status, c.finish_reason, c.prompt_tokens) for c in naive]
         assert len(kv) == len(probes.trace) + 1
+
+
+def test_logprobs_are_stored_with_the_probes(backend, traces, tmp_path):
+    "A short trace (two utterances): probes with log-probabilities are their own records, and come back from the store as made."
+    request, text = traces[0]
+    short = "\n".join(text.split("\n")[:2])
+    probes = plan_probes(backend, render_prompt(backend, request), short, termination_suffix("stop_now", False))
+    with GenerationStore(tmp_path / "scored.sqlite") as store:
+        made, stats = probe_traces(backend, [probes], SCORED, store, progress=False)
+        assert stats.generated == len(probes) and all(c.completion_tokens == len(c.token_logprobs) for c in made[0])
+        again, stats = probe_traces(backend, [probes], SCORED, store, method="naive", progress=False)
+        assert stats.generated == 0 and again == made
+        plain, stats = probe_traces(backend, [probes], GREEDY, store, progress=False)  # not asked for: other keys, none kept
+        assert stats.generated == len(probes) and {c.token_logprobs for c in plain[0]} == {None}
+        assert [c.text for c in plain[0]] == [c.text for c in made[0]]
 
 
 def test_second_template_and_small_batches_agree(backend, traces):

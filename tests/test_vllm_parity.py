@@ -75,14 +75,18 @@ def test_batched_prober_matches_kv_prober_on_a_real_trace(hf, engine):
     kv_plan, vllm_plan = plan_probes(hf, render_prompt(hf, request), text, suffix), plan_probes(engine, render_prompt(engine, request), text, suffix)
     assert [vllm_plan.prompt_token_ids(i) for i in range(len(vllm_plan))] == [kv_plan.prompt_token_ids(i) for i in range(len(kv_plan))]
     assert len(kv_plan) >= 4, text
-    probe = SamplingParams(max_tokens=10)
+    probe = SamplingParams(max_tokens=10, logprobs=True)  # with the log-probabilities trial-answer confidence reads
     kv = probe_kv(hf, kv_plan, probe)
     [batched], computed = probe_batched(engine, [(vllm_plan, range(len(vllm_plan)))], probe)
     assert [c.text for c in batched] == [c.text for c in kv]
+    gaps = [abs(a - b) for v, k in zip(batched, kv) for a, b in zip(v.token_logprobs, k.token_logprobs)]
+    assert [len(c.token_logprobs) for c in batched] == [c.completion_tokens for c in batched] == [c.completion_tokens for c in kv]
+    assert max(gaps) < 1e-4, max(gaps)  # the same float32 weights on the CPU, other kernels (1.8e-05 seen)
     prompt_tokens = sum(c.prompt_tokens for c in batched)
     cached = [c.cached_prompt_tokens for c in batched]
     assert cached == [cacheable_tokens(c.prompt_tokens, engine.block_size, vllm_plan.cut(i))  # every whole block of the trace prefix
                       for i, c in enumerate(batched)]
     assert computed is not None and computed < prompt_tokens  # warm-up run + probes, less than the probes alone
     print(f"batched prober: {len(batched)} probes, {sum(cached)}/{prompt_tokens} prompt tokens from the prefix cache "
-          f"({sum(cached) / prompt_tokens:.1%}, block size {engine.block_size}); engine computed {computed}")
+          f"({sum(cached) / prompt_tokens:.1%}, block size {engine.block_size}); engine computed {computed}; "
+          f"largest log-probability gap to the KV prober {max(gaps):.2e}")

@@ -38,12 +38,14 @@ class SamplingParams:
     n: int = 1  # samples per request
     seed: int | None = 0  # base seed; sample i uses seed + i * SAMPLE_SEED_STRIDE
     stop: tuple[str, ...] = ()  # stop strings (not included in the output)
+    logprobs: bool = False  # also return each generated token's log-probability (Completion.token_logprobs)
 
     def __post_init__(self):
         if self.temperature < 0: raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0 < self.top_p <= 1: raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens < 1: raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.n < 1: raise ValueError(f"n must be >= 1, got {self.n}")
+        if not isinstance(self.logprobs, bool): raise TypeError(f"logprobs must be True or False, got {self.logprobs!r}")
         object.__setattr__(self, "stop", tuple(self.stop))
 
     def sample_seed(self, index: int) -> int | None:
@@ -199,6 +201,13 @@ class Completion:
     cached_prompt_tokens: int | None = None  # prompt tokens served from a prefix/KV cache, when known
     latency_s: float = 0.0
     error: str | None = None
+    token_logprobs: tuple[float, ...] | None = None  # with sampling.logprobs: ln p of each generated token (see below)
+
+    def __post_init__(self):
+        if self.token_logprobs is None: return
+        self.token_logprobs = tuple(float(x) for x in self.token_logprobs)
+        if len(self.token_logprobs) != self.completion_tokens:
+            raise ValueError(f"{len(self.token_logprobs)} token log-probabilities for {self.completion_tokens} completion tokens")
 
     def to_dict(self) -> dict: return asdict(self)
 
@@ -365,7 +374,7 @@ def describe_backend(backend) -> dict:
 # %% ../../nbs/10_backends.core.ipynb #9aabf934
 TOKEN_BUDGET_FIELDS = ("max_completion_tokens", "max_tokens")  # how APIs name the completion-token budget
 SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
-NOT_ASKED = {"top_k": 0, "seed": None, "stop": ()}  # values that ask nothing of a provider (nothing to ignore)
+NOT_ASKED = {"top_k": 0, "seed": None, "stop": (), "logprobs": False}  # values that ask nothing of a provider (nothing to ignore)
 
 @dataclass(frozen=True)
 class ProviderRules:
@@ -401,24 +410,25 @@ class ProviderRules:
         return frozenset(self.ignored) | {name for name, _ in self.rejected}
 
 OPENAI_REASONING = ProviderRules(
-    "OpenAI", rejected=(("temperature", 1.0), ("top_p", 1.0), ("top_k", 0), ("stop", ())), max_tokens_cap=100_000,
+    "OpenAI", rejected=(("temperature", 1.0), ("top_p", 1.0), ("top_k", 0), ("stop", ()), ("logprobs", False)), max_tokens_cap=100_000,
     max_tokens_field="max_completion_tokens",
     source="OpenAI reasoning-models guide and o4-mini model page: temperature and top_p only at their default 1 (another value "
            "is HTTP 400 'unsupported value'), no stop sequences, max_tokens refused for max_completion_tokens (reasoning "
-           "tokens included), at most 100,000 output tokens; top_k is no OpenAI parameter (unknown fields are HTTP 400)")
+           "tokens included), at most 100,000 output tokens, no logprobs; top_k is no OpenAI parameter (unknown fields are HTTP 400)")
 OPENAI_GPT_4O_MINI = ProviderRules(
     "OpenAI", rejected=(("top_k", 0),), max_tokens_cap=16_384, max_tokens_field="max_completion_tokens",
     source="OpenAI chat-completions reference and gpt-4o-mini model page: temperature, top_p, seed (best-effort determinism) "
-           "and stop honoured, at most 16,384 output tokens; top_k is no OpenAI parameter (unknown fields are HTTP 400)")
+           "and stop honoured, logprobs returned, at most 16,384 output tokens; top_k is no OpenAI parameter (unknown fields are HTTP 400)")
 DEEPSEEK_CHAT = ProviderRules(
     "DeepSeek", ignored=("top_k", "seed"), max_tokens_cap=8_192, max_tokens_field="max_tokens",
     source="DeepSeek chat-completion reference and 'Models & Pricing': the budget is max_tokens (a max_completion_tokens "
            "field is ignored: the default of 4K applies), deepseek-chat writes at most 8K tokens; temperature, top_p and "
-           "stop honoured; no seed and no top_k parameter (unknown fields are ignored)")
+           "stop honoured, logprobs returned; no seed and no top_k parameter (unknown fields are ignored)")
 DEEPSEEK_REASONER = ProviderRules(
-    "DeepSeek", ignored=("temperature", "top_p", "top_k", "seed"), max_tokens_cap=65_536, max_tokens_field="max_tokens",
+    "DeepSeek", ignored=("temperature", "top_p", "top_k", "seed"), rejected=(("logprobs", False),), max_tokens_cap=65_536,
+    max_tokens_field="max_tokens",
     source="DeepSeek reasoning-model guide: temperature and top_p (and the penalties) are accepted without effect; "
-           "max_tokens covers the chain of thought and the answer, at most 64K (default 32K); no seed, no top_k")
+           "max_tokens covers the chain of thought and the answer, at most 64K (default 32K); logprobs is an error; no seed, no top_k")
 
 # %% ../../nbs/10_backends.core.ipynb #3b0431ed
 ThinkingSwitch = Literal["template", "always", "never", "api"]

@@ -34,9 +34,9 @@ __all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'LOCAL_HOSTS', 'REASONING_FIELD
            'ApiOptions', 'is_local_url', 'key_variable', 'server_url', 'missing_key', 'api_options', 'check_options',
            'sampling_fields', 'prefill_problem', 'response_format', 'chat_messages', 'chat_body', 'token_prompt_body',
            'tokenize_url', 'tokenize_bodies', 'token_ids_of', 'prefilled_token_request', 'reasoning_field',
-           'join_reasoning', 'finish_of', 'usage_counts', 'completion_from_response', 'is_retryable', 'backoff_delay',
-           'retry_after_seconds', 'describe_error', 'ApiCallFailed', 'with_retries', 'run_sync', 'api_capabilities',
-           'OpenAIBackend', 'from_preset']
+           'join_reasoning', 'finish_of', 'usage_counts', 'token_logprobs_of', 'completion_from_response',
+           'is_retryable', 'backoff_delay', 'retry_after_seconds', 'describe_error', 'ApiCallFailed', 'with_retries',
+           'run_sync', 'api_capabilities', 'OpenAIBackend', 'from_preset']
 
 # %% ../../nbs/13_backends.openai.ipynb #e659975e
 MAX_TOKENS_FIELDS = TOKEN_BUDGET_FIELDS  # ("max_completion_tokens", "max_tokens")
@@ -142,6 +142,7 @@ def sampling_fields(sampling: SamplingParams,  # the request's sampling
     body = {"temperature": sampling.temperature, "top_p": sampling.top_p, max_tokens_field: sampling.max_tokens}
     if seed is not None: body["seed"] = seed
     if sampling.stop: body["stop"] = list(sampling.stop)
+    if sampling.logprobs: body["logprobs"] = True  # chat: the sampled tokens' log-probabilities (token_prompt_body makes it 0)
     extra = {"top_k": sampling.top_k} if sampling.top_k > 0 else {}
     if rules is not None:
         body = {k: v for k, v in body.items() if k not in rules.left_out}
@@ -218,6 +219,7 @@ def token_prompt_body(request: Request,  # a request with `prompt_token_ids`
     if request.images:
         raise ValueError("the /completions endpoint takes no images: send a chat request (messages) with the images")
     body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), "max_tokens", rules)
+    if body.get("logprobs"): body["logprobs"] = 0  # /completions takes a count of alternatives: 0 gives the sampled token's only
     if request.response_schema is not None: extra["response_format"] = response_format(request.response_schema)  # vLLM, SGLang
     return _with_extra({"model": model, "prompt": list(request.prompt_token_ids), **body}, {**options.extra_body, **extra})
 
@@ -285,6 +287,17 @@ def usage_counts(usage: Any) -> tuple[int, int, int | None]:
     details = getattr(usage, "prompt_tokens_details", None)
     return usage.prompt_tokens or 0, usage.completion_tokens or 0, getattr(details, "cached_tokens", None)
 
+def token_logprobs_of(choice: Any,  # one choice of a chat or /completions response
+                      completion_tokens: int,  # the usage's count: there must be one log-probability per token
+                     ) -> list[float] | None:
+    "The sampled tokens' log-probabilities of a choice (chat: `logprobs.content[*].logprob`; /completions: `logprobs.token_logprobs`), when complete."
+    logprobs = getattr(choice, "logprobs", None)
+    if logprobs is None: return None
+    content = getattr(logprobs, "content", None)
+    values = [t.logprob for t in content] if content is not None else getattr(logprobs, "token_logprobs", None)
+    if not values or any(v is None for v in values) or len(values) != completion_tokens: return None  # absent or partial
+    return [float(v) for v in values]
+
 def completion_from_response(response: Any,  # a ChatCompletion or a (text) Completion from the openai client
                              prefill: str = "",  # the request's prefill
                              thinking: bool | None = None,  # whether a thinking block is expected
@@ -299,7 +312,7 @@ def completion_from_response(response: Any,  # a ChatCompletion or a (text) Comp
     finish, error = finish_of(choice.finish_reason)
     prompt_tokens, completion_tokens, cached = usage_counts(response.usage)
     return make_completion(text, finish, prefill, thinking, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                           cached_prompt_tokens=cached, error=error, **kwargs)
+                           cached_prompt_tokens=cached, error=error, token_logprobs=token_logprobs_of(choice, completion_tokens), **kwargs)
 
 # %% ../../nbs/13_backends.openai.ipynb #898e4416
 RETRY_STATUS = (408, 409, 429)  # plus every 5xx
@@ -371,6 +384,7 @@ def api_capabilities(preset: ModelPreset, options: ApiOptions) -> frozenset[str]
     found = set(API_CAPABILITIES)
     if not preset.rules.provider: found.add("token_prompts")  # vLLM/SGLang take token ids on /v1/completions; hosted APIs do not
     if options.prefill_mode in ("prefix", "tokens"): found.add("prefill")
+    if "logprobs" not in dict(preset.rules.rejected): found.add("logprobs")  # asked for; complete ones are kept (token_logprobs_of)
     return frozenset(found)
 
 class OpenAIBackend:

@@ -35,9 +35,9 @@ from .weights import (  # re-exported: callers imported them from here before ba
 # %% auto #0
 __all__ = ['TOP_P_CANDIDATES', 'STOP_WINDOW_MARGIN', 'VOCAB_BLOCK', 'PRESET_OPTIONS', 'default_device', 'load_model',
            'numerics_tag', 'cache_keyword', 'top_p_outside', 'filter_logits', 'draw_tokens', 'sample_tokens',
-           'pick_next_token', 'row_generator', 'DecodeRow', 'stop_window', 'first_stop', 'BufferedLayer',
-           'cache_nbytes', 'blocked_linear', 'blocked_output_projection', 'TransformersBackend', 'check_options',
-           'from_preset', 'PrefixCache', 'PackedRows']
+           'sampled_logprobs', 'pick_next_token', 'row_generator', 'DecodeRow', 'stop_window', 'first_stop',
+           'BufferedLayer', 'cache_nbytes', 'blocked_linear', 'blocked_output_projection', 'TransformersBackend',
+           'check_options', 'from_preset', 'PrefixCache', 'PackedRows']
 
 # %% ../../nbs/11_backends.transformers.ipynb #5c416ded
 def default_device() -> str: return "cuda" if torch.cuda.is_available() else "cpu"
@@ -164,6 +164,12 @@ def sample_tokens(logits: torch.Tensor,  # (rows, vocab) next-token logits
     drawn = draw_tokens(filtered.softmax(-1), uniforms)
     return drawn if len(sampled) == len(samplings) else tokens.index_copy(0, torch.tensor(sampled, device=device), drawn)
 
+def sampled_logprobs(logits: torch.Tensor,  # (rows, vocab) raw next-token logits
+                     tokens: torch.Tensor,  # (rows,) the token each row took
+                    ) -> torch.Tensor:
+    "ln p of each row's token under the softmax of the raw logits: temperature 1, before top-k / top-p (vLLM's default)."
+    return logits.float().log_softmax(-1).gather(-1, tokens[:, None])[:, 0]
+
 def pick_next_token(logits: torch.Tensor,  # one row of next-token logits
                     sampling: SamplingParams,
                     generator: torch.Generator | None,  # the row's own random stream (None when greedy)
@@ -191,6 +197,7 @@ class DecodeRow:
     text: str | None = None  # set when a stop string cut the text
     finish_reason: str | None = None  # None while decoding, then "stop" | "length"
     latency_s: float = 0.0
+    logprobs: list[float] | None = None  # ln p of each generated token, when the sampling asks for them ([] to start)
 
 STOP_WINDOW_MARGIN = 4  # tokens decoded before the longest span a stop string can have
 
@@ -291,7 +298,7 @@ class TransformersBackend:
     name = "transformers"
     # token-level, with KV-cache reuse for the prober; no "images" (a text-only causal LM: such requests become `error`
     # completions), no "response_schema" (no constrained decoding: such a request is generated normally)
-    capabilities = frozenset({"token_prompts", "tokenizer", "kv_reuse", "prefill"})
+    capabilities = frozenset({"token_prompts", "tokenizer", "kv_reuse", "prefill", "logprobs"})
 
     def __init__(self, model, tokenizer,
                  model_id: str,  # what was loaded (e.g. "embedded:SmolLM2-135M-Instruct")
@@ -353,7 +360,7 @@ class TransformersBackend:
     def new_row(self, prompt_len: int, sampling: SamplingParams, seed: int | None) -> DecodeRow:
         room = self.check_fits(prompt_len)
         generator = row_generator(seed, self.device) if sampling.temperature > 0 else None
-        return DecodeRow(prompt_len, sampling, seed, min(sampling.max_tokens, room), generator)
+        return DecodeRow(prompt_len, sampling, seed, min(sampling.max_tokens, room), generator, logprobs=[] if sampling.logprobs else None)
 
     def _advance(self, row: DecodeRow, token: int, started: float):
         "Append one token to a row and decide whether it has finished."
@@ -382,6 +389,9 @@ class TransformersBackend:
     def _step(self, logits: torch.Tensor, rows: list[DecodeRow], live: list[int], started: float) -> tuple[torch.Tensor, list[int]]:
         "Pick the next token of every live row (one batched draw) and advance them: (their tokens, the positions still live)."
         tokens = sample_tokens(logits, [rows[r].sampling for r in live], [rows[r].generator for r in live])
+        if scored := [b for b, r in enumerate(live) if rows[r].logprobs is not None]:  # one batched log-softmax for them
+            for b, value in zip(scored, sampled_logprobs(_rows(logits, scored), _rows(tokens, scored)).tolist()):
+                rows[live[b]].logprobs.append(value)
         for r, token in zip(live, tokens.tolist()): self._advance(rows[r], token, started)  # one device sync per step
         self.generated_tokens += len(live)
         return tokens, [b for b, r in enumerate(live) if rows[r].finish_reason is None]
@@ -438,7 +448,7 @@ class TransformersBackend:
         return make_completion(self.row_text(row), row.finish_reason, prefill=prefill, thinking=thinking,
                                prompt_tokens=row.prompt_len, completion_tokens=len(row.tokens),
                                sample_index=sample_index, seed=row.seed, cached_prompt_tokens=cached_prompt_tokens,
-                               latency_s=row.latency_s)
+                               latency_s=row.latency_s, token_logprobs=row.logprobs)
 
     @staticmethod
     def error_completion(error: Exception, sample_index: int = 0, seed: int | None = None) -> Completion:

@@ -24,10 +24,11 @@ from .weights import hub_commit, resolve_weights
 
 # %% auto #0
 __all__ = ['VLLM_INSTALL_HINT', 'GIB', 'DTYPE_BYTES', 'vllm_available', 'import_vllm', 'VllmOptions', 'vllm_options',
-           'sample_params_kwargs', 'structured_output_kwargs', 'completion_from_output', 'resolve_model', 'engine_for',
-           'engine_numerics', 'VllmBackend', 'from_preset', 'EngineMemory', 'model_folder', 'model_memory',
-           'model_context_limit', 'split_gpu_memory', 'check_options', 'EngineRole', 'co_resident_options',
-           'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'gpu_memory_bytes', 'cacheable_tokens']
+           'sample_params_kwargs', 'structured_output_kwargs', 'sampled_logprobs_of', 'completion_from_output',
+           'resolve_model', 'engine_for', 'engine_numerics', 'VllmBackend', 'from_preset', 'EngineMemory',
+           'model_folder', 'model_memory', 'model_context_limit', 'split_gpu_memory', 'check_options', 'EngineRole',
+           'co_resident_options', 'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'gpu_memory_bytes',
+           'cacheable_tokens']
 
 # %% ../../nbs/12_backends.vllm.ipynb #f757f987
 VLLM_INSTALL_HINT = "pip install 'reasoning_study[vllm]'"
@@ -83,7 +84,7 @@ def sample_params_kwargs(sampling: SamplingParams,  # the request's sampling
     "Keyword arguments of `vllm.SamplingParams` for sample `index` of a request."
     return dict(n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
                 max_tokens=sampling.max_tokens, seed=sampling.sample_seed(index), stop=list(sampling.stop) or None,
-                skip_special_tokens=skip_special_tokens)
+                skip_special_tokens=skip_special_tokens, **({"logprobs": 0} if sampling.logprobs else {}))
 
 # %% ../../nbs/12_backends.vllm.ipynb #75b1f05b
 def structured_output_kwargs(vllm: Any,  # the vllm module
@@ -99,6 +100,14 @@ def structured_output_kwargs(vllm: Any,  # the vllm module
     raise NotImplementedError(f"this vLLM ({getattr(vllm, '__version__', '?')}) has no structured outputs")
 
 # %% ../../nbs/12_backends.vllm.ipynb #0e3e2a6a
+def sampled_logprobs_of(sample: Any,  # a vllm CompletionOutput
+                       ) -> list[float] | None:
+    "The log-probability of each generated token (its own entry at every position); None when the request did not ask."
+    if getattr(sample, "logprobs", None) is None: return None
+    if len(sample.logprobs) != len(sample.token_ids):
+        raise ValueError(f"vLLM returned {len(sample.logprobs)} positions of log-probabilities for {len(sample.token_ids)} tokens")
+    return [float(position[token].logprob) for token, position in zip(sample.token_ids, sample.logprobs)]
+
 def completion_from_output(output: Any,  # a vllm RequestOutput
                            prefill: str = "",  # the request's prefill
                            thinking: bool | None = None,  # whether a thinking block is expected
@@ -110,7 +119,7 @@ def completion_from_output(output: Any,  # a vllm RequestOutput
     error = None if finish != "error" else f"vLLM finished with {sample.finish_reason!r}"
     return make_completion(sample.text, finish, prefill, thinking, prompt_tokens=len(output.prompt_token_ids or ()),
                            completion_tokens=len(sample.token_ids), cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
-                           error=error, **kwargs)
+                           error=error, token_logprobs=sampled_logprobs_of(sample), **kwargs)
 
 # %% ../../nbs/12_backends.vllm.ipynb #4ff5ea77
 def resolve_model(preset: ModelPreset, options: VllmOptions) -> tuple[str, str]:
@@ -163,8 +172,9 @@ class VllmBackend:
     "A `Backend` running vLLM's offline engine in this process."
     name = "vllm"
     # images: passed as multi-modal data (the model must be multimodal, or the request becomes `error`); response_schema:
-    # structured outputs; continuous_batching: the engine schedules all it is given (`stage_batch_size` hands it a whole stage)
-    capabilities = frozenset({"token_prompts", "tokenizer", "prefill", "images", "response_schema", "continuous_batching"})
+    # structured outputs; continuous_batching: the engine schedules all it is given (`stage_batch_size` hands it a whole stage);
+    # logprobs: the sampled tokens' log-probabilities (SamplingParams(logprobs=0))
+    capabilities = frozenset({"token_prompts", "tokenizer", "prefill", "images", "response_schema", "continuous_batching", "logprobs"})
 
     def __init__(self, preset: ModelPreset, options: VllmOptions | None = None):
         self.vllm = import_vllm()

@@ -150,7 +150,8 @@ def _as_probe_completion(c: Completion) -> Completion:
     "A continuation re-made with the conventions of a token-exact request (no prefill, not thinking)."
     if c.status == "error": return c
     return make_completion(c.text, c.finish_reason, "", False, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
-                           sample_index=0, seed=c.seed, cached_prompt_tokens=c.cached_prompt_tokens, latency_s=c.latency_s)
+                           sample_index=0, seed=c.seed, cached_prompt_tokens=c.cached_prompt_tokens, latency_s=c.latency_s,
+                           token_logprobs=c.token_logprobs)
 
 def probe_naive(backend, probes: TraceProbes, sampling: SamplingParams, indices: Sequence[int] | None = None) -> list[Completion]:
     "Probe by re-encoding every prefix: one token-exact request per probe."
@@ -225,6 +226,7 @@ def probe_traces(backend,
     "Probe every prefix of every trace: one completion per prefix t<=i, i = 0..N, per trace; and what it cost."
     method, sampling = probe_method(backend, method), replace(sampling, n=1)
     if method != "kv" and any(p.images for p in probes): require(backend, "images", study="probing a question with images")
+    if sampling.logprobs: require(backend, "logprobs", study="probing with token log-probabilities")
     tags = list(tags) if tags is not None else [""] * len(probes)
     if len(tags) != len(probes): raise ValueError(f"{len(tags)} tags for {len(probes)} traces")
     requests = [[p.request(i, sampling, tag) for i in range(len(p))] for p, tag in zip(probes, tags)]
