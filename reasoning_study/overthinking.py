@@ -17,8 +17,9 @@ import pandas as pd
 from .backends.core import PRESETS, get_preset, load_backend, stage_batch_size
 from .config import ConfigError, check_config, config_from, param
 from .metrics.overthinking import (FAILED_PROBE_POLICIES, FAILED_PROBE_STATUSES, PREFIX_COLUMNS, TRACE_COLUMNS,
-    UTTERANCE_COLUMNS, failed_probe_table, overthinking_table, recall_trajectories, robustness, robustness_summary, stopping_at_k,
+    UTTERANCE_COLUMNS, failed_probe_table, granularity_of, overthinking_table, recall_trajectories, robustness, robustness_summary, stopping_at_k,
     strategy_table, trajectories, transition_matrix, wasted_budget_table)
+from .probing.trace import UTTERANCE, parse_granularity
 from .prompts.overthinking import TERMINATION_TEMPLATES
 from .tasks.qa import BENCHMARKS, QAItem, has_images
 
@@ -26,10 +27,10 @@ from .tasks.qa import BENCHMARKS, QAItem, has_images
 __all__ = ['MUSOBENCH_TASKS', 'EXTRACTOR_CONTEXT', 'JUDGE_CONTEXT_EXTRA', 'RAW_TABLES', 'FAILED_COUNTS', 'preset_choices',
            'extractor_choices', 'OverthinkingConfig', 'study_problems', 'RolePlan', 'extractor_role', 'plan_roles',
            'RoleBackends', 'Trace', 'TraceRun', 'load_items', 'trace_sampling', 'generate_traces', 'utterance_rows',
-           'Probed', 'probe_all', 'probe_status', 'correctness', 'extract_all', 'prefix_table', 'trace_table',
-           'in_condition', 'judge_cases', 'judge_harmful', 'portable_solutions', 'musobench_prefixes',
-           'generation_stats', 'write_raw', 'run', 'score', 'write_results', 'report', 'summary_markdown', 'read_raw',
-           'run_config', 'rescore']
+           'Probed', 'probe_tag', 'wants_logprobs', 'probe_sampling', 'sum_probe_stats', 'probe_all', 'probe_status',
+           'correctness', 'extract_all', 'answer_logprobs', 'prefix_table', 'trace_table', 'in_condition',
+           'judge_cases', 'judge_harmful', 'portable_solutions', 'musobench_prefixes', 'generation_stats', 'write_raw',
+           'run', 'score', 'write_results', 'report', 'summary_markdown', 'read_raw', 'run_config', 'rescore']
 
 # %% ../nbs/42_overthinking.ipynb #6d21ce17
 MUSOBENCH_TASKS = ("subsetsum", "timetabling")  # multi-solution tasks whose traces can be probed too
@@ -51,6 +52,8 @@ class OverthinkingConfig:
     max_tokens: int = param(192, "trace budget (new tokens)", minimum=1)
     templates: list[str] = param(["stop_now", "time_up"], "termination templates (two wordings: the robustness check)", choices=TERMINATION_TEMPLATES)
     probe_max_tokens: int = param(12, "new tokens per probe (the answer lead ends inside \\boxed{)", minimum=1)
+    granularity: list[str] = param(["utterance"], 'where traces are cut into prefixes: "utterance" (the paper), "tokens:<k>" (every k tokens, Dynasor\'s 32 or 64), or both on the same traces (the first gives the main results)')
+    probe_logprobs: bool | None = param(None, "store the probes' token log-probabilities as `answer_logprobs` (for Confidence policies); None: where the backend declares 'logprobs'")
     extractors: list[str] = param(["rules", "llm:smollm2-135m"], '"rules" alone, or rules then an LLM extractor "llm:<preset>"', choices=extractor_choices)
     failed_probes: str = param("exclude", 'trajectories with a failed probe (backend or extractor error): "exclude" them, or "cut" them at the last good prefix', choices=FAILED_PROBE_POLICIES)
     extractor_options: dict = param({}, "load_backend options of the LLM extractor(s)")
@@ -76,16 +79,19 @@ class OverthinkingConfig:
 
     @property
     def main_condition(self) -> dict:
-        "The condition of the main results, like the paper's: the first template with the last extractor (rules, then the LLM)."
-        return dict(template=self.templates[0], extractor=self.extractors[-1])
+        "The condition of the main results, like the paper's: the first template with the last extractor (rules, then the LLM), at the first granularity."
+        return dict(template=self.templates[0], extractor=self.extractors[-1], granularity=self.granularity[0])
 
 # %% ../nbs/42_overthinking.ipynb #5d9339e0
 def study_problems(config: OverthinkingConfig) -> list[str]:
     "What is wrong with a config across its fields (each field is already valid on its own)."
     problems = []
-    for name in ("benchmarks", "templates", "extractors"):
+    for name in ("benchmarks", "templates", "extractors", "granularity"):
         values = getattr(config, name)
         if not values or len(set(values)) != len(values): problems.append(f"parameter {name!r} must list distinct values, got {values!r}")
+    for name in config.granularity:
+        try: parse_granularity(name)
+        except ValueError as e: problems.append(f"parameter 'granularity': {e}")
     if any(isinstance(level, bool) or not isinstance(level, int) or level < 1 for level in config.musobench_levels):
         problems.append(f"parameter 'musobench_levels' must list 1-based level numbers, got {config.musobench_levels!r}")
     preset = get_preset(config.preset)
@@ -237,18 +243,53 @@ class Probed:
     template: str
     probes: Any  # probing.prober.TraceProbes
     completions: list
+    granularity: str = UTTERANCE  # how the trace was cut ("utterance" or "tokens:<k>")
+
+    @property
+    def split(self): return self.probes.trace  # the trace as cut at this granularity (probing.trace.SplitTrace)
+
+def probe_tag(trace: Trace, template: str, granularity: str = UTTERANCE) -> str:
+    "The store label of a trace's probes (at utterance granularity the label they always had)."
+    base = f"probe:{trace.item.id}:{template}"
+    return base if granularity == UTTERANCE else f"{base}:{granularity}"
+
+def wants_logprobs(config: OverthinkingConfig, backend) -> bool:
+    "Whether the probes store token log-probabilities: `probe_logprobs`, or (None) whether the backend declares them."
+    from reasoning_study.backends.core import require, supports
+    if config.probe_logprobs is None: return supports(backend, "logprobs")
+    if config.probe_logprobs: require(backend, "logprobs", study="probe_logprobs=True")
+    return config.probe_logprobs
+
+def probe_sampling(config: OverthinkingConfig, backend, run: TraceRun):
+    "The probes' sampling: the traces' with the probe budget, one sample, and log-probabilities when asked for."
+    sampling = replace(run.sampling, max_tokens=config.probe_max_tokens, n=1)
+    if wants_logprobs(config, backend) and "logprobs" in type(sampling).__dataclass_fields__: sampling = replace(sampling, logprobs=True)
+    return sampling
+
+def sum_probe_stats(parts: list):
+    "One ProbeStats of several prober calls (prefill_tokens unknown if any call's is)."
+    from reasoning_study.probing.prober import ProbeStats
+    if len(parts) == 1: return parts[0]
+    total = ProbeStats(**{f: sum(getattr(s, f) for s in parts) for f in ProbeStats.__dataclass_fields__ if f != "prefill_tokens"})
+    total.prefill_tokens = None if any(s.prefill_tokens is None for s in parts) else sum(s.prefill_tokens for s in parts)
+    return total
 
 def probe_all(config: OverthinkingConfig, backend, store, run: TraceRun) -> tuple[list[Probed], Any]:
-    "Every prefix of every good trace, per template, through the store; and the prober's ProbeStats."
+    "Every prefix of every good trace, per granularity and template, through the store; and the prober's ProbeStats."
     from reasoning_study.prompts.overthinking import termination_suffix
-    from reasoning_study.probing.prober import plan_probes, probe_traces
-    sampling = replace(run.sampling, max_tokens=config.probe_max_tokens, n=1)
-    planned = [(t, template, plan_probes(backend, t.prompt_ids, t.split, termination_suffix(template, close_thinking=run.thinks),
-                                         images=t.item.images))
-               for template in config.templates for t in run.traces if not t.failed]
-    completions, stats = probe_traces(backend, [p for _, _, p in planned], sampling, store,
-                                      tags=[f"probe:{t.item.id}:{template}" for t, template, _ in planned])
-    return [Probed(t, template, p, c) for (t, template, p), c in zip(planned, completions)], stats
+    from reasoning_study.probing.prober import decode_ids, plan_probes, probe_traces
+    from reasoning_study.probing.trace import cut_trace
+    sampling, decode = probe_sampling(config, backend, run), lambda ids: decode_ids(backend, ids)
+    probed, stats = [], []
+    for granularity in config.granularity:  # one prober call each: a later one finds the probes they share in the store
+        planned = [(t, template, plan_probes(backend, t.prompt_ids, cut_trace(t.split, granularity, decode),
+                                             termination_suffix(template, close_thinking=run.thinks), images=t.item.images))
+                   for template in config.templates for t in run.traces if not t.failed]
+        completions, part = probe_traces(backend, [p for _, _, p in planned], sampling, store,
+                                         tags=[probe_tag(t, template, granularity) for t, template, _ in planned])
+        probed += [Probed(t, template, p, c, granularity) for (t, template, p), c in zip(planned, completions)]
+        stats.append(part)
+    return probed, sum_probe_stats(stats)
 
 # %% ../nbs/42_overthinking.ipynb #ed7fa4f3
 def probe_status(completion, extraction) -> str:
@@ -282,14 +323,21 @@ def extract_all(config: OverthinkingConfig, backends: RoleBackends, store, run: 
     return out
 
 # %% ../nbs/42_overthinking.ipynb #858da48d
-def prefix_table(config: OverthinkingConfig, probed: list[Probed], extracted: dict) -> pd.DataFrame:
-    "One row per probe (prefix) of every trace, template and extractor."
+def answer_logprobs(completion) -> list[float] | None:
+    "A probe's token log-probabilities (None when it has none: a failed probe, or a backend that returned none)."
+    values = getattr(completion, "token_logprobs", None)
+    return None if values is None else [float(v) for v in values]
+
+def prefix_table(config: OverthinkingConfig, probed: list[Probed], extracted: dict,
+                 logprobs: bool = False,  # add `answer_logprobs` (the probes asked for log-probabilities)
+                ) -> pd.DataFrame:
+    "One row per probe (prefix) of every trace, granularity, template and extractor."
     from reasoning_study.probing.prober import forced_answer_text
     rows = []
     for name in config.extractors:
         answers = iter(extracted[name][0])
         for p in probed:
-            t, split = p.trace, p.trace.split
+            t, split = p.trace, p.split
             key = dict(model=config.preset, benchmark=t.item.benchmark, item_id=t.item.id, format=t.item.format, seed=config.seed,
                        sample_index=t.sample_index, template=p.template, extractor=name)
             for i, c in enumerate(p.completions):
@@ -299,8 +347,10 @@ def prefix_table(config: OverthinkingConfig, probed: list[Probed], extracted: di
                              "trace_tokens": len(split.token_ids), "prediction": e.answer, "extraction_method": e.method,
                              "correct": correctness(status, e.answer, t.item), "probe_status": status,
                              "forced_answer": forced_answer_text(c) if c.status != "error" else None,
-                             "finish_reason": c.finish_reason, "cached_prompt_tokens": c.cached_prompt_tokens})
-    return pd.DataFrame(rows, columns=list(PREFIX_COLUMNS)).astype({"correct": "boolean"})  # <NA> for a failed probe
+                             "finish_reason": c.finish_reason, "cached_prompt_tokens": c.cached_prompt_tokens,
+                             "granularity": p.granularity, **({"answer_logprobs": answer_logprobs(c)} if logprobs else {})})
+    columns = list(PREFIX_COLUMNS) + (["answer_logprobs"] if logprobs else [])
+    return pd.DataFrame(rows, columns=columns).astype({"correct": "boolean"})  # <NA> for a failed probe
 
 def trace_table(config: OverthinkingConfig, run: TraceRun, extracted: dict) -> pd.DataFrame:
     "One row per trace and condition: the trace's own final answer, extracted like the probes'."
@@ -319,13 +369,21 @@ def trace_table(config: OverthinkingConfig, run: TraceRun, extracted: dict) -> p
 
 # %% ../nbs/42_overthinking.ipynb #9118fee6
 def in_condition(table: pd.DataFrame, condition: Mapping) -> pd.DataFrame:
-    "The rows of one condition (template and extractor)."
-    return table[(table.template == condition["template"]) & (table.extractor == condition["extractor"])]
+    "The rows of one condition: template and extractor, and the granularity where the condition and the table have one."
+    keep = (table.template == condition["template"]) & (table.extractor == condition["extractor"])
+    if "granularity" in condition and "granularity" in table.columns: keep &= granularity_of(table) == condition["granularity"]
+    return table[keep]  # (a trace table has no granularity: its rows hold at every one)
 
-def judge_cases(config: OverthinkingConfig, prefixes: pd.DataFrame, traces: list[Trace]) -> list[dict]:
+def judge_cases(config: OverthinkingConfig, prefixes: pd.DataFrame, traces: list[Trace],
+                decode: Callable | None = None,  # token ids -> text: places token-granularity prefixes in the trace's text
+               ) -> list[dict]:
     "One judge case per harmful trajectory of the main condition (a cut trajectory ends early)."
-    traj = in_condition(trajectories(prefixes, failed_probes=config.failed_probes), config.main_condition)
-    of = {(t.item.id, t.sample_index): t for t in traces}
+    from reasoning_study.probing.trace import cut_trace
+    main = config.main_condition
+    if main["granularity"] != UTTERANCE and decode is None: raise ValueError(f"judge cases at granularity {main['granularity']!r} need `decode`")
+    prefixes = prefixes[granularity_of(prefixes) == main["granularity"]]
+    traj = in_condition(trajectories(prefixes, failed_probes=config.failed_probes), main)
+    of = {(t.item.id, t.sample_index): replace(t, split=cut_trace(t.split, main["granularity"], decode)) for t in traces}
     final_pred = prefixes.set_index(["item_id", "sample_index", "template", "extractor", "prefix_index"])["prediction"]
     multimodal = config.judge is not None and get_preset(config.judge).multimodal
     return [dict(case_id=f"{r.model}/{r.item_id}/{r.sample_index}", model=r.model, benchmark=r.benchmark,
@@ -406,9 +464,11 @@ def run(config: OverthinkingConfig, backends, store, folder: str | Path | None =
     probed, probe_stats = stage("probes", lambda: probe_all(config, backend, store, traces))
     progress(str(probe_stats))
     extracted = stage("extraction", lambda: extract_all(config, backends, store, traces, probed))
-    raw = {"utterances": utterance_rows(traces.traces, config), "prefixes": prefix_table(config, probed, extracted),
+    raw = {"utterances": utterance_rows(traces.traces, config),
+           "prefixes": prefix_table(config, probed, extracted, logprobs=wants_logprobs(config, backend)),
            "traces": trace_table(config, traces, extracted)}
-    verdicts = stage("judge", lambda: judge_harmful(config, backends, store, judge_cases(config, raw["prefixes"], traces.traces)))
+    verdicts = stage("judge", lambda: judge_harmful(config, backends, store, judge_cases(config, raw["prefixes"], traces.traces,
+                                                                                        decode=backend.decode)))
     if isinstance(verdicts, str): progress(verdicts)
     else: raw["judgements"] = verdicts
     muso, muso_stats = stage("musobench", lambda: musobench_prefixes(config, backend, store, traces))
@@ -440,6 +500,10 @@ def score(raw: Mapping[str, pd.DataFrame], config: OverthinkingConfig) -> dict[s
     if len(config.templates) * len(config.extractors) > 1:
         results["robustness"] = pairs = robustness(all_traj, by=["model", "benchmark"])
         results["robustness_summary"] = robustness_summary(pairs)
+    if len(config.granularity) > 1:  # the same traces at every granularity, side by side (the main template and extractor)
+        same = {k: v for k, v in main.items() if k != "granularity"}
+        results["strategies_by_granularity"] = strategy_table(in_condition(all_traj, same), by=["model", "benchmark", "granularity"])
+        results["stopping_at_k_by_granularity"] = stopping_at_k(in_condition(prefixes, same), by=["granularity"], failed_probes=policy)
     if "judgements" in raw: results["taxonomy"] = taxonomy_table(raw["judgements"])
     if "musobench_prefixes" in raw:
         results["musobench_recall_trajectories"] = recall_trajectories(
@@ -499,6 +563,8 @@ def summary_markdown(results, config: OverthinkingConfig, stats: dict, table1, b
                 ("Stopping@K (Table 2)", table_markdown(table2)),
                 ("Transitions (Fig. 9)", results["transitions"].to_markdown(index=False)),
                 (f"Failed probes (`failed_probes={config.failed_probes!r}`)", results["failed_probes"].to_markdown(index=False))]
+    for name, title in (("strategies_by_granularity", "Strategies per granularity"), ("stopping_at_k_by_granularity", "Stopping@K per granularity")):
+        if name in results: sections.append((title, results[name].to_markdown(index=False)))
     if "musobench_recall_trajectories" in results:
         sections.append(("MuSoBench recall trajectories", results["musobench_recall_trajectories"].to_markdown(index=False)))
     sections += [("Figures", "\n".join(f"- {n}" for n in stats["figures"])),

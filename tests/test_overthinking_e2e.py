@@ -14,13 +14,16 @@ import pandas as pd
 import pytest
 
 from reasoning_study.config import parameters_source
-from reasoning_study.metrics.overthinking import PREFIX_COLUMNS, TRACE_COLUMNS, UTTERANCE_COLUMNS
+from reasoning_study.metrics.overthinking import PREFIX_COLUMNS, PREFIX_OPTIONAL, TRACE_COLUMNS, UTTERANCE_COLUMNS
 from reasoning_study.overthinking import OverthinkingConfig, rescore
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "nbs" / "experiments" / "overthinking.ipynb"
 PAPERMILL = Path(sys.executable).parent / "papermill"
 SLICE = {"n_items": 1, "max_tokens": 40, "probe_max_tokens": 6, "judge_max_tokens": 24}
+# the two-run fixture also probes every 32 tokens (issue 15: token granularity, on the same traces and store); its
+# MuSoBench probes are shorter than the default 96 tokens so that the extra probes cost no time overall
+RUNS = {**SLICE, "granularity": ["utterance", "tokens:32"], "musobench_probe_tokens": 64}
 
 ALWAYS_DRAWN = {"fig1_strategy_accuracy", "table1_results_figure", "table2_stopping_figure", "fig9_transition_matrix"}
 NEED_MORE_DATA = {"fig2_lengths_utterances", "fig3_format_breakdown", "fig4_stability_curve", "fig10_token_statistics",
@@ -36,7 +39,7 @@ def papermill(out: Path, name: str, params: dict):
 
 
 def run(out: Path, name: str):
-    params = [a for k, v in {**SLICE, "out_dir": str(out)}.items() for a in ("-p", k, str(v))]
+    params = [a for k, v in {**RUNS, "out_dir": str(out)}.items() for a in ("-y", json.dumps({k: v}))]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     subprocess.run([str(PAPERMILL), "--cwd", str(ROOT / "nbs"), str(NOTEBOOK), str(out.parent / name), *params],
                    check=True, capture_output=True, env=env, cwd=ROOT, timeout=1500)
@@ -55,7 +58,8 @@ def test_tables_follow_the_contract(runs):
     traces = pd.read_parquet(out / "traces.parquet")
     utterances = pd.read_parquet(out / "utterances.parquet")
     # the one declaration of the contract (metrics.overthinking), column for column
-    assert list(prefixes.columns) == list(PREFIX_COLUMNS) and list(traces.columns) == list(TRACE_COLUMNS)
+    optional = [c for c in PREFIX_OPTIONAL if c in prefixes.columns]  # answer_logprobs: the transformers backend declares them
+    assert list(prefixes.columns) == list(PREFIX_COLUMNS) + optional and list(traces.columns) == list(TRACE_COLUMNS)
     assert list(utterances.columns) == list(UTTERANCE_COLUMNS)
     assert set(prefixes["format"]) == {"ff", "mc"} and set(prefixes["template"]) == {"stop_now", "time_up"}
     assert set(prefixes["extractor"]) == {"rules", "llm:smollm2-135m"}
@@ -65,11 +69,22 @@ def test_tables_follow_the_contract(runs):
     assert prefixes.loc[failed, "correct"].isna().all() and prefixes.loc[~failed, "correct"].notna().all()  # a failure is no answer
     assert (out / "failed_probes.csv").is_file() and first["failed_probes"]["policy"] == "exclude"
     # every trajectory has exactly the prefixes 0..N, and N and the token budgets agree with the utterance table
-    for key, group in prefixes.groupby(["item_id", "template", "extractor"]):
+    assert set(prefixes["granularity"]) == {"utterance", "tokens:32"}
+    for key, group in prefixes.groupby(["item_id", "template", "extractor", "granularity"]):
         n = group.n_utterances.iloc[0]
         assert sorted(group.prefix_index) == list(range(n + 1))
         tokens = utterances[utterances.item_id == key[0]].sort_values("utterance_index").tokens.cumsum().tolist()
-        assert group.sort_values("prefix_index").prefix_tokens.tolist() == [0] + tokens
+        cuts = [0] + tokens if key[3] == "utterance" else [0] + list(range(32, tokens[-1], 32)) + [tokens[-1]]  # the last chunk: the rest
+        assert group.sort_values("prefix_index").prefix_tokens.tolist() == cuts
+    # the probes both granularities share (the empty prefix, the whole trace) are one stored generation: the same forced answer
+    shared = prefixes.pivot_table(index=["item_id", "template", "extractor", "prefix_tokens"], columns="granularity",
+                                  values="forced_answer", aggfunc="first").dropna()
+    assert len(shared) >= 2 * 4 and (shared["utterance"] == shared["tokens:32"]).all()
+    if "answer_logprobs" in prefixes.columns:  # a list of token log-probabilities per probe that ran
+        ran = prefixes[prefixes.probe_status != "error"]
+        assert all(len(lp) > 0 and max(lp) <= 0 for lp in ran["answer_logprobs"])
+    assert "granularity" not in pd.read_csv(out / "strategies.csv").columns  # the main tables: the first granularity alone
+    assert set(pd.read_csv(out / "strategies_by_granularity.csv")["granularity"]) == {"utterance", "tokens:32"}
     assert first["probe_prefill_tokens"] == first["probe_prefill_lower_bound"]  # KV reuse: prompt + trace once + suffixes
 
 
@@ -90,7 +105,10 @@ def test_every_supported_figure_is_drawn(runs):
 
 def test_rerun_reuses_stored_generations(runs):
     _, first, second = runs
-    assert first["new_generations"] > 0 and first["probes_generated"] == first["probes"]
+    prefixes = pd.read_parquet(runs[0] / "prefixes.parquet")
+    one = prefixes[prefixes.extractor == "rules"]
+    shared = int(one.duplicated(["item_id", "template", "prefix_tokens"]).sum())  # probed once for both granularities
+    assert first["new_generations"] > 0 and first["probes_generated"] == first["probes"] - shared > 0
     assert second["new_generations"] == 0 and second["probes_generated"] == 0 and second["probe_prefill_tokens"] == 0
     assert second["stored_generations"] == first["stored_generations"]
     assert second["figures"] == first["figures"]
@@ -160,7 +178,7 @@ def test_rescore_reproduces_the_stored_tables(runs):
     record = json.loads((out / "run.json").read_text())
     assert record["study"] == "overthinking" and record["config"]["n_items"] == SLICE["n_items"] and "model" in record["backends"]
     results = rescore(out)
-    assert {"strategies", "stopping_at_k", "failed_probes", "musobench_recall_trajectories"} <= set(results)
+    assert {"strategies", "stopping_at_k", "failed_probes", "musobench_recall_trajectories", "strategies_by_granularity"} <= set(results)
     for name, table in results.items():
         if name == "trajectories": pd.testing.assert_frame_equal(table, pd.read_parquet(out / "trajectories.parquet"))
         else: assert table.to_csv(index=False) == (out / f"{name}.csv").read_text(), name

@@ -52,6 +52,15 @@ def _single_group(table: pd.DataFrame, columns: Sequence[str], figure: str):
     if multi := [c for c in columns if c in table.columns and table[c].nunique(dropna=False) > 1]:
         raise ValueError(f"{figure} draws one group; filter the table first (several values in {multi})")
 
+def _granularities(table: pd.DataFrame, given: str | None = None) -> str | None:
+    "`given`, else \"granularity\" when the table holds traces probed at several (so a figure splits them instead of pooling)."
+    if given is None and "granularity" in table.columns and table["granularity"].nunique() > 1: return "granularity"
+    return given
+
+def _at_granularity(labels: pd.Series, table: pd.DataFrame) -> pd.Series:
+    "Row labels with ' @ <granularity>' added when the table mixes granularities."
+    return labels.astype(str) + " @ " + table["granularity"].astype(str) if _granularities(table) else labels
+
 # %% ../../nbs/82_figures.overthinking.ipynb #9855b713
 def plot_strategy_accuracy(strategies: pd.DataFrame,  # `strategy_table` output (several models: bars show their mean)
                            x: str = "benchmark",  # one group of bars per value
@@ -112,6 +121,7 @@ def results_table(strategies: pd.DataFrame,  # `strategy_table` output
     require_columns(strategies, index + [columns] + list(metrics), "results_table")
     d = strategies[strategies["strategy"].astype(str).isin(order)].copy()
     d["strategy"] = d["strategy"].astype(str)
+    if rows: d[rows] = _at_granularity(d[rows], d)  # two probings of the same traces: one row group each
     if d.duplicated(index + [columns]).any(): raise ValueError(f"results_table: one row per {index + [columns]} expected")
     for m in metrics: d[m] = d[m] * (100 if m in PERCENT_METRICS else 1)
     table = d.pivot(index=index, columns=columns, values=list(metrics))
@@ -148,12 +158,13 @@ def stopping_table(stopping: pd.DataFrame,  # `stopping_at_k` output (one group)
     require_columns(stopping, ["k", "accuracy", "length", "harmful_rate"], "stopping_table")
     _single_group(stopping, ["model", "benchmark", "format"], "stopping_table")
     def k_label(k): return "Stopping@∞" if math.isinf(k) else f"Stopping@{int(k)}"
-    rows = stopping.sort_values("k", ascending=False, key=lambda k: k.replace(np.inf, 1e18))
+    rows = stopping.sort_values("k", ascending=False, key=lambda k: k.replace(np.inf, 1e18), kind="stable")
     table = pd.DataFrame({"Acc ↑": rows["accuracy"].to_numpy() * 100, "Len ↓": rows["length"].to_numpy(),
-                          "H ↓": rows["harmful_rate"].to_numpy() * 100}, index=[k_label(k) for k in rows["k"]])
+                          "H ↓": rows["harmful_rate"].to_numpy() * 100}, index=_at_granularity(rows["k"].map(k_label), rows).to_numpy())
     if models is not None:
         require_columns(models, ["model", "strategy", "accuracy", "length", "harmful_rate"], "stopping_table models")
         actual = models[models["strategy"].astype(str) == "Actual"]
+        actual = actual.assign(model=_at_granularity(actual["model"], actual))
         if actual["model"].duplicated().any(): raise ValueError("stopping_table: one Actual row per model expected")
         table = pd.concat([table, pd.DataFrame({"Acc ↑": actual["accuracy"].to_numpy() * 100, "Len ↓": actual["length"].to_numpy(),
                                                 "H ↓": actual["harmful_rate"].to_numpy() * 100}, index=actual["model"].to_numpy())])
@@ -165,6 +176,7 @@ def plot_format_breakdown(breakdown: pd.DataFrame,  # `overthinking_table(by=[..
                           col: str | None = None,  # one panel per value (e.g. "model")
                          ) -> plt.Figure:
     "Fig. 3 / Fig. 13: verbose and harmful overthinking (% of solved samples) for MC and FF, stacked."
+    col = _granularities(breakdown, col)  # one panel per granularity when the traces were probed at several
     require_columns(breakdown, ["format", "verbose_share", "harmful_share"] + ([col] if col else []), "plot_format_breakdown")
     _single_group(breakdown.drop(columns=[col]) if col else breakdown, ["model", "benchmark"], "plot_format_breakdown")
     panels = _values(breakdown, col)
@@ -192,6 +204,7 @@ def plot_stability_curve(curve: pd.DataFrame,  # `stability_curve` output
                          show_counts: bool = True,  # trajectories still at risk, on a second axis
                         ) -> plt.Figure:
     "Fig. 4: probability of remaining correct k utterances after the first correct prefix τ."
+    hue = _granularities(curve, hue)  # one line per granularity when the traces were probed at several
     require_columns(curve, ["steps_after_tau", column, "n_trajectories"] + ([hue] if hue else []), "plot_stability_curve")
     _single_group(curve.drop(columns=[hue]) if hue else curve, ["model", "benchmark"], "plot_stability_curve")
     paper_style()

@@ -11,6 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from .core import paper_style, require_columns
+from ..metrics.overthinking import granularity_groups
 
 # %% auto #0
 __all__ = ['pareto_front', 'plot_policy_pareto']
@@ -26,10 +27,11 @@ def pareto_front(points: pd.DataFrame, x: str = "tokens", y: str = "accuracy") -
 
 def plot_policy_pareto(table: pd.DataFrame,  # `metrics.stopping.policy_table`
                        x: str = "tokens",  # "tokens" or "utterances" used
-                       by: tuple[str, str] = ("model", "benchmark"),  # one panel per pair
+                       by: tuple[str, str] = ("model", "benchmark"),  # one panel per pair (and per granularity, when the table has several)
                       ) -> plt.Figure:
     "Accuracy at the stop vs length used, one point per policy setting; Actual (x) and Optimal (*) marked; the frontier drawn."
     require_columns(table, [*by, "policy", "setting", x, "accuracy"], "the stopping Pareto figure")
+    by = granularity_groups(table, by)  # traces probed at two granularities: one panel each, never one frontier over both
     paper_style()
     panels = list(table.groupby(list(by), sort=True))
     if not panels: raise ValueError("no policy rows to draw")

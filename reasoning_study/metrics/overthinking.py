@@ -14,14 +14,15 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'PREFIX_COLUMNS', 'TRACE_COLUMNS', 'UTTERANCE_COLUMNS',
-           'FAILED_PROBE_STATUSES', 'FAILED_PROBE_POLICIES', 'STRATEGIES', 'STATES', 'SAMPLE_FACTORS',
-           'SCALING_STRATEGIES', 'RECALL_COLUMNS', 'first_correct_index', 'last_correct_index', 'is_verbose',
-           'is_harmful', 'trajectory_keys', 'check_prefix_table', 'failed_probe_mask', 'apply_failed_probes',
-           'failed_probe_table', 'prefix_rows', 'trajectories', 'strategy_table', 'overthinking_table',
-           'wasted_budget_table', 'length_distribution', 'transition_counts', 'transition_matrix', 'stability_curve',
-           'stopping_index', 'stopping_points', 'stopping_at_k', 'spearman', 'matthews_corrcoef', 'condition_labels',
-           'robustness', 'robustness_summary', 'cross_model_spearman', 'pass_at_k', 'majority_vote_at_k',
+__all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'GRANULARITY', 'DEFAULT_GRANULARITY', 'PREFIX_COLUMNS',
+           'PREFIX_OPTIONAL', 'TRACE_COLUMNS', 'UTTERANCE_COLUMNS', 'FAILED_PROBE_STATUSES', 'FAILED_PROBE_POLICIES',
+           'STRATEGIES', 'STATES', 'SAMPLE_FACTORS', 'SCALING_STRATEGIES', 'RECALL_COLUMNS', 'first_correct_index',
+           'last_correct_index', 'is_verbose', 'is_harmful', 'trajectory_keys', 'check_prefix_table', 'granularity_of',
+           'granularity_groups', 'main_granularity', 'failed_probe_mask', 'apply_failed_probes', 'failed_probe_table',
+           'prefix_rows', 'trajectories', 'strategy_table', 'overthinking_table', 'wasted_budget_table',
+           'length_distribution', 'transition_counts', 'transition_matrix', 'stability_curve', 'stopping_index',
+           'stopping_points', 'stopping_at_k', 'spearman', 'matthews_corrcoef', 'condition_labels', 'robustness',
+           'robustness_summary', 'cross_model_spearman', 'pass_at_k', 'majority_vote_at_k',
            'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables']
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4e35dd2e
@@ -42,7 +43,7 @@ def is_harmful(z: Sequence[bool]) -> bool:
     return first_correct_index(z) is not None and not z[-1]
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4a9cd8d7
-TRAJECTORY_KEYS = ("model", "benchmark", "item_id", "seed", "template", "extractor", "sample_index")
+TRAJECTORY_KEYS = ("model", "benchmark", "item_id", "seed", "template", "extractor", "sample_index", "granularity")
 CONDITION_FACTORS = ("seed", "template", "extractor")  # what the robustness study varies (App. A)
 PREFIX_REQUIRED = ("model", "benchmark", "item_id", "prefix_index", "n_utterances", "correct")
 
@@ -103,10 +104,32 @@ def check_prefix_table(prefixes: pd.DataFrame,  # the per-prefix table
     "Validate the per-prefix table and return it sorted by trajectory and `prefix_index`, failed probes handled."
     return _checked(prefixes, incomplete, failed_probes).drop(columns="_id")
 
+# %% ../../nbs/61_metrics.overthinking.ipynb #63e7afcb
+GRANULARITY = "granularity"  # the column naming how a trace was cut into prefixes
+DEFAULT_GRANULARITY = "utterance"  # what a table without the column was probed at
+
+def granularity_of(table: pd.DataFrame) -> pd.Series:
+    "Each row's granularity (\"utterance\" where the table has no such column, or a row has none)."
+    if GRANULARITY not in table.columns: return pd.Series(DEFAULT_GRANULARITY, index=table.index, name=GRANULARITY)
+    return table[GRANULARITY].fillna(DEFAULT_GRANULARITY)
+
+def granularity_groups(table: pd.DataFrame, by: Sequence[str]) -> list[str]:
+    "`by`, with the granularity column added when the table mixes granularities (so no group pools them)."
+    by = list(by)
+    if GRANULARITY in by or GRANULARITY not in table.columns or granularity_of(table).nunique() < 2: return by
+    return by + [GRANULARITY]
+
+def main_granularity(table: pd.DataFrame) -> str:
+    "The granularity a one-table summary reads: \"utterance\" (the paper's) when present, else the first in the table."
+    values = list(dict.fromkeys(granularity_of(table)))
+    if not values: return DEFAULT_GRANULARITY
+    return DEFAULT_GRANULARITY if DEFAULT_GRANULARITY in values else values[0]
+
 # %% ../../nbs/61_metrics.overthinking.ipynb #e112439f
 PREFIX_COLUMNS = ("model", "benchmark", "item_id", "format", "seed", "sample_index", "template", "extractor", "prefix_index",
                   "n_utterances", "prefix_tokens", "trace_tokens", "prediction", "extraction_method", "correct", "probe_status",
-                  "forced_answer", "finish_reason", "cached_prompt_tokens")  # one row per probe (prefix) and extractor
+                  "forced_answer", "finish_reason", "cached_prompt_tokens", "granularity")  # one row per probe (prefix) and extractor
+PREFIX_OPTIONAL = ("answer_logprobs",)  # per probe, the log-probabilities of its continuation's tokens (when the run stores them)
 TRACE_COLUMNS = ("model", "benchmark", "item_id", "format", "seed", "template", "extractor", "sample_index", "n_utterances",
                  "trace_tokens", "trace_status", "final_prediction", "final_correct", "completion_tokens")  # one row per trace and condition
 UTTERANCE_COLUMNS = ("model", "benchmark", "item_id", "seed", "sample_index", "utterance_index", "tokens", "char_start",
@@ -165,7 +188,7 @@ def failed_probe_table(prefixes: pd.DataFrame,  # the per-prefix table
                        by: Sequence[str] = ("model", "benchmark"),
                       ) -> pd.DataFrame:
     "Per group: trajectories, those with failed probes, failed probes, and how many were excluded or cut."
-    by = list(by)
+    by = granularity_groups(prefixes, by)
     _, outcome = apply_failed_probes(prefixes, failed_probes)
     outcome = outcome.assign(excluded=outcome["action"] == "excluded", cut=outcome["action"] == "cut")
     total = _group(prefixes.drop_duplicates(trajectory_keys(prefixes)), by).size().rename("n_trajectories")
@@ -229,7 +252,11 @@ def trajectories(prefixes: pd.DataFrame,  # the per-prefix table
 # %% ../../nbs/61_metrics.overthinking.ipynb #ca8bb5c4
 STRATEGIES = ("No-CoT", "Actual", "Optimal", "Instruct", "Actual (own answer)")
 
-def _trace_strategy(traces: pd.DataFrame, by: Sequence[str], name: str) -> pd.DataFrame:
+def _trace_strategy(traces: pd.DataFrame, by: Sequence[str], name: str, granularities: Sequence[str] = ()) -> pd.DataFrame:
+    "A strategy read from a trace table (a trace's own answer: the same at every granularity, its row repeated per granularity)."
+    if GRANULARITY in by and GRANULARITY not in traces.columns:
+        rest = [c for c in by if c != GRANULARITY]
+        return pd.concat([_trace_strategy(traces, rest, name).assign(**{GRANULARITY: g}) for g in granularities], ignore_index=True)
     _require(traces, ["final_correct", "n_utterances"], f"the {name} trace table")
     traces = traces[traces["final_correct"].notna()]  # a trace whose generation or extraction failed is no answer
     agg = dict(n=("final_correct", "size"), accuracy=("final_correct", "mean"), length=("n_utterances", "mean"))
@@ -244,7 +271,7 @@ def strategy_table(trajectories: pd.DataFrame,  # from `trajectories`
                    traces: pd.DataFrame | None = None,  # trace table of the reasoning models: adds "Actual (own answer)"
                   ) -> pd.DataFrame:
     "Accuracy, length (utterances and tokens) and harmful rate H of No-CoT, Actual, Optimal (and Instruct)."
-    by = list(by)
+    by = granularity_groups(trajectories, by)
     tr = trajectories.assign(**{c: trajectories[c].astype(float) for c in ("no_cot_correct", "actual_correct", "solved", "harmful")})
     has_tokens = "trace_tokens" in tr.columns and "optimal_tokens" in tr.columns
     g = _group(tr, by)
@@ -258,7 +285,7 @@ def strategy_table(trajectories: pd.DataFrame,  # from `trajectories`
         if has_tokens: part["length_tokens"] = g[tokens].mean() if tokens else 0.0
         part["harmful_rate"] = g[harmful].mean() if harmful else 0.0
         rows.append(part.reset_index().assign(strategy=name))
-    if traces is not None: rows.append(_trace_strategy(traces, by, "Actual (own answer)"))
+    if traces is not None: rows.append(_trace_strategy(traces, by, "Actual (own answer)", sorted(set(granularity_of(trajectories)))))
     if instruct is not None:
         ins = instruct
         if instruct_of and "model" in by:
@@ -266,7 +293,7 @@ def strategy_table(trajectories: pd.DataFrame,  # from `trajectories`
             if missing := sorted(set(ins["model"]) - set(reasoning_of)):
                 raise ValueError(f"instruct models {missing} are not values of instruct_of")
             ins = ins.assign(model=ins["model"].map(reasoning_of))
-        rows.append(_trace_strategy(ins, by, "Instruct"))
+        rows.append(_trace_strategy(ins, by, "Instruct", sorted(set(granularity_of(trajectories)))))
     out = pd.concat(rows, ignore_index=True)  # (an ungrouped table's helper "index" column is dropped below)
     out["strategy"] = pd.Categorical(out["strategy"], categories=list(STRATEGIES), ordered=True)
     cols = by + ["strategy", "n", "accuracy", "length"] + (["length_tokens"] if "length_tokens" in out.columns else []) + ["harmful_rate"]
@@ -277,7 +304,7 @@ def overthinking_table(trajectories: pd.DataFrame,  # from `trajectories`
                        by: Sequence[str] = ("format",),  # e.g. ("format",) for MC vs FF, ("model", "benchmark")
                       ) -> pd.DataFrame:
     "Counts of solved / verbose / harmful trajectories, H over all items, and the verbose/harmful shares among solved."
-    by = list(by)
+    by = granularity_groups(trajectories, by)
     g = _group(trajectories, by)
     out = pd.DataFrame({"n_items": g.size(), "n_solved": g["solved"].sum(), "n_verbose": g["verbose"].sum(),
                         "n_harmful": g["harmful"].sum()})
@@ -293,7 +320,7 @@ def wasted_budget_table(trajectories: pd.DataFrame,  # from `trajectories`
                         by: Sequence[str] = ("model", "benchmark"),
                        ) -> pd.DataFrame:
     "Mean wasted budget w = N - τ over solved trajectories, per group (utterances, and tokens when known)."
-    by = list(by)
+    by = granularity_groups(trajectories, by)
     solved = trajectories[trajectories["solved"]]
     if solved.empty: raise ValueError("no solved trajectory: the wasted budget is undefined")
     agg = dict(n_solved=("wasted_budget", "size"), wasted_budget=("wasted_budget", "mean"))
@@ -327,7 +354,7 @@ def transition_counts(prefixes: pd.DataFrame,  # the per-prefix table
     nxt = t.groupby("_id")["correct"].shift(-1)
     pairs = t[nxt.notna()].assign(from_state=np.where(t["correct"], "correct", "wrong")[nxt.notna()],
                                   to_state=np.where(nxt[nxt.notna()].astype(bool), "correct", "wrong"))
-    by = list(by)
+    by = granularity_groups(t, by)
     grid = pd.MultiIndex.from_product([STATES, STATES], names=["from_state", "to_state"])
     frames = []
     for key, part in (pairs.groupby(by, sort=True, dropna=False) if by else [((), pairs)]):
@@ -340,7 +367,8 @@ def transition_counts(prefixes: pd.DataFrame,  # the per-prefix table
     return out[by + ["from_state", "to_state", "count", "row_share"]]
 
 def transition_matrix(prefixes: pd.DataFrame, failed_probes: str = "exclude") -> pd.DataFrame:
-    "The pooled 2x2 count matrix: rows z_i (correct/wrong), columns z_{i+1}."
+    "The pooled 2x2 count matrix: rows z_i (correct/wrong), columns z_{i+1} (of the main granularity, see `main_granularity`)."
+    prefixes = prefixes[granularity_of(prefixes) == main_granularity(prefixes)]  # one 2x2 matrix: never pooled over granularities
     counts = transition_counts(prefixes, failed_probes=failed_probes)
     m = counts.pivot(index="from_state", columns="to_state", values="count").loc[list(STATES), list(STATES)]
     m.index.name, m.columns.name = "prefix i", "prefix i+1"
@@ -360,7 +388,7 @@ def stability_curve(prefixes: pd.DataFrame,  # the per-prefix table
     t = t[t["steps_after_tau"] >= 0]
     t["never_left"] = t["correct"].astype(int).groupby(t["_id"]).cummin()
     if max_steps is not None: t = t[t["steps_after_tau"] <= max_steps]
-    by = list(by)
+    by = granularity_groups(t, by)
     out = (t.groupby(by + ["steps_after_tau"], sort=True, dropna=False)
             .agg(n_trajectories=("correct", "size"), p_correct=("correct", "mean"), p_never_left=("never_left", "mean"))
             .reset_index())
@@ -429,7 +457,7 @@ def stopping_at_k(prefixes: pd.DataFrame,  # the per-prefix table
                   failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
                  ) -> pd.DataFrame:
     "Table 2: accuracy, length (utterances, tokens) and harmful rate H of Stopping@K, per K (and group)."
-    by, rows = list(by), []
+    by, rows = granularity_groups(prefixes, by), []
     for k in ks: _check_k(k)
     t = _with_unchanged_runs(prefixes, failed_probes)
     for k in ks:
@@ -474,7 +502,7 @@ def robustness(trajectories: pd.DataFrame,  # from `trajectories`, with several 
               ) -> pd.DataFrame:
     "Per pair of conditions: which factors differ, Spearman of b_τ and MCC of z_N over the shared items."
     if unsolved not in ("drop", "last"): raise ValueError(f"unsolved must be 'drop' or 'last', got {unsolved!r}")
-    factors, by = [f for f in factors if f in trajectories.columns], list(by)
+    factors, by = [f for f in factors if f in trajectories.columns], granularity_groups(trajectories, by)
     if not factors: raise ValueError(f"none of the condition columns {list(CONDITION_FACTORS)} is present")
     item = [c for c in trajectory_keys(trajectories) if c not in factors + by]
     t = trajectories.assign(condition=condition_labels(trajectories, factors))  # trajectory keys stay unique
@@ -573,7 +601,7 @@ def optimal_vs_test_time_scaling(trajectories: pd.DataFrame,  # from `trajectori
         raise ValueError("optimal_vs_test_time_scaling takes the `trajectories` table first (Actual is the probed z_N, as in "
                          "Table 1); pass the trace table as `traces=` for the own-answer curves")
     _require(trajectories, ["model", "benchmark", "item_id", "actual_correct", "actual_prediction", "solved"], "optimal_vs_test_time_scaling")
-    by = list(by)
+    by = granularity_groups(trajectories, by)
     probed = _per_item(trajectories, by, "actual_correct", "actual_prediction", solved="solved")
     ks = list(ks) if ks is not None else list(range(1, int(probed["n"].min()) + 1))
     curves = [("Pass@K", probed, "pass"), ("Actual Length", probed, "vote"), ("Optimal Length", probed.assign(c=probed["solved"]), "pass")]

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .overthinking import check_prefix_table, stopping_index, trajectories, trajectory_keys
+from .overthinking import check_prefix_table, granularity_groups, stopping_index, trajectories, trajectory_keys
 from ..probing.answers import clean_answer, free_form_correct, normalize_text
 from ..tasks.noveltybench import first_equivalent, partition
 
@@ -231,7 +231,7 @@ def policy_table(prefixes: pd.DataFrame,  # the per-prefix table
                  failed_probes: str = "exclude",
                 ) -> pd.DataFrame:
     "Per policy setting and group: accuracy at the stop, utterances and tokens used and saved, H at the stop, rescued share, gap recovered."
-    by = list(by)
+    by = granularity_groups(prefixes, by)  # a table probed at two granularities is scored per granularity
     traj = trajectories(prefixes, failed_probes=failed_probes)
     keys = trajectory_keys(traj)
     stops = policy_stops(prefixes, policies, failed_probes).merge(

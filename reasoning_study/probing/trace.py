@@ -13,7 +13,8 @@ from typing import Callable, Sequence
 import pandas as pd
 
 # %% auto #0
-__all__ = ['Encoder', 'utterance_spans', 'token_cuts', 'Utterance', 'SplitTrace', 'split_trace', 'check_split', 'utterance_table']
+__all__ = ['Encoder', 'UTTERANCE', 'utterance_spans', 'token_cuts', 'Utterance', 'SplitTrace', 'split_trace', 'check_split',
+           'utterance_table', 'token_chunks', 'parse_granularity', 'cut_trace']
 
 # %% ../../nbs/50_probing.trace.ipynb #cecdfd4f
 _CONTENT_LINE = re.compile(r"\S(?:[^\n]*\S)?")  # from the first to the last non-blank character of a line
@@ -125,3 +126,39 @@ def utterance_table(split: SplitTrace, **keys) -> pd.DataFrame:
     rows = [{**keys, "utterance_index": u.index, "tokens": u.tokens, "char_start": u.char_start, "char_end": u.char_end}
             for u in split.utterances]
     return pd.DataFrame(rows, columns=[*keys, "utterance_index", "tokens", "char_start", "char_end"])
+
+# %% ../../nbs/50_probing.trace.ipynb #78fe3ade
+def _agreeing_prefix(decoded: str, text: str) -> int:
+    "How many leading characters `decoded` shares with `text`."
+    n = min(len(decoded), len(text))
+    mismatch = next((j for j in range(n) if decoded[j] != text[j]), n)
+    return mismatch
+
+def token_chunks(split: SplitTrace,  # a split trace (its tokens are kept, its utterances ignored)
+                 k: int,  # tokens per chunk (Dynasor's 32 or 64)
+                 decode: Callable[[list[int]], str],  # token ids -> text (places each chunk in characters)
+                ) -> SplitTrace:
+    "The same trace cut every `k` tokens: chunk i ends at token min(i*k, T) (T: the last utterance's end), the last one holding the remaining 1..k."
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1: raise ValueError(f"tokens per chunk must be an integer >= 1, got {k!r}")
+    n = split.prefix_tokens(len(split))  # the content's end: trailing blank tokens are not probed, as at utterance granularity
+    ends = list(range(k, n, k)) + ([n] if n else [])
+    chunks, char = [], 0
+    for i, end in enumerate(ends):
+        char_end = max(char, _agreeing_prefix(decode(split.token_ids[:end]), split.text))
+        chunks.append(Utterance(i + 1, char, char_end, ends[i - 1] if i else 0, end)); char = char_end
+    return SplitTrace(split.text, split.token_ids, chunks)
+
+UTTERANCE = "utterance"  # the paper's granularity (the default)
+
+def parse_granularity(name: str) -> int | None:
+    "Tokens per chunk of a granularity name: None for \"utterance\", k for \"tokens:<k>\"; a clear error otherwise."
+    if name == UTTERANCE: return None
+    head, _, k = str(name).partition(":")
+    if head != "tokens" or not k.isdigit() or int(k) < 1:
+        raise ValueError(f"unknown granularity {name!r}: \"utterance\" or \"tokens:<k>\" with k >= 1 (e.g. \"tokens:32\")")
+    return int(k)
+
+def cut_trace(split: SplitTrace, granularity: str, decode: Callable[[list[int]], str]) -> SplitTrace:
+    "The trace's prefixes at a granularity: its utterances, or chunks of k tokens."
+    k = parse_granularity(granularity)
+    return split if k is None else token_chunks(split, k, decode)
