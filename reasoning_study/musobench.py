@@ -17,9 +17,12 @@ from .backends.core import (PRESETS, Backend, check_provider_rules, get_preset, 
 from .config import ConfigError, check_config, config_from, config_values, param
 from .metrics import musobench as metrics
 from .metrics.musobench import UNSCORED_POLICIES
+from .metrics.noveltybench import PATIENCE
+from .prompts.noveltybench import MODES as NOVELTY_MODES
 from .prompts.musobench import PARADIGMS, REFLECTION_MARKERS, REPLY_TURNS
 from .store import CacheStats, GenerationStore
 from .runs import run_dir, write_params
+from .tasks.noveltybench import SUBSET_FILES as NOVELTY_SUBSETS
 from .tasks.musobench import TASKS, MuSoBenchItem, build_task, from_record, get_task, read_jsonl, to_record, write_jsonl
 
 # the split-out modules; their names stay importable from here (noveltybench, tests, notebooks and the sweep use them)
@@ -33,16 +36,18 @@ from .musobench_protocol import (DIALOGUE_KEYS, Dialogue, ParadigmSetup, Protoco
                                                 thinking_opener, token_counter, turns_table)
 from .musobench_scoring import EXTRA_COLUMNS, aggregate_rows, score_dialogue, score_turns
 from .report_musobench import (REPORT_BY, SC_CONDITIONS, UNSCORED_NOTES, main_rows, main_temperature,
-                                              status_table, study_figures, study_tables, write_study_report)
+                                              status_table, study_figures, study_tables, write_novelty_report, write_study_report)
 
 # %% auto #0
-__all__ = ['RUN_FILES', 'MuSoBenchConfig', 'study_problems', 'model_label', 'load_paradigm_backends', 'StudyRun', 'run_study',
-           'write_instances', 'read_instances', 'write_run', 'rescore_run', 'read_results', 'study_instances',
-           'paradigm_options', 'load_study_backends', 'study_params', 'run', 'write_raw', 'score', 'report', 'read_raw',
+__all__ = ['NOVELTY_TASK', 'RUN_FILES', 'NOVELTY_RAW', 'MuSoBenchConfig', 'study_problems', 'model_label',
+           'load_paradigm_backends', 'StudyRun', 'run_study', 'write_instances', 'read_instances', 'write_run',
+           'rescore_run', 'read_results', 'study_instances', 'paradigm_options', 'load_study_backends', 'study_params',
+           'novelty_config', 'novelty_scorers', 'run_novelty', 'run', 'write_raw', 'score', 'report', 'read_raw',
            'read_config', 'rescore']
 
 # %% ../nbs/40_musobench.ipynb #9a7f1bf5
 _P = ProtocolConfig  # the protocol's defaults, where the study keeps them
+NOVELTY_TASK = "noveltybench"  # the open-ended task of the paper's Table 4 (`noveltybench`), run beside the MuSoBench tasks
 
 @dataclass(frozen=True)
 class MuSoBenchConfig:
@@ -56,11 +61,23 @@ class MuSoBenchConfig:
     cpu_threads: int | None = param(1, "torch CPU threads of the transformers backend (None: torch's default); 1 is fastest when processes share the cores",
                                     minimum=1)
     paradigms: list[str] = param(["short", "long"], "which paradigms to run", choices=PARADIGMS)
-    tasks: list[str] = param(["subsetsum", "timetabling"], "MuSoBench tasks", choices=lambda: TASKS)
+    tasks: list[str] = param(["subsetsum", "timetabling"], "MuSoBench tasks, and \"noveltybench\" for the open-ended check (the paper's Table 4)",
+                             choices=lambda: [*TASKS, NOVELTY_TASK])
     levels: list[int] | None = param([1], "complexity levels (1-based); None for all")
     per_level: int = param(1, "instances per level (the paper: 100)", minimum=1)
     benchmark_seed: int = param(0, "seed of the benchmark build (ignored with data_dir)")
     data_dir: str | None = param(None, "a folder with <task>.jsonl in the reference format (e.g. from musobench_build); None: build the instances")
+    novelty_subset: str = param("curated", "NoveltyBench prompt set: \"curated\" (100 prompts, the paper's) or \"wildchat\" (1,000)", choices=NOVELTY_SUBSETS)
+    novelty_prompts: int | None = param(2, "NoveltyBench: the first N prompts of the set (None: all, as the paper)", minimum=1)
+    novelty_categories: list[str] | None = param(None, "NoveltyBench curated: keep these categories only (None: all, as the paper)")
+    novelty_k: int = param(3, "NoveltyBench: answers per prompt (NoveltyBench and the paper: 10)", minimum=1)
+    novelty_mode: str = param("one_reply", "NoveltyBench: k numbered answers in one reply, or k independent samples; then the confidence turn (our reading)",
+                              choices=NOVELTY_MODES)
+    novelty_judge: str = param("llm", "NoveltyBench equivalence judge: \"llm\" (the Short-CoT backend), a preset name, or \"lexical\" (NoveltyBench: a fine-tuned classifier)",
+                               choices=lambda: ["llm", "lexical", *PRESETS])
+    novelty_rater: str = param("llm", "NoveltyBench quality rater: \"llm\" (the Short-CoT backend), a preset name, or \"constant\" (NoveltyBench: a 27B reward model)",
+                               choices=lambda: ["llm", "constant", *PRESETS])
+    novelty_patience: float = param(PATIENCE, "NoveltyBench: Utility's patience, in (0, 1] (NoveltyBench's default)", minimum=0, maximum=1)
     temperature: float = param(0.7, "decoding temperature (the paper: 0.2; the embedded 135M model loops at low temperatures)", minimum=0)
     top_p: float = param(_P.top_p, "nucleus sampling", minimum=0, maximum=1)
     max_tokens: int = param(256, "new tokens per turn, thinking included (the paper: 20480)", minimum=1)
@@ -88,6 +105,11 @@ class MuSoBenchConfig:
         "paradigm -> preset name, for the paradigms the run asks for."
         return {p: {"short": self.short_preset, "long": self.long_preset}[p] for p in self.paradigms}
 
+    @property
+    def combinatorial_tasks(self) -> list[str]:
+        "The MuSoBench tasks of the run (every task but NoveltyBench)."
+        return [t for t in self.tasks if t != NOVELTY_TASK]
+
     def protocol(self) -> ProtocolConfig:
         "The protocol's parameters: the fields of `ProtocolConfig`, by name, from this config."
         values = {f.name: getattr(self, f.name) for f in fields(ProtocolConfig) if f.name != "reflection_markers"}
@@ -99,7 +121,12 @@ def study_problems(cfg: MuSoBenchConfig) -> list[str]:
     if not cfg.paradigms: problems.append("parameter 'paradigms' must not be empty")
     if not cfg.tasks: problems.append("parameter 'tasks' must not be empty")
     if not cfg.vote_threshold > 0: problems.append(f"parameter 'vote_threshold' must be in (0, 1], got {cfg.vote_threshold}")
-    for task in cfg.tasks:
+    if not cfg.novelty_patience > 0: problems.append(f"parameter 'novelty_patience' must be in (0, 1], got {cfg.novelty_patience}")
+    if NOVELTY_TASK in cfg.tasks:  # its prompts and categories are checked before any model loads
+        from reasoning_study.tasks.noveltybench import load_noveltybench
+        try: load_noveltybench(cfg.novelty_subset, limit=1, categories=cfg.novelty_categories)
+        except (ValueError, FileNotFoundError) as e: problems.append(f"noveltybench: {e}")
+    for task in cfg.combinatorial_tasks:  # NoveltyBench has no levels
         n = len(get_task(task).LEVELS)
         if bad := [v for v in cfg.levels or [] if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n]:
             problems.append(f"parameter 'levels': {bad} outside {task}'s levels 1..{n}")
@@ -177,7 +204,10 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
 
 # %% ../nbs/40_musobench.ipynb #2b4daf79
 RUN_FILES = dict(store="generations.sqlite", turns="turns.parquet", results="results.parquet",
-                 samples="sc_samples.parquet", stats="generation_stats.json", instances="instances")
+                 samples="sc_samples.parquet", stats="generation_stats.json", instances="instances",
+                 novelty_generations="novelty_generations.parquet", novelty_judgements="novelty_judgements.parquet",
+                 novelty="novelty.parquet")
+NOVELTY_RAW = ("novelty_generations", "novelty_judgements")  # the raw tables of a run with noveltybench among its tasks
 
 def write_instances(items: Iterable[MuSoBenchItem], folder: str | Path) -> list[Path]:
     "The instances of a run, one reference-format JSONL per task."
@@ -227,7 +257,7 @@ def study_instances(config: MuSoBenchConfig) -> list[MuSoBenchItem]:
             if (config.levels is None or it.level in config.levels) and counts.get(it.level, 0) < config.per_level:
                 chosen.append(it); counts[it.level] = counts.get(it.level, 0) + 1
         return chosen
-    return [it for task in config.tasks for it in of_task(task)]
+    return [it for task in config.combinatorial_tasks for it in of_task(task)]
 
 def paradigm_options(config: MuSoBenchConfig) -> dict[str, dict]:
     "The backend options of each paradigm: two different vLLM models share the GPU by their needs (`backends.vllm.co_resident_options`)."
@@ -248,9 +278,46 @@ def study_params(config: MuSoBenchConfig, options: Mapping[str, Mapping] | None 
                                         reflection_markers=list(protocol.reflection_markers),
                                         ignored_parameters={p: ignored_parameters(n, protocol.sampling()) for p, n in config.presets.items()})
 
+def _stats_table(stats: CacheStats) -> pd.DataFrame: return pd.DataFrame([{f.name: getattr(stats, f.name) for f in fields(CacheStats)}])
+
 def _raw(turns: pd.DataFrame, items: Sequence[MuSoBenchItem], stats: CacheStats) -> dict[str, pd.DataFrame]:
-    return dict(turns=turns, instances=pd.DataFrame([to_record(it) for it in items]),
-                stats=pd.DataFrame([{f.name: getattr(stats, f.name) for f in fields(CacheStats)}]))
+    return dict(turns=turns, instances=pd.DataFrame([to_record(it) for it in items]), stats=_stats_table(stats))
+
+def novelty_config(config: MuSoBenchConfig):
+    "NoveltyBench's settings of a study: the study's protocol (temperature, budget, seed, openings), k, mode, patience."
+    from reasoning_study.noveltybench import NoveltyConfig
+    return NoveltyConfig(config.protocol(), k=config.novelty_k, mode=config.novelty_mode, patience=config.novelty_patience)
+
+def novelty_scorers(config: MuSoBenchConfig, backends: Mapping[str, Backend], store: GenerationStore) -> tuple:
+    "(judge, rater) of a study: lexical/constant, or an LLM through the store: the Short-CoT backend (\"llm\"), or a preset's (loaded once)."
+    from reasoning_study.noveltybench import ConstantRater, LexicalJudge, LLMJudge, LLMRater
+    loaded = {}
+    def backend_of(name: str) -> Backend:
+        if name == "llm": return backends["short"] if "short" in backends else next(iter(backends.values()))
+        if same := [p for p, n in config.presets.items() if n == name]: return backends[same[0]]
+        if name not in loaded: loaded[name] = load_paradigm_backends({"scorer": name}, None, config.cpu_threads)["scorer"]
+        return loaded[name]
+    judge = LexicalJudge() if config.novelty_judge == "lexical" else LLMJudge(backend_of(config.novelty_judge), store, config.batch_size)
+    rater = ConstantRater() if config.novelty_rater == "constant" else LLMRater(backend_of(config.novelty_rater), store, config.batch_size)
+    return judge, rater
+
+def run_novelty(config: MuSoBenchConfig, backends: Mapping[str, Backend], store: GenerationStore, progress: bool = True
+               ) -> tuple[dict[str, pd.DataFrame], CacheStats]:
+    "NoveltyBench under every paradigm of the study (same backends, protocol, confidence turn, store), judged and rated: its raw tables and counts."
+    from reasoning_study.noveltybench import generate_novelty, judge_novelty
+    from reasoning_study.tasks.noveltybench import load_noveltybench
+    prompts = load_noveltybench(config.novelty_subset, limit=config.novelty_prompts, categories=config.novelty_categories)
+    settings, label, stats, tables = novelty_config(config), config.model or model_label(config.presets), CacheStats(), []
+    for paradigm, name in config.presets.items():
+        runner = TurnRunner(backends[paradigm], paradigm_setup(name, paradigm, config.emulate_long_cot), store, config.batch_size, progress)
+        tables.append(generate_novelty(runner, prompts, settings).assign(model=label, preset=get_preset(name).name))
+        add_stats(stats, runner.stats)
+    generations = pd.concat(tables, ignore_index=True)
+    judge, rater = novelty_scorers(config, backends, store)
+    judgements = judge_novelty(generations, {p.id: p.prompt for p in prompts}, judge, rater)
+    for scorer in (judge, rater):
+        if hasattr(scorer, "stats"): add_stats(stats, scorer.stats)
+    return dict(novelty_generations=generations, novelty_judgements=judgements), stats
 
 def run(config: MuSoBenchConfig,
         backend: Backend | Mapping[str, Backend] | None = None,  # one backend for every paradigm, one per paradigm, or None: load the presets
@@ -258,7 +325,7 @@ def run(config: MuSoBenchConfig,
         folder: str | Path | None = None,  # where the raw tables go (None: nowhere, and a store must be given)
         progress: bool = True,
        ) -> dict[str, pd.DataFrame]:
-    "Generate every turn of the study through the store: the raw tables `turns`, `instances` and `stats`."
+    "Generate every turn of the study through the store: the raw tables `turns`, `instances` and `stats` (and NoveltyBench's, when a task)."
     if store is None and folder is None: raise ValueError("run needs a store or a folder (whose generations.sqlite becomes the store)")
     folder = None if folder is None else run_dir(folder)
     if store is None:
@@ -266,47 +333,63 @@ def run(config: MuSoBenchConfig,
     options = paradigm_options(config)
     if folder is not None: write_params(folder, study_params(config, options))
     items = study_instances(config)
-    if not items: raise ValueError("no instances to run: check levels, per_level and data_dir")
+    if not items and config.combinatorial_tasks: raise ValueError("no instances to run: check levels, per_level and data_dir")
     if backend is None: backend = load_paradigm_backends(config.presets, config.backend_options, config.cpu_threads, options)
     backends = backend if isinstance(backend, Mapping) else dict.fromkeys(config.presets, backend)
-    done = run_study(items, config.presets, store, config.protocol(), model=config.model, paradigm_options=options,
-                     cpu_threads=config.cpu_threads, emulate_long=config.emulate_long_cot, vote_threshold=config.vote_threshold,
-                     backends=backends, progress=progress, score=False)
-    raw = _raw(done.turns, items, done.stats)
+    raw, stats = {}, CacheStats()
+    if items:
+        done = run_study(items, config.presets, store, config.protocol(), model=config.model, paradigm_options=options,
+                         cpu_threads=config.cpu_threads, emulate_long=config.emulate_long_cot, vote_threshold=config.vote_threshold,
+                         backends=backends, progress=progress, score=False)
+        raw, stats = _raw(done.turns, items, done.stats), done.stats
+    if NOVELTY_TASK in config.tasks:
+        novelty, counts = run_novelty(config, backends, store, progress)
+        raw |= novelty | dict(stats=_stats_table(add_stats(stats, counts)))
     if folder is not None: write_raw(raw, items, folder)
     return raw
 
 def write_raw(raw: Mapping[str, pd.DataFrame], items: Iterable[MuSoBenchItem], folder: str | Path) -> dict[str, Path]:
-    "The raw tables in a run folder: turns.parquet, instances/<task>.jsonl and generation_stats.json."
+    "The raw tables in a run folder: turns.parquet, instances/<task>.jsonl, the NoveltyBench tables and generation_stats.json."
     folder = Path(folder)
-    paths = dict(turns=folder / RUN_FILES["turns"], stats=folder / RUN_FILES["stats"])
-    raw["turns"].to_parquet(paths["turns"], index=False)
+    paths = {name: folder / RUN_FILES[name] for name in ("turns", *NOVELTY_RAW, "stats") if name in raw}
+    for name, path in paths.items():
+        if name != "stats": raw[name].to_parquet(path, index=False)
     paths["stats"].write_text(json.dumps(raw["stats"].iloc[0].to_dict(), indent=2, default=int) + "\n")
     write_instances(items, folder)
     return paths
 
 def score(raw: Mapping[str, pd.DataFrame], config: MuSoBenchConfig) -> dict[str, pd.DataFrame]:
-    "The results (one row per dialogue, plus the self-consistency aggregates) and samples of the raw tables: no model."
-    items = [from_record(r) for r in raw["instances"].to_dict("records")]
-    results, samples = score_turns(raw["turns"], {(it.task, it.question_id): it for it in items}, config.vote_threshold)
-    return dict(results=results, samples=samples)
+    "The results (one row per dialogue, plus the self-consistency aggregates), samples and NoveltyBench rows of the raw tables: no model."
+    out = {}
+    if "turns" in raw:
+        items = [from_record(r) for r in raw["instances"].to_dict("records")]
+        results, samples = score_turns(raw["turns"], {(it.task, it.question_id): it for it in items}, config.vote_threshold)
+        out |= dict(results=results, samples=samples)
+    if "novelty_generations" in raw:  # the judge's and rater's verdicts are raw tables: applying them needs no model
+        from reasoning_study.noveltybench import apply_judgements
+        out["novelty"] = apply_judgements(raw["novelty_generations"], raw["novelty_judgements"], config.novelty_patience)
+    return out
 
 def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: MuSoBenchConfig) -> dict[str, object]:
     "Write the results tables and the study report (tables, figures) into a run folder; name -> paths, or why a figure is missing."
     folder = run_dir(folder)
     written = {}
-    for name in ("results", "samples"):
+    for name in ("results", "samples", "novelty"):
+        if name not in results: continue
         results[name].to_parquet(folder / RUN_FILES[name], index=False)
         written[f"raw:{name}"] = [folder / RUN_FILES[name]]
-    return written | write_study_report(results["results"], folder, config.unscored)
+    if "results" in results: written |= write_study_report(results["results"], folder, config.unscored)
+    if "novelty" in results: written |= write_novelty_report(results["novelty"], folder)
+    return written
 
 def read_raw(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The raw tables of a run folder."
     folder = Path(folder)
-    items = read_instances(folder).values()
     stats = folder / RUN_FILES["stats"]
-    return _raw(pd.read_parquet(folder / RUN_FILES["turns"]), list(items),
-                CacheStats(**json.loads(stats.read_text())) if stats.is_file() else CacheStats())
+    stats = CacheStats(**json.loads(stats.read_text())) if stats.is_file() else CacheStats()
+    novelty = {name: pd.read_parquet(folder / RUN_FILES[name]) for name in NOVELTY_RAW if (folder / RUN_FILES[name]).is_file()}
+    if novelty and not (folder / RUN_FILES["turns"]).is_file(): return novelty | dict(stats=_stats_table(stats))  # a NoveltyBench-only run
+    return _raw(pd.read_parquet(folder / RUN_FILES["turns"]), list(read_instances(folder).values()), stats) | novelty
 
 def read_config(folder: str | Path) -> MuSoBenchConfig:
     "The config of a run folder: from run.json, or from params.json (folders written before run.json)."

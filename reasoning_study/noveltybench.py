@@ -15,17 +15,18 @@ import pandas as pd
 
 from .backends.core import Backend, Request, SamplingParams, stage_batch_size
 from .metrics.noveltybench import PATIENCE, prompt_scores
-from .musobench import (ParadigmSetup, ProtocolConfig, TurnJob, TurnRunner, continues_prefill, follow_up,
+from .musobench import (ParadigmSetup, ProtocolConfig, TurnJob, TurnRunner, add_stats, continues_prefill, follow_up,
                                        parse_confidence, reply_prefill)
 from .prompts.noveltybench import (MODES, NOVELTY_K, equivalence_prompt, novelty_confidence_prompt, novelty_prompt,
                                                   quality_prompt)
-from .store import GenerationStore, generate_cached
+from .store import CacheStats, GenerationStore, generate_cached
 from .tasks.noveltybench import NoveltyPrompt, first_equivalent, lexical_equivalent, numbered_answers, partition
 
 # %% auto #0
-__all__ = ['GENERATION_COLUMNS', 'JUDGE_SAMPLING', 'RATER_SAMPLING', 'RESULT_COLUMNS', 'NoveltyConfig', 'generate_novelty',
-           'Judge', 'Rater', 'LexicalJudge', 'ConstantRater', 'parse_equivalence', 'parse_quality', 'backend_label',
-           'LLMJudge', 'LLMRater', 'score_novelty']
+__all__ = ['GENERATION_COLUMNS', 'JUDGE_SAMPLING', 'RATER_SAMPLING', 'RESULT_COLUMNS', 'JUDGEMENT_KEYS', 'JUDGEMENT_COLUMNS',
+           'NoveltyConfig', 'generate_novelty', 'Judge', 'Rater', 'LexicalJudge', 'ConstantRater', 'parse_equivalence',
+           'parse_quality', 'backend_label', 'LLMJudge', 'LLMRater', 'judge_novelty', 'apply_judgements',
+           'score_novelty']
 
 # %% ../nbs/41_noveltybench.ipynb #7db688e2
 @dataclass(frozen=True)
@@ -140,11 +141,13 @@ def backend_label(backend: Backend) -> str:
     "How an LLM judge or rater is named in the results: 'llm:<model id>'."
     return f"llm:{getattr(backend, 'model_id', type(backend).__name__)}"
 
-def _ask(backend: Backend, store: GenerationStore | None, requests: list[Request], batch_size: int) -> list[str | None]:
-    "The answer text of each request (None for a backend error)."
+def _ask(backend: Backend, store: GenerationStore | None, requests: list[Request], batch_size: int, stats: CacheStats) -> list[str | None]:
+    "The answer text of each request (None for a backend error); the store's counts are added to `stats`."
     if not requests: return []
-    out = (generate_cached(backend, requests, store, batch_size=stage_batch_size(backend, len(requests), batch_size), progress=False)
-           if store is not None else backend.generate(requests))
+    if store is None: out = backend.generate(requests)
+    else:
+        out = generate_cached(backend, requests, store, batch_size=stage_batch_size(backend, len(requests), batch_size), progress=False)
+        add_stats(stats, store.last_stats)
     return [None if c.status == "error" else (c.answer or c.text) for [c] in out]
 
 @dataclass
@@ -155,6 +158,7 @@ class LLMJudge:
     batch_size: int = 8
     sampling: SamplingParams = JUDGE_SAMPLING
     fallback: float = 0.6  # the lexical threshold deciding a pair whose reply could not be read
+    stats: CacheStats = field(default_factory=CacheStats)  # the store's counts over every call
     @property
     def label(self) -> str: return backend_label(self.backend)
 
@@ -168,7 +172,7 @@ class LLMJudge:
             requests = [Request(messages=[{"role": "user", "content": equivalence_prompt(items[q][0], items[q][1][reps[q][j]], items[q][1][step])}],
                                 sampling=self.sampling, thinking=False, tag="novelty:judge") for q, j in pairs]
             verdicts = {}
-            for (q, j), text in zip(pairs, _ask(self.backend, self.store, requests, self.batch_size)):
+            for (q, j), text in zip(pairs, _ask(self.backend, self.store, requests, self.batch_size, self.stats)):
                 same, status = parse_equivalence(text)
                 failures[q] += status != "parsed"
                 verdicts[q, j] = same if same is not None else lexical_equivalent(items[q][1][reps[q][j]], items[q][1][step], self.fallback)
@@ -185,6 +189,7 @@ class LLMRater:
     store: GenerationStore | None = None
     batch_size: int = 8
     sampling: SamplingParams = RATER_SAMPLING
+    stats: CacheStats = field(default_factory=CacheStats)  # the store's counts over every call
     @property
     def label(self) -> str: return backend_label(self.backend)
 
@@ -194,7 +199,7 @@ class LLMRater:
         requests = [Request(messages=[{"role": "user", "content": quality_prompt(items[q][0], items[q][1][i])}], prefill=opening,
                             sampling=self.sampling, thinking=False, tag="novelty:rater") for q, i in flat]
         out = [([np.nan] * len(a), ["unrated"] * len(a)) for _, a in items]
-        for (q, i), text in zip(flat, _ask(self.backend, self.store, requests, self.batch_size)):
+        for (q, i), text in zip(flat, _ask(self.backend, self.store, requests, self.batch_size, self.stats)):
             score, status = parse_quality(opening + text) if text is not None else (None, "error")
             out[q][0][i], out[q][1][i] = np.nan if score is None else score, status
         return out
@@ -202,6 +207,59 @@ class LLMRater:
 # %% ../nbs/41_noveltybench.ipynb #7914dd82
 RESULT_COLUMNS = GENERATION_COLUMNS + ["classes", "distinct", "utility", "distinct_pct", "utility_pct", "judge", "judge_failures",
                                        "rater", "rater_failures"]
+JUDGEMENT_KEYS = ("model", "paradigm", "mode", "prompt_id")  # what names a generations row (those of its columns it has)
+JUDGEMENT_COLUMNS = ["judge", "classes", "judge_failures", "rater", "opener_scores", "rater_statuses"]
+_RATED = ("parsed", "constant")  # rater statuses that are not failures
+
+def _keys(table: pd.DataFrame) -> list[str]: return [c for c in JUDGEMENT_KEYS if c in table.columns]
+
+def judge_novelty(generations: pd.DataFrame,  # `generate_novelty` rows (several runs stacked are fine)
+                  prompts: dict[str, str],  # prompt id -> prompt text (what the judge and rater are shown)
+                  judge: Judge,
+                  rater: Rater,
+                 ) -> pd.DataFrame:
+    "The judge's classes and the rater's scores of each generations row (the model step of scoring), keyed like the rows."
+    keys = _keys(generations)
+    if generations.duplicated(keys).any(): raise ValueError(f"generations rows are not unique by {keys}")
+    answers = [json.loads(a) for a in generations["answers"]]
+    todo = [i for i, a in enumerate(answers) if a]
+    if missing := sorted({generations["prompt_id"].iloc[i] for i in todo} - set(prompts)): raise ValueError(f"no prompt text for {missing}")
+    items = [(prompts[generations["prompt_id"].iloc[i]], answers[i]) for i in todo]
+    parts = judge.partition_many(items)
+    openers = [[a[c.index(n)] for n in range(len(set(c)))] for (c, _), (_, a) in zip(parts, items)]  # classes are numbered as they open
+    ratings = dict(zip(todo, zip(parts, rater.rate_many([(p, o) for (p, _), o in zip(items, openers)]))))
+    rows = []
+    for i, key in enumerate(generations[keys].itertuples(index=False)):
+        (classes, failed), (scores, statuses) = ratings.get(i, ((None, None), (None, None)))
+        rows.append(dict(zip(keys, key), judge=judge.label, classes=None if classes is None else json.dumps(classes), judge_failures=failed,
+                         rater=rater.label, opener_scores=None if scores is None else json.dumps([float(s) for s in scores]),
+                         rater_statuses=None if statuses is None else json.dumps(list(statuses))))
+    return pd.DataFrame(rows, columns=[*keys, *JUDGEMENT_COLUMNS])
+
+def apply_judgements(generations: pd.DataFrame,  # `generate_novelty` rows
+                     judgements: pd.DataFrame,  # `judge_novelty` of these rows (a superset is fine)
+                     patience: float = PATIENCE,
+                    ) -> pd.DataFrame:
+    "The generations with their classes, Distinct, Utility (and %), and the judge's and rater's labels and failures: no model."
+    keys = _keys(generations)
+    if missing := sorted(set(keys) - set(judgements.columns)): raise ValueError(f"judgements lack the key columns {missing}")
+    by_key = {tuple(k): r for k, r in zip(judgements[keys].itertuples(index=False), judgements.to_dict("records"))}
+    floats = ("distinct", "utility", "distinct_pct", "utility_pct", "judge_failures", "rater_failures")
+    added = []
+    for key, answers, k in zip(generations[keys].itertuples(index=False), generations["answers"], generations["k"]):
+        if (found := by_key.get(tuple(key))) is None: raise ValueError(f"no judgement for the row {dict(zip(keys, key))}")
+        values = dict.fromkeys(floats, np.nan) | dict(classes=None, judge=found["judge"], rater=found["rater"])
+        if isinstance(found["classes"], str) and json.loads(answers):  # a row without answers has no classes
+            classes, opener_scores, statuses = (json.loads(found[c]) for c in ("classes", "opener_scores", "rater_statuses"))
+            scores = [np.nan] * len(classes)
+            for c, s in enumerate(opener_scores): scores[classes.index(c)] = s  # class c opens at its first member
+            values |= dict(classes=found["classes"], judge_failures=found["judge_failures"], rater_failures=sum(s not in _RATED for s in statuses),
+                           **prompt_scores(classes, scores, int(k), patience))
+        added.append(values)
+    out = generations.copy()
+    for column in ("classes", *floats, "judge", "rater"):  # whole columns, so a dtype does not depend on where the rows came from
+        out[column] = pd.Series([v[column] for v in added], index=out.index, dtype=float if column in floats else None)
+    return out[list(dict.fromkeys([*generations.columns, *RESULT_COLUMNS]))]
 
 def score_novelty(generations: pd.DataFrame,  # `generate_novelty` rows (several runs stacked are fine)
                   prompts: dict[str, str],  # prompt id -> prompt text (what the judge and rater are shown)
@@ -210,20 +268,4 @@ def score_novelty(generations: pd.DataFrame,  # `generate_novelty` rows (several
                   patience: float = PATIENCE,
                  ) -> pd.DataFrame:
     "The generations with their classes, Distinct, Utility (and %), and the judge's and rater's labels and failures."
-    out = generations.copy()
-    answers = [json.loads(a) for a in out["answers"]]
-    todo = [i for i, a in enumerate(answers) if a]
-    items = [(prompts[out["prompt_id"].iloc[i]], answers[i]) for i in todo]
-    parts = judge.partition_many(items)
-    openers = [[a[c.index(n)] for n in range(len(set(c)))] for (c, _), (_, a) in zip(parts, items)]  # classes are numbered as they open
-    ratings = rater.rate_many([(p, o) for (p, _), o in zip(items, openers)])
-    for column in ("classes", "distinct", "utility", "distinct_pct", "utility_pct", "judge_failures", "rater_failures"): out[column] = None
-    out["judge"], out["rater"] = judge.label, rater.label
-    for i, (classes, failed), (opener_scores, statuses) in zip(todo, parts, ratings):
-        scores = [np.nan] * len(classes)
-        for c, s in enumerate(opener_scores): scores[classes.index(c)] = s  # class c opens at its first member
-        scores_row = prompt_scores(classes, scores, int(out["k"].iloc[i]), patience)
-        for column, value in dict(classes=json.dumps(classes), judge_failures=failed,
-                                  rater_failures=sum(s not in ("parsed", "constant") for s in statuses), **scores_row).items():
-            out.iat[i, out.columns.get_loc(column)] = value
-    return out.astype({c: float for c in ("distinct", "utility", "distinct_pct", "utility_pct", "judge_failures", "rater_failures")})[list(dict.fromkeys([*generations.columns, *RESULT_COLUMNS]))]
+    return apply_judgements(generations, judge_novelty(generations, prompts, judge, rater), patience)

@@ -65,7 +65,8 @@ PAPER_FIGURES: list[PaperFigure] = [
     PaperFigure(MUSO, "Table 2", "self-consistency (w/ Median Conf, w/ Voting = the union; our threshold vote)", "musobench", r"^musobench/table2_self_consistency$",
                 "a musobench Long-CoT run with sc_samples > 1 (the paper: 32)"),
     PaperFigure(MUSO, "Table 3", "hyperparameters", "musobench", r"^musobench/table3_hyperparameters$", "any musobench run"),
-    PaperFigure(MUSO, "Table 4", "NoveltyBench", "", "", "not reproduced by this project (NoveltyBench is not implemented)"),
+    PaperFigure(MUSO, "Table 4", "NoveltyBench: Utility, ECE(Utility), Distinct, ECE(Distinct), beside the paper's", "musobench",
+                r"^musobench/table4_noveltybench$", "a musobench run with noveltybench among its tasks"),
     PaperFigure(MUSO, "Figure 7", "attention entropy, representative layers", "attention_entropy",
                 r"^attention/fig7_attention_entropy_layers", "an attention_entropy run with both paradigms"),
     PaperFigure(MUSO, "Figure 14", "attention entropy, all layers", "attention_entropy", r"^attention/fig14_attention_entropy",
@@ -184,19 +185,27 @@ def hyperparameter_table(folders: Sequence[str | Path]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 def musobench_section(folders: Sequence[str | Path], out: str | Path, made: dict):
-    "Every MuSoBench figure and table the pooled study runs support."
-    from reasoning_study.musobench import read_results, write_study_report
+    "Every MuSoBench figure and table the pooled study runs support, and Table 4 of their NoveltyBench rows."
+    from reasoning_study.musobench import RUN_FILES, read_results, write_study_report
+    from reasoning_study.report_musobench import NOVELTY_TABLE, novelty_markdown, novelty_table
     draw = Drawer(out, "musobench", made)
-    report = write_study_report(read_results(folders), draw.folder)
-    plt.close("all")
-    for name, value in report.items():
-        made[draw.key(name.removeprefix("table:"))] = value.removeprefix("skipped: ") if isinstance(value, str) else value
+    combinatorial = [f for f in folders if (Path(f) / RUN_FILES["results"]).is_file()]  # a NoveltyBench-only run has no results.parquet
+    if combinatorial or not folders:
+        report = write_study_report(read_results(combinatorial), draw.folder)
+        plt.close("all")
+        for name, value in report.items():
+            made[draw.key(name.removeprefix("table:"))] = value.removeprefix("skipped: ") if isinstance(value, str) else value
+    novelty = read_tables(folders, RUN_FILES["novelty"])  # stacked over the runs, as results.parquet is
+    if novelty.empty: draw.skip(NOVELTY_TABLE, "no musobench run with noveltybench among its tasks")
+    else:
+        table = novelty_table(novelty.drop(columns="run"))
+        draw.table(NOVELTY_TABLE, table, novelty_markdown(table))
     draw.table("table3_hyperparameters", hyperparameter_table(folders))
 
 # %% ../nbs/91_report.ipynb #a106fc8b
 def attention_section(folders: Sequence[str | Path], out: str | Path, made: dict, bins: int = 10, step_width: int = 8):
     "Figures 7 and 14 (and entropy by depth) for each attention_entropy run."
-    from reasoning_study.attention import absolute_step_curves, layer_phase_summary, paradigm_difference, relative_position_curves
+    from reasoning_study.metrics.attention import absolute_step_curves, layer_phase_summary, paradigm_difference, relative_position_curves
     from reasoning_study.figures.attention import (plot_entropy_by_depth, plot_entropy_heatmap, plot_entropy_layer_grid,
                                                    plot_entropy_layers)
     draw = Drawer(out, "attention", made)

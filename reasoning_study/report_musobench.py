@@ -19,8 +19,9 @@ from .metrics.musobench import SC_METHODS, UNSCORED_POLICIES
 from .runs import resolve_path
 
 # %% auto #0
-__all__ = ['REPORT_BY', 'SC_CONDITIONS', 'UNSCORED_NOTES', 'main_temperature', 'main_rows', 'status_table', 'study_tables',
-           'study_figures', 'write_study_report', 'MuSoBenchFiguresConfig', 'keep_models']
+__all__ = ['REPORT_BY', 'SC_CONDITIONS', 'UNSCORED_NOTES', 'NOVELTY_BY', 'SMALL_NOVELTY', 'NOVELTY_TABLE', 'main_temperature',
+           'main_rows', 'status_table', 'study_tables', 'study_figures', 'write_study_report', 'novelty_table',
+           'novelty_note', 'novelty_markdown', 'write_novelty_report', 'MuSoBenchFiguresConfig', 'keep_models']
 
 # %% ../nbs/43_musobench.report.ipynb #00dbc794
 REPORT_BY = ["model", "paradigm", "condition", "task", "temperature"]  # one summary row per run condition
@@ -167,6 +168,40 @@ def write_study_report(results: pd.DataFrame,  # one run's results, or several s
     (folder / "figures").mkdir(parents=True, exist_ok=True)
     (folder / "figures.md").write_text("\n".join(lines) + "\n")
     return report
+
+# %% ../nbs/43_musobench.report.ipynb #05a1413f
+NOVELTY_BY = ["model", "paradigm", "mode", "judge", "rater"]  # one Table 4 row per run condition and scorer
+SMALL_NOVELTY = 5  # fewer scored prompts than this behind a row: the table says so
+NOVELTY_TABLE = "table4_noveltybench"
+
+def novelty_table(novelty: pd.DataFrame,  # NoveltyBench rows of one run, or several stacked (`musobench.score`'s "novelty")
+                 ) -> pd.DataFrame:
+    "Table 4 of the rows (percent), with the paper's rows below them; `source` says which is which."
+    from reasoning_study.metrics.noveltybench import PAPER_TABLE4, table4
+    ours = table4(novelty, by=[c for c in NOVELTY_BY if c in novelty.columns]).assign(source="this study")
+    paper = PAPER_TABLE4.assign(model="Qwen3-8B", source="paper (Qwen3-8B)")
+    return pd.concat([ours, paper], ignore_index=True)[["source", *[c for c in ours.columns if c != "source"]]]
+
+def novelty_note(table: pd.DataFrame) -> str | None:
+    "The small-data note of a `novelty_table` (None when every row of this study rests on SMALL_NOVELTY prompts or more)."
+    n = table.loc[table["source"] == "this study", "n_scored"]
+    if len(n) and n.min() >= SMALL_NOVELTY: return None
+    return (f"small data: n = {int(n.min()) if len(n) else 0} scored prompts behind a row at least once (< {SMALL_NOVELTY}); "
+            "illustrative only, not comparable with the paper's rows")
+
+def novelty_markdown(table: pd.DataFrame) -> str:
+    "A `novelty_table` in Markdown, opened by its small-data note when it has one."
+    note = novelty_note(table)
+    return (f"*{note}.*\n\n" if note else "") + table.to_markdown(index=False, floatfmt=".2f")
+
+def write_novelty_report(novelty: pd.DataFrame, folder: str | Path) -> dict[str, list[Path]]:
+    "Table 4 (CSV, and Markdown with its small-data note) under folder/tables; name -> paths."
+    table = novelty_table(novelty)
+    folder = Path(folder) / "tables"; folder.mkdir(parents=True, exist_ok=True)
+    csv, md = folder / f"{NOVELTY_TABLE}.csv", folder / f"{NOVELTY_TABLE}.md"
+    table.to_csv(csv, index=False)
+    md.write_text(novelty_markdown(table) + "\n")
+    return {f"table:{NOVELTY_TABLE}": [csv, md]}
 
 # %% ../nbs/43_musobench.report.ipynb #6f588103
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -143,6 +144,7 @@ def test_reflection_markers_are_checked(markers, message):
 
 INSTANCE = subsetsum.SubsetSumInstance((2, 3, 5, 7, 8), 10)
 ITEM = MuSoBenchItem(0, "subsetsum", 1, INSTANCE, subsetsum.enumerate_solutions(INSTANCE))  # {2,8}, {3,7}, {2,3,5}
+NOVELTY_ANSWERS = "1. Ada Lovelace\n2. ada lovelace!\n3. Grace Hopper"
 SAMPLE_ANSWERS = ["Solution 1: {2, 8}\nTotal 1 feasible subsets.",
                   "Solution 1: {2, 8}\nSolution 2: {3, 7}\nTotal 2 feasible subsets.",
                   "Solution 1: {3, 7}\nSolution 2: {1, 9}\nTotal 2 feasible subsets."]
@@ -179,6 +181,7 @@ class ScriptedBackend:
         last, prefill = request.messages[-1]["content"], request.prefill
         index = (seed or 0) % 3
         if last == CONFIDENCE_PROMPT: return self.confidence, "stop"
+        if (novelty := self.novelty(last, prefill)) is not None: return novelty, "stop"
         if last == RECONSIDER_PROMPT: return ("[CHANGED]\nSolution 1: {2, 8}\nSolution 2: {2, 3, 5}\nTotal 2 feasible subsets.", "stop")
         if prefill.endswith(EXPLORATION_CUE): return "\nSolution 2: {3, 7}\nTotal 2 feasible subsets.", "stop"
         if "</think>" in prefill: return SAMPLE_ANSWERS[index], "stop"
@@ -187,6 +190,17 @@ class ScriptedBackend:
             return self.trace + "\nMore thinking", "length"
         if self.truncate_solve: return "Solution 1: {2, 8}\nSolution 2: {3,", "length"
         return SAMPLE_ANSWERS[index], "stop"
+
+    def novelty(self, last, prefill):
+        "NoveltyBench: three numbered answers (two the same but for case), a confidence of 60, the judge's verdict, a score of 7."
+        if "answers to this request" in last and ("</think>" in prefill or not prefill.startswith("<think>")):
+            return NOVELTY_ANSWERS
+        if last.startswith("How confident are you that your"): return "Confidence: 60"
+        if last.startswith("Two answers to the same request"):
+            a, b = re.search(r"Answer A:\n(.*)\n\nAnswer B:\n(.*)\n\nReply", last, re.S).groups()
+            return "SAME" if a.lower().strip("!") == b.lower().strip("!") else "DIFFERENT"
+        if last.startswith("Rate how good"): return "Score: 7"
+        return None
 
     def generate(self, requests):
         out = []
@@ -468,25 +482,65 @@ def test_run_folder_rescores_without_a_model(tmp_path):
     assert not results.duplicated(DIALOGUE_KEYS).any()
 
 
-def test_the_four_entry_points_and_a_rescore_without_torch(tmp_path):
-    "run -> score -> report writes a run folder; rescore(folder) in a process where torch cannot be imported gives its tables exactly."
-    config = MuSoBenchConfig(tasks=["subsetsum"], levels=[1], per_level=2, max_tokens=64, sc_samples=3, reflection_ks=[0, 1],
-                             out_dir=str(tmp_path))
+def test_the_four_entry_points_and_a_rescore_without_torch(tmp_path, tasks=("subsetsum", "noveltybench")):
+    """run -> score -> report writes a run folder; rescore(folder) in a process where torch cannot be imported gives its tables exactly.
+    With NoveltyBench among the tasks (a run without it is the experiment notebook's test below)."""
+    config = MuSoBenchConfig(tasks=list(tasks), levels=[1], per_level=2, max_tokens=64, sc_samples=3, reflection_ks=[0, 1],
+                             novelty_prompts=2, novelty_k=3, out_dir=str(tmp_path))
     raw = run(config, ScriptedBackend(), folder=tmp_path, progress=False)
-    assert sorted(raw) == ["instances", "stats", "turns"] and len(raw["instances"]) == 2
+    novelty = "noveltybench" in tasks
+    assert sorted(raw) == sorted(["instances", "stats", "turns"] + ["novelty_generations", "novelty_judgements"] * novelty)
+    assert len(raw["instances"]) == 2
     results = score(raw, config)
+    assert sorted(results) == sorted(["results", "samples"] + ["novelty"] * novelty)
     written = report(results, tmp_path, config)
     assert {"raw:results", "raw:samples", "table:summary"} <= set(written)
+    names = ("results", "samples", "novelty") if novelty else ("results", "samples")
+    assert [(tmp_path / RUN_FILES[n]).is_file() for n in ("novelty", "novelty_generations", "novelty_judgements")] == [novelty] * 3
     write_record(tmp_path, finish_record(start_record("musobench", config), counts=dict(generated=int(raw["stats"]["generated"].iloc[0]))))
     code = ("import sys; sys.modules['torch'] = sys.modules['transformers'] = sys.modules['vllm'] = None\n"
             "import pandas as pd\nfrom reasoning_study.musobench import RUN_FILES, rescore\n"
-            f"folder = {str(tmp_path)!r}\nagain = rescore(folder)\n"
-            "for name in ('results', 'samples'): pd.testing.assert_frame_equal(again[name], pd.read_parquet(f'{folder}/{RUN_FILES[name]}'))\n"
+            f"folder = {str(tmp_path)!r}\nagain = rescore(folder)\nassert sorted(again) == {sorted(names)!r}\n"
+            f"for name in {names!r}: pd.testing.assert_frame_equal(again[name], pd.read_parquet(f'{{folder}}/{{RUN_FILES[name]}}'))\n"
             "assert 'matplotlib' not in sys.modules\nprint(len(again['results']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.split()[-1]) == len(results["results"]) > 0
     assert read_config(tmp_path) == config  # from run.json: the config exactly
+    if not novelty: return
+    # NoveltyBench beside MuSoBench: the same backend for both paradigms, the judge and the rater (the Short-CoT backend)
+    rows = results["novelty"].set_index("paradigm")
+    assert len(rows) == 4 and set(rows.index) == {"short", "long"} and set(rows["judge"]) == set(rows["rater"]) == {"llm:scripted-model"}
+    assert (rows["classes"] == "[0, 0, 1]").all() and (rows["status"] == "complete").all()  # 'ada lovelace!' repeats answer 1
+    assert rows["distinct_pct"].tolist() == [2 / 3] * 4 and rows["confidence"].tolist() == [0.6] * 4
+    assert rows["utility"].map(lambda u: math.isclose(u, 7 * (1 + 0.8 ** 2) / (1 + 0.8 + 0.8 ** 2))).all()  # openers 1 and 3 score 7
+    assert (rows[["judge_failures", "rater_failures"]] == 0).all().all()
+    table = pd.read_csv(tmp_path / "tables" / "table4_noveltybench.csv")
+    assert table["source"].tolist() == ["this study"] * 2 + ["paper (Qwen3-8B)"] * 2
+    ours = table[table["source"] == "this study"].set_index("paradigm")
+    assert math.isclose(ours.loc["short", "distinct"], 100 * 2 / 3) and math.isclose(ours.loc["long", "ece_distinct"], 100 * (2 / 3 - 0.6))
+    assert (tmp_path / "tables" / "table4_noveltybench.md").read_text().startswith("*small data: n = 2 scored prompts")
+    stored = raw["stats"].iloc[0]
+    # a rerun reads every turn, verdict and score from the store, and a NoveltyBench-only run rescored in-process gives its table again
+    again = run(config, ScriptedBackend(), folder=tmp_path, progress=False)
+    assert int(again["stats"]["generated"].iloc[0]) == 0 and int(again["stats"]["cached"].iloc[0]) == int(stored["generated"])
+    only = MuSoBenchConfig(tasks=["noveltybench"], novelty_prompts=1, novelty_k=3, novelty_judge="lexical", novelty_rater="constant",
+                           out_dir=str(tmp_path / "only"))
+    raw_only = run(only, ScriptedBackend(), folder=tmp_path / "only", progress=False)
+    assert sorted(raw_only) == ["novelty_generations", "novelty_judgements", "stats"]
+    report(score(raw_only, only), tmp_path / "only", only)
+    write_record(tmp_path / "only", finish_record(start_record("musobench", only)))
+    assert not (tmp_path / "only" / RUN_FILES["results"]).exists()
+    lexical = rescore(tmp_path / "only")["novelty"]
+    pd.testing.assert_frame_equal(lexical, pd.read_parquet(tmp_path / "only" / RUN_FILES["novelty"]))
+    assert set(lexical["judge"]) == {"lexical@0.6"} and (lexical["utility"] == 10 * 1.64 / 2.44).all()  # the lexical judge: the same two classes
+
+
+def test_the_experiment_notebooks_parameters_are_the_configs():
+    from reasoning_study.config import parameters_source
+    cells = json.loads((ROOT / "nbs" / "experiments" / "musobench.ipynb").read_text())["cells"]
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1 and "".join(tagged[0]["source"]) == parameters_source(MuSoBenchConfig)
 
 
 def test_unscored_replies_under_both_policies(tmp_path):

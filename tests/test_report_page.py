@@ -30,6 +30,10 @@ experiments:
     parameters: {tasks: [subsetsum], levels: [1], per_level: 1, workers: 1}
   - notebook: musobench
     parameters: {tasks: [subsetsum], levels: [1], per_level: 1, max_tokens: 64, temperature: 0.7, sc_samples: 2, reflection_ks: [0], cpu_threads: 1}
+  - notebook: musobench
+    label: musobench-novelty
+    parameters: {tasks: [noveltybench], novelty_prompts: 2, novelty_categories: [Random Generation & Selection], novelty_k: 3, novelty_mode: independent, max_tokens: 64,
+                 cpu_threads: 1}
   - notebook: attention_entropy
     parameters: {tasks: [subsetsum], levels: [1], per_level: 1, max_new_tokens: 4, bins: 2, step_width: 2, num_threads: 1}
   - notebook: overthinking
@@ -87,12 +91,13 @@ def test_report_page_in_a_browser(report, tmp_path):
     assert seen["code"] == 0 and seen["errors"] == 0, seen
     assert not seen["traceback"] and seen["warnings"] == [], seen["warnings"]
     text = seen["text"]
-    assert "Report of sweep slice" in text and "4 finished runs" in text and "Contents" in text and seen["toc"] >= len(drawn)
-    for item in ["Figure 2", "Figure 7", "Table 1"]: assert item in text
-    assert "From 1 run: musobench." in text and "instance per condition" in text  # captions: the runs and the instances behind them
+    assert "Report of sweep slice" in text and "5 finished runs" in text and "Contents" in text and seen["toc"] >= len(drawn)
+    for item in ["Figure 2", "Figure 7", "Table 1", "Table 4"]: assert item in text
+    assert "From 2 runs: musobench, musobench-novelty." in text and "instance per condition" in text  # captions: the runs and the instances behind them
     assert "small data: n = 1 per condition" in text  # one instance per paradigm and task: said in the caption
     assert "smollm2-135m" in text and "Runs and provenance" in text
     status = pd.read_csv(report / "figures.csv").set_index(["paper", "item"])["status"]
+    assert status[("MuSoBench", "Table 4")] == "drawn" and "paper (Qwen3-8B)" in text and "small data: n = " in text  # beside the paper's rows
     assert status[("Beyond the papers", "Stopping Pareto")] == "drawn" and status[("Beyond the papers", "Stopping policies")] == "drawn"
     policies = pd.read_csv(report / "overthinking" / "tables" / "stopping_policies.csv")
     assert {"Actual", "Optimal", "Stopping@K", "Consistency", "Entropy", "Budget"} <= set(policies.policy)
@@ -109,3 +114,9 @@ def test_small_data_is_said_on_the_figures_face(report):
         bottom = pixels[-max(12, len(pixels) // 12):]
         red = (np.abs(bottom - np.array([178, 34, 34])) < 40).all(axis=-1)  # matplotlib's "firebrick"
         assert red.sum() > 20, f"{png.name}: no small-data note at the bottom"
+
+
+def test_every_run_folder_of_the_slice_rescores_exactly(report):
+    "Issue #14's acceptance: `rescore` of every run folder of a sweep reproduces its stored tables (an empty dict: nothing differs)."
+    from reasoning_study.sweep import rescore_sweep
+    assert rescore_sweep(report.parent) == {}
