@@ -228,15 +228,19 @@ def attention_section(folders: Sequence[str | Path], out: str | Path, made: dict
 def _slug(text) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-")
 
 def main_condition(prefixes: pd.DataFrame) -> dict:
-    "The condition of the main results: the first termination template and the last extractor, in order of appearance."
-    return dict(template=prefixes["template"].iloc[0], extractor=list(dict.fromkeys(prefixes["extractor"]))[-1])
+    "The condition of the main results: the first termination template, the last extractor, in order of appearance, and the utterance granularity where a run probed several."
+    from reasoning_study.metrics.overthinking import main_granularity
+    return dict(template=prefixes["template"].iloc[0], extractor=list(dict.fromkeys(prefixes["extractor"]))[-1],
+                granularity=main_granularity(prefixes))
 
 def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3) -> str:
     "Figure 5 as text: harmful trajectories with the forced answer after each prefix (✓ correct, ✗ wrong, ? failed probe)."
+    from reasoning_study.metrics.overthinking import granularity_of
     lines = []
     for r in traj[traj["harmful"]].head(limit).itertuples():
         t = prefixes[(prefixes.item_id == r.item_id) & (prefixes.model == r.model) & (prefixes.seed == r.seed)
                      & (prefixes.sample_index == r.sample_index) & (prefixes.template == r.template) & (prefixes.extractor == r.extractor)]
+        if "granularity" in traj.columns: t = t[granularity_of(t) == granularity_of(traj.loc[[r.Index]]).iloc[0]]  # one path per granularity
         t = t.sort_values("prefix_index")
         path = " ".join(f"{'?' if pd.isna(c) else '✓' if c else '✗'}{p!s:.12}" for p, c in zip(t.prediction, t.correct))
         lines.append(f"- {r.model} / {r.item_id}: {path}")
@@ -256,6 +260,7 @@ def overthinking_section(folders: Sequence[str | Path], out: str | Path, made: d
         optimal_vs_test_time_scaling, overthinking_table, robustness, robustness_summary, stability_curve, stopping_at_k,
         strategy_table, trajectories, transition_matrix, wasted_budget_table)
     from reasoning_study.probing.judge import taxonomy_table
+    from reasoning_study.overthinking import in_condition
     draw = Drawer(out, "overthinking", made, own_folder)
     prefixes, traces = read_tables(folders, "prefixes.parquet"), read_tables(folders, "traces.parquet")
     utterances, verdicts = read_tables(folders, "utterances.parquet"), read_tables(folders, "judgements.parquet")
@@ -263,7 +268,7 @@ def overthinking_section(folders: Sequence[str | Path], out: str | Path, made: d
     all_traj = trajectories(prefixes.drop(columns="run"), failed_probes=failed_probes)
     draw.table("failed_probes", failed_probe_table(prefixes.drop(columns="run"), failed_probes, by=["model", "benchmark", "template", "extractor"]))
     condition = main_condition(prefixes)
-    in_main = lambda t: t[(t.template == condition["template"]) & (t.extractor == condition["extractor"])]
+    in_main = lambda t: in_condition(t, condition)
     traj, main_prefixes = in_main(all_traj), in_main(prefixes.drop(columns="run"))
     strategies = strategy_table(traj, by=["model", "benchmark"], traces=in_main(traces.drop(columns="run")) if len(traces) else None)
     draw.table("strategies", strategies)
@@ -351,7 +356,8 @@ def condition_counts(notebook: str, folders: Sequence[str | Path]) -> pd.DataFra
     if table.empty: return pd.DataFrame(columns=[*by, "n"])
     if notebook == "overthinking":  # the main condition's trajectories (one per trace there)
         main = main_condition(table)
-        table = table[(table.template == main["template"]) & (table.extractor == main["extractor"])]
+        from reasoning_study.overthinking import in_condition
+        table = in_condition(table, main)
     by, unit = [c for c in by if c in table], [c for c in ["run", *unit] if c in table]
     return table.drop_duplicates([*by, *unit]).groupby(by, dropna=False).size().rename("n").reset_index()
 
