@@ -15,8 +15,9 @@ import pandas as pd
 
 from .backends.core import Backend, Request, SamplingParams, stage_batch_size
 from .metrics.noveltybench import PATIENCE, prompt_scores
-from .musobench import (ParadigmSetup, ProtocolConfig, TurnJob, TurnRunner, add_stats, continues_prefill, follow_up,
-                                       parse_confidence, reply_prefill)
+from .musobench_protocol import (ParadigmSetup, ProtocolConfig, TurnJob, TurnRunner, add_stats, continues_prefill,
+                                                follow_up, reply_prefill)
+from .musobench_replies import parse_confidence  # the protocol's modules, not the study: musobench imports this one
 from .prompts.noveltybench import (MODES, NOVELTY_K, equivalence_prompt, novelty_confidence_prompt, novelty_prompt,
                                                   quality_prompt)
 from .store import CacheStats, GenerationStore, generate_cached
