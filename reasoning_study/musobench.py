@@ -39,7 +39,7 @@ from .report_musobench import (REPORT_BY, SC_CONDITIONS, UNSCORED_NOTES, main_ro
                                               status_table, study_figures, study_tables, write_novelty_report, write_study_report)
 
 # %% auto #0
-__all__ = ['NOVELTY_TASK', 'RUN_FILES', 'NOVELTY_RAW', 'MuSoBenchConfig', 'study_problems', 'model_label',
+__all__ = ['NOVELTY_TASK', 'RUN_FILES', 'NOVELTY_RAW', 'RESULT_FILES', 'MuSoBenchConfig', 'study_problems', 'model_label',
            'load_paradigm_backends', 'StudyRun', 'run_study', 'write_instances', 'read_instances', 'write_run',
            'rescore_run', 'read_results', 'study_instances', 'paradigm_options', 'load_study_backends', 'study_params',
            'novelty_config', 'novelty_scorers', 'run_novelty', 'run', 'write_raw', 'score', 'report', 'read_raw',
@@ -207,7 +207,8 @@ RUN_FILES = dict(store="generations.sqlite", turns="turns.parquet", results="res
                  samples="sc_samples.parquet", stats="generation_stats.json", instances="instances",
                  novelty_generations="novelty_generations.parquet", novelty_judgements="novelty_judgements.parquet",
                  novelty="novelty.parquet")
-NOVELTY_RAW = ("novelty_generations", "novelty_judgements")  # the raw tables of a run with noveltybench among its tasks
+NOVELTY_RAW = ("novelty_generations", "novelty_judgements")
+RESULT_FILES = {name: RUN_FILES[name] for name in ("results", "samples", "novelty")}  # what `score` gives, where the folder keeps it (the sweep's rs-rescore writes these)  # the raw tables of a run with noveltybench among its tasks
 
 def write_instances(items: Iterable[MuSoBenchItem], folder: str | Path) -> list[Path]:
     "The instances of a run, one reference-format JSONL per task."
@@ -374,10 +375,10 @@ def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: MuSo
     "Write the results tables and the study report (tables, figures) into a run folder; name -> paths, or why a figure is missing."
     folder = run_dir(folder)
     written = {}
-    for name in ("results", "samples", "novelty"):
+    for name, file in RESULT_FILES.items():
         if name not in results: continue
-        results[name].to_parquet(folder / RUN_FILES[name], index=False)
-        written[f"raw:{name}"] = [folder / RUN_FILES[name]]
+        results[name].to_parquet(folder / file, index=False)
+        written[f"raw:{name}"] = [folder / file]
     if "results" in results: written |= write_study_report(results["results"], folder, config.unscored)
     if "novelty" in results: written |= write_novelty_report(results["novelty"], folder)
     return written

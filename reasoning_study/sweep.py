@@ -919,10 +919,8 @@ def run_main(argv: Sequence[str] | None = None) -> int:
 
 # %% ../nbs/90_sweep.ipynb #a2db3752
 def result_files(study: Any) -> dict[str, str]:
-    """Results table name -> file in a run folder, as the study module declares it (`RESULT_FILES`). A module that
-    names its run files in `RUN_FILES` instead (MuSoBench, until it declares `RESULT_FILES`) is read from those."""
-    declared = getattr(study, "RESULT_FILES", None)
-    return dict(declared if declared is not None else getattr(study, "RUN_FILES", {}))
+    "Results table name -> file in a run folder, as the study module declares it (`RESULT_FILES`; none: every table is looked up by `stored_table`)."
+    return dict(getattr(study, "RESULT_FILES", {}))
 
 def stored_table(folder: Path, name: str) -> Path | None:
     "Where a run folder keeps an undeclared results table (`<name>.parquet` or `<name>.csv`), None when it has none."
