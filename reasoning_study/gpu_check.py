@@ -177,11 +177,12 @@ class ProberRun:
 
 def run_probers(backend: TransformersBackend, probes: TraceProbes, sampling: SamplingParams, batch_size: int) -> ProberRun:
     "The same probes through the KV-reuse prober and the naive prober, `batch_size` probes at a time."
-    saved, backend.batch_size = backend.batch_size, batch_size
+    saved = backend.batch_size, backend.probe_batch_size
+    backend.batch_size = backend.probe_batch_size = batch_size
     try:
         [kv], kv_stats = probe_traces(backend, [probes], sampling, method="kv", progress=False)
         [naive], naive_stats = probe_traces(backend, [probes], sampling, method="naive", progress=False)
-    finally: backend.batch_size = saved
+    finally: backend.batch_size, backend.probe_batch_size = saved
     if errors := [c.error for c in kv + naive if c.status == "error"]: raise RuntimeError(f"{len(errors)} probes failed, first: {errors[0]}")
     return ProberRun(kv, naive, kv_stats, naive_stats)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
 from transformers.utils import logging as hf_logging
 
@@ -33,11 +33,12 @@ from .weights import (  # re-exported: callers imported them from here before ba
     qwen3_tokenizer_dir, random_qwen3, save_random_qwen3, tiny_qwen3_dir)
 
 # %% auto #0
-__all__ = ['TOP_P_CANDIDATES', 'STOP_WINDOW_MARGIN', 'VOCAB_BLOCK', 'PRESET_OPTIONS', 'default_device', 'load_model',
-           'numerics_tag', 'cache_keyword', 'top_p_outside', 'filter_logits', 'draw_tokens', 'sample_tokens',
-           'sampled_logprobs', 'pick_next_token', 'row_generator', 'DecodeRow', 'stop_window', 'first_stop',
-           'BufferedLayer', 'cache_nbytes', 'blocked_linear', 'blocked_output_projection', 'TransformersBackend',
-           'check_options', 'from_preset', 'PrefixCache', 'PackedRows']
+__all__ = ['TOP_P_CANDIDATES', 'STOP_WINDOW_MARGIN', 'VOCAB_BLOCK', 'PREFILL_CHUNK', 'ATTENTION_BLOCK', 'PRESET_OPTIONS',
+           'SHARED_PREFIX', 'default_device', 'load_model', 'numerics_tag', 'cache_keyword', 'supports_prefix_sharing',
+           'top_p_outside', 'filter_logits', 'draw_tokens', 'sample_tokens', 'sampled_logprobs', 'pick_next_token',
+           'row_generator', 'DecodeRow', 'stop_window', 'first_stop', 'BufferedLayer', 'cache_nbytes', 'blocked_linear',
+           'blocked_output_projection', 'TransformersBackend', 'check_options', 'from_preset', 'PrefixCache',
+           'PrefixRows', 'shared_prefix_attention', 'attention_implementation']
 
 # %% ../../nbs/11_backends.transformers.ipynb #5c416ded
 def default_device() -> str: return "cuda" if torch.cuda.is_available() else "cpu"
@@ -83,6 +84,10 @@ def numerics_tag(model) -> str:
 def cache_keyword(model) -> str:
     "The keyword the model's `forward` takes its KV cache by: `cache` (transformers >= 5.24) or `past_key_values`."
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+def supports_prefix_sharing(model) -> bool:
+    "Whether rows can share one cached prefix on `model`: its attention is swappable (AttentionInterface) and every layer attends to all positions."
+    return bool(getattr(model, "_supports_attention_backend", False)) and not any(DynamicCache(config=model.config).is_sliding)
 
 # %% ../../nbs/11_backends.transformers.ipynb #09df9397
 def _per_row(value, rows: int) -> list:
@@ -215,11 +220,11 @@ class BufferedLayer(DynamicLayer):
     "A cache layer in a buffer that grows in blocks: new positions are written in place, the attention reads a view."
     def __init__(self, keys: torch.Tensor | None = None,  # initial content, e.g. a shared prefix: (batch, kv heads, positions, head dim)
                  values: torch.Tensor | None = None,
-                 room: int = 0,  # positions to reserve beyond the initial content
+                 room: int = 0,  # positions to reserve beyond the initial content (without content: at the first write)
                  block: int = 256,  # when full, grow by at least this many positions
                 ):
         super().__init__()
-        self.block, self.length, self.buffers = block, 0, None
+        self.block, self.length, self.buffers, self.room = block, 0, None, room
         if keys is not None:
             self.lazy_initialization(keys, values)
             self._reserve(keys, values, keys.shape[-2] + room)
@@ -243,7 +248,8 @@ class BufferedLayer(DynamicLayer):
         "Write the new positions after the filled part; return views of everything filled so far."
         if not self.is_initialized: self.lazy_initialization(key_states, value_states)
         end = self.length + key_states.shape[-2]
-        if self.buffers is None or end > self.buffers[0].shape[-2]: self._reserve(key_states, value_states, end + self.block)
+        if self.buffers is None: self._reserve(key_states, value_states, max(end, self.room) if self.room else end + self.block)
+        elif end > self.buffers[0].shape[-2]: self._reserve(key_states, value_states, end + self.block)
         self.buffers[0][..., self.length:end, :], self.buffers[1][..., self.length:end, :] = key_states, value_states
         self.length = end
         return self._views()
@@ -293,11 +299,15 @@ def blocked_output_projection(model):
     finally: del head.forward
 
 # %% ../../nbs/11_backends.transformers.ipynb #38838f7a
+PREFILL_CHUNK = {"cpu": 256, "cuda": 1024}  # prompt tokens per forward pass, by device type (CPU: measured below)
+ATTENTION_BLOCK = {"cpu": 2**24, "cuda": 2**28}  # attention scores held at once by the shared-prefix attention (elements)
+
 class TransformersBackend:
     "A `Backend` over a transformers causal LM: batched, per-sample seeds, reusable KV caches."
     name = "transformers"
     # token-level, with KV-cache reuse for the prober; no "images" (a text-only causal LM: such requests become `error`
-    # completions), no "response_schema" (no constrained decoding: such a request is generated normally)
+    # completions), no "response_schema" (no constrained decoding: such a request is generated normally).
+    # An instance drops "kv_reuse" when its model cannot share a prefix between rows (`supports_prefix_sharing`).
     capabilities = frozenset({"token_prompts", "tokenizer", "kv_reuse", "prefill", "logprobs"})
 
     def __init__(self, model, tokenizer,
@@ -306,12 +316,16 @@ class TransformersBackend:
                  thinking: ThinkingSwitch = "never",  # how the model's thinking mode is switched
                  batch_size: int = 8,  # rows decoded together
                  max_model_len: int | None = None,  # context size (default: from the model config)
-                 prefill_chunk: int = 1024,  # prompt tokens per forward pass (bounds attention memory)
+                 prefill_chunk: int | None = None,  # prompt tokens per forward pass (default: PREFILL_CHUNK of the device type)
+                 probe_batch_size: int = 64,  # rows continued together over one cached prefix (`continue_many`, the KV prober)
                 ):
-        if batch_size < 1 or prefill_chunk < 1: raise ValueError("batch_size and prefill_chunk must be >= 1")
-        self.model, self.tokenizer, self.model_id, self.revision = model, tokenizer, model_id, revision
-        self.thinking, self.batch_size, self.prefill_chunk = thinking, batch_size, prefill_chunk
         self.device = str(next(model.parameters()).device)
+        prefill_chunk = prefill_chunk or PREFILL_CHUNK.get(torch.device(self.device).type, PREFILL_CHUNK["cuda"])
+        if min(batch_size, prefill_chunk, probe_batch_size) < 1: raise ValueError("batch_size, prefill_chunk and probe_batch_size must be >= 1")
+        self.model, self.tokenizer, self.model_id, self.revision = model, tokenizer, model_id, revision
+        self.thinking, self.batch_size, self.prefill_chunk, self.probe_batch_size = thinking, batch_size, prefill_chunk, probe_batch_size
+        if not supports_prefix_sharing(model): self.capabilities = TransformersBackend.capabilities - {"kv_reuse"}
+        self.attention_block = ATTENTION_BLOCK.get(torch.device(self.device).type, ATTENTION_BLOCK["cuda"])
         self.numerics = numerics_tag(model)  # dtype/device: part of the store key (see `store`)
         self.cache_keyword = cache_keyword(model)
         text_config = model.config.get_text_config()
@@ -375,10 +389,10 @@ class TransformersBackend:
         if row.finish_reason is None and len(row.tokens) >= row.max_new: row.finish_reason = "length"
         if row.finish_reason: row.latency_s = time.perf_counter() - started
 
-    def new_cache(self) -> Cache:
-        "An empty KV cache for the model: its full-attention layers grow in place (`BufferedLayer`)."
+    def new_cache(self, room: int = 0) -> Cache:
+        "An empty KV cache for the model: its full-attention layers grow in place (`BufferedLayer`), `room` positions reserved."
         cache = DynamicCache(config=self.model.config)
-        cache.layers = [BufferedLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
+        cache.layers = [BufferedLayer(room=room) if type(layer) is DynamicLayer else layer for layer in cache.layers]
         return cache
 
     def run_model(self, cache: Cache, **inputs):
@@ -471,6 +485,13 @@ class TransformersBackend:
             for (q, i, _), completion in zip(batch, self._run_isolated(batch, requests)): results[q][i] = completion
         return results
 
+    def generate_token_prompts(self, token_prompts: Sequence[Sequence[int]],  # token-exact prompts
+                               sampling: SamplingParams,  # the same sampling for all
+                               thinking: bool | None = None,  # whether the prompts leave a thinking block open
+                              ) -> list[list[Completion]]:
+        "Continue many token-exact prompts (batches of similar lengths; no prefix is shared: that is `continue_many`)."
+        return self.generate([Request(prompt_token_ids=list(p), sampling=sampling, thinking=thinking) for p in token_prompts])
+
     def _run_batch(self, batch, requests) -> list[Completion]:
         rows = [self.new_row(len(ids), requests[q].sampling, requests[q].sampling.sample_seed(i)) for q, i, ids in batch]
         self.decode_prompts([ids for _, _, ids in batch], rows)
@@ -486,8 +507,8 @@ class TransformersBackend:
             return [self.error_completion(e, i, requests[q].sampling.sample_seed(i))]
 
 # %% ../../nbs/11_backends.transformers.ipynb #bd16aac1
-PRESET_OPTIONS = {"batch_size", "device", "dtype", "attn_implementation", "max_model_len", "model_dir", "allow_download",
-                  "num_threads", "trust_remote_code"}
+PRESET_OPTIONS = {"batch_size", "probe_batch_size", "prefill_chunk", "device", "dtype", "attn_implementation", "max_model_len",
+                  "model_dir", "allow_download", "num_threads", "trust_remote_code"}
 
 def check_options(preset: ModelPreset) -> None:
     "Fail, naming the known ones, when the preset has options this backend does not take (`backends.core.check_backend_options`)."
@@ -513,42 +534,109 @@ def from_preset(preset: str | ModelPreset) -> TransformersBackend:
         model, tokenizer = load_model(preset.model_id, revision=preset.revision, local_files_only=local, **load)
         revision = hub_commit(preset.model_id, preset.revision)
     return TransformersBackend(model, tokenizer, preset.model_id, revision, preset.thinking,
-                               batch_size=options.get("batch_size", 8), max_model_len=options.get("max_model_len"))
+                               batch_size=options.get("batch_size", 8), max_model_len=options.get("max_model_len"),
+                               prefill_chunk=options.get("prefill_chunk"), probe_batch_size=options.get("probe_batch_size", 64))
 
 # %% ../../nbs/11_backends.transformers.ipynb #8900f0c1
 @dataclass
 class PrefixCache:
     "The KV cache of one token sequence (a prompt and its thinking trace), encoded once, reused for every prefix."
     token_ids: list[int]
-    cache: DynamicCache  # batch of one
+    cache: Cache  # batch of one
 
     def __len__(self): return len(self.token_ids)
 
-    def packed(self, width: int,  # prefix positions every row may see (the longest prefix of the batch)
-               room: int,  # positions the batch appends (suffixes and generated tokens of every row)
-              ) -> Cache:
-        "A batch-1 cache of the first `width` positions with room for `room` more: one copy of the prefix for all rows."
-        return Cache(layers=[BufferedLayer(layer.keys[:, :, :width], layer.values[:, :, :width], room) for layer in self.cache.layers])
+    def layer(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        "Keys and values of one layer, (kv heads, positions, head dim) each."
+        layer = self.cache.layers[index]
+        return layer.keys[0], layer.values[0]
 
-class PackedRows:
-    "Who sees what in a packed batch: row r sees the prefix positions below its prefix length, and its own positions."
-    def __init__(self, prefix_lengths: Sequence[int], device, dtype: torch.dtype):
-        self.limits = torch.tensor(list(prefix_lengths), device=device)  # each row's prefix length
-        self.width, self.dtype = int(self.limits.max()), dtype
-        self.owners = torch.empty(0, dtype=torch.long, device=device)  # the row of every position after the prefix
+class PrefixRows:
+    "The rows of a `continue_many` batch: row r sees the shared prefix below `limits[r]` and its own positions from `pads[r]` on."
+    def __init__(self, prefix: PrefixCache,
+                 limits: torch.Tensor,  # each row's prefix length (cached positions it sees)
+                 pads: torch.Tensor,  # each row's padding: its own positions start there
+                 block_elements: int,  # attention scores held at once (ATTENTION_BLOCK)
+                ):
+        self.prefix, self.limits, self.pads, self.block_elements = prefix, limits, pads, block_elements
+        self._plan = (None, [])  # the blocks of the last forward pass (every layer reuses them)
 
-    def append(self, owners: torch.Tensor,  # the row of each new position, in order
-              ) -> torch.Tensor:
-        "Add positions; the additive attention mask of their queries, (1, 1, new positions, all positions)."
-        first = len(self.owners)
-        self.owners = torch.cat([self.owners, owners])
-        keys, mine = torch.arange(self.width, device=owners.device), first + torch.arange(len(owners), device=owners.device)
-        own = (self.owners[None, :] == owners[:, None]) & (torch.arange(len(self.owners), device=owners.device)[None, :] <= mine[:, None])
-        sees = torch.cat([keys[None, :] < self.limits[owners][:, None], own], dim=1)
-        return torch.zeros(sees.shape, dtype=self.dtype, device=owners.device).masked_fill_(~sees, torch.finfo(self.dtype).min)[None, None]
+    def __len__(self): return len(self.limits)
+
+    def rows(self, index) -> PrefixRows:
+        "Some of the rows (a slice, or a tensor of row numbers) as a batch of their own."
+        return PrefixRows(self.prefix, self.limits[index], self.pads[index], self.block_elements)
+
+    def positions(self, slots: torch.Tensor) -> torch.Tensor:
+        "The token positions of own cache slots `slots` in every row, (rows, slots): after its prefix, counting from its padding."
+        return ((self.limits - self.pads)[:, None] + slots[None, :]).clamp(min=0)  # padding slots: any position (masked)
+
+    def blocks(self, queries: int, own: int, heads: int, dtype: torch.dtype) -> list[tuple[int, int, int, torch.Tensor]]:
+        "Consecutive rows in blocks of at most `block_elements` scores: (start, end, prefix width, additive mask (1, rows, 1, queries, width + own))."
+        key = (queries, own, heads, dtype)
+        if self._plan[0] == key: return self._plan[1]
+        limits, blocks, start = self.limits.tolist(), [], 0
+        while start < len(limits):
+            end, width = start + 1, limits[start]
+            while end < len(limits) and (end + 1 - start) * heads * queries * (max(width, limits[end]) + own) <= self.block_elements:
+                width, end = max(width, limits[end]), end + 1
+            blocks.append((start, end, width, self.mask(start, end, width, queries, own, dtype)))
+            start = end
+        self._plan = (key, blocks)
+        return blocks
+
+    def mask(self, start: int, end: int, width: int, queries: int, own: int, dtype: torch.dtype) -> torch.Tensor:
+        "Rows start..end-1: 0 where a query attends, the dtype's minimum elsewhere; the queries are the last `queries` of `own` slots."
+        device = self.limits.device
+        prefix = torch.arange(width, device=device)[None, None, :] < self.limits[start:end, None, None]
+        slots, asked = torch.arange(own, device=device), torch.arange(own - queries, own, device=device)
+        mine = (slots[None, None, :] >= self.pads[start:end, None, None]) & (slots[None, None, :] <= asked[None, :, None])
+        sees = torch.cat([prefix.expand(-1, queries, -1), mine], dim=-1)
+        return torch.zeros(sees.shape, dtype=dtype, device=device).masked_fill_(~sees, torch.finfo(dtype).min)[None, :, None]
+
+SHARED_PREFIX = "reasoning_study_shared_prefix"  # its name in transformers' AttentionInterface
+
+def shared_prefix_attention(module, query, key, value,  # query (rows, heads, queries, dim); key, value: the rows' own cache
+                            attention_mask, scaling: float, dropout: float = 0.0,
+                            prefix_rows: PrefixRows | None = None,  # passed through the model's forward by `continue_many`
+                            **kwargs):
+    "Attention over a shared cached prefix (each row below its limit) and the row's own positions: one softmax over both."
+    if prefix_rows is None: raise ValueError("shared_prefix_attention needs prefix_rows (continue_many passes them)")
+    if kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None:
+        raise NotImplementedError("shared_prefix_attention has no logit soft-capping or attention sinks")
+    prefix_keys, prefix_values = prefix_rows.prefix.layer(module.layer_idx)  # (kv heads, positions, dim)
+    rows, heads, queries, dim = query.shape
+    kv_heads, own = key.shape[1], key.shape[2]
+    group = heads // kv_heads  # query heads per key-value head
+    out = query.new_empty(rows, queries, heads, dim)
+    for start, end, width, mask in prefix_rows.blocks(queries, own, heads, query.dtype):
+        n, asked = end - start, group * queries
+        q = query[start:end].reshape(n, kv_heads, asked, dim).transpose(0, 1)  # (kv heads, rows, group x queries, dim)
+        on_prefix = torch.bmm(q.reshape(kv_heads, n * asked, dim), prefix_keys[:, :width].transpose(1, 2)).view(kv_heads, n, asked, width)
+        on_own = q @ key[start:end].transpose(0, 1).transpose(2, 3)
+        scores = torch.cat([on_prefix, on_own], dim=-1).mul_(scaling).view(kv_heads, n, group, queries, width + own).add_(mask)
+        probs = scores.softmax(-1, dtype=torch.float32).to(query.dtype).view(kv_heads, n, asked, width + own)
+        mixed = torch.bmm(probs[..., :width].reshape(kv_heads, n * asked, width), prefix_values[:, :width]).view(kv_heads, n, asked, dim)
+        mixed += probs[..., width:] @ value[start:end].transpose(0, 1)
+        out[start:end] = mixed.view(kv_heads, n, group, queries, dim).permute(1, 3, 0, 2, 4).reshape(n, queries, heads, dim)
+    return out, None
+
+AttentionInterface.register(SHARED_PREFIX, shared_prefix_attention)
+
+@contextmanager
+def attention_implementation(model, name: str):
+    "While active, the model's attention layers run the registered attention function `name`."
+    saved = model.config._attn_implementation
+    model.config._attn_implementation = name
+    try: yield
+    finally: model.config._attn_implementation = saved
+
 
 # %% ../../nbs/11_backends.transformers.ipynb #326d7878
-MASKED_ATTENTION = ("eager", "sdpa")  # attention implementations that apply a custom 4D mask
+def _require_prefix_sharing(self: TransformersBackend):
+    if not supports_prefix_sharing(self.model):
+        raise NotImplementedError(f"{self.model_id}: KV-cache reuse needs a model whose attention goes through transformers' "
+                                  "AttentionInterface, with full-attention layers only; probe it with method 'naive'")
 
 @torch.inference_mode()
 def prefill_cache(self: TransformersBackend,
@@ -558,9 +646,9 @@ def prefill_cache(self: TransformersBackend,
     "Encode a token sequence once and keep its KV cache for `continue_from` / `continue_many`."
     token_ids = list(token_ids)
     if not 1 <= len(token_ids) <= self.max_model_len: raise ValueError(f"need 1..{self.max_model_len} tokens, got {len(token_ids)}")
+    _require_prefix_sharing(self)
     chunk = chunk or self.prefill_chunk
-    cache = DynamicCache(config=self.model.config)
-    if any(cache.is_sliding): raise NotImplementedError("prefix caches need full-attention layers (no sliding windows)")
+    cache = self.new_cache(room=len(token_ids))
     for start in range(0, len(token_ids), chunk):
         part = torch.tensor([token_ids[start:start + chunk]], device=self.device)
         self.run_model(cache, input_ids=part, logits_to_keep=1)
@@ -576,19 +664,17 @@ def continue_many(self: TransformersBackend,
                  ) -> list[Completion]:
     "Continue several prefixes of one cached sequence, each followed by its suffix: one completion each."
     if sampling.n != 1: raise ValueError("continue_many gives one completion per prefix: use n=1 (or repeat with other seeds)")
-    if (attention := self.model.config._attn_implementation) not in MASKED_ATTENTION:
-        raise NotImplementedError(f"continue_many packs its rows under a 4D attention mask, which {attention!r} attention "
-                                  f"ignores: load the model with one of {MASKED_ATTENTION}")
+    _require_prefix_sharing(self)
     jobs = []  # (cached tokens, tokens to encode)
     for prefix_len, suffix in continuations:
         if not 1 <= prefix_len <= len(prefix): raise ValueError(f"prefix_len must be in 1..{len(prefix)}, got {prefix_len}")
         suffix = list(suffix)
         if not suffix: prefix_len, suffix = prefix_len - 1, [prefix.token_ids[prefix_len - 1]]  # re-feed the last token
         jobs.append((prefix_len, suffix))
-    order = sorted(range(len(jobs)), key=lambda j: jobs[j][0])  # similar prefixes share a batch
+    order = sorted(range(len(jobs)), key=lambda j: jobs[j][0])  # similar prefixes share a block of the attention
     results = [None] * len(jobs)
-    for start in range(0, len(order), self.batch_size):
-        batch = order[start:start + self.batch_size]
+    for start in range(0, len(order), self.probe_batch_size):
+        batch = order[start:start + self.probe_batch_size]
         try: rows = self._continue_batch(prefix, [jobs[j] for j in batch], sampling)
         except Exception as e:
             for j in batch: results[j] = self.error_completion(e, 0, sampling.seed)
@@ -597,35 +683,39 @@ def continue_many(self: TransformersBackend,
             results[j] = self.to_completion(row, self.decode(continuations[j][1]), thinking, cached_prompt_tokens=jobs[j][0])
     return results
 
+def joined_rows(caches: Sequence[Cache], room: int) -> Cache:
+    "One cache holding the rows of several (in order), with `room` more positions for each row."
+    return Cache(layers=[BufferedLayer(torch.cat([c.layers[i].keys for c in caches]), torch.cat([c.layers[i].values for c in caches]), room)
+                         for i in range(len(caches[0].layers))])
+
 @torch.inference_mode()
 def _continue_batch(self: TransformersBackend, prefix: PrefixCache, jobs, sampling: SamplingParams) -> list[DecodeRow]:
-    "Decode a batch of (cached prefix length, suffix ids) as one packed sequence over one shared copy of the prefix."
+    "Decode a batch of (cached prefix length, suffix ids) rows over the shared prefix: the suffixes a group of rows per pass, then all rows per step."
     started = time.perf_counter()
     rows = [self.new_row(n + len(s), sampling, sampling.seed) for n, s in jobs]
-    tokens = [t for _, s in jobs for t in s]
-    owners = torch.tensor([r for r, (_, s) in enumerate(jobs) for _ in s], device=self.device)
-    positions = torch.tensor([[n + i for n, s in jobs for i in range(len(s))]], device=self.device)
-    ids, ends = torch.tensor([tokens], device=self.device), torch.tensor([len(s) for _, s in jobs]).cumsum(0) - 1
-    layout = PackedRows([n for n, _ in jobs], self.device, self.model.dtype)
-    cache = prefix.packed(layout.width, len(tokens) + sum(row.max_new for row in rows))
-    logits = [None] * len(rows)
-    for start in range(0, len(tokens), self.prefill_chunk):  # the suffixes, in chunks; keep each row's last logits
-        end = min(start + self.prefill_chunk, len(tokens))
-        last = [r for r, e in enumerate(ends.tolist()) if start <= e < end]
-        out = self.run_model(cache, input_ids=ids[:, start:end], position_ids=positions[:, start:end],
-                             attention_mask=layout.append(owners[start:end]),
-                             logits_to_keep=(ends[last] - start).to(self.device) if last else 1)
-        for j, r in enumerate(last): logits[r] = out.logits[0, j]
-    self.prefill_tokens += len(tokens)
-    logits, live = torch.stack(logits), list(range(len(rows)))
-    while True:
-        next_tokens, keep = self._step(logits, rows, live, started)
-        if not keep: return rows
-        live = [live[b] for b in keep]
-        fed = torch.tensor(live, device=self.device)
-        positions = torch.tensor([[rows[r].prompt_len + len(rows[r].tokens) - 1 for r in live]], device=self.device)
-        logits = self.run_model(cache, input_ids=next_tokens[torch.tensor(keep, device=self.device)][None], position_ids=positions,
-                                attention_mask=layout.append(fed)).logits[0]
+    tensor = lambda values: torch.tensor(values, device=self.device)
+    width = max(len(s) for _, s in jobs)  # suffixes left-padded to a common length: each row's last token in the last column
+    ids = tensor([[self.pad_id] * (width - len(s)) + s for _, s in jobs])
+    layout = PrefixRows(prefix, tensor([n for n, _ in jobs]), tensor([width - len(s) for _, s in jobs]), self.attention_block)
+    positions, per_pass = layout.positions(torch.arange(width, device=self.device)), max(1, self.prefill_chunk // width)
+    with attention_implementation(self.model, SHARED_PREFIX):
+        caches, logits = [], []
+        for start in range(0, len(jobs), per_pass):
+            part = slice(start, start + per_pass)
+            caches.append(self.new_cache(room=width))
+            logits.append(self.run_model(caches[-1], input_ids=ids[part], position_ids=positions[part], logits_to_keep=1,
+                                         prefix_rows=layout.rows(part)).logits[:, -1])
+        self.prefill_tokens += sum(len(s) for _, s in jobs)
+        cache, logits, live = joined_rows(caches, max(row.max_new for row in rows)), torch.cat(logits), list(range(len(rows)))
+        while True:
+            tokens, keep = self._step(logits, rows, live, started)
+            if not keep: return rows
+            if len(keep) < len(live):  # finished rows leave the batch
+                index = tensor(keep)
+                cache.batch_select_indices(index)
+                layout, tokens, live = layout.rows(index), tokens[index], [live[b] for b in keep]
+            slot = tensor([cache.get_seq_length()])
+            logits = self.run_model(cache, input_ids=tokens[:, None], position_ids=layout.positions(slot), prefix_rows=layout).logits[:, -1]
 
 def continue_from(self: TransformersBackend,
                   prefix: PrefixCache,
@@ -639,3 +729,4 @@ def continue_from(self: TransformersBackend,
 
 for _method in (prefill_cache, continue_many, _continue_batch, continue_from):
     setattr(TransformersBackend, _method.__name__, _method)
+
