@@ -22,9 +22,9 @@ __all__ = ['SAMPLE_SEED_STRIDE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OP
            'Request', 'chat', 'template_messages', 'request_images', 'Completion', 'split_reasoning',
            'completion_status', 'make_completion', 'tokenize_continuation', 'render_prompt_ids', 'expected_thinking',
            'Backend', 'TokenBackend', 'MissingCapability', 'check_capabilities', 'capabilities_of', 'supports',
-           'backend_label', 'require', 'describe_backend', 'ProviderRules', 'ModelPreset', 'get_preset',
-           'register_preset', 'key_variables', 'load_backend', 'check_backend_options', 'provider_problems',
-           'check_provider_rules', 'ignored_parameters']
+           'backend_label', 'require', 'describe_backend', 'generate_token_prompts', 'ProviderRules', 'ModelPreset',
+           'get_preset', 'register_preset', 'key_variables', 'load_backend', 'check_backend_options',
+           'provider_problems', 'check_provider_rules', 'ignored_parameters']
 
 # %% ../../nbs/10_backends.core.ipynb #4dab9056
 SAMPLE_SEED_STRIDE = 1_000_003  # a prime: sample i of seed s never equals sample j of a nearby seed s'
@@ -370,6 +370,13 @@ def describe_backend(backend) -> dict:
     if set(described) != set(DESCRIBE_KEYS):
         raise ValueError(f"{backend_label(backend)}: describe() must give exactly {list(DESCRIBE_KEYS)}, got {sorted(described)}")
     return {k: described[k] for k in DESCRIBE_KEYS}
+
+def generate_token_prompts(backend, token_prompts: Sequence[Sequence[int]],  # token-exact prompts, e.g. the prefixes of one trace
+                           sampling: SamplingParams,  # the same sampling for all
+                           thinking: bool | None = None,  # whether the prompts leave a thinking block open
+                          ) -> list[list[Completion]]:
+    "What capability `token_prompts` promises, the method of every backend that declares it: one token-exact request per prompt, generated together."
+    return backend.generate([Request(prompt_token_ids=list(p), sampling=sampling, thinking=thinking) for p in token_prompts])
 
 # %% ../../nbs/10_backends.core.ipynb #9aabf934
 TOKEN_BUDGET_FIELDS = ("max_completion_tokens", "max_tokens")  # how APIs name the completion-token budget

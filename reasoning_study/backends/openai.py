@@ -26,7 +26,7 @@ import openai
 
 from .core import (
     THINK_CLOSE, THINK_OPEN, TOKEN_BUDGET_FIELDS, Completion, ModelPreset, ProviderRules, Request, SamplingParams, ThinkingSwitch,
-    check_provider_rules, expected_thinking, get_preset, make_completion)
+    check_provider_rules, expected_thinking, generate_token_prompts, get_preset, make_completion)
 from ..runs import credential_problems, redact_text
 
 # %% auto #0
@@ -416,12 +416,7 @@ class OpenAIBackend:
         "One list of `request.sampling.n` completions per request, in request order."
         return run_sync(self.agenerate(requests))
 
-    def generate_token_prompts(self, token_prompts: Sequence[Sequence[int]],  # token-exact prompts
-                               sampling: SamplingParams,  # the same sampling for all
-                               thinking: bool | None = None,  # whether the prompts leave a thinking block open
-                              ) -> list[list[Completion]]:
-        "Continue many token-exact prompts (e.g. the prefixes of one trace) in one concurrent batch."
-        return self.generate([Request(prompt_token_ids=list(p), sampling=sampling, thinking=thinking) for p in token_prompts])
+    generate_token_prompts = generate_token_prompts  # capability token_prompts (backends.core): one concurrent batch
 
     async def agenerate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         "The async form of `generate`."

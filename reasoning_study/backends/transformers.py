@@ -25,7 +25,7 @@ from transformers.cache_utils import Cache, DynamicLayer
 from transformers.utils import logging as hf_logging
 
 from .core import Completion, ModelPreset, Request, SamplingParams, ThinkingSwitch
-from .core import expected_thinking, get_preset, make_completion, render_prompt_ids
+from .core import expected_thinking, generate_token_prompts, get_preset, make_completion, render_prompt_ids
 from .weights import (  # re-exported: callers imported them from here before backends.weights existed
     EMBEDDED_GGUF, EMBEDDED_MODELS, EMBEDDED_NAME, EMBEDDED_PACKAGE, EMBEDDED_PREFIX, QWEN3_COMMON, QWEN3_SHAPES, QWEN3_THINK_IDS,
     QWEN3_TOKENIZER_FILES, QWEN3_TOKENIZER_PACKAGE, QWEN3_TOKENIZER_WHEEL, TINY_QWEN3_NAME, TINY_QWEN3_SEED, build_once, cache_root,
@@ -485,12 +485,7 @@ class TransformersBackend:
             for (q, i, _), completion in zip(batch, self._run_isolated(batch, requests)): results[q][i] = completion
         return results
 
-    def generate_token_prompts(self, token_prompts: Sequence[Sequence[int]],  # token-exact prompts
-                               sampling: SamplingParams,  # the same sampling for all
-                               thinking: bool | None = None,  # whether the prompts leave a thinking block open
-                              ) -> list[list[Completion]]:
-        "Continue many token-exact prompts (batches of similar lengths; no prefix is shared: that is `continue_many`)."
-        return self.generate([Request(prompt_token_ids=list(p), sampling=sampling, thinking=thinking) for p in token_prompts])
+    generate_token_prompts = generate_token_prompts  # capability token_prompts (backends.core): batches of similar lengths, no prefix shared (that is continue_many)
 
     def _run_batch(self, batch, requests) -> list[Completion]:
         rows = [self.new_row(len(ids), requests[q].sampling, requests[q].sampling.sample_seed(i)) for q, i, ids in batch]
@@ -571,28 +566,31 @@ class PrefixRows:
         "The token positions of own cache slots `slots` in every row, (rows, slots): after its prefix, counting from its padding."
         return ((self.limits - self.pads)[:, None] + slots[None, :]).clamp(min=0)  # padding slots: any position (masked)
 
-    def blocks(self, queries: int, own: int, heads: int, dtype: torch.dtype) -> list[tuple[int, int, int, torch.Tensor]]:
-        "Consecutive rows in blocks of at most `block_elements` scores: (start, end, prefix width, additive mask (1, rows, 1, queries, width + own))."
-        key = (queries, own, heads, dtype)
+    def blocks(self, queries: int, own: int, heads: int) -> list[tuple[int, int, int, torch.Tensor]]:
+        "Consecutive rows in blocks, each attended as one sequence: (start, end, prefix width, `mask` of the block)."
+        key = (queries, own, heads)
         if self._plan[0] == key: return self._plan[1]
         limits, blocks, start = self.limits.tolist(), [], 0
         while start < len(limits):
             end, width = start + 1, limits[start]
-            while end < len(limits) and (end + 1 - start) * heads * queries * (max(width, limits[end]) + own) <= self.block_elements:
-                width, end = max(width, limits[end]), end + 1
-            blocks.append((start, end, width, self.mask(start, end, width, queries, own, dtype)))
+            while end < len(limits):  # a block's queries also score its other rows' own slots: keep those below its prefix width
+                wider, rows = max(width, limits[end]), end + 1 - start
+                if rows * own > wider or heads * rows * queries * (wider + rows * own) > self.block_elements: break
+                width, end = wider, end + 1
+            blocks.append((start, end, width, self.mask(start, end, width, queries, own)))
             start = end
         self._plan = (key, blocks)
         return blocks
 
-    def mask(self, start: int, end: int, width: int, queries: int, own: int, dtype: torch.dtype) -> torch.Tensor:
-        "Rows start..end-1: 0 where a query attends, the dtype's minimum elsewhere; the queries are the last `queries` of `own` slots."
-        device = self.limits.device
-        prefix = torch.arange(width, device=device)[None, None, :] < self.limits[start:end, None, None]
-        slots, asked = torch.arange(own, device=device), torch.arange(own - queries, own, device=device)
-        mine = (slots[None, None, :] >= self.pads[start:end, None, None]) & (slots[None, None, :] <= asked[None, :, None])
-        sees = torch.cat([prefix.expand(-1, queries, -1), mine], dim=-1)
-        return torch.zeros(sees.shape, dtype=dtype, device=device).masked_fill_(~sees, torch.finfo(dtype).min)[None, :, None]
+    def mask(self, start: int, end: int, width: int, queries: int, own: int) -> torch.Tensor:
+        "Rows start..end-1 as one sequence: which keys (the prefix's first `width`, then each row's `own` slots) each query (row by row) sees."
+        device, rows = self.limits.device, end - start
+        owner, asked = torch.arange(rows, device=device).repeat_interleave(queries), torch.arange(own - queries, own, device=device).repeat(rows)
+        key_owner, key_slot = torch.arange(rows, device=device).repeat_interleave(own), torch.arange(own, device=device).repeat(rows)
+        prefix = torch.arange(width, device=device)[None, :] < self.limits[start:end][owner][:, None]
+        mine = ((key_owner[None, :] == owner[:, None]) & (key_slot[None, :] >= self.pads[start:end][owner][:, None])
+                & (key_slot[None, :] <= asked[:, None]))
+        return torch.cat([prefix, mine], dim=1)
 
 SHARED_PREFIX = "reasoning_study_shared_prefix"  # its name in transformers' AttentionInterface
 
@@ -600,25 +598,21 @@ def shared_prefix_attention(module, query, key, value,  # query (rows, heads, qu
                             attention_mask, scaling: float, dropout: float = 0.0,
                             prefix_rows: PrefixRows | None = None,  # passed through the model's forward by `continue_many`
                             **kwargs):
-    "Attention over a shared cached prefix (each row below its limit) and the row's own positions: one softmax over both."
+    "Attention over a shared cached prefix (each row below its limit) and the row's own positions: one softmax over both (SDPA per block)."
     if prefix_rows is None: raise ValueError("shared_prefix_attention needs prefix_rows (continue_many passes them)")
     if kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None:
         raise NotImplementedError("shared_prefix_attention has no logit soft-capping or attention sinks")
     prefix_keys, prefix_values = prefix_rows.prefix.layer(module.layer_idx)  # (kv heads, positions, dim)
     rows, heads, queries, dim = query.shape
     kv_heads, own = key.shape[1], key.shape[2]
-    group = heads // kv_heads  # query heads per key-value head
     out = query.new_empty(rows, queries, heads, dim)
-    for start, end, width, mask in prefix_rows.blocks(queries, own, heads, query.dtype):
-        n, asked = end - start, group * queries
-        q = query[start:end].reshape(n, kv_heads, asked, dim).transpose(0, 1)  # (kv heads, rows, group x queries, dim)
-        on_prefix = torch.bmm(q.reshape(kv_heads, n * asked, dim), prefix_keys[:, :width].transpose(1, 2)).view(kv_heads, n, asked, width)
-        on_own = q @ key[start:end].transpose(0, 1).transpose(2, 3)
-        scores = torch.cat([on_prefix, on_own], dim=-1).mul_(scaling).view(kv_heads, n, group, queries, width + own).add_(mask)
-        probs = scores.softmax(-1, dtype=torch.float32).to(query.dtype).view(kv_heads, n, asked, width + own)
-        mixed = torch.bmm(probs[..., :width].reshape(kv_heads, n * asked, width), prefix_values[:, :width]).view(kv_heads, n, asked, dim)
-        mixed += probs[..., width:] @ value[start:end].transpose(0, 1)
-        out[start:end] = mixed.view(kv_heads, n, group, queries, dim).permute(1, 3, 0, 2, 4).reshape(n, queries, heads, dim)
+    for start, end, width, sees in prefix_rows.blocks(queries, own, heads):
+        n = end - start
+        mine = lambda t: t[start:end].transpose(0, 1).reshape(t.shape[1], n * t.shape[2], dim)  # the block's rows one after another
+        keys, values = (torch.cat([shared[:, :width], mine(t)], dim=1)[None] for shared, t in ((prefix_keys, key), (prefix_values, value)))
+        mixed = torch.nn.functional.scaled_dot_product_attention(mine(query)[None], keys, values, attn_mask=sees, scale=scaling,
+                                                                 enable_gqa=heads != kv_heads)
+        out[start:end] = mixed[0].view(heads, n, queries, dim).permute(1, 2, 0, 3)
     return out, None
 
 AttentionInterface.register(SHARED_PREFIX, shared_prefix_attention)

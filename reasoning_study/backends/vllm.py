@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .core import (
     Completion, ModelPreset, Request, SamplingParams, ThinkingSwitch, check_backend_options, expected_thinking, get_preset, make_completion,
-    render_prompt_ids, request_images, stage_batch_size, supports, tokenize_continuation)
+    generate_token_prompts, render_prompt_ids, request_images, stage_batch_size, supports, tokenize_continuation)
 from .weights import hub_commit, resolve_weights
 
 # %% auto #0
@@ -224,12 +224,7 @@ class VllmBackend:
         for job, completion in zip(jobs, self._run_isolated(jobs, requests)): results[job.request][job.sample] = completion
         return results
 
-    def generate_token_prompts(self, token_prompts: Sequence[Sequence[int]],  # token-exact prompts, e.g. prefixes of one trace
-                               sampling: SamplingParams,  # the same sampling for all
-                               thinking: bool | None = None,  # whether the prompts leave a thinking block open
-                              ) -> list[list[Completion]]:
-        "Continue many token-exact prompts in one batched call (prefix caching shares their common start)."
-        return self.generate([Request(prompt_token_ids=list(p), sampling=sampling, thinking=thinking) for p in token_prompts])
+    generate_token_prompts = generate_token_prompts  # capability token_prompts (backends.core): one batched call; prefix caching shares their common start
 
     def _error(self, request: Request, index: int, error: Exception) -> Completion:
         return make_completion("", "error", request.prefill, expected_thinking(self.preset.thinking, request), sample_index=index,
