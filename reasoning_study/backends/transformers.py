@@ -320,12 +320,13 @@ class TransformersBackend:
                  probe_batch_size: int = 64,  # rows continued together over one cached prefix (`continue_many`, the KV prober)
                 ):
         self.device = str(next(model.parameters()).device)
-        prefill_chunk = prefill_chunk or PREFILL_CHUNK.get(torch.device(self.device).type, PREFILL_CHUNK["cuda"])
+        kind = "cpu" if self.device == "cpu" else "cuda"  # the defaults below: measured on CPU, the GPU's for any accelerator
+        prefill_chunk = prefill_chunk or PREFILL_CHUNK[kind]
         if min(batch_size, prefill_chunk, probe_batch_size) < 1: raise ValueError("batch_size, prefill_chunk and probe_batch_size must be >= 1")
         self.model, self.tokenizer, self.model_id, self.revision = model, tokenizer, model_id, revision
         self.thinking, self.batch_size, self.prefill_chunk, self.probe_batch_size = thinking, batch_size, prefill_chunk, probe_batch_size
         if not supports_prefix_sharing(model): self.capabilities = TransformersBackend.capabilities - {"kv_reuse"}
-        self.attention_block = ATTENTION_BLOCK.get(torch.device(self.device).type, ATTENTION_BLOCK["cuda"])
+        self.attention_block = ATTENTION_BLOCK[kind]
         self.numerics = numerics_tag(model)  # dtype/device: part of the store key (see `store`)
         self.cache_keyword = cache_keyword(model)
         text_config = model.config.get_text_config()
@@ -556,8 +557,6 @@ class PrefixRows:
         self.prefix, self.limits, self.pads, self.block_elements = prefix, limits, pads, block_elements
         self._plan = (None, [])  # the blocks of the last forward pass (every layer reuses them)
 
-    def __len__(self): return len(self.limits)
-
     def rows(self, index) -> PrefixRows:
         "Some of the rows (a slice, or a tensor of row numbers) as a batch of their own."
         return PrefixRows(self.prefix, self.limits[index], self.pads[index], self.block_elements)
@@ -628,7 +627,7 @@ def attention_implementation(model, name: str):
 
 # %% ../../nbs/11_backends.transformers.ipynb #326d7878
 def _require_prefix_sharing(self: TransformersBackend):
-    if not supports_prefix_sharing(self.model):
+    if "kv_reuse" not in self.capabilities:  # decided once, when the backend was made (`supports_prefix_sharing`)
         raise NotImplementedError(f"{self.model_id}: KV-cache reuse needs a model whose attention goes through transformers' "
                                   "AttentionInterface, with full-attention layers only; probe it with method 'naive'")
 
