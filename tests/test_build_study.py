@@ -47,6 +47,7 @@ def test_rescore_reproduces_the_stored_tables(tmp_path):
     assert [it.answer_count for it in items] == list(results["instances"].query("task == 'subsetsum'").answer_count)
 
 
+@pytest.mark.slow
 def test_full_build_is_byte_identical(tmp_path):
     cfg = config_from(study.MuSoBenchBuildConfig, dict(out_dir=str(tmp_path)))
     raw = study.run(cfg, folder=tmp_path)

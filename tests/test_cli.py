@@ -11,6 +11,8 @@ import pytest
 from reasoning_study.provenance import finish_record, start_record, write_record
 from reasoning_study.tasks.musobench import MuSoBenchBuildConfig, report, run, score
 
+pytestmark = pytest.mark.slow  # console scripts in fresh processes on a built run folder
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+pytestmark = pytest.mark.slow  # a fresh core-only venv and subprocess imports
+
 ROOT = Path(__file__).resolve().parents[1]
 OPTIONAL = {"torch", "transformers", "accelerate", "gguf", "huggingface_hub", "openai", "datasets", "champ_dataset",
             "ortools", "papermill", "nbconvert", "ipykernel", "IPython", "psutil", "vllm", "ray", "nbdev", "fastcore",

@@ -22,6 +22,8 @@ from local_server import LocalServer, chat_reply
 from reasoning_study.backends.core import chat, load_backend
 from reasoning_study.sweep import load_sweep, main, run_main
 
+pytestmark = pytest.mark.slow  # papermill runs and sweeps that must leave no trace of a key
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 KEY = "sk-" + secrets.token_hex(16)  # made up for this test session: it must be found nowhere on disk

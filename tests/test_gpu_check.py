@@ -11,6 +11,8 @@ import pytest
 
 from reasoning_study.gpu_check import CheckConfig, config_parser, main, measure_names
 
+pytestmark = pytest.mark.slow  # the GPU check's CPU run
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

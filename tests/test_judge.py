@@ -283,6 +283,7 @@ def embedded():
     return load_backend("smollm2-135m")
 
 
+@pytest.mark.slow
 def test_embedded_model_as_judge(embedded, tmp_path):
     store = GenerationStore(tmp_path / "judge.sqlite")
     sampling = SamplingParams(max_tokens=24)

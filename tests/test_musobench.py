@@ -20,6 +20,7 @@ needs_reference = pytest.mark.skipif(not REFERENCE.exists(), reason="shared/refe
 
 
 @needs_reference
+@pytest.mark.slow
 def test_reference_file_round_trips_byte_for_byte(tmp_path):
     items = read_jsonl(REFERENCE)
     assert len(items) == 700 and {it.task for it in items} == {"subsetsum"}
@@ -31,6 +32,7 @@ def test_reference_file_round_trips_byte_for_byte(tmp_path):
 
 
 @needs_reference
+@pytest.mark.slow
 def test_reenumerating_the_reference_reproduces_every_answer_set():
     for it in read_jsonl(REFERENCE):
         assert subsetsum.enumerate_solutions(it.instance) == it.solutions, it.question_id
@@ -73,6 +75,7 @@ def test_builds_have_no_duplicates_and_correct_levels():
         assert [it.question_id for it in items] == list(range(len(items)))
 
 
+@pytest.mark.slow
 def test_build_notebook_end_to_end_with_papermill(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
@@ -88,6 +91,7 @@ def test_build_notebook_end_to_end_with_papermill(tmp_path):
     assert json.loads((out / "params.json").read_text())["per_level"] == 2
 
 
+@pytest.mark.slow
 def test_build_notebook_rejects_a_bad_parameter_before_building(tmp_path):
     out = tmp_path / "bad"
     cmd = [str(BIN / "papermill"), str(ROOT / "nbs" / "experiments" / "musobench_build.ipynb"), str(tmp_path / "x.ipynb"),

@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +17,9 @@ from hypothesis import given, settings, strategies as st
 
 from reasoning_study.backends.core import Request, SamplingParams, make_completion
 from reasoning_study.metrics.musobench import synthetic_results
-from reasoning_study.musobench import MuSoBenchConfig, read_config, report, rescore, run, score
+from conftest import CELL_PARAMETERS, papermill_command
+from reasoning_study.config import config_from
+from reasoning_study.musobench import MuSoBenchConfig, read_config, report, rescore, run, score, study_params
 from reasoning_study.provenance import finish_record, start_record, write_record
 from reasoning_study.musobench import (DIALOGUE_KEYS, RUN_FILES, ProtocolConfig, checkpoint_prefill, close_thinking,
                                        count_reflections, exploration_prefill, paradigm_setup, parse_confidence, parse_decision,
@@ -482,6 +483,7 @@ def test_run_folder_rescores_without_a_model(tmp_path):
     assert not results.duplicated(DIALOGUE_KEYS).any()
 
 
+@pytest.mark.slow
 def test_the_four_entry_points_and_a_rescore_without_torch(tmp_path, tasks=("subsetsum", "noveltybench")):
     """run -> score -> report writes a run folder; rescore(folder) in a process where torch cannot be imported gives its tables exactly.
     With NoveltyBench among the tasks (a run without it is the experiment notebook's test below)."""
@@ -603,6 +605,7 @@ def test_protocol_config_validates():
 
 # --- the report: tables and figures of several runs ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_report_of_two_models_draws_every_figure_once_per_model(tmp_path):
     synthetic = synthetic_results(n_questions=3)  # not model output: a results table in the study's format
     two = pd.concat([synthetic.assign(model="Qwen3-8B"), synthetic.assign(model="DeepSeek")], ignore_index=True)
@@ -627,6 +630,7 @@ def smol():
     return load_backend("smollm2-135m", num_threads=1)
 
 
+@pytest.mark.slow
 def test_checkpoint_prompt_really_ends_with_the_forced_close_tag(smol, tmp_path):
     setup = paradigm_setup("smollm2-135m", "long")
     messages = solve_messages(ITEM, setup)
@@ -650,17 +654,20 @@ def test_checkpoint_prompt_really_ends_with_the_forced_close_tag(smol, tmp_path)
 # --- the experiment notebooks through papermill ------------------------------------------------------------------
 
 def papermill(notebook, out, params, timeout=600):
-    args = [str(BIN / "papermill"), str(ROOT / "nbs" / "experiments" / notebook), str(out), "--cwd", str(ROOT / "nbs"), "-k", "python3"]
-    for name, value in params.items(): args += ["-y", json.dumps({name: value})]
-    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return subprocess.run(papermill_command(ROOT / "nbs" / "experiments" / notebook, out, params), cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
 
 
-TINY = dict(tasks=["subsetsum"], levels=[1, 2], per_level=1, max_tokens=48, sc_samples=2, reflection_ks=[0], cpu_threads=1)
+TINY = CELL_PARAMETERS["musobench"]  # the slice sweep's MuSoBench cell (conftest): two SubsetSum levels, every condition
 # every figure the report promises for one model and one task (`musobench.study_figures`), each as PNG and PDF
 TINY_FIGURES = ["recall_confidence_subsetsum", "calibration_subsetsum", "movement_subsetsum", "factors_subsetsum",
                 "mitigations_subsetsum", "exploration_calibration"]
 TINY_TABLES = ["summary", "statuses", "reconsideration", "table1_reconsideration", "table2_self_consistency"]
+
+
+def notebook_parameter_check(params: dict):
+    "What the experiment notebook's first cell does with its parameters, in-process: the config, then the backends' options."
+    study_params(config_from(MuSoBenchConfig, params, where="notebook parameters"))
 
 
 @pytest.mark.parametrize("params, message", [
@@ -678,23 +685,32 @@ TINY_TABLES = ["summary", "statuses", "reconsideration", "table1_reconsideration
     ({"short_preset": "qwen3-8b", "long_preset": "qwen3-8b", "backend_options": {"gpu_mem": 0.5}},
      "unknown option(s) ['gpu_mem'] for the vllm backend"),
 ])
-def test_a_bad_parameter_fails_before_any_model_loads(tmp_path, params, message):
+def test_a_bad_parameter_is_refused_with_its_name(tmp_path, params, message):
+    "The notebook's parameter check, in-process (the notebook itself: the next test): no run folder, no model."
     out_dir = tmp_path / "run"
-    started = time.perf_counter()
-    done = papermill("musobench.ipynb", tmp_path / "out.ipynb", {**TINY, "out_dir": str(out_dir), **params})
-    assert done.returncode != 0 and message in done.stdout + done.stderr
+    with pytest.raises(ValueError) as refused: notebook_parameter_check({**TINY, "out_dir": str(out_dir), **params})
+    assert message in str(refused.value)
+    assert not out_dir.exists()  # nothing written
+
+
+@pytest.mark.slow
+def test_a_bad_parameter_stops_the_notebook_before_any_model_loads(tmp_path):
+    "In the notebook: the first cell refuses every bad value at once, before the run folder, the instances and the model."
+    out_dir = tmp_path / "run"
+    done = papermill("musobench.ipynb", tmp_path / "out.ipynb", {**TINY, "out_dir": str(out_dir), "per_level": 0, "unscored": "drop",
+                                                                 "backend_options": {"batch_sise": 4}})
+    assert done.returncode != 0 and "2 bad MuSoBenchConfig parameters" in done.stdout + done.stderr
     assert not out_dir.exists()  # nothing was written: the check came before the run folder, the instances and the model
     executed = json.loads((tmp_path / "out.ipynb").read_text())["cells"]
     ran = [c for c in executed if c["cell_type"] == "code" and c.get("execution_count")]
     assert "notebook_config(MuSoBenchConfig" in "".join(ran[-1]["source"])  # it stopped where the config is built
-    assert time.perf_counter() - started < 120
 
 
-def test_experiment_notebook_end_to_end_then_a_rerun_from_the_store(tmp_path):
-    out_dir = tmp_path / "run"
-    params = {**TINY, "out_dir": str(out_dir)}
-    first = papermill("musobench.ipynb", tmp_path / "first.ipynb", params)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+@pytest.mark.slow
+@pytest.mark.xdist_group("slice")
+def test_experiment_notebook_end_to_end_then_a_rerun_from_the_store(slice_sweep, tmp_path):
+    "The slice sweep's MuSoBench run folder (conftest), then the notebook again on a copy of it: the store answers every turn."
+    out_dir = slice_sweep.run("musobench")
     for name in ("results.parquet", "turns.parquet", "sc_samples.parquet", "generation_stats.json", "params.json", "generations.sqlite",
                  "instances/subsetsum.jsonl", "figures.md", "run.json"):
         assert (out_dir / name).exists(), name
@@ -720,11 +736,12 @@ def test_experiment_notebook_end_to_end_then_a_rerun_from_the_store(tmp_path):
     dialogues = results[~results["condition"].str.startswith("sc_")]  # an aggregate is flagged when one of its samples was
     assert (dialogues["status"].eq("truncated") | ~dialogues["scored_from_truncated"].astype(bool)).all()  # the flag marks cut answers only
     # the rerun: the store answers every turn
-    second = papermill("musobench.ipynb", tmp_path / "second.ipynb", params)
+    again_dir = tmp_path / "rerun"
+    second = slice_sweep.rerun("musobench", again_dir)
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
-    again = json.loads((out_dir / "generation_stats.json").read_text())
+    again = json.loads((again_dir / "generation_stats.json").read_text())
     assert again["generated"] == 0 and again["cached"] == stats["generated"] + stats["cached"]
-    pd.testing.assert_frame_equal(pd.read_parquet(out_dir / "results.parquet"), results)
+    pd.testing.assert_frame_equal(pd.read_parquet(again_dir / "results.parquet"), results)
     # the figures notebook compiles the same run folder
     figures_dir = tmp_path / "figures"
     compiled = papermill("musobench_figures.ipynb", tmp_path / "figures.ipynb", {"run_dirs": [str(out_dir)], "out_dir": str(figures_dir)})

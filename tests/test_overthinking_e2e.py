@@ -1,29 +1,27 @@
 """End to end: the overthinking experiment notebook through papermill on the embedded model (a tiny slice).
 
-The run must write the three tidy tables of the contract with metrics.overthinking, the metric tables,
+The run (the slice sweep's overthinking cell, conftest, built once per pytest run) must write the three tidy tables of the contract with metrics.overthinking, the metric tables,
 and every figure the data supports (the others listed with a reason); a second run with the same
-parameters must reuse every stored generation (traces, probes, extractor and judge replies).
+parameters on a copy of its folder must reuse every stored generation (traces, probes, extractor and judge replies).
+Bad parameters and model combinations are refused by the notebook's parameter check before any model loads.
 """
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from reasoning_study.config import parameters_source
+from conftest import CELL_PARAMETERS, papermill_command
+from reasoning_study.config import config_from, parameters_source
 from reasoning_study.metrics.overthinking import PREFIX_COLUMNS, PREFIX_OPTIONAL, TRACE_COLUMNS, UTTERANCE_COLUMNS
-from reasoning_study.overthinking import OverthinkingConfig, rescore
+from reasoning_study.overthinking import OverthinkingConfig, plan_roles, rescore
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "nbs" / "experiments" / "overthinking.ipynb"
-PAPERMILL = Path(sys.executable).parent / "papermill"
-SLICE = {"n_items": 1, "max_tokens": 40, "probe_max_tokens": 6, "judge_max_tokens": 24}
-# the two-run fixture also probes every 32 tokens (issue 15: token granularity, on the same traces and store); its
-# MuSoBench probes are shorter than the default 96 tokens so that the extra probes cost no time overall
-RUNS = {**SLICE, "granularity": ["utterance", "tokens:32"], "musobench_probe_tokens": 64}
+# the run-folder tests read the slice sweep's overthinking cell (conftest.SLICE): these sizes, probed after every utterance
+# and every 32 tokens (issue 15: token granularity, on the same traces and store)
+SLICE = {name: CELL_PARAMETERS["overthinking"][name] for name in ("n_items", "max_tokens", "probe_max_tokens", "judge_max_tokens")}
 
 ALWAYS_DRAWN = {"fig1_strategy_accuracy", "table1_results_figure", "table2_stopping_figure", "fig9_transition_matrix"}
 NEED_MORE_DATA = {"fig2_lengths_utterances", "fig3_format_breakdown", "fig4_stability_curve", "fig10_token_statistics",
@@ -32,26 +30,24 @@ MODEL = "smollm2-135m"
 
 
 def papermill(out: Path, name: str, params: dict):
-    args = [a for k, v in params.items() for a in ("-y", json.dumps({k: v}))]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([str(PAPERMILL), "--cwd", str(ROOT / "nbs"), str(NOTEBOOK), str(out.parent / name), *args],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=1500)
+    return subprocess.run(papermill_command(NOTEBOOK, out.parent / name, params), capture_output=True, text=True, cwd=ROOT, timeout=1500)
 
 
-def run(out: Path, name: str):
-    params = [a for k, v in {**RUNS, "out_dir": str(out)}.items() for a in ("-y", json.dumps({k: v}))]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run([str(PAPERMILL), "--cwd", str(ROOT / "nbs"), str(NOTEBOOK), str(out.parent / name), *params],
-                   check=True, capture_output=True, env=env, cwd=ROOT, timeout=1500)
-    return json.loads((out / "run_stats.json").read_text())
+def run_stats(folder: Path) -> dict: return json.loads((folder / "run_stats.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("overthinking") / "run"
-    return out, run(out, "first.ipynb"), run(out, "second.ipynb")
+@pytest.fixture(scope="session")  # once per worker: the slice tests are grouped on one
+def runs(slice_sweep, tmp_path_factory):
+    "The slice sweep's overthinking run folder and its stats, and the stats of the notebook run again on a copy of it."
+    out = slice_sweep.run("overthinking")
+    again = tmp_path_factory.mktemp("overthinking") / "rerun"
+    second = slice_sweep.rerun("overthinking", again)
+    assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
+    return out, run_stats(out), run_stats(again)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("slice")
 def test_tables_follow_the_contract(runs):
     out, first, _ = runs
     prefixes = pd.read_parquet(out / "prefixes.parquet")
@@ -88,6 +84,8 @@ def test_tables_follow_the_contract(runs):
     assert first["probe_prefill_tokens"] == first["probe_prefill_lower_bound"]  # KV reuse: prompt + trace once + suffixes
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("slice")
 def test_every_supported_figure_is_drawn(runs):
     out, first, _ = runs
     made, skipped = set(first["figures"]), first["skipped_figures"]
@@ -103,6 +101,8 @@ def test_every_supported_figure_is_drawn(runs):
     assert (out / "tables" / "table1_results.md").is_file()  # the report section's copy of the tables
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("slice")
 def test_rerun_reuses_stored_generations(runs):
     _, first, second = runs
     prefixes = pd.read_parquet(runs[0] / "prefixes.parquet")
@@ -114,25 +114,46 @@ def test_rerun_reuses_stored_generations(runs):
     assert second["figures"] == first["figures"]
 
 
-def test_bad_parameters_fail_before_any_model_loads(tmp_path):
-    result = subprocess.run([str(PAPERMILL), "--cwd", str(ROOT / "nbs"), str(NOTEBOOK), str(tmp_path / "bad.ipynb"),
-                             "-p", "templates", "please_stop", "-p", "out_dir", str(tmp_path / "bad")],
-                            capture_output=True, text=True, cwd=ROOT, timeout=600)
-    output = result.stdout + result.stderr
-    assert result.returncode != 0 and "ConfigError" in output and "'templates'" in output and "'please_stop' is not one of" in output
-    assert not (tmp_path / "bad" / "generations.sqlite").exists()
+def parameter_check(params: dict):
+    "What the notebook's first cell does with its parameters, in-process: the config, then the plan of its models' engines."
+    plan_roles(config_from(OverthinkingConfig, params, where="notebook parameters"))
 
 
-def test_image_benchmark_on_a_text_only_preset_fails_before_any_model_loads(tmp_path):
-    result = subprocess.run([str(PAPERMILL), "--cwd", str(ROOT / "nbs"), str(NOTEBOOK), str(tmp_path / "bad.ipynb"),
-                             "-y", "benchmarks: [champ, ai2d]", "-p", "out_dir", str(tmp_path / "bad")],
-                            capture_output=True, text=True, cwd=ROOT, timeout=600)
-    output = result.stdout + result.stderr
-    assert result.returncode != 0 and "benchmarks ['ai2d'] show the model an image" in output and "is text-only" in output
-    assert "qwen2.5-vl-7b-instruct" in output  # the error names the multimodal presets
-    assert not (tmp_path / "bad").exists()
+@pytest.mark.parametrize("params, message", [
+    ({"templates": "please_stop"}, "'templates'"),
+    ({"templates": ["please_stop"]}, "'please_stop' is not one of"),
+    ({"benchmarks": ["champ", "ai2d"]}, "benchmarks ['ai2d'] show the model an image"),
+    ({"benchmarks": ["champ", "ai2d"]}, "qwen2.5-vl-7b-instruct"),  # the error names the multimodal presets
+    ({"preset": "qwen3-8b-overthinking", "judge": "qwen3-judge", "backend_options": {"gpu_memory_utilization": 0.6},
+      "judge_options": {"gpu_memory_utilization": 0.5}}, "add up to 1.10"),  # two vLLM engines that cannot share one GPU
+    ({"preset": "qwen3-8b-overthinking", "backend_options": {"gpu_mem": 0.5}}, "unknown option(s) ['gpu_mem'] for the vllm backend"),
+    ({"judge": "qwen3-tiny-random", "judge_options": {"batch_sise": 2}}, "unknown option(s) ['batch_sise'] for the transformers backend"),
+    ({"extractors": ["rules", "llm:qwen3-4b-extractor"], "judge": "qwen3-4b-extractor", "extractor_options": {"max_model_len": 4096},
+      "judge_options": {"max_model_len": 8192}}, "same weights"),  # one engine, two contexts
+])
+def test_bad_parameters_and_models_are_refused_before_any_model_loads(tmp_path, params, message):
+    "Values, benchmarks a text-only preset cannot see, engine options and budgets: refused by the parameter check, in-process."
+    out = tmp_path / "run"
+    with pytest.raises(ValueError) as refused: parameter_check({**SLICE, **params, "out_dir": str(out)})
+    assert message in str(refused.value), str(refused.value)
+    assert not out.exists()
 
 
+@pytest.mark.slow
+def test_a_bad_combination_of_models_stops_the_notebook_before_any_model_loads(tmp_path):
+    "In the notebook: a judge that cannot load beside the model fails in the parameter cell, before the traces, not after."
+    out = tmp_path / "run"
+    done = papermill(out, "bad.ipynb", {**SLICE, "preset": "qwen3-8b-overthinking", "judge": "qwen3-judge", "out_dir": str(out),
+                                        "backend_options": {"gpu_memory_utilization": 0.6}, "judge_options": {"gpu_memory_utilization": 0.5}})
+    assert done.returncode != 0 and "add up to 1.10" in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
+    assert not out.exists()  # the run folder comes after the checks
+    executed = json.loads((tmp_path / "bad.ipynb").read_text())["cells"]
+    ran = [c for c in executed if c["cell_type"] == "code" and c.get("execution_count")]
+    assert "plan_roles" in "".join(ran[-1]["source"])  # it stopped in the config checks
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("slice")
 def test_musobench_recall_trajectories_come_from_the_library(runs):
     out, first, _ = runs
     prefixes = pd.read_parquet(out / "musobench_prefixes.parquet")
@@ -146,25 +167,6 @@ def test_musobench_recall_trajectories_come_from_the_library(runs):
     assert "musobench_recall_trajectories" in first["figures"]
 
 
-@pytest.mark.parametrize("params, message", [
-    ({"preset": "qwen3-8b-overthinking", "judge": "qwen3-judge", "backend_options": {"gpu_memory_utilization": 0.6},
-      "judge_options": {"gpu_memory_utilization": 0.5}}, "add up to 1.10"),  # two vLLM engines that cannot share one GPU
-    ({"preset": "qwen3-8b-overthinking", "backend_options": {"gpu_mem": 0.5}}, "unknown option(s) ['gpu_mem'] for the vllm backend"),
-    ({"judge": "qwen3-tiny-random", "judge_options": {"batch_sise": 2}}, "unknown option(s) ['batch_sise'] for the transformers backend"),
-    ({"extractors": ["rules", "llm:qwen3-4b-extractor"], "judge": "qwen3-4b-extractor", "extractor_options": {"max_model_len": 4096},
-      "judge_options": {"max_model_len": 8192}}, "same weights"),  # one engine, two contexts
-])
-def test_a_bad_combination_of_models_fails_before_any_model_loads(tmp_path, params, message):
-    "Engine options and budgets are checked in the parameter cell: a judge that cannot load fails before the traces, not after."
-    out = tmp_path / "run"
-    done = papermill(out, "bad.ipynb", {**SLICE, **params, "out_dir": str(out)})
-    assert done.returncode != 0 and message in done.stdout + done.stderr, (done.stdout + done.stderr)[-2000:]
-    assert not out.exists()  # the run folder comes after the checks
-    executed = json.loads((tmp_path / "bad.ipynb").read_text())["cells"]
-    ran = [c for c in executed if c["cell_type"] == "code" and c.get("execution_count")]
-    assert "plan_roles" in "".join(ran[-1]["source"])  # it stopped in the config checks
-
-
 def test_parameters_cell_is_the_config():
     "The notebook's parameters cell is the config's defaults and docs, line for line (one declaration)."
     cells = json.loads(NOTEBOOK.read_text())["cells"]
@@ -172,6 +174,8 @@ def test_parameters_cell_is_the_config():
     assert len(tagged) == 1 and "".join(tagged[0]["source"]) == parameters_source(OverthinkingConfig)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("slice")
 def test_rescore_reproduces_the_stored_tables(runs):
     "The raw tables and run.json of the folder alone give every stored results table again, exactly."
     out, first, _ = runs
@@ -184,6 +188,7 @@ def test_rescore_reproduces_the_stored_tables(runs):
         else: assert table.to_csv(index=False) == (out / f"{name}.csv").read_text(), name
 
 
+@pytest.mark.slow
 def test_failed_probes_are_a_status_not_a_wrong_answer(tmp_path):
     "A context too small for the probes of the multiple-choice trace: they fail, and its trajectory leaves every table, counted."
     out = tmp_path / "run"

@@ -17,6 +17,8 @@ from reasoning_study.probing.trace import check_split, split_trace, utterance_sp
 from reasoning_study.prompts.overthinking import question_prompt, termination_suffix
 from reasoning_study.store import GenerationStore
 
+pytestmark = pytest.mark.slow  # real traces of the embedded model, probed
+
 QUESTIONS = [
     "A shop sells pencils at 3 dollars each. Mia buys 4 pencils and pays with a 20 dollar bill. How much change does she get?",
     "What is the sum of the first five odd numbers?",

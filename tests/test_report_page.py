@@ -1,18 +1,16 @@
 """The compiled report as a reader sees it: the report of a slice of every study, opened in headless Chromium.
 
-The slice runs each experiment notebook once on the embedded model with tiny settings (a sweep, as
-`make study` does), compiles the report, and loads `report.html` in Chromium with a small checking
+The slice sweep (`conftest.SLICE`, built once per pytest run) runs each experiment notebook once on the embedded model
+with tiny settings, as `make study` does, and compiles the report; this module loads `report.html` in Chromium with a small checking
 script appended to a copy of the page: every image must decode, every table-of-contents link must
 find its anchor, and the page must hold no code cell, no prompt, no stderr or error output, no
 traceback and no warning. `make test` installs Debian's `chromium` where it can (as root); elsewhere
-this module skips, saying so.
+the browser test skips, saying so (the checks of the figures and of re-scoring need no browser).
 """
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -20,26 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not found: `make test` installs Debian's chromium package "
-                                                        "when run as root (apt-get install chromium); install it to run the report page test")
-
-SLICE = """
-name: slice
-experiments:
-  - notebook: musobench_build
-    parameters: {tasks: [subsetsum], levels: [1], per_level: 1, workers: 1}
-  - notebook: musobench
-    parameters: {tasks: [subsetsum], levels: [1], per_level: 1, max_tokens: 64, temperature: 0.7, sc_samples: 2, reflection_ks: [0], cpu_threads: 1}
-  - notebook: musobench
-    label: musobench-novelty
-    parameters: {tasks: [noveltybench], novelty_prompts: 2, novelty_categories: [Random Generation & Selection], novelty_k: 3, novelty_mode: independent, max_tokens: 64,
-                 cpu_threads: 1}
-  - notebook: attention_entropy
-    parameters: {tasks: [subsetsum], levels: [1], per_level: 1, max_new_tokens: 4, bins: 2, step_width: 2, num_threads: 1}
-  - notebook: overthinking
-    parameters: {n_items: 1, n_samples: 2, temperature: 0.7, max_tokens: 32, probe_max_tokens: 8, judge_max_tokens: 32,
-                 musobench_max_tokens: 32, musobench_probe_tokens: 16, num_threads: 1}
-"""
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slice")]  # they read the slice sweep (conftest)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not found: `make test` installs Debian's chromium package "
+                                                             "when run as root (apt-get install chromium); install it to run the report page test")
 
 CHECK = """
 window.addEventListener("load", () => {
@@ -71,15 +52,11 @@ def browse(page: Path, tmp: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("slice")
-    (tmp / "slice.yaml").write_text(SLICE)
-    done = subprocess.run([sys.executable, "-m", "reasoning_study.sweep", str(tmp / "slice.yaml"), "--out", str(tmp / "outputs"), "--report"],
-                          cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    return tmp / "outputs" / "slice" / "report"
+def report(slice_sweep) -> Path:
+    return slice_sweep.report
 
 
+@needs_chromium
 def test_report_page_in_a_browser(report, tmp_path):
     page = report / "report.html"
     assert page.is_file() and (report / "sweep_report.ipynb").is_file()  # the executed notebook stays beside the page

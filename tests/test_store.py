@@ -501,6 +501,7 @@ def crash_and_resume(tmp_path, spec, kill_at, batch_size, n_requests=40, start_t
     return before, after
 
 
+@pytest.mark.slow
 def test_crash_and_resume_toy_backend(tmp_path):
     "40 requests, 4 per batch, 50 ms a sample: killed once 8 are stored, the rerun generates only the rest."
     before, after = crash_and_resume(tmp_path, "toy", kill_at=8, batch_size=4)
@@ -513,6 +514,7 @@ def _embedded_model_available() -> bool:
 
 
 @pytest.mark.skipif(not _embedded_model_available(), reason="transformers backend or embedded model not installed")
+@pytest.mark.slow
 def test_crash_and_resume_embedded_model(tmp_path):
     "The same crash test against the real embedded model (SmolLM2-135M on CPU, 4 new tokens a request, 8 a batch)."
     before, after = crash_and_resume(tmp_path, "smollm2-135m", kill_at=8, batch_size=8)

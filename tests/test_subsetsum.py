@@ -35,6 +35,7 @@ def reference_rows():
 
 # ---------------------------------------------------------------- the reference data, reproduced
 
+@pytest.mark.slow
 def test_reference_data_reproduced_exactly(reference_rows):
     assert len(reference_rows) == 700
     for row in reference_rows:

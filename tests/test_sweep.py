@@ -1,4 +1,4 @@
-"""Sweeps end to end: real papermill runs of experiment notebooks on the embedded model (tiny settings).
+"""Sweeps end to end: real papermill runs of an experiment notebook (the MuSoBench build, seconds per cell).
 
 A 3-cell sweep is interrupted part-way (SIGINT, then SIGTERM) and rerun: only the missing cells run, no
 half-written run folder and no notebook process is left behind; a failing cell is recorded and does not
@@ -20,16 +20,17 @@ import pytest
 from reasoning_study.sweep import DONE_FILE, WORK, finished_runs, load_sweep, main, rescore_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
-# three cells on the embedded model: attention entropy of one short generation, three seeds
+# three cells of the benchmark build, three seeds: a real study notebook whose cells take seconds (about 10 s each, long
+# enough to be interrupted mid-cell), with no model: what these tests check is the sweep, not what a model says
 TINY_SWEEP = """
 name: tiny
 experiments:
-  - notebook: attention_entropy
-    parameters: {tasks: [subsetsum], levels: [1], per_level: 1, paradigms: [short, long], max_new_tokens: 4, bins: 2, step_width: 2}
+  - notebook: musobench_build
+    parameters: {tasks: [subsetsum, timetabling], per_level: 30, workers: 1}
     grid:
       seed: [0, 1, 2]
 """
-CELLS = ["attention_entropy__seed=0", "attention_entropy__seed=1", "attention_entropy__seed=2"]
+CELLS = ["musobench_build__seed=0", "musobench_build__seed=1", "musobench_build__seed=2"]
 
 
 def sweep_command(spec: Path, out: Path, *extra: str) -> list[str]:
@@ -82,12 +83,13 @@ def tiny_spec(tmp_path_factory) -> Path:
     return spec
 
 
+@pytest.mark.slow
 def test_interrupted_sweep_resumes_only_missing_cells(tiny_spec, tmp_path):
     out = tmp_path / "outputs"
     first = interrupt_after(tiny_spec, out, done=1, signum=signal.SIGINT)
     assert first.returncode == 130, first.stdout
     assert statuses(out) == {CELLS[0]: "done", CELLS[1]: "interrupted", CELLS[2]: "not started"}, first.stdout
-    assert sorted(p.name for p in (out / "tiny").iterdir() if p.name.startswith("attention")) == [CELLS[0]]  # no half-written run folder
+    assert sorted(p.name for p in (out / "tiny").iterdir() if p.name.startswith("musobench")) == [CELLS[0]]  # no half-written run folder
     assert (out / "tiny" / WORK / CELLS[1]).is_dir()  # the interrupted run kept its work folder (and store) for the next start
     time.sleep(1)
     assert notebook_processes(out) == []  # papermill and its kernel were stopped too
@@ -108,24 +110,26 @@ def test_interrupted_sweep_resumes_only_missing_cells(tiny_spec, tmp_path):
     runs = finished_runs(out / "tiny")
     assert sorted(runs["cell"]) == CELLS and not (out / "tiny" / WORK).exists()  # the empty work area is removed
     for folder in runs["folder"]:
-        assert (Path(folder) / "entropy.parquet").is_file() and (Path(folder) / "notebook.ipynb").is_file()
+        assert (Path(folder) / "instances.parquet").is_file() and (Path(folder) / "notebook.ipynb").is_file()
         assert json.loads((Path(folder) / "params.json").read_text())["seed"] in (0, 1, 2)
     assert rescore_sweep(out / "tiny") == {}  # every run folder's declared tables are reproduced exactly, no model (check: nothing written)
 
-    # the compiled report: the attention figures are drawn, the experiments not in this sweep are listed as such
+    # the compiled report: the build's figure is drawn, the experiments not in this sweep are listed as such
     report = subprocess.run(sweep_command(tiny_spec, out, "--report-only"), cwd=ROOT, env=environment(), capture_output=True, text=True, timeout=600)
     assert report.returncode == 0, report.stdout + report.stderr
     folder = out / "tiny" / "report"
     inventory = pd.read_csv(folder / "figures.csv").set_index(["paper", "item"])
-    assert inventory.loc[("MuSoBench", "Figure 7"), "status"] == "drawn"
-    assert inventory.loc[("MuSoBench", "Figure 14"), "status"] == "drawn"
+    assert inventory.loc[("MuSoBench", "Benchmark"), "status"] == "drawn"
+    assert inventory.loc[("MuSoBench", "Figure 7"), "status"] == "not in sweep"
     assert inventory.loc[("MuSoBench", "Figure 2"), "status"] == "not in sweep"
     assert inventory.loc[("Overthinking", "Figure 7"), "status"] == "not in sweep"
-    assert len(list((folder / "attention" / "figures").glob("fig7_attention_entropy_layers_*.png"))) == 3  # one per run
+    assert (folder / "musobench_build" / "figures" / "solution_counts.png").is_file()  # the three runs pooled in one figure
+    assert sorted(pd.read_csv(folder / "runs.csv")["cell"]) == CELLS  # the provenance of every run
     html = (folder / "report.html").read_text()
-    assert html.count("data:image/png;base64") >= 3 and "not in sweep" in html
+    assert html.count("data:image/png;base64") >= 1 and "not in sweep" in html
 
 
+@pytest.mark.slow
 def test_failed_cell_is_recorded_and_the_others_run(tmp_path):
     # a notebook in a throw-away project root that fails when asked (a value every config check lets through)
     (tmp_path / "settings.ini").write_text("[DEFAULT]\nlib_name = reasoning_study\n")
@@ -231,6 +235,7 @@ def test_shipped_sweep_files_are_valid():
         assert sweep.cells, path
 
 
+@pytest.mark.slow
 def test_ray_executor_runs_the_sweep_on_a_local_instance(tiny_spec, tmp_path):
     try: import ray  # noqa: F401
     except ImportError:
@@ -242,4 +247,4 @@ def test_ray_executor_runs_the_sweep_on_a_local_instance(tiny_spec, tmp_path):
     assert statuses(tmp_path) == {c: "done" for c in CELLS}
     runs = finished_runs(tmp_path / "tiny")
     assert sorted(runs["cell"]) == CELLS
-    assert all((Path(f) / "entropy.parquet").is_file() for f in runs["folder"])
+    assert all((Path(f) / "instances.parquet").is_file() for f in runs["folder"])

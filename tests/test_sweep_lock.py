@@ -22,6 +22,8 @@ import pytest
 from reasoning_study.sweep import DONE_FILE, WORK, lock_path
 from test_sweep import notebook_processes as leftovers  # guard, papermill and kernel processes naming a folder
 
+pytestmark = pytest.mark.slow  # sweeps killed and rerun (real processes)
+
 ITEMS = 6
 CELLS = [f"tiny__seed={s}" for s in range(3)]
 SPEC = "name: locks\nexperiments:\n  - notebook: tiny\n    grid: {seed: [0, 1, 2]}\n"
