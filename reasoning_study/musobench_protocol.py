@@ -22,8 +22,8 @@ from .tasks.musobench import MuSoBenchItem, get_task
 
 # %% auto #0
 __all__ = ['DIALOGUE_KEYS', 'ParadigmSetup', 'paradigm_setup', 'solve_messages', 'follow_up', 'Turn', 'thinking_is_open',
-           'split_turn', 'TurnJob', 'add_stats', 'token_counter', 'TurnRunner', 'ProtocolConfig', 'Dialogue',
-           'has_readable_answer', 'prompt_text', 'thinking_opener', 'continues_prefill', 'reply_prefill',
+           'split_turn', 'TurnJob', 'reopened_prefill', 'add_stats', 'token_counter', 'TurnRunner', 'ProtocolConfig',
+           'Dialogue', 'has_readable_answer', 'prompt_text', 'thinking_opener', 'continues_prefill', 'reply_prefill',
            'exploration_dialogues', 'reflection_dialogues', 'run_protocol', 'turns_table']
 
 # %% ../nbs/43_musobench.protocol.ipynb #4ec3cb60
@@ -116,8 +116,17 @@ class TurnJob:
     prefill: str
     sampling: SamplingParams
     tag: str = ""  # a label kept with the generation in the store
-    opening: str = ""  # what the answer opens with after a forced `</think>` (a reply opening)
-    opening_stop: tuple = ()  # stop strings of the generation after a forced `</think>`
+    opening: str = ""  # what the answer opens with after a `</think>` (a reply opening)
+    opening_stop: tuple = ()  # stop strings of the generation after that `</think>`
+
+def reopened_prefill(prefill: str, text: str,  # the first generation: its prefill and what the model wrote
+                     opening: str,  # the reply opening its answer should start with
+                    ) -> str | None:
+    "The prefill that opens the answer after the `</think>` the model wrote itself (None: no opening, no close, or opened already)."
+    close = text.find(THINK_CLOSE)
+    if not opening or close < 0 or thinking_is_open(prefill, text): return None
+    if text[close + len(THINK_CLOSE):].lstrip().startswith(opening): return None
+    return f"{prefill}{text[:close].rstrip()}\n{THINK_CLOSE}\n\n{opening}"
 
 def add_stats(total: CacheStats, more: CacheStats) -> CacheStats:
     "Add the counts of one `generate_cached` call to a running total (in place)."
@@ -152,8 +161,8 @@ class TurnRunner:
         add_stats(self.stats, self.store.last_stats)
         return out
 
-    def _turn(self, job: TurnJob, request: Request, sample: int, completion, first=None) -> Turn:
-        "A Turn from the final generation; `first` = (request, sample, completion) of a forced turn's first generation."
+    def _turn(self, job: TurnJob, request: Request, sample: int, completion, first=None, forced: bool = False) -> Turn:
+        "A Turn from the final generation; `first` = (request, sample, completion) of a two-generation turn's first one."
         untagged_thinking = bool(completion.reasoning) and not completion.answer  # the backend expected a thinking block
         reasoning, answer = split_turn(request.prefill, completion.text, untagged_thinking)
         keys = (generation_key(self.backend, request, sample),)
@@ -165,22 +174,27 @@ class TurnRunner:
             prompt_tokens, tokens = c1.prompt_tokens, c1.completion_tokens + tokens
         count = self.count_tokens(reasoning) if self.count_tokens else None
         return Turn(job.number, tuple(job.messages), request.prefill, text, reasoning, answer, completion.status,
-                    completion.finish_reason, prompt_tokens, tokens, keys, count, first is not None, completion.error)
+                    completion.finish_reason, prompt_tokens, tokens, keys, count, forced, completion.error)
+
+    def second_prefill(self, job: TurnJob, request: Request, completion) -> tuple[str | None, bool]:
+        "The prefill of a sample's second generation (None: none), and whether it closes the thinking by force."
+        if completion.status == "error": return None, False
+        if self.setup.force_close and thinking_is_open(request.prefill, completion.text):
+            return close_thinking(request.prefill + completion.text) + job.opening, True
+        return reopened_prefill(request.prefill, completion.text, job.opening), False
 
     def run(self, jobs: Sequence[TurnJob]) -> list[list[Turn]]:
         "The turns of each job: one list of `sampling.n` turns per job, in order."
         requests = [self.request(j) for j in jobs]
         out = self._generate(requests)
         turns = [[self._turn(j, r, i, c) for i, c in enumerate(cs)] for j, r, cs in zip(jobs, requests, out)]
-        if self.setup.force_close:
-            pending = [(q, i) for q, cs in enumerate(out) for i, c in enumerate(cs)
-                       if c.status != "error" and thinking_is_open(requests[q].prefill, c.text)]
-            forced = [replace(requests[q], prefill=close_thinking(requests[q].prefill + out[q][i].text) + jobs[q].opening,
-                              tag=requests[q].tag + ":forced", sampling=replace(requests[q].sampling, n=1, stop=jobs[q].opening_stop,
-                                                                                seed=requests[q].sampling.sample_seed(i)))
-                      for q, i in pending]
-            for (q, i), request, [completion] in zip(pending, forced, self._generate(forced)):
-                turns[q][i] = self._turn(jobs[q], request, 0, completion, first=(requests[q], i, out[q][i]))
+        pending = [(q, i, *self.second_prefill(jobs[q], requests[q], c)) for q, cs in enumerate(out) for i, c in enumerate(cs)]
+        pending = [p for p in pending if p[2] is not None]
+        seconds = [replace(requests[q], prefill=prefill, tag=requests[q].tag + (":forced" if forced else ":opened"),
+                           sampling=replace(requests[q].sampling, n=1, stop=jobs[q].opening_stop, seed=requests[q].sampling.sample_seed(i)))
+                   for q, i, prefill, forced in pending]
+        for (q, i, _, forced), request, [completion] in zip(pending, seconds, self._generate(seconds)):
+            turns[q][i] = self._turn(jobs[q], request, 0, completion, first=(requests[q], i, out[q][i]), forced=forced)
         return turns
 
 # %% ../nbs/43_musobench.protocol.ipynb #3eec9efc

@@ -13,6 +13,8 @@ from reasoning_study.backends.vllm import (VLLM_INSTALL_HINT, cacheable_tokens, 
 
 from conftest import HAVE_VLLM
 
+pytestmark = pytest.mark.xdist_group("vllm-engines")  # the embedded model's vLLM engine, started once (conftest.vllm_engine)
+
 
 def test_module_imports_without_vllm():
     import reasoning_study.backends.vllm  # noqa: F401

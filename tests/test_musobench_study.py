@@ -424,6 +424,18 @@ def test_reply_openings_prefill_each_reply_where_the_backend_continues(tmp_path)
     assert turn(plain, "short", "base", 1)["prefill"] == turn(plain, "short", "base", 2)["prefill"] == ""
 
 
+def test_a_long_reply_is_opened_after_the_models_own_close(tmp_path):
+    # a model that closes its thinking and then answers in its own words gets its opening from its own </think>
+    backend = ScriptedBackend(long_closes=True, confidence=" 80")
+    backend.capabilities = ScriptedBackend.capabilities | {"prefill"}
+    run, backend, _ = scripted_run(tmp_path, backend, ProtocolConfig(max_tokens=64), paradigms=("long",))
+    t2 = turn(run, "long", "base", 2)
+    assert t2["prefill"] == "<think>\nSome thinking.\n</think>\n\nConfidence:" and not t2["thinking_forced"]
+    assert t2["answer"] == "Confidence: 80" and len(json.loads(t2["keys"])) == 2
+    assert run.results.iloc[0]["confidence"] == 0.8
+    assert any(r.tag.endswith(":opened") for r, _ in backend.seen) and not any(r.tag.endswith(":forced") for r, _ in backend.seen)
+
+
 def test_a_rerun_generates_nothing(tmp_path):
     run, backend, store = scripted_run(tmp_path)
     generated = len(backend.seen)

@@ -15,6 +15,8 @@ from reasoning_study.probing.prober import plan_probes, probe_batched, probe_kv,
 from reasoning_study.probing.trace import split_trace
 from reasoning_study.prompts.overthinking import termination_suffix
 
+pytestmark = pytest.mark.xdist_group("vllm-engines")  # the embedded model's vLLM engine, started once (conftest.vllm_engine)
+
 GREEDY = SamplingParams(max_tokens=24)
 TRACE = ("First, list the numbers that are small enough.\n\nWait, 12 is too large on its own, so drop it.\n\n"
          "Now try pairs: 5 + 13 reaches 18.\n\nWait, let me double-check: 5 + 13 = 18.\n\nSo one subset is {5, 13}.")

@@ -11,6 +11,8 @@ from reasoning_study.backends.vllm import cacheable_tokens
 from reasoning_study.probing.prober import plan_probes, probe_batched, probe_kv, render_prompt, trace_request, trace_text
 from reasoning_study.prompts.overthinking import question_prompt, termination_suffix
 
+pytestmark = pytest.mark.xdist_group("vllm-engines")  # the embedded model's vLLM engine, started once (conftest.vllm_engine)
+
 GREEDY = SamplingParams(max_tokens=40)
 PROMPTS = ["What is 2+2?", "Name three primary colours.", "Write one sentence about the sea.",
            "A shop sells pens at 3 dollars each. How much do 7 pens cost?", "Translate 'good morning' into French."]
