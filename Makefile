@@ -47,7 +47,7 @@ CORE_VENV ?= .venv-core
 install-core:
 	@test -x $(CORE_VENV)/bin/python || $(PYTHON) -m venv $(CORE_VENV)
 	$(CORE_VENV)/bin/python -m pip --disable-pip-version-check install -q -e . 2>&1 | $(PIP_FILTER)
-	$(CORE_VENV)/bin/python -c "import reasoning_study.report, reasoning_study.musobench; print('core install: re-scoring and reports import')"
+	$(CORE_VENV)/bin/python -c "import reasoning_study.report, reasoning_study.studies.musobench.study; print('core install: re-scoring and reports import')"
 
 export: install
 	$(call phase,export)
@@ -129,7 +129,7 @@ PAPERMILL := $(BIN)/papermill --cwd nbs --progress-bar
 # one papermill run per cell into $(OUT)/default/<cell>/, resumable: a rerun runs only what is missing),
 # then its compiled report ($(OUT)/default/report/report.html). Another sweep: make study SWEEP=nbs/sweeps/x.yaml
 study: install
-	OMP_NUM_THREADS=1 $(BIN)/python -m reasoning_study.sweep $(or $(SWEEP),nbs/sweeps/default.yaml) --out $(OUT) --jobs $(or $(JOBS),2) --report
+	OMP_NUM_THREADS=1 $(BIN)/python -m reasoning_study.cli $(or $(SWEEP),nbs/sweeps/default.yaml) --out $(OUT) --jobs $(or $(JOBS),2) --report
 
 # performance benchmarks (numbers to outputs/bench/)
 bench: install

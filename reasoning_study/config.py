@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import importlib
 import json
 import types
 import typing
@@ -19,9 +18,8 @@ import pandas as pd
 from .runs import check_no_credentials, check_param
 
 # %% auto #0
-__all__ = ['INJECTED_HEADER', 'STUDIES', 'ConfigError', 'param', 'FieldSpec', 'field_specs', 'field_problem', 'check_config',
-           'config_from', 'config_values', 'config_table', 'literal', 'parameters_source', 'injected_parameters',
-           'notebook_config', 'study_config', 'study_module']
+__all__ = ['INJECTED_HEADER', 'ConfigError', 'param', 'FieldSpec', 'field_specs', 'field_problem', 'check_config', 'config_from',
+           'config_values', 'config_table', 'literal', 'parameters_source', 'injected_parameters', 'notebook_config']
 
 # %% ../nbs/07_config.ipynb #94bcc777
 class ConfigError(ValueError):
@@ -168,26 +166,3 @@ def notebook_config(cls: type, namespace: Mapping[str, Any]):
     values = {f.name: namespace[f.name] for f in fields(cls)}
     unknown = {name: namespace.get(name) for name in injected_parameters(namespace) if name not in values}
     return config_from(cls, {**values, **unknown}, where="notebook parameters")
-
-# %% ../nbs/07_config.ipynb #2afcd56b
-STUDIES: dict[str, str] = {  # experiment notebook -> "module:ConfigClass"
-    "musobench_build": "reasoning_study.tasks.musobench:MuSoBenchBuildConfig",
-    "musobench": "reasoning_study.musobench:MuSoBenchConfig",
-    "musobench_figures": "reasoning_study.report_musobench:MuSoBenchFiguresConfig",
-    "attention_entropy": "reasoning_study.metrics.attention:AttentionConfig",
-    "overthinking": "reasoning_study.overthinking:OverthinkingConfig",
-}
-
-def _resolve(name: str) -> tuple[str, str] | None:
-    return tuple(STUDIES[name].split(":")) if name in STUDIES else None
-
-def study_config(name: str) -> type | None:
-    "The config class of a study (by its notebook name), or None for a notebook without one."
-    if (entry := _resolve(name)) is None: return None
-    module, attr = entry
-    return getattr(importlib.import_module(module), attr, None)
-
-def study_module(name: str):
-    "The module holding a study's run/score/report/rescore."
-    if (entry := _resolve(name)) is None: raise KeyError(f"no study {name!r}: known studies are {sorted(STUDIES)}")
-    return importlib.import_module(entry[0])

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from .attention import EntropyRecorder, entropies_from_attention_maps, generate_with_entropies, stream_entropies
+from .studies.attention.recording import EntropyRecorder, entropies_from_attention_maps, generate_with_entropies, stream_entropies
 from .backends.core import SamplingParams, chat
 from .backends.transformers import TransformersBackend
 from .backends.weights import QWEN3_SHAPES, QWEN3_THINK_IDS, qwen3_tokenizer_dir, random_qwen3

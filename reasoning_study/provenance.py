@@ -54,7 +54,7 @@ def host_info() -> dict:
 def _now() -> str: return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 # %% ../nbs/08_provenance.ipynb #aab7be91
-def start_record(study: str,  # the study (its experiment notebook's name, a key of `config.STUDIES`)
+def start_record(study: str,  # the study (its experiment notebook's name, a key of `studies.registry.STUDIES`)
                  config,  # the study's config instance (or a plain dict of parameters)
                  root: str | Path | None = None,  # the project checkout (default: the one this package runs from)
                 ) -> dict:

@@ -15,15 +15,15 @@ from typing import Callable, Iterable, Sequence
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .figures.core import figure_note, save_figure
+from .figures.core import figure_note
+from .figures.sections import condition_counts, count_note, slug, small_data_note
+from .studies.registry import STUDIES, study_module
+from .sweep import finished_runs
 
 # %% auto #0
-__all__ = ['MUSO', 'OVER', 'BEYOND', 'PAPER_FIGURES', 'HYPERPARAMETERS', 'SMALL_N', 'COUNTED', 'PAPER_TITLES', 'STATUS_ORDER',
-           'SECTIONS', 'PaperFigure', 'figure_inventory', 'Drawer', 'read_tables', 'musobench_build_section',
-           'hyperparameter_table', 'musobench_section', 'attention_section', 'main_condition', 'harmful_examples',
-           'overthinking_section', 'condition_counts', 'count_note', 'section_counts', 'small_data_note', 'anchor',
+__all__ = ['MUSO', 'OVER', 'BEYOND', 'PAPER_FIGURES', 'PAPER_TITLES', 'STATUS_ORDER', 'PaperFigure', 'figure_inventory', 'anchor',
            'summary_markdown', 'toc_markdown', 'caption', 'Block', 'page_blocks', 'page_notebook', 'render_page',
-           'sweep_report']
+           'section_counts', 'sweep_report']
 
 # %% ../nbs/91_report.ipynb #7ea3b5a9
 @dataclass(frozen=True)
@@ -130,259 +130,12 @@ def figure_inventory(made: dict[str, list | str],  # "section/name" -> files wri
                          files=[str(p) for v in drawn.values() for p in v]))
     return pd.DataFrame(rows)
 
-# %% ../nbs/91_report.ipynb #8a7fcfc4
-class Drawer:
-    "Saves the figures and tables of one report section and records what was drawn or why not."
-    def __init__(self, folder: str | Path, section: str, made: dict,
-                 own_folder: bool = True):  # write into folder/<section>/ (a report); False: into folder itself (one run)
-        self.folder, self.section, self.made = Path(folder) / section if own_folder else Path(folder), section, made
-
-    def key(self, name: str) -> str: return f"{self.section}/{name}"
-
-    def figure(self, name: str, build: Callable[[], plt.Figure], reason: str = "not enough data"):
-        "Draw and save a figure; a ValueError from the metric or figure function means the data cannot support it."
-        try: fig = build()
-        except ValueError as e: self.made[self.key(name)] = f"{reason}: {e}"; return
-        self.made[self.key(name)] = save_figure(fig, self.folder / "figures" / name)
-        plt.close(fig)
-
-    def table(self, name: str, table: pd.DataFrame, markdown: str | None = None) -> list[Path]:
-        "Save a table as CSV and Markdown (the Markdown given, or the table's)."
-        folder = self.folder / "tables"; folder.mkdir(parents=True, exist_ok=True)
-        index = not isinstance(table.index, pd.RangeIndex)
-        csv, md = folder / f"{name}.csv", folder / f"{name}.md"
-        table.to_csv(csv, index=index)
-        md.write_text((markdown or table.to_markdown(index=index)) + "\n")
-        self.made[self.key(name)] = [csv, md]
-        return [csv, md]
-
-    def skip(self, name: str, reason: str): self.made[self.key(name)] = reason
-
-def read_tables(folders: Sequence[str | Path], name: str, run_column: str = "run") -> pd.DataFrame:
-    "One parquet table from several run folders, stacked, with the run folder's name in `run_column` (missing files skipped)."
-    tables = [pd.read_parquet(Path(f) / name).assign(**{run_column: Path(f).name}) for f in folders if (Path(f) / name).is_file()]
-    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-
-# %% ../nbs/91_report.ipynb #63239b17
-def musobench_build_section(folders: Sequence[str | Path], out: str | Path, made: dict):
-    "Solution counts per level and the summary table of the pooled benchmark builds."
-    from reasoning_study.figures.musobench import plot_solution_counts
-    from reasoning_study.tasks.musobench import benchmark_summary
-    draw = Drawer(out, "musobench_build", made)
-    table = read_tables(folders, "instances.parquet")
-    if table.empty: draw.skip("solution_counts", "no instances.parquet in the build runs"); return
-    draw.table("summary", benchmark_summary(table.drop(columns="run")))
-    draw.figure("solution_counts", lambda: plot_solution_counts(table))
-
-HYPERPARAMETERS = ["model", "presets", "temperature", "top_p", "max_tokens", "per_level", "levels", "sc_samples", "reflection_ks", "exploration"]
-
-def hyperparameter_table(folders: Sequence[str | Path]) -> pd.DataFrame:
-    "Table 3: the decoding and protocol settings of each run (from its params.json)."
-    rows = []
-    for f in map(Path, folders):
-        p = json.loads((f / "params.json").read_text()) if (f / "params.json").is_file() else {}
-        rows.append({"run": f.name, **{k: json.dumps(p[k]) if isinstance(p.get(k), (list, dict)) else p.get(k) for k in HYPERPARAMETERS if k in p}})
-    return pd.DataFrame(rows)
-
-def musobench_section(folders: Sequence[str | Path], out: str | Path, made: dict):
-    "Every MuSoBench figure and table the pooled study runs support, and Table 4 of their NoveltyBench rows."
-    from reasoning_study.musobench import RUN_FILES, read_results, write_study_report
-    from reasoning_study.report_musobench import NOVELTY_TABLE, novelty_markdown, novelty_table
-    draw = Drawer(out, "musobench", made)
-    combinatorial = [f for f in folders if (Path(f) / RUN_FILES["results"]).is_file()]  # a NoveltyBench-only run has no results.parquet
-    if combinatorial or not folders:
-        report = write_study_report(read_results(combinatorial), draw.folder)
-        plt.close("all")
-        for name, value in report.items():
-            made[draw.key(name.removeprefix("table:"))] = value.removeprefix("skipped: ") if isinstance(value, str) else value
-    novelty = read_tables(folders, RUN_FILES["novelty"])  # stacked over the runs, as results.parquet is
-    if novelty.empty: draw.skip(NOVELTY_TABLE, "no musobench run with noveltybench among its tasks")
-    else:
-        table = novelty_table(novelty.drop(columns="run"))
-        draw.table(NOVELTY_TABLE, table, novelty_markdown(table))
-    draw.table("table3_hyperparameters", hyperparameter_table(folders))
-
-# %% ../nbs/91_report.ipynb #a106fc8b
-def attention_section(folders: Sequence[str | Path], out: str | Path, made: dict, bins: int = 10, step_width: int = 8):
-    "Figures 7 and 14 (and entropy by depth) for each attention_entropy run."
-    from reasoning_study.metrics.attention import absolute_step_curves, layer_phase_summary, paradigm_difference, relative_position_curves
-    from reasoning_study.figures.attention import (plot_entropy_by_depth, plot_entropy_heatmap, plot_entropy_layer_grid,
-                                                   plot_entropy_layers)
-    draw = Drawer(out, "attention", made)
-    for f in map(Path, folders):
-        suffix = f"_{f.name}" if len(folders) > 1 else ""
-        if not (f / "entropy.parquet").is_file(): draw.skip(f"fig7_attention_entropy_layers{suffix}", "no entropy.parquet"); continue
-        entropies = pd.read_parquet(f / "entropy.parquet")
-        relative = relative_position_curves(entropies, bins=bins)
-        absolute = absolute_step_curves(entropies, step_width=step_width)
-        summary = layer_phase_summary(entropies)
-        both = {"short", "long"} <= set(entropies["paradigm"])
-        draw.table(f"summary_layer_phase{suffix}", summary)
-        draw.figure(f"fig7_attention_entropy_layers{suffix}", lambda: plot_entropy_layers(relative, absolute))
-        draw.figure(f"fig14_attention_entropy_heatmap{suffix}",
-                    lambda: plot_entropy_heatmap(relative, paradigm_difference(relative) if both else None))
-        draw.figure(f"fig14_attention_entropy_grid{suffix}", lambda: plot_entropy_layer_grid(relative))
-        draw.figure(f"attention_entropy_by_depth{suffix}", lambda: plot_entropy_by_depth(summary))
-
-# %% ../nbs/91_report.ipynb #b87113e1
-def _slug(text) -> str: return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-")
-
-def main_condition(prefixes: pd.DataFrame) -> dict:
-    "The condition of the main results: the first termination template, the last extractor, in order of appearance, and the utterance granularity where a run probed several."
-    from reasoning_study.metrics.overthinking import main_granularity
-    return dict(template=prefixes["template"].iloc[0], extractor=list(dict.fromkeys(prefixes["extractor"]))[-1],
-                granularity=main_granularity(prefixes))
-
-def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3) -> str:
-    "Figure 5 as text: harmful trajectories with the forced answer after each prefix (✓ correct, ✗ wrong, ? failed probe)."
-    from reasoning_study.metrics.overthinking import granularity_of
-    lines = []
-    for r in traj[traj["harmful"]].head(limit).itertuples():
-        t = prefixes[(prefixes.item_id == r.item_id) & (prefixes.model == r.model) & (prefixes.seed == r.seed)
-                     & (prefixes.sample_index == r.sample_index) & (prefixes.template == r.template) & (prefixes.extractor == r.extractor)]
-        if "granularity" in traj.columns: t = t[granularity_of(t) == granularity_of(traj.loc[[r.Index]]).iloc[0]]  # one path per granularity
-        t = t.sort_values("prefix_index")
-        path = " ".join(f"{'?' if pd.isna(c) else '✓' if c else '✗'}{p!s:.12}" for p, c in zip(t.prediction, t.correct))
-        lines.append(f"- {r.model} / {r.item_id}: {path}")
-    if not lines: raise ValueError("no harmful trajectory")
-    return "\n".join(lines)
-
-def overthinking_section(folders: Sequence[str | Path], out: str | Path, made: dict,
-                         own_folder: bool = True,  # False: write into `out` itself (the experiment notebook, on its own run)
-                         failed_probes: str = "exclude",  # trajectories with a failed probe: "exclude" or "cut" (metrics.overthinking)
-                        ):
-    "Every overthinking figure and table the pooled runs support."
-    from reasoning_study.figures.core import plot_table, table_markdown
-    from reasoning_study.figures.overthinking import (best_strategy_mask, plot_cross_model, plot_format_breakdown,
-        plot_length_histograms, plot_robustness, plot_stability_curve, plot_strategy_accuracy, plot_test_time_scaling,
-        plot_token_statistics, plot_transition_matrix, plot_wasted_budget, results_table, stopping_table, taxonomy_results_table)
-    from reasoning_study.metrics.overthinking import (cross_model_spearman, failed_probe_table, length_distribution,
-        optimal_vs_test_time_scaling, overthinking_table, robustness, robustness_summary, stability_curve, stopping_at_k,
-        strategy_table, trajectories, transition_matrix, wasted_budget_table)
-    from reasoning_study.probing.judge import taxonomy_table
-    from reasoning_study.overthinking import in_condition
-    draw = Drawer(out, "overthinking", made, own_folder)
-    prefixes, traces = read_tables(folders, "prefixes.parquet"), read_tables(folders, "traces.parquet")
-    utterances, verdicts = read_tables(folders, "utterances.parquet"), read_tables(folders, "judgements.parquet")
-    if prefixes.empty: draw.skip("fig1_strategy_accuracy", "no prefixes.parquet in the overthinking runs"); return
-    all_traj = trajectories(prefixes.drop(columns="run"), failed_probes=failed_probes)
-    draw.table("failed_probes", failed_probe_table(prefixes.drop(columns="run"), failed_probes, by=["model", "benchmark", "template", "extractor"]))
-    condition = main_condition(prefixes)
-    in_main = lambda t: in_condition(t, condition)
-    traj, main_prefixes = in_main(all_traj), in_main(prefixes.drop(columns="run"))
-    strategies = strategy_table(traj, by=["model", "benchmark"], traces=in_main(traces.drop(columns="run")) if len(traces) else None)
-    draw.table("strategies", strategies)
-    results = results_table(strategies, rows="model", columns="benchmark")
-    draw.table("table1_results", results, table_markdown(results, best_strategy_mask(results)))
-    draw.figure("fig1_strategy_accuracy", lambda: plot_strategy_accuracy(strategies))
-    draw.figure("table1_results_figure", lambda: plot_table(results, best_strategy_mask(results), "Accuracy, length and H per strategy"))
-    draw.figure("fig2_lengths_utterances", lambda: plot_length_histograms(length_distribution(traj)), "needs a solved trajectory")
-    draw.figure("fig3_format_breakdown", lambda: plot_format_breakdown(overthinking_table(traj, by=["model", "format"])), "needs a solved trajectory")
-    draw.figure("fig4_stability_curve", lambda: plot_stability_curve(stability_curve(main_prefixes, failed_probes=failed_probes)), "needs a solved trajectory")
-    try: draw.table("harmful_examples", pd.DataFrame({"example": harmful_examples(traj, main_prefixes).splitlines()}))
-    except ValueError as e: draw.skip("harmful_examples", str(e))
-    try:
-        table2 = stopping_table(stopping_at_k(main_prefixes, failed_probes=failed_probes), strategy_table(traj, by=["model"]))
-        draw.table("table2_stopping", table2, table_markdown(table2))
-        draw.figure("table2_stopping_figure", lambda: plot_table(table2, title="Stopping@K"))
-    except ValueError as e: draw.skip("table2_stopping", str(e))
-    try:  # beyond the paper: stopping without the answer key, scored against Actual and Optimal on the same trajectories
-        from reasoning_study.figures.stopping import plot_policy_pareto
-        from reasoning_study.metrics.stopping import default_policies, policy_table
-        with_logprobs = "answer_logprobs" in main_prefixes.columns and main_prefixes["answer_logprobs"].notna().any()
-        policies = policy_table(main_prefixes, default_policies(with_logprobs), by=["model", "benchmark"], failed_probes=failed_probes)
-        draw.table("stopping_policies", policies)
-        draw.figure("stopping_pareto", lambda: plot_policy_pareto(policies))
-        draw.figure("stopping_pareto_utterances", lambda: plot_policy_pareto(policies, x="utterances"))
-    except ValueError as e: draw.skip("stopping_policies", str(e))
-    solution_rows = read_tables(folders, "musobench_prefixes.parquet")
-    if len(solution_rows):  # the MuSoBench lens: stop when the valid solution set has settled; recall lost vs tokens saved
-        from reasoning_study.metrics.stopping import solution_set_table
-        try: draw.table("musobench_set_stopping", solution_set_table(solution_rows.drop(columns="run"), failed_probes=failed_probes))
-        except ValueError as e: draw.skip("musobench_set_stopping", str(e))
-    transitions = transition_matrix(main_prefixes, failed_probes)
-    draw.table("transitions", transitions)
-    draw.figure("fig9_transition_matrix", lambda: plot_transition_matrix(transitions))
-    if len(utterances):
-        draw.figure("fig10_token_statistics", lambda: plot_token_statistics(utterances, length_distribution(traj, unit="tokens")),
-                    "needs a solved trajectory")
-    try:
-        wasted = wasted_budget_table(traj)
-        draw.table("wasted_budget", wasted)
-        draw.figure("fig11_wasted_budget", lambda: plot_wasted_budget(wasted))
-    except ValueError as e: draw.skip("fig11_wasted_budget", f"needs a solved trajectory: {e}")
-    pairs = robustness(all_traj, by=["model", "benchmark"]) if all_traj.groupby(["template", "extractor", "seed"]).ngroups > 1 else None
-    if pairs is None or pairs.empty: draw.skip("fig6_robustness", "needs at least two conditions (templates x extractors x seeds)")
-    else:
-        draw.table("robustness_summary", robustness_summary(pairs))
-        for (model, benchmark), group in pairs.groupby(["model", "benchmark"]):
-            draw.figure(f"fig6_robustness_{_slug(model)}_{_slug(benchmark)}", lambda: plot_robustness(group))
-    if traj["model"].nunique() < 2: draw.skip("fig7_cross_model", "needs overthinking runs of at least two models on the same items")
-    else: draw.figure("fig7_cross_model", lambda: plot_cross_model(cross_model_spearman(traj)))
-    if len(traces) == 0 or traces["sample_index"].max() < 1: draw.skip("fig8_test_time_scaling", "needs several samples per question (n_samples > 1)")
-    else:  # Table 1's Actual (the probed z_N), with the own-answer curves labelled as such
-        try:
-            scaling = optimal_vs_test_time_scaling(traj, traces=in_main(traces.drop(columns="run")))
-            draw.table("test_time_scaling", scaling)
-            draw.figure("fig8_test_time_scaling", lambda: plot_test_time_scaling(scaling))
-        except ValueError as e: draw.skip("fig8_test_time_scaling", f"needs several probed samples per question: {e}")
-    if verdicts.empty: draw.skip("table4_taxonomy", "no judged harmful trajectory in the runs (needs a judge and a harmful trajectory)")
-    else:
-        table4 = taxonomy_results_table(taxonomy_table(verdicts.drop(columns="run")))
-        draw.table("table4_taxonomy", table4, table_markdown(table4))
-        draw.figure("table4_taxonomy_figure", lambda: plot_table(table4, title="Failure modes of harmful overthinking (%)"))
-    for f in map(Path, folders):  # beyond the paper: the runs' own MuSoBench recall trajectories
-        if f.resolve() == draw.folder.resolve(): continue  # a run's own figure is already in place
-        for png in sorted((f / "figures").glob("musobench_recall_trajectories.*")):
-            target = draw.folder / "figures" / f"{png.stem}_{f.name}{png.suffix}"
-            target.parent.mkdir(parents=True, exist_ok=True); shutil.copy2(png, target)
-            made.setdefault(draw.key(f"{png.stem}_{f.name}"), []).append(target)
-
-# %% ../nbs/91_report.ipynb #0b700a93
-SMALL_N = 5  # fewer instances than this behind a condition: the figure says so on its face
-
-COUNTED = {  # notebook -> (table, the columns of a condition, the columns of one instance)
-    "musobench": ("results.parquet", ["model", "paradigm", "condition", "task"], ["question_id", "temperature"]),
-    "overthinking": ("traces.parquet", ["model", "benchmark"], ["item_id", "seed", "sample_index"]),
-    "attention_entropy": ("entropy.parquet", ["paradigm"], ["task", "question_id"]),
-    "musobench_build": ("instances.parquet", ["task", "level"], ["question_id"]),
-}
-
-def condition_counts(notebook: str, folders: Sequence[str | Path]) -> pd.DataFrame:
-    "Instances behind each condition of a study's pooled runs (empty for a study without a count)."
-    if notebook not in COUNTED: return pd.DataFrame(columns=["n"])
-    name, by, unit = COUNTED[notebook]
-    table = read_tables(folders, name)
-    if table.empty: return pd.DataFrame(columns=[*by, "n"])
-    if notebook == "overthinking":  # the main condition's trajectories (one per trace there)
-        main = main_condition(table)
-        from reasoning_study.overthinking import in_condition
-        table = in_condition(table, main)
-    by, unit = [c for c in by if c in table], [c for c in ["run", *unit] if c in table]
-    return table.drop_duplicates([*by, *unit]).groupby(by, dropna=False).size().rename("n").reset_index()
-
-def count_note(counts: pd.DataFrame, unit: str = "instances") -> str:
-    "The caption's count: 'n = 1 instance per condition (8 conditions)' or 'n = 2-6 ...'."
-    if counts.empty: return f"no {unit} counted"
-    lo, hi, k = int(counts.n.min()), int(counts.n.max()), len(counts)
-    n = f"{lo}" if lo == hi else f"{lo}-{hi}"
-    return f"n = {n} {unit if hi > 1 else unit.rstrip('s')} per condition ({k} condition{'s' * (k > 1)})"
-
-def section_counts(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    "The condition counts of each experiment of a sweep's finished runs."
-    return {nb: condition_counts(nb, list(g["folder"])) for nb, g in runs.groupby("notebook", sort=False)} if len(runs) else {}
-
-def small_data_note(counts: pd.DataFrame) -> str | None:
-    "The note a figure carries when a condition has fewer than SMALL_N instances (None otherwise)."
-    if counts.empty or counts.n.min() >= SMALL_N: return None
-    return f"small data: n = {int(counts.n.min())} per condition at least once (< {SMALL_N}); illustrative only"
-
 # %% ../nbs/91_report.ipynb #2c65a8be
 PAPER_TITLES = {MUSO: "Beware of Reasoning Overconfidence (MuSoBench)", OVER: "Thinking Past the Answer (overthinking)",
                 BEYOND: "Beyond the papers"}
 STATUS_ORDER = ["drawn", "not drawn", "not in sweep", "no data"]
 
-def anchor(*parts) -> str: return "-".join(_slug(p).lower() for p in parts)
+def anchor(*parts) -> str: return "-".join(slug(p).lower() for p in parts)
 
 def summary_markdown(runs: pd.DataFrame,  # finished runs (`sweep.finished_runs`)
                      inventory: pd.DataFrame,  # `figure_inventory`
@@ -479,23 +232,24 @@ def render_page(executed: str | Path,  # the executed sweep-report notebook
     return body
 
 # %% ../nbs/91_report.ipynb #6c93118c
-SECTIONS = {"musobench_build": musobench_build_section, "musobench": musobench_section,
-            "attention_entropy": attention_section, "overthinking": overthinking_section}
+def section_counts(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    "The condition counts of each study of a sweep's finished runs (`figures.core.condition_counts`)."
+    if not len(runs): return {}
+    return {nb: condition_counts(study_module(nb), list(g["folder"])) for nb, g in runs.groupby("notebook", sort=False) if nb in STUDIES}
 
 def sweep_report(sweep_dir: str | Path,  # a sweep folder (its finished run folders are read)
                  out: str | Path,  # where the report goes (e.g. <sweep>/report)
                 ) -> tuple[pd.DataFrame, dict]:
     "Build every section a sweep's runs support; returns the figure inventory and name -> files (or reason)."
-    from reasoning_study.sweep import finished_runs
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     runs = finished_runs(sweep_dir)
     runs.drop(columns="parameters").assign(parameters=runs["parameters"].map(json.dumps)).to_csv(out / "runs.csv", index=False)
     made: dict = {}
     counts = section_counts(runs)
     for notebook, group in runs.groupby("notebook", sort=False):
-        if notebook not in SECTIONS: continue
+        if notebook not in STUDIES: continue
         with figure_note(small_data_note(counts[notebook])):  # small data is said on each figure's face
-            SECTIONS[notebook](list(group["folder"]), out, made)
+            study_module(notebook).section(list(group["folder"]), out, made)
     inventory = figure_inventory(made, set(runs["notebook"]))
     lines = [f"# Figures and tables of sweep {Path(sweep_dir).name}", "", f"{len(runs)} finished runs.", ""]
     for paper, rows in inventory.groupby("paper", sort=False):

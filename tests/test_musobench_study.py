@@ -1,4 +1,4 @@
-"""Tests of `reasoning_study.musobench`, the MuSoBench study protocol: reply parsers, reflection checkpoints and the
+"""Tests of `reasoning_study.studies.musobench.study`, the MuSoBench study protocol: reply parsers, reflection checkpoints and the
 forced `</think>`, the three-turn dialogue and the mitigations (on a scripted backend: pure protocol logic), scoring
 that never drops an instance, the embedded model on a real checkpoint prompt, and the experiment notebooks end to
 end through papermill (a run, then a rerun that generates nothing)."""
@@ -19,9 +19,9 @@ from reasoning_study.backends.core import Request, SamplingParams, make_completi
 from reasoning_study.metrics.musobench import synthetic_results
 from conftest import CELL_PARAMETERS, papermill_command
 from reasoning_study.config import config_from
-from reasoning_study.musobench import MuSoBenchConfig, read_config, report, rescore, run, score, study_params
+from reasoning_study.studies.musobench.study import MuSoBenchConfig, read_config, report, rescore, run, score, study_params
 from reasoning_study.provenance import finish_record, start_record, write_record
-from reasoning_study.musobench import (DIALOGUE_KEYS, RUN_FILES, ProtocolConfig, checkpoint_prefill, close_thinking,
+from reasoning_study.studies.musobench.study import (DIALOGUE_KEYS, RUN_FILES, ProtocolConfig, checkpoint_prefill, close_thinking,
                                        count_reflections, exploration_prefill, paradigm_setup, parse_confidence, parse_decision,
                                        read_results, reflection_offsets, rescore_run, run_study, score_turns,
                                        solve_messages, split_turn, study_figures, study_tables, thinking_is_open, thinking_opener,
@@ -513,7 +513,7 @@ def test_the_four_entry_points_and_a_rescore_without_torch(tmp_path, tasks=("sub
     assert [(tmp_path / RUN_FILES[n]).is_file() for n in ("novelty", "novelty_generations", "novelty_judgements")] == [novelty] * 3
     write_record(tmp_path, finish_record(start_record("musobench", config), counts=dict(generated=int(raw["stats"]["generated"].iloc[0]))))
     code = ("import sys; sys.modules['torch'] = sys.modules['transformers'] = sys.modules['vllm'] = None\n"
-            "import pandas as pd\nfrom reasoning_study.musobench import RUN_FILES, rescore\n"
+            "import pandas as pd\nfrom reasoning_study.studies.musobench.study import RUN_FILES, rescore\n"
             f"folder = {str(tmp_path)!r}\nagain = rescore(folder)\nassert sorted(again) == {sorted(names)!r}\n"
             f"for name in {names!r}: pd.testing.assert_frame_equal(again[name], pd.read_parquet(f'{{folder}}/{{RUN_FILES[name]}}'))\n"
             "assert 'matplotlib' not in sys.modules\nprint(len(again['results']))")

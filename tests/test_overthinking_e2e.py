@@ -15,7 +15,7 @@ import pytest
 from conftest import CELL_PARAMETERS, papermill_command
 from reasoning_study.config import config_from, parameters_source
 from reasoning_study.metrics.overthinking import PREFIX_COLUMNS, PREFIX_OPTIONAL, TRACE_COLUMNS, UTTERANCE_COLUMNS
-from reasoning_study.overthinking import OverthinkingConfig, plan_roles, rescore
+from reasoning_study.studies.overthinking.study import OverthinkingConfig, plan_roles, rescore
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "nbs" / "experiments" / "overthinking.ipynb"

@@ -95,5 +95,5 @@ def test_small_data_is_said_on_the_figures_face(report):
 
 def test_every_run_folder_of_the_slice_rescores_exactly(report):
     "Issue #14's acceptance: `rescore` of every run folder of a sweep reproduces its stored tables (an empty dict: nothing differs)."
-    from reasoning_study.sweep import rescore_sweep
+    from reasoning_study.cli import rescore_sweep
     assert rescore_sweep(report.parent) == {}

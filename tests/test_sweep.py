@@ -17,7 +17,8 @@ import pandas as pd
 import psutil
 import pytest
 
-from reasoning_study.sweep import DONE_FILE, WORK, finished_runs, load_sweep, main, rescore_sweep
+from reasoning_study.cli import main, rescore_sweep
+from reasoning_study.sweep import DONE_FILE, WORK, finished_runs, load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 # three cells of the benchmark build, three seeds: a real study notebook whose cells take seconds (about 10 s each, long
@@ -34,7 +35,7 @@ CELLS = ["musobench_build__seed=0", "musobench_build__seed=1", "musobench_build_
 
 
 def sweep_command(spec: Path, out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "reasoning_study.sweep", str(spec), "--out", str(out), *extra]
+    return [sys.executable, "-m", "reasoning_study.cli", str(spec), "--out", str(out), *extra]
 
 
 def environment() -> dict:
@@ -194,7 +195,8 @@ def test_bad_sweep_file_fails_before_anything_starts(kind, tmp_path, capsys):
 
 def test_bad_value_is_rejected_with_the_configs_message(tmp_path, capsys):
     "Issue #14 point 3: a study with a config is judged by it; the sweep repeats the config's own words, naming cell and parameter."
-    from reasoning_study.config import ConfigError, config_from, study_config
+    from reasoning_study.config import ConfigError, config_from
+    from reasoning_study.studies.registry import study_config
     values = {"n_items": 0, "temperature": -0.5, "benchmarks": ["champ", "nope"]}
     with pytest.raises(ConfigError) as own: config_from(study_config("overthinking"), {**values, "seed": 1})
     assert len(own.value.problems) == 3

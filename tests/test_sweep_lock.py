@@ -57,7 +57,7 @@ def project(tmp_path) -> Path:
 
 
 def start(project: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "reasoning_study.sweep", "locks.yaml", "--out", "outputs"], cwd=project,
+    return subprocess.Popen([sys.executable, "-m", "reasoning_study.cli", "locks.yaml", "--out", "outputs"], cwd=project,
                             env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -81,7 +81,7 @@ def test_sigkill_mid_cell_then_rerun_at_once(project):
     record = (sweep / CELLS[0] / DONE_FILE).read_text()
     first.send_signal(signal.SIGKILL)
     first.wait()
-    rerun = subprocess.run([sys.executable, "-m", "reasoning_study.sweep", "locks.yaml", "--out", "outputs"], cwd=project,
+    rerun = subprocess.run([sys.executable, "-m", "reasoning_study.cli", "locks.yaml", "--out", "outputs"], cwd=project,
                            env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert f"[start] {CELLS[0]}" not in rerun.stdout and f"[start] {CELLS[1]}" in rerun.stdout

@@ -44,7 +44,7 @@ def served():
     "(base_url, model folder) of the tiny Qwen3 served by `vllm serve` for this module."
     need_vllm()
     from reasoning_study.backends.transformers import tiny_qwen3_dir
-    from reasoning_study.backends.vllm import serve_with_vllm
+    from reasoning_study.backends.server import serve_with_vllm
     model_dir = str(tiny_qwen3_dir())
     with serve_with_vllm(model_dir, dtype="float32", max_model_len=2048, startup_timeout=900) as base_url:
         yield base_url, model_dir

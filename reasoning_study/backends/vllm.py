@@ -449,6 +449,3 @@ def cacheable_tokens(prompt_tokens: int,  # the prompt's length
     if block_size < 1: raise ValueError(f"block_size must be >= 1, got {block_size}")
     shared = prompt_tokens - 1 if shared_tokens is None else min(shared_tokens, prompt_tokens - 1)
     return max(shared, 0) // block_size * block_size
-
-# %% ../../nbs/12_backends.vllm.ipynb #44d5104d
-from .server import serve_with_vllm, vllm_server_command  # re-exported: they live in backends.server

@@ -19,11 +19,9 @@ from ..prompts.musobench import PARADIGMS
 from ..provenance import read_record
 
 # %% auto #0
-__all__ = ['ENTROPY', 'PHASES', 'ARRAY_COLUMNS', 'RUN_COLUMNS', 'RAW_TABLES', 'RESULT_FILES', 'RESULT_TABLES',
-           'relative_position', 'generation_phase', 'is_compact', 'label_columns', 'expand_entropies', 'per_head_table',
-           'layer_phase_summary', 'relative_position_curves', 'absolute_step_curves', 'paradigm_difference',
-           'preset_sampling', 'AttentionConfig', 'study_sampling', 'study_items', 'n_layers', 'run', 'score',
-           'per_layer_means', 'report', 'rescore', 'synthetic_entropies', 'synthetic_runs']
+__all__ = ['ENTROPY', 'PHASES', 'ARRAY_COLUMNS', 'RUN_COLUMNS', 'relative_position', 'generation_phase', 'is_compact',
+           'label_columns', 'expand_entropies', 'per_head_table', 'layer_phase_summary', 'relative_position_curves',
+           'absolute_step_curves', 'paradigm_difference', 'synthetic_entropies', 'synthetic_runs']
 
 # %% ../../nbs/64_metrics.attention.ipynb #e9fda199
 ENTROPY = "entropy_mean_head_dist"  # the paper's quantity: entropy of the head-averaged distribution
@@ -143,122 +141,6 @@ def paradigm_difference(summary: pd.DataFrame,  # a summary or curves table with
     if pick(minuend).empty or pick(subtrahend).empty: raise ValueError(f"need both paradigms {minuend!r} and {subtrahend!r}")
     diff = (pick(minuend) - pick(subtrahend)).dropna().rename("difference").reset_index()
     return diff.assign(paradigm=f"{minuend} - {subtrahend}")
-
-# %% ../../nbs/64_metrics.attention.ipynb #e1d85d7d
-def preset_sampling(preset: str | ModelPreset, **fields) -> SamplingParams:
-    "The preset's sampling with `fields` replaced (a field given as None keeps the preset's)."
-    return replace(get_preset(preset).sampling, **{k: v for k, v in fields.items() if v is not None})
-
-def _task_names() -> list[str]:
-    from reasoning_study.tasks.musobench import TASKS  # lazy: building instances is only needed by run
-    return list(TASKS)
-
-@dataclass(frozen=True)
-class AttentionConfig:
-    "The attention-entropy study's parameters."
-    preset: str = param("smollm2-135m", "model preset; run on the transformers backend whatever its usual backend", choices=lambda: PRESETS)
-    backend_options: dict = param({}, 'transformers backend options, e.g. {"dtype": "bfloat16", "attn_implementation": "sdpa"} or {"trust_remote_code": True}')
-    device: str | None = param(None, '"cpu", "cuda", or None (cuda when available)', choices=["cpu", "cuda"])
-    tasks: list[str] = param(["timetabling", "subsetsum"], "MuSoBench tasks", choices=_task_names)
-    levels: list[int] = param([1], "complexity levels the instances come from")
-    per_level: int = param(2, "instances per task and level", minimum=1)
-    seed: int = param(0, "benchmark seed (the same instances as `musobench_build` with this seed)")
-    paradigms: list[str] = param(["short", "long"], "Short-CoT and/or Long-CoT", choices=PARADIGMS)
-    layers: list[int] | None = param(None, "layer indices to record, or None for all")
-    max_new_tokens: int = param(96, "generated tokens per run (the reference: 16384)", minimum=1)
-    temperature: float | None = param(None, "decoding temperature (None: the preset's; the paper's Qwen3 runs: 0.6)", minimum=0)
-    top_p: float | None = param(None, "None: the preset's (the paper's Qwen3 runs: 0.95)", minimum=0, maximum=1)
-    top_k: int | None = param(None, "None: the preset's (the paper's Qwen3 runs: 20)", minimum=0)
-    sample_seed: int = param(0, "seed of each run's sampling")
-    bins: int = param(10, "relative-position bins of the curves", minimum=1)
-    step_width: int = param(8, "absolute-step bin width of the curves", minimum=1)
-    num_threads: int = param(1, "torch CPU threads (0: torch's default)", minimum=0)
-    out_dir: str = param("outputs/attention_entropy", "run folder (relative to the project root)")
-
-    def __post_init__(self):
-        check_config(self)
-        problems = [f"parameter {name!r} must not be empty" for name in ("tasks", "paradigms", "levels") if not getattr(self, name)]
-        for name in ("levels", "layers"):
-            if bad := [v for v in getattr(self, name) or [] if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "levels" else 0)]:
-                problems.append(f"parameter {name!r} must hold {'levels >= 1' if name == 'levels' else 'layer indices >= 0'}, got {bad}")
-        if problems: raise ConfigError(problems, where="AttentionConfig parameters")
-
-def study_sampling(config: AttentionConfig) -> SamplingParams:
-    "The decoding of every run: the preset's, each field the config sets replaced."
-    as_float = lambda v: None if v is None else float(v)
-    return preset_sampling(config.preset, temperature=as_float(config.temperature), top_p=as_float(config.top_p), top_k=config.top_k,
-                           seed=config.sample_seed)
-
-def study_items(config: AttentionConfig) -> list:
-    "The config's MuSoBench instances, rebuilt from the seed."
-    from reasoning_study.tasks.musobench import build_task
-    return [it for task in config.tasks for it in build_task(task, seed=config.seed, per_level=config.per_level, levels=config.levels)]
-
-# %% ../../nbs/64_metrics.attention.ipynb #f09929bb
-RAW_TABLES = {"entropies": "entropy.parquet", "runs": "runs.parquet"}  # the raw tables of a run folder
-
-def n_layers(backend) -> int: return backend.model.config.get_text_config().num_hidden_layers
-
-def run(config: AttentionConfig, backend, store=None,
-        folder: str | Path | None = None) -> dict[str, pd.DataFrame]:
-    "Raw tables: the compact entropies (one row per run and layer) and the runs (with the model and its depth)."
-    from reasoning_study.attention import entropy_study  # lazy: the generation side needs torch, scoring does not
-    folder = None if folder is None else Path(folder)
-    entropies, runs = entropy_study(backend, study_items(config), config.paradigms, config.layers, config.max_new_tokens, store=store,
-                                    cache_dir=None if folder is None else folder / "entropies", sampling=study_sampling(config))
-    runs = runs.assign(model=backend.model_id, n_layers=n_layers(backend))
-    raw = {"entropies": entropies, "runs": runs}
-    if folder is not None:
-        for name, file in RAW_TABLES.items(): raw[name].to_parquet(folder / file)
-    return raw
-
-def score(raw: dict[str, pd.DataFrame], config: AttentionConfig) -> dict[str, pd.DataFrame]:
-    "The summary per layer and phase, the curves along the relative position and the absolute step, and the model."
-    entropies = raw["entropies"]
-    return {"summary": layer_phase_summary(entropies), "relative": relative_position_curves(entropies, bins=config.bins),
-            "absolute": absolute_step_curves(entropies, step_width=config.step_width),
-            "model": raw["runs"][["model", "n_layers"]].drop_duplicates().reset_index(drop=True)}
-
-RESULT_FILES = {"summary": "summary_layer_phase.parquet", "relative": "curves_relative.parquet",  # what `score` returns, and where
-                "absolute": "curves_absolute.parquet", "model": "model.parquet"}                 # `report` writes it in a run folder
-RESULT_TABLES = RESULT_FILES  # the earlier name
-
-def per_layer_means(summary: pd.DataFrame) -> pd.DataFrame:
-    "Mean entropy per layer and paradigm over the whole generation, with Long-CoT minus Short-CoT when both ran."
-    table = summary[summary.phase == "all"].pivot(index="layer", columns="paradigm", values="mean")
-    if {"short", "long"} <= set(table.columns): table["long - short"] = table["long"] - table["short"]
-    return table
-
-def report(results: dict[str, pd.DataFrame], folder: str | Path, config: AttentionConfig) -> dict:
-    "The tables (parquet, the summary also as CSV and Markdown) and Figures 7 and 14, written under `folder`."
-    from reasoning_study.figures.attention import (plot_entropy_by_depth, plot_entropy_heatmap, plot_entropy_layer_grid,
-                                                   plot_entropy_layers, representative_layers)
-    from reasoning_study.figures.core import save_figure
-    folder = Path(folder)
-    written = {}
-    for name, file in RESULT_FILES.items(): results[name].to_parquet(folder / file); written[name] = [folder / file]
-    summary, relative, model = results["summary"], results["relative"], results["model"].iloc[0]
-    summary.to_csv(folder / "summary_layer_phase.csv", index=False)
-    (folder / "summary_layer_phase.md").write_text(f"# Attention entropy (bits, head-averaged distribution), {model.model}\n\n"
-                                                   f"Mean over runs of the per-run mean, whole generation:\n\n{per_layer_means(summary).round(3).to_markdown()}\n")
-    written["summary"] += [folder / "summary_layer_phase.csv", folder / "summary_layer_phase.md"]
-    layers = config.layers
-    shown = [l for l in representative_layers(int(model.n_layers)) if layers is None or l in layers] or sorted(layers)[:3]
-    both = {"short", "long"} <= set(config.paradigms)
-    figures = {"fig7_attention_entropy_layers": lambda: plot_entropy_layers(relative, results["absolute"], layers=shown),
-               "fig14_attention_entropy_heatmap": lambda: plot_entropy_heatmap(relative, paradigm_difference(relative) if both else None),
-               "fig14_attention_entropy_grid": lambda: plot_entropy_layer_grid(relative),
-               "attention_entropy_by_depth": lambda: plot_entropy_by_depth(summary)}
-    for name, draw in figures.items(): written[name] = save_figure(draw(), folder / "figures" / name)
-    return written
-
-def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
-    "The results of a run folder again, from its raw tables and the config in its run.json (no model)."
-    folder = Path(folder)
-    if (record := read_record(folder)) is None or not all((folder / f).is_file() for f in RAW_TABLES.values()):
-        raise FileNotFoundError(f"{folder} is not a finished attention-entropy run (needs run.json, {', '.join(RAW_TABLES.values())})")
-    raw = {name: pd.read_parquet(folder / file) for name, file in RAW_TABLES.items()}
-    return score(raw, config_from(AttentionConfig, record["config"], where="run.json config"))
 
 # %% ../../nbs/64_metrics.attention.ipynb #eaff332d
 def synthetic_entropies(paradigms: Sequence[str] = ("short", "long"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,7 @@ __all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'GRANULARI
            'length_distribution', 'transition_counts', 'transition_matrix', 'stability_curve', 'stopping_index',
            'stopping_points', 'stopping_at_k', 'spearman', 'matthews_corrcoef', 'condition_labels', 'robustness',
            'robustness_summary', 'cross_model_spearman', 'pass_at_k', 'majority_vote_at_k',
-           'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables']
+           'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables', 'main_condition', 'in_condition']
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4e35dd2e
 def first_correct_index(z: Sequence[bool]) -> int | None:
@@ -743,3 +743,16 @@ def synthetic_tables(n_items: int = 30,  # items per benchmark
     prefixes["probe_status"] = np.where(prefixes["prediction"].isna(), "truncated", "answered")
     if failure_rate: _fail_probes(prefixes, failure_rate, np.random.default_rng([random_state, 1]))
     return {"prefixes": prefixes, "traces": pd.DataFrame(traces), "utterances": pd.DataFrame(utt), "instruct": pd.DataFrame(instruct)}
+
+# %% ../../nbs/61_metrics.overthinking.ipynb #902551dd
+def main_condition(prefixes: pd.DataFrame) -> dict:
+    "The condition of the main results: the first termination template, the last extractor, in order of appearance, and the utterance granularity where a run probed several."
+    return dict(template=prefixes["template"].iloc[0], extractor=list(dict.fromkeys(prefixes["extractor"]))[-1],
+                granularity=main_granularity(prefixes))
+
+def in_condition(table: pd.DataFrame, condition: Mapping) -> pd.DataFrame:
+    "The rows of one condition: template and extractor, and the granularity where the condition and the table have one."
+    keep = (table.template == condition["template"]) & (table.extractor == condition["extractor"])
+    if "granularity" in condition and "granularity" in table.columns: keep &= granularity_of(table) == condition["granularity"]
+    return table[keep]  # (a trace table has no granularity: its rows hold at every one)
+

@@ -16,15 +16,12 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pandas as pd
 
-from ..config import ConfigError, check_config, param
-
 from . import subsetsum, timetabling
 from .core import attempt_rng, level_of, max_count
 
 # %% auto #0
-__all__ = ['TASKS', 'RAW_TABLE', 'RESULT_FILES', 'get_task', 'MuSoBenchItem', 'evaluate_attempt', 'build_task', 'build_benchmark',
-           'to_record', 'write_jsonl', 'detect_task', 'from_record', 'read_jsonl', 'instance_size', 'benchmark_table',
-           'benchmark_summary', 'MuSoBenchBuildConfig', 'run', 'score', 'report', 'rescore']
+__all__ = ['TASKS', 'get_task', 'MuSoBenchItem', 'evaluate_attempt', 'build_task', 'build_benchmark', 'to_record', 'write_jsonl',
+           'detect_task', 'from_record', 'read_jsonl', 'instance_size', 'benchmark_table', 'benchmark_summary']
 
 # %% ../../nbs/03_tasks.musobench.ipynb #afbee609
 TASKS: dict[str, ModuleType] = {"timetabling": timetabling, "subsetsum": subsetsum}
@@ -192,65 +189,3 @@ def benchmark_summary(table: pd.DataFrame) -> pd.DataFrame:
                                                  max_solutions=("answer_count", "max"), mean_solutions=("answer_count", "mean"),
                                                  mean_size=("size", "mean"))
             .round(2).reset_index())
-
-# %% ../../nbs/03_tasks.musobench.ipynb #9ca45d32
-RAW_TABLE = "instances.parquet"  # the raw table of a build's run folder
-RESULT_FILES = {"instances": RAW_TABLE, "summary": "summary.parquet"}  # what `score` returns, and where `report` / `run` keep it
-
-@dataclass(frozen=True)
-class MuSoBenchBuildConfig:
-    "The MuSoBench build's parameters."
-    seed: int = param(0, "benchmark seed: the same seed gives the same files, byte for byte", minimum=0)
-    per_level: int = param(100, "instances per complexity level (the paper: 100)", minimum=1)
-    tasks: list[str] = param(["timetabling", "subsetsum"], "which tasks to build", choices=lambda: list(TASKS))
-    levels: list[int] | None = param(None, "1-based levels to build, or None for all")
-    workers: int = param(2, "worker processes for the generation attempts", minimum=1)
-    out_dir: str = param("outputs/musobench", "run folder (relative to the project root)")
-
-    def __post_init__(self):
-        check_config(self)
-        problems = [] if self.tasks else ["parameter 'tasks' must not be empty"]
-        for task in self.tasks:
-            top = len(get_task(task).LEVELS)
-            if bad := [l for l in self.levels or [] if isinstance(l, bool) or not isinstance(l, int) or not 1 <= l <= top]:
-                problems.append(f"parameter 'levels': {task} has levels 1..{top}, got {bad}")
-        if problems: raise ConfigError(problems, where="MuSoBenchBuildConfig parameters")
-
-# %% ../../nbs/03_tasks.musobench.ipynb #f07d2c26
-def _no_model(backend, store):
-    if backend is not None or store is not None: raise ValueError("the MuSoBench build uses no model: pass backend=None and store=None")
-
-def run(config: MuSoBenchBuildConfig, backend=None, store=None, folder: str | Path | None = None) -> dict[str, pd.DataFrame]:
-    "Build every task of `config`; into `folder` (when given) go `<task>.jsonl` and the raw table. Raw: the instances table."
-    _no_model(backend, store)
-    items = []
-    for task in config.tasks:
-        built = build_task(task, seed=config.seed, per_level=config.per_level, levels=config.levels, workers=config.workers)
-        if folder is not None: write_jsonl(built, Path(folder) / f"{task}.jsonl")
-        items += built
-    raw = {"instances": benchmark_table(items)}
-    if folder is not None: raw["instances"].to_parquet(Path(folder) / RAW_TABLE)
-    return raw
-
-def score(raw: dict[str, pd.DataFrame], config: MuSoBenchBuildConfig | None = None) -> dict[str, pd.DataFrame]:
-    "The instances table and its summary per task and level."
-    return {"instances": raw["instances"], "summary": benchmark_summary(raw["instances"])}
-
-def report(results: dict[str, pd.DataFrame], folder: str | Path, config: MuSoBenchBuildConfig | None = None) -> dict:
-    "The summary table (parquet, CSV, Markdown) and the figure of solution counts per level, written under `folder`."
-    from reasoning_study.figures.core import save_figure
-    from reasoning_study.figures.musobench import plot_solution_counts
-    folder, summary = Path(folder), results["summary"]
-    summary.to_parquet(folder / RESULT_FILES["summary"]); summary.to_csv(folder / "summary.csv", index=False)
-    (folder / "summary.md").write_text(summary.to_markdown(index=False) + "\n")
-    return {"summary": [folder / RESULT_FILES["summary"], folder / "summary.csv", folder / "summary.md"],
-            "solution_counts": save_figure(plot_solution_counts(results["instances"]), folder / "figures" / "solution_counts")}
-
-def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
-    "The results of a build's run folder again, from its raw table and the config in its run.json."
-    from reasoning_study.config import config_from
-    from reasoning_study.provenance import read_record
-    folder = Path(folder)
-    if (record := read_record(folder)) is None or not (folder / RAW_TABLE).is_file():
-        raise FileNotFoundError(f"{folder} is not a finished MuSoBench build (needs run.json and {RAW_TABLE})")
-    return score({"instances": pd.read_parquet(folder / RAW_TABLE)}, config_from(MuSoBenchBuildConfig, record["config"], where="run.json config"))
