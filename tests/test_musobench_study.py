@@ -21,11 +21,14 @@ from conftest import CELL_PARAMETERS, papermill_command
 from reasoning_study.config import config_from
 from reasoning_study.studies.musobench.study import MuSoBenchConfig, read_config, report, rescore, run, score, study_params
 from reasoning_study.provenance import finish_record, start_record, write_record
-from reasoning_study.studies.musobench.study import (DIALOGUE_KEYS, RUN_FILES, ProtocolConfig, checkpoint_prefill, close_thinking,
-                                       count_reflections, exploration_prefill, paradigm_setup, parse_confidence, parse_decision,
-                                       read_results, reflection_offsets, rescore_run, run_study, score_turns,
-                                       solve_messages, split_turn, study_figures, study_tables, thinking_is_open, thinking_opener,
-                                       write_instances, write_run, write_study_report)
+from reasoning_study.studies.musobench.protocol import (DIALOGUE_KEYS, ProtocolConfig, paradigm_setup, solve_messages, split_turn,
+                                                        thinking_is_open, thinking_opener)
+from reasoning_study.studies.musobench.replies import (checkpoint_prefill, close_thinking, count_reflections, exploration_prefill,
+                                                       parse_confidence, parse_decision, reflection_offsets)
+from reasoning_study.studies.musobench.report import study_figures, study_tables, write_study_report
+from reasoning_study.studies.musobench.scoring import score_turns
+from reasoning_study.studies.musobench.study import (RUN_FILES, read_results, rescore_run, run_study, write_instances,
+                                                     write_run)
 from reasoning_study.prompts.musobench import (CONFIDENCE_PROMPT, EXPLORATION_CUE, EXPLORATION_OPENINGS, RECONSIDER_PROMPT,
                                                REFLECTION_MARKERS)
 from reasoning_study.store import GenerationStore, generate_cached

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from reasoning_study.studies.attention import recording as at
-from reasoning_study.studies.musobench import study as mb
+from reasoning_study.studies.musobench import protocol as mb
 from reasoning_study.backends.core import THINK_CLOSE, Request, SamplingParams, chat, get_preset
 from reasoning_study.backends.transformers import QWEN3_THINK_IDS, default_device, from_preset
 from reasoning_study.probing import prober

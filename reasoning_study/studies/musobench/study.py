@@ -26,23 +26,16 @@ from ...runs import run_dir, write_params
 
 from ...tasks.musobench import TASKS, MuSoBenchItem, build_task, from_record, get_task, read_jsonl, to_record, write_jsonl
 
-# the split-out modules; their names stay importable from here (noveltybench, tests, notebooks and the sweep use them)
-from .replies import (checkpoint_prefill, close_thinking, complete_part, confidence_fraction,
-                                               count_reflections, exploration_prefill, parse_confidence, parse_decision,
-                                               reflection_markers, reflection_offsets)
-from .protocol import (DIALOGUE_KEYS, Dialogue, ParadigmSetup, ProtocolConfig, Turn, TurnJob,
-                                                TurnRunner, add_stats, continues_prefill, exploration_dialogues, follow_up,
-                                                has_readable_answer, paradigm_setup, prompt_text, reflection_dialogues,
-                                                reply_prefill, run_protocol, solve_messages, split_turn, thinking_is_open,
-                                                thinking_opener, token_counter, turns_table)
-from .scoring import EXTRA_COLUMNS, aggregate_rows, score_dialogue, score_turns
-from .report import (REPORT_BY, SC_CONDITIONS, UNSCORED_NOTES, main_rows, main_temperature,
-                                              status_table, study_figures, study_tables, write_novelty_report, write_study_report,
-                                              NOVELTY_TABLE, novelty_markdown, novelty_table)
-from ...provenance import read_record
+# the study's own modules: what the entry points below use
+from .protocol import (ProtocolConfig, TurnRunner, add_stats, paradigm_setup,
+                                                        run_protocol, turns_table)
+from .scoring import score_turns
+from .report import (write_novelty_report, write_study_report, NOVELTY_TABLE,
+                                                      novelty_markdown, novelty_table)
 from .noveltybench import (ConstantRater, LLMJudge, LLMRater, LexicalJudge,
                                                             NoveltyConfig, apply_judgements, generate_novelty,
                                                             judge_novelty)
+from ...provenance import read_record
 from ...tasks.noveltybench import SUBSET_FILES as NOVELTY_SUBSETS, load_noveltybench
 
 # %% auto #0
