@@ -21,9 +21,9 @@ from ...provenance import read_record
 from ...tasks.musobench import TASKS, build_task
 
 # %% auto #0
-__all__ = ['RAW_TABLES', 'RESULT_FILES', 'RESULT_TABLES', 'COUNTED', 'preset_sampling', 'AttentionConfig', 'study_sampling',
-           'study_items', 'n_layers', 'run', 'score', 'per_layer_means', 'report', 'rescore', 'study_preset',
-           'study_backend', 'section']
+__all__ = ['RAW_TABLES', 'RESULT_FILES', 'COUNTED', 'preset_sampling', 'AttentionConfig', 'study_sampling', 'study_items',
+           'n_layers', 'run', 'score', 'per_layer_means', 'report', 'rescore', 'study_preset', 'study_backend',
+           'section']
 
 # %% ../../../nbs/80_studies.attention.study.ipynb #e1d85d7d
 def preset_sampling(preset: str | ModelPreset, **fields) -> SamplingParams:
@@ -100,7 +100,6 @@ def score(raw: dict[str, pd.DataFrame], config: AttentionConfig) -> dict[str, pd
 
 RESULT_FILES = {"summary": "summary_layer_phase.parquet", "relative": "curves_relative.parquet",  # what `score` returns, and where
                 "absolute": "curves_absolute.parquet", "model": "model.parquet"}                 # `report` writes it in a run folder
-RESULT_TABLES = RESULT_FILES  # the earlier name
 
 def per_layer_means(summary: pd.DataFrame) -> pd.DataFrame:
     "Mean entropy per layer and paradigm over the whole generation, with Long-CoT minus Short-CoT when both ran."
@@ -160,7 +159,7 @@ def study_backend(config: AttentionConfig):
     return from_preset(preset)
 
 # %% ../../../nbs/80_studies.attention.study.ipynb #8a505863
-COUNTED = ("entropy.parquet", ["paradigm"], ["task", "question_id"])  # where a condition's instances are counted
+COUNTED = (RAW_TABLES["entropies"], ["paradigm"], ["task", "question_id"])  # where a condition's instances are counted
 
 def section(folders: Sequence[str | Path], out: str | Path, made: dict, bins: int = 10, step_width: int = 8):
     "Figures 7 and 14 (and entropy by depth) for each attention_entropy run."
@@ -169,8 +168,8 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict, bins: in
     draw = Drawer(out, "attention", made)
     for f in map(Path, folders):
         suffix = f"_{f.name}" if len(folders) > 1 else ""
-        if not (f / "entropy.parquet").is_file(): draw.skip(f"fig7_attention_entropy_layers{suffix}", "no entropy.parquet"); continue
-        entropies = pd.read_parquet(f / "entropy.parquet")
+        if not (f / RAW_TABLES["entropies"]).is_file(): draw.skip(f"fig7_attention_entropy_layers{suffix}", f"no {RAW_TABLES['entropies']}"); continue
+        entropies = pd.read_parquet(f / RAW_TABLES["entropies"])
         relative = relative_position_curves(entropies, bins=bins)
         absolute = absolute_step_curves(entropies, step_width=step_width)
         summary = layer_phase_summary(entropies)

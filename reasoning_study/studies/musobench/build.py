@@ -86,8 +86,8 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict):
     "Solution counts per level and the summary table of the pooled benchmark builds."
     from reasoning_study.figures.musobench import plot_solution_counts
     draw = Drawer(out, "musobench_build", made)
-    table = read_tables(folders, "instances.parquet")
-    if table.empty: draw.skip("solution_counts", "no instances.parquet in the build runs"); return
+    table = read_tables(folders, RAW_TABLE)
+    if table.empty: draw.skip("solution_counts", f"no {RAW_TABLE} in the build runs"); return
     draw.table("summary", benchmark_summary(table.drop(columns="run")))
     draw.figure("solution_counts", lambda: plot_solution_counts(table))
 
