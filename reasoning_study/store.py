@@ -12,9 +12,10 @@ import os
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import pandas as pd
 from tqdm import tqdm
@@ -22,9 +23,9 @@ from tqdm import tqdm
 from .backends.core import Backend, Completion, Request, SamplingParams
 
 # %% auto #0
-__all__ = ['KEY_VERSION', 'LEGACY_NUMERICS', 'SCHEMA_VERSION', 'MIGRATIONS', 'COLUMNS', 'logger', 'sampling_fields',
+__all__ = ['KEY_VERSION', 'LEGACY_NUMERICS', 'SCHEMA_VERSION', 'MIGRATIONS', 'COLUMNS', 'RUN_STORE', 'logger', 'sampling_fields',
            'key_numerics', 'generation_key_fields', 'generation_key', 'GenerationRecord', 'GenerationStore',
-           'SampleRun', 'plan_batches', 'CacheStats', 'generate_cached']
+           'run_store', 'SampleRun', 'plan_batches', 'CacheStats', 'generate_cached']
 
 # %% ../nbs/20_store.ipynb #35a792bd
 KEY_VERSION = 1  # bump when the recipe of generation_key changes
@@ -274,6 +275,20 @@ class GenerationStore:
     def __enter__(self): return self
     def __exit__(self, *exc): self.close()
     def __repr__(self): return f"GenerationStore({str(self.path)!r})"
+
+# %% ../nbs/20_store.ipynb #2956e02a
+RUN_STORE = "generations.sqlite"  # a run folder's store
+
+@contextmanager
+def run_store(store: GenerationStore | None,  # the store given to a run (kept open after it)
+              folder: str | Path | None,  # the run folder (its generations.sqlite when no store is given)
+             ) -> Iterator[GenerationStore | None]:
+    "The store a run writes to: the given one, else the folder's (closed when the run ends), else None."
+    if store is not None or folder is None:
+        yield store
+        return
+    with GenerationStore(Path(folder) / RUN_STORE) as own:
+        yield own
 
 # %% ../nbs/20_store.ipynb #e5522721
 @dataclass(frozen=True)

@@ -244,14 +244,13 @@ def test_attention_config_rejects_bad_values(values, message):
 
 
 def test_study_entry_points_and_rescore(backend, tmp_path):
-    from reasoning_study.provenance import finish_record, start_record, write_record
+    from reasoning_study.studies.runner import execute
     cfg = attention_study.AttentionConfig(tasks=["subsetsum"], per_level=1, layers=[0, 15, 29], max_new_tokens=5, bins=2, step_width=2,
                              out_dir=str(tmp_path))
-    raw = attention_study.run(cfg, backend, folder=tmp_path)
+    done = execute("attention_entropy", cfg, tmp_path, backends=backend)
+    raw, written = done.raw, done.written
     assert len(raw["runs"]) == 2 and len(raw["entropies"]) == 2 * 3  # short and long, three layers each
-    results = attention_study.score(raw, cfg)
-    written = attention_study.report(results, tmp_path, cfg)
-    write_record(tmp_path, finish_record(start_record("attention_entropy", cfg), backends={"model": backend}))
+    assert done.record["backends"]["model"]["model"] == backend.model_id and done.record["counts"] == {"runs": 2}
     assert (tmp_path / "figures" / "fig7_attention_entropy_layers.png").is_file() and "fig14_attention_entropy_grid" in written
     again = attention_study.rescore(tmp_path)
     for name, file in attention_study.RESULT_FILES.items(): pd.testing.assert_frame_equal(again[name], pd.read_parquet(tmp_path / file))

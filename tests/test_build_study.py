@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from reasoning_study.config import ConfigError, config_from, parameters_source
-from reasoning_study.provenance import finish_record, start_record, write_record
+from reasoning_study.studies.runner import execute
 from reasoning_study.studies.musobench import build as study
 from reasoning_study.tasks.musobench import read_jsonl
 
@@ -36,9 +36,9 @@ def test_config_defaults_and_papermill_strings():
 
 def test_rescore_reproduces_the_stored_tables(tmp_path):
     cfg = config_from(study.MuSoBenchBuildConfig, dict(per_level=3, levels=[1, 2], workers=2, out_dir=str(tmp_path)))
-    results = study.score(study.run(cfg, folder=tmp_path), cfg)
-    written = study.report(results, tmp_path, cfg)
-    write_record(tmp_path, finish_record(start_record("musobench_build", cfg)))
+    done = execute("musobench_build", cfg, tmp_path)
+    results, written = done.results, done.written
+    assert done.record["status"] == "finished" and done.record["counts"] == {"generated": 6, "reused": 0}
     assert [p.name for p in written["solution_counts"]] == ["solution_counts.png", "solution_counts.pdf"]
     assert list(results["summary"]["instances"]) == [3, 3, 3, 3]
     again = study.rescore(tmp_path)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reasoning_study.provenance import finish_record, start_record, write_record
-from reasoning_study.studies.musobench.build import MuSoBenchBuildConfig, report, run, score
+from reasoning_study.studies.runner import execute
+from reasoning_study.studies.musobench.build import MuSoBenchBuildConfig
 
 pytestmark = pytest.mark.slow  # console scripts in fresh processes on a built run folder
 
@@ -28,10 +28,7 @@ def build_folder(tmp_path) -> Path:
     folder = tmp_path / "build"
     folder.mkdir()
     config = MuSoBenchBuildConfig(tasks=["subsetsum"], levels=[1], per_level=1, workers=1, out_dir=str(folder))
-    record = start_record("musobench_build", config)
-    results = score(run(config, folder=folder), config)
-    report(results, folder, config)
-    write_record(folder, finish_record(record, counts=dict(generated=0, reused=0)))
+    execute("musobench_build", config, folder)  # run.json, raw table, results, report
     return folder
 
 

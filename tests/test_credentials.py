@@ -21,7 +21,7 @@ from local_server import LocalServer, chat_reply
 
 from reasoning_study.backends.core import chat, load_backend
 from reasoning_study.cli import main, run_main
-from reasoning_study.sweep import load_sweep
+from reasoning_study.sweep.spec import load_sweep
 
 pytestmark = pytest.mark.slow  # papermill runs and sweeps that must leave no trace of a key
 

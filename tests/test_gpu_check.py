@@ -1,4 +1,4 @@
-"""The GPU check (`make gpu-check`, nbs/92_gpu_check.ipynb) end to end on the CPU: the tiny shape, short lengths.
+"""The GPU check (`make gpu-check`, nbs/95_gpu_check.ipynb) end to end on the CPU: the tiny shape, short lengths.
 
 So that the command cannot rot between the rare runs on a GPU host: every stage runs, every assertion
 that the CPU can make passes, and the report has one row per shape and measure."""

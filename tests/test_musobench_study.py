@@ -19,8 +19,8 @@ from reasoning_study.backends.core import Request, SamplingParams, make_completi
 from reasoning_study.metrics.musobench import synthetic_results
 from conftest import CELL_PARAMETERS, papermill_command
 from reasoning_study.config import config_from
-from reasoning_study.studies.musobench.study import MuSoBenchConfig, read_config, report, rescore, run, score, study_params
-from reasoning_study.provenance import finish_record, start_record, write_record
+from reasoning_study.studies.musobench.study import MuSoBenchConfig, read_config, rescore, run, study_params
+from reasoning_study.studies.runner import execute
 from reasoning_study.studies.musobench.protocol import (DIALOGUE_KEYS, ProtocolConfig, paradigm_setup, solve_messages, split_turn,
                                                         thinking_is_open, thinking_opener)
 from reasoning_study.studies.musobench.replies import (checkpoint_prefill, close_thinking, count_reflections, exploration_prefill,
@@ -504,17 +504,16 @@ def test_the_four_entry_points_and_a_rescore_without_torch(tmp_path, tasks=("sub
     With NoveltyBench among the tasks (a run without it is the experiment notebook's test below)."""
     config = MuSoBenchConfig(tasks=list(tasks), levels=[1], per_level=2, max_tokens=64, sc_samples=3, reflection_ks=[0, 1],
                              novelty_prompts=2, novelty_k=3, out_dir=str(tmp_path))
-    raw = run(config, ScriptedBackend(), folder=tmp_path, progress=False)
+    done = execute("musobench", config, tmp_path, backends=ScriptedBackend(), progress=False)  # the runner writes run.json
+    raw, results, written = done.raw, done.results, done.written
     novelty = "noveltybench" in tasks
     assert sorted(raw) == sorted(["instances", "stats", "turns"] + ["novelty_generations", "novelty_judgements"] * novelty)
     assert len(raw["instances"]) == 2
-    results = score(raw, config)
     assert sorted(results) == sorted(["results", "samples"] + ["novelty"] * novelty)
-    written = report(results, tmp_path, config)
     assert {"raw:results", "raw:samples", "table:summary"} <= set(written)
     names = ("results", "samples", "novelty") if novelty else ("results", "samples")
     assert [(tmp_path / RUN_FILES[n]).is_file() for n in ("novelty", "novelty_generations", "novelty_judgements")] == [novelty] * 3
-    write_record(tmp_path, finish_record(start_record("musobench", config), counts=dict(generated=int(raw["stats"]["generated"].iloc[0]))))
+    assert done.record["counts"] == {"generated": int(raw["stats"]["generated"].iloc[0]), "reused": 0}
     code = ("import sys; sys.modules['torch'] = sys.modules['transformers'] = sys.modules['vllm'] = None\n"
             "import pandas as pd\nfrom reasoning_study.studies.musobench.study import RUN_FILES, rescore\n"
             f"folder = {str(tmp_path)!r}\nagain = rescore(folder)\nassert sorted(again) == {sorted(names)!r}\n"
@@ -543,10 +542,8 @@ def test_the_four_entry_points_and_a_rescore_without_torch(tmp_path, tasks=("sub
     assert int(again["stats"]["generated"].iloc[0]) == 0 and int(again["stats"]["cached"].iloc[0]) == int(stored["generated"])
     only = MuSoBenchConfig(tasks=["noveltybench"], novelty_prompts=1, novelty_k=3, novelty_judge="lexical", novelty_rater="constant",
                            out_dir=str(tmp_path / "only"))
-    raw_only = run(only, ScriptedBackend(), folder=tmp_path / "only", progress=False)
+    raw_only = execute("musobench", only, tmp_path / "only", backends=ScriptedBackend(), progress=False).raw
     assert sorted(raw_only) == ["novelty_generations", "novelty_judgements", "stats"]
-    report(score(raw_only, only), tmp_path / "only", only)
-    write_record(tmp_path / "only", finish_record(start_record("musobench", only)))
     assert not (tmp_path / "only" / RUN_FILES["results"]).exists()
     lexical = rescore(tmp_path / "only")["novelty"]
     pd.testing.assert_frame_equal(lexical, pd.read_parquet(tmp_path / "only" / RUN_FILES["novelty"]))

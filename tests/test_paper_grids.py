@@ -17,7 +17,7 @@ import yaml
 
 from reasoning_study.backends.core import PRESET_ALIASES, PRESETS, get_preset
 from reasoning_study.cli import main
-from reasoning_study.sweep import load_sweep
+from reasoning_study.sweep.spec import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS = sorted((ROOT / "nbs" / "sweeps").glob("*.yaml"))

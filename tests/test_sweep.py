@@ -18,7 +18,8 @@ import psutil
 import pytest
 
 from reasoning_study.cli import main, rescore_sweep
-from reasoning_study.sweep import DONE_FILE, WORK, finished_runs, load_sweep
+from reasoning_study.sweep.index import DONE_FILE, finished_runs, WORK
+from reasoning_study.sweep.spec import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 # three cells of the benchmark build, three seeds: a real study notebook whose cells take seconds (about 10 s each, long

@@ -19,7 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from reasoning_study.sweep import DONE_FILE, WORK, lock_path
+from reasoning_study.sweep.index import DONE_FILE, WORK
+from reasoning_study.sweep.locks import lock_path
 from test_sweep import notebook_processes as leftovers  # guard, papermill and kernel processes naming a folder
 
 pytestmark = pytest.mark.slow  # sweeps killed and rerun (real processes)
