@@ -1,1 +1,20 @@
+"""reasoning_study: how reasoning LLMs fail, two papers reproduced as one library.
+
+The map, bottom layer first (dependencies point down; no study imports another; `nbs/index.ipynb` is the front page):
+
+- run plumbing: `runs` (paths, redaction), `config` (typed study configs), `provenance` (`run.json`)
+- tasks: `tasks.core`, `tasks.timetabling`, `tasks.subsetsum`, `tasks.musobench`, `tasks.qa`, `tasks.noveltybench`
+- backends: `backends.request` (what is asked and answered), `backends.contract` (the protocol, capabilities),
+  `backends.presets` (the papers' models, their providers' rules, `load_backend`), `backends.transformers`,
+  `backends.vllm`, `backends.openai`, `backends.weights`, `backends.server`
+- `store` (every generation, keyed and resumable); prompts: `prompts.musobench`, `prompts.overthinking`,
+  `prompts.noveltybench`; probing: `probing.trace`, `probing.answers`, `probing.prober`, `probing.judge`
+- metrics: `metrics.musobench`, `metrics.overthinking`, `metrics.noveltybench`, `metrics.stopping`,
+  `metrics.attention`; figures: `figures.core`, `figures.sections`, `figures.musobench`, `figures.overthinking`,
+  `figures.attention`, `figures.stopping`
+- studies: `studies.musobench` (`build`, `replies`, `protocol`, `scoring`, `report`, `noveltybench`, `study`),
+  `studies.overthinking` (`report`, `study`), `studies.attention` (`recording`, `study`), `studies.registry`
+  (the contract and the list), `studies.runner` (one run and its `run.json`)
+- across runs: `sweep.spec`, `sweep.index`, `sweep.locks`, `sweep.executors`, `report`, `gpu_check`, `cli`
+"""
 __version__ = "0.1.0"

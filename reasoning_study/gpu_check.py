@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 import torch
 
 from .studies.attention.recording import EntropyRecorder, entropies_from_attention_maps, generate_with_entropies, stream_entropies
-from .backends.core import SamplingParams, chat
+from .backends.request import chat, SamplingParams
 from .backends.transformers import TransformersBackend
 from .backends.weights import QWEN3_SHAPES, QWEN3_THINK_IDS, qwen3_tokenizer_dir, random_qwen3
 from .probing.prober import TraceProbes, plan_probes, probe_traces, render_prompt, trace_request

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from .backends.core import describe_backend
+from .backends.contract import describe_backend
 from .config import config_values
 from .runs import project_root, redact
 

@@ -55,7 +55,7 @@ def is_credential_name(name: Any) -> bool:
 
 def key_variable_hint() -> str:
     "Which variables the hosted presets read their keys from (for messages)."
-    from reasoning_study.backends.core import key_variables  # the presets' registry; imported when a message needs it
+    from reasoning_study.backends.presets import key_variables  # the presets' registry; imported when a message needs it
     found = key_variables()
     return ", ".join(f"{v} ({', '.join(p)})" for v, p in found.items()) or "the preset's api_key_env"
 

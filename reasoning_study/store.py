@@ -20,7 +20,8 @@ from typing import Iterable, Iterator, Sequence
 import pandas as pd
 from tqdm import tqdm
 
-from .backends.core import Backend, Completion, Request, SamplingParams
+from .backends.contract import Backend
+from .backends.request import Completion, Request, SamplingParams
 
 # %% auto #0
 __all__ = ['KEY_VERSION', 'LEGACY_NUMERICS', 'SCHEMA_VERSION', 'MIGRATIONS', 'COLUMNS', 'RUN_STORE', 'logger', 'sampling_fields',
@@ -276,7 +277,7 @@ class GenerationStore:
     def __exit__(self, *exc): self.close()
     def __repr__(self): return f"GenerationStore({str(self.path)!r})"
 
-# %% ../nbs/20_store.ipynb #2956e02a
+# %% ../nbs/20_store.ipynb #3e02929b
 RUN_STORE = "generations.sqlite"  # a run folder's store
 
 @contextmanager

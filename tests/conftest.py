@@ -148,7 +148,8 @@ def vllm_engine():
     "The vLLM backend on the embedded SmolLM2: on CPU float32 (comparable token for token) and eager (no 3-min compile)."
     need_vllm()
     import torch
-    from reasoning_study.backends.core import ModelPreset, SamplingParams, load_backend
+    from reasoning_study.backends.presets import load_backend, ModelPreset
+    from reasoning_study.backends.request import SamplingParams
     precision = dict(batch_invariant=True) if torch.cuda.is_available() else dict(dtype="float32", enforce_eager=True)
     preset = ModelPreset("smollm2-vllm", "embedded:SmolLM2-135M-Instruct", "vllm", "never", SamplingParams(max_tokens=32))
     yield load_backend(preset, max_model_len=2048, gpu_memory_utilization=0.3, **precision)

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from reasoning_study.backends.core import SamplingParams, make_completion
+from reasoning_study.backends.request import make_completion, SamplingParams
 from reasoning_study.probing.answers import (EXTRACTOR_SAMPLING, Extraction, extract_answers, extract_by_rules,
                                              extractor_request, parse_extractor_reply, predicted_letter, verify)
 from reasoning_study.prompts.overthinking import ANSWER_LEAD, termination_suffix
@@ -220,7 +220,7 @@ def test_rules_only_without_backend():
 @pytest.fixture(scope="module")
 def embedded():
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from reasoning_study.backends.core import load_backend
+    from reasoning_study.backends.presets import load_backend
     return load_backend("smollm2-135m")
 
 

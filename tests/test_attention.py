@@ -8,7 +8,8 @@ from hypothesis import given, settings, strategies as st
 from reasoning_study.studies.attention import recording as at
 from reasoning_study.metrics import attention as attention_metrics
 from reasoning_study.studies.attention import study as attention_study
-from reasoning_study.backends.core import SamplingParams, chat, get_preset
+from reasoning_study.backends.presets import get_preset
+from reasoning_study.backends.request import chat, SamplingParams
 from reasoning_study.backends.transformers import from_preset
 from reasoning_study.tasks.musobench import build_task
 

@@ -6,9 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from reasoning_study.backends.core import (
-    CAPABILITIES, DESCRIBE_KEYS, PRESET_ALIASES, PRESETS, Backend, MissingCapability, ModelPreset, TokenBackend,
-    capabilities_of, check_backend_options, describe_backend, get_preset, load_backend, require, stage_batch_size, supports)
+from reasoning_study.backends.contract import (Backend, CAPABILITIES, capabilities_of, describe_backend,
+                                               DESCRIBE_KEYS, MissingCapability, require, stage_batch_size, supports,
+                                               TokenBackend)
+from reasoning_study.backends.presets import (check_backend_options, get_preset, load_backend, ModelPreset,
+                                              PRESET_ALIASES, PRESETS)
 
 
 def test_the_capability_names():
@@ -90,7 +92,7 @@ def test_describe_backend_of_a_stand_in_without_describe():
 
 def test_the_prober_asks_for_capabilities():
     from reasoning_study.probing.prober import probe_method, render_prompt
-    from reasoning_study.backends.core import chat
+    from reasoning_study.backends.request import chat
     with pytest.raises(MissingCapability, match="probing with method 'batched' needs 1 capability that the stub backend"):
         probe_method(Stub())
     with pytest.raises(MissingCapability, match="does not declare: tokenizer"):
@@ -116,20 +118,18 @@ def test_backend_options_are_checked_by_their_backend():
         check_backend_options("qwen3-8b", {"gpu_mem": 0.5})
     with pytest.raises(ValueError, match=r"unknown option\(s\) \['batchsize'\] for the transformers backend"):
         check_backend_options("smollm2-135m", {"batchsize": 2})
-    from reasoning_study.backends.vllm import check_backend_options as from_vllm  # the old place still works
-    assert from_vllm is check_backend_options
 
 
-def test_weights_and_server_modules_and_their_old_names():
+def test_weights_and_server_modules_and_no_old_names():
     import subprocess, sys
     code = ("import sys; import reasoning_study.backends.weights, reasoning_study.backends.server, reasoning_study.backends.vllm; "
             "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'openai') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"  # resolving weights, starting servers and the vLLM module import none of them
     from reasoning_study.backends import openai as oa, server, transformers as tb, vllm as vb, weights
-    assert (tb.embedded_model_dir, tb.hub_commit, tb.random_qwen3, tb.QWEN3_THINK_IDS) == (
-        weights.embedded_model_dir, weights.hub_commit, weights.random_qwen3, weights.QWEN3_THINK_IDS)
-    assert (oa.free_port, oa.serve_command, oa.serve_with_transformers) == (server.free_port, server.serve_command, server.serve_with_transformers)
+    assert weights.embedded_model_dir and server.serve_with_transformers  # each name lives in one module: no re-exports (pre-1.0)
+    assert not {"embedded_model_dir", "random_qwen3", "QWEN3_THINK_IDS", "tiny_qwen3_dir"} & set(tb.__all__) | set(dir(tb)) & {"tiny_qwen3_dir"}
+    assert not {"free_port", "serve_command", "serve_with_transformers"} & set(dir(oa))
     assert not hasattr(vb, "serve_with_vllm")  # the server lifecycle lives in backends.server only (no circle back)
     source = open(vb.__file__).read()
     assert "backends.transformers" not in source and "backends.openai" not in source  # issue 14: no reach into other backends

@@ -6,10 +6,11 @@ import time
 import pytest
 from local_server import LocalServer, chat_reply
 
-from reasoning_study.backends.core import ModelPreset, Request, SamplingParams, chat, load_backend
-from reasoning_study.backends.openai import (ApiOptions, OpenAIBackend, api_options, chat_body, completion_from_response,
-                                             free_port, run_sync, serve_with_transformers)
-from reasoning_study.backends.transformers import embedded_model_dir
+from reasoning_study.backends.presets import load_backend, ModelPreset
+from reasoning_study.backends.request import chat, Request, SamplingParams
+from reasoning_study.backends.openai import ApiOptions, OpenAIBackend, api_options, chat_body, completion_from_response, run_sync
+from reasoning_study.backends.server import free_port, serve_with_transformers
+from reasoning_study.backends.weights import embedded_model_dir
 from openai.types.chat import ChatCompletion
 
 pytestmark = pytest.mark.slow  # real OpenAI-compatible servers on 127.0.0.1 (transformers serve)

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from reasoning_study.backends import transformers as tb
-from reasoning_study.backends.core import Backend, ModelPreset, Request, SamplingParams, chat, load_backend
+from reasoning_study.backends.contract import Backend
+from reasoning_study.backends.presets import load_backend, ModelPreset
+from reasoning_study.backends.request import chat, Request, SamplingParams
 
 pytestmark = pytest.mark.slow  # generation by the embedded model and the tiny Qwen3 (the backend's contract on real models)
 
@@ -170,11 +172,11 @@ MULTIMODAL_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m
 
 
 def test_core_rendering_places_images_with_a_multimodal_template(backend):
-    # the rendering vLLM uses (backends.core.render_prompt_ids): image parts reach the template; templates that skip or
+    # the rendering vLLM uses (backends.contract.render_prompt_ids): image parts reach the template; templates that skip or
     # print them are refused. The embedded tokenizer with a small multimodal template stands in for a VLM's.
     import copy
     from PIL import Image
-    from reasoning_study.backends.core import render_prompt_ids
+    from reasoning_study.backends.contract import render_prompt_ids
     figure = Image.new("RGB", (8, 8), "red")
     request = chat("Count the squares.", system="Be brief.", images=[figure, figure])
     vlm = copy.deepcopy(backend.tokenizer)

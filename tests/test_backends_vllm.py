@@ -5,9 +5,10 @@ import sys
 import pytest
 from transformers import AutoTokenizer
 
-from reasoning_study.backends.core import ModelPreset, Request, SamplingParams, chat, get_preset, load_backend
-from reasoning_study.backends.transformers import embedded_model_dir
-from reasoning_study.backends.core import expected_thinking, render_prompt_ids, tokenize_continuation as encode
+from reasoning_study.backends.presets import get_preset, load_backend, ModelPreset
+from reasoning_study.backends.request import chat, Request, SamplingParams
+from reasoning_study.backends.weights import embedded_model_dir
+from reasoning_study.backends.contract import expected_thinking, render_prompt_ids, tokenize_continuation as encode
 from reasoning_study.backends.vllm import (VLLM_INSTALL_HINT, cacheable_tokens, from_preset,
                                            vllm_options)
 
@@ -157,7 +158,7 @@ from reasoning_study.backends import vllm as vb
 
 def test_a_stage_goes_whole_to_vllm_and_in_batches_elsewhere(tmp_path):
     "A counting stand-in through the store: one generate call for a stage on a continuous backend, batches of 8 otherwise."
-    from reasoning_study.backends.core import make_completion
+    from reasoning_study.backends.request import make_completion
     from reasoning_study.store import GenerationStore, generate_cached
 
     class Counting:

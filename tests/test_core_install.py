@@ -151,7 +151,7 @@ class ScriptedReplies:
         return ("Adding up the values.\n</think>\n\n" + text) if request.prefill.rstrip().endswith("<think>") else text
 
     def generate(self, requests):
-        from reasoning_study.backends.core import make_completion
+        from reasoning_study.backends.request import make_completion
         return [[make_completion(self.reply(r, i), "stop", prefill=r.prefill, prompt_tokens=10, completion_tokens=5,
                                  seed=r.sampling.sample_seed(i), sample_index=i) for i in range(r.sampling.n)]
                 for r in requests]

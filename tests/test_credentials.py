@@ -19,7 +19,8 @@ import pytest
 import yaml
 from local_server import LocalServer, chat_reply
 
-from reasoning_study.backends.core import chat, load_backend
+from reasoning_study.backends.presets import load_backend
+from reasoning_study.backends.request import chat
 from reasoning_study.cli import main, run_main
 from reasoning_study.sweep.spec import load_sweep
 

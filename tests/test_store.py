@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reasoning_study.backends.core import ModelPreset, SamplingParams, Request, chat, make_completion
+from reasoning_study.backends.presets import ModelPreset
+from reasoning_study.backends.request import chat, make_completion, Request, SamplingParams
 from reasoning_study.store import (COLUMNS, LEGACY_NUMERICS, GenerationRecord, GenerationStore, generate_cached, generation_key,
                                    generation_key_fields, plan_batches, SampleRun)
 
@@ -410,7 +411,8 @@ def test_plan_batches():
 
 WORKER = textwrap.dedent('''
     import json, sys, time
-    from reasoning_study.backends.core import SamplingParams, chat, make_completion, load_backend
+    from reasoning_study.backends.presets import load_backend
+    from reasoning_study.backends.request import chat, make_completion, SamplingParams
     from reasoning_study.store import GenerationStore, generate_cached
 
     db, log, spec, n_requests, batch_size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])

@@ -6,7 +6,8 @@ one call with prefix caching) must give the same per-prefix answers as the KV-re
 on a real trace. Skipped without vLLM; `make test-vllm` runs them with the community CPU build."""
 import pytest
 
-from reasoning_study.backends.core import Request, SamplingParams, chat, load_backend
+from reasoning_study.backends.presets import load_backend
+from reasoning_study.backends.request import chat, Request, SamplingParams
 from reasoning_study.backends.vllm import cacheable_tokens
 from reasoning_study.probing.prober import plan_probes, probe_batched, probe_kv, render_prompt, trace_request, trace_text
 from reasoning_study.prompts.overthinking import question_prompt, termination_suffix

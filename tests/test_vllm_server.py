@@ -18,7 +18,9 @@ import urllib.request
 import pytest
 from conftest import need_vllm
 
-from reasoning_study.backends.core import ModelPreset, Request, SamplingParams, chat, load_backend, render_prompt_ids
+from reasoning_study.backends.contract import render_prompt_ids
+from reasoning_study.backends.presets import load_backend, ModelPreset
+from reasoning_study.backends.request import chat, Request, SamplingParams
 
 GREEDY = SamplingParams(max_tokens=24)
 THINKING_PREFILL = "<think>\nLet me"
@@ -43,7 +45,7 @@ def qwen3_engine():
 def served():
     "(base_url, model folder) of the tiny Qwen3 served by `vllm serve` for this module."
     need_vllm()
-    from reasoning_study.backends.transformers import tiny_qwen3_dir
+    from reasoning_study.backends.weights import tiny_qwen3_dir
     from reasoning_study.backends.server import serve_with_vllm
     model_dir = str(tiny_qwen3_dir())
     with serve_with_vllm(model_dir, dtype="float32", max_model_len=2048, startup_timeout=900) as base_url:

@@ -13,7 +13,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..backends.core import PRESETS, SamplingParams, get_preset
+from ..backends.presets import get_preset, PRESETS
+from ..backends.request import SamplingParams
 from ..config import ConfigError, check_config, config_from, param
 from ..prompts.musobench import PARADIGMS
 from ..provenance import read_record

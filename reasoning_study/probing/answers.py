@@ -16,7 +16,8 @@ from typing import Literal, Sequence
 
 import math_verify
 
-from ..backends.core import Backend, Request, SamplingParams
+from ..backends.contract import Backend
+from ..backends.request import Request, SamplingParams
 from ..prompts.overthinking import extractor_messages
 from ..store import GenerationStore, generate_cached
 from ..tasks.qa import QAItem

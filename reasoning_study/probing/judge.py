@@ -13,9 +13,10 @@ from typing import Any, Sequence
 import pandas as pd
 from jsonschema import Draft202012Validator
 
-from ..backends.core import Backend, Completion, Request, SamplingParams
+from ..backends.contract import Backend
+from ..backends.request import Completion, Request, SamplingParams
 from ..prompts.overthinking import FAILURE_CATEGORIES, JUDGE_SCHEMA, judge_messages
-from ..backends.core import stage_batch_size
+from ..backends.contract import stage_batch_size
 from ..store import GenerationStore, generate_cached
 
 # %% auto #0

@@ -12,8 +12,9 @@ from typing import Literal, Sequence
 import pandas as pd
 from tqdm import tqdm
 
-from ..backends.core import (
-    THINK_CLOSE, THINK_OPEN, Completion, Request, RequestImage, SamplingParams, chat, make_completion, require, supports)
+from ..backends.contract import require, supports
+from ..backends.request import (chat, Completion, make_completion, Request, RequestImage,
+                                              SamplingParams, THINK_CLOSE, THINK_OPEN)
 from ..metrics.musobench import score_answer
 from .trace import SplitTrace, split_trace
 from ..prompts.overthinking import ANSWER_LEAD, solution_list_head

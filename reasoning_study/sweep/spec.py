@@ -147,7 +147,7 @@ def provider_check(values: dict,  # a cell's parameters over the notebook's defa
                    where: str,  # how messages name the cell
                   ) -> tuple[list[str], tuple[str, ...]]:
     "(what the cell's presets' providers cannot honour, what they ignore as 'preset: parameter, ...')."
-    from reasoning_study.backends.core import PRESETS, ignored_parameters, provider_problems
+    from reasoning_study.backends.presets import ignored_parameters, PRESETS, provider_problems
     problems, ignored = [], []
     for name in run_presets(values):
         if name not in PRESETS: continue  # reported as an unknown preset
@@ -174,7 +174,7 @@ def cell_keys(values: dict,  # a cell's parameters over the notebook's defaults
               where: str = "cell",  # how messages name the cell
              ) -> tuple[tuple[str, ...], list[str]]:
     "(the environment variables the cell's API calls read their keys from, problems with how they are named)."
-    from reasoning_study.backends.core import PRESETS
+    from reasoning_study.backends.presets import PRESETS
     keys, problems = [], []
     for name, options in preset_options(values):
         if name not in PRESETS or PRESETS[name].backend != "openai": continue
@@ -235,7 +235,7 @@ def check_values(values: dict,
                   where: str, notebook: str, problems: list,
                   reserved: set = SWEEP_SET):  # parameters the caller sets itself
     "Literal credentials and the sweep's own parameters, then (without a config) names, types and presets of parameter values."
-    from reasoning_study.backends.core import PRESETS
+    from reasoning_study.backends.presets import PRESETS
     for name, value in values.items():
         if name in reserved: problems.append(f"{where}: parameter {name!r} is set by the sweep (each cell gets its own run folder)"); continue
         problems += [f"{where}: {p}: keys come from the environment only; set the variable its preset reads ({key_variable_hint()}) "

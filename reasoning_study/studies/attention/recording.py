@@ -25,8 +25,8 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from ...backends.core import (PRESETS, Completion, ModelPreset, Request, SamplingParams, chat, check_backend_options,
-                                           get_preset)
+from ...backends.presets import check_backend_options, get_preset, ModelPreset, PRESETS
+from ...backends.request import chat, Completion, Request, SamplingParams
 from ...backends.transformers import TransformersBackend, from_preset, pick_next_token
 from ...metrics.attention import ARRAY_COLUMNS, ENTROPY, PHASES, RUN_COLUMNS, expand_entropies, generation_phase
 from ...prompts.musobench import PARADIGMS, solve_prompt

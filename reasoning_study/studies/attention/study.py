@@ -11,7 +11,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from ...backends.core import PRESETS, ModelPreset, SamplingParams, check_backend_options, get_preset
+from ...backends.presets import check_backend_options, get_preset, ModelPreset, PRESETS
+from ...backends.request import SamplingParams
 from ...config import ConfigError, check_config, config_from, config_values, param
 from ...figures.sections import Drawer
 from ...metrics.attention import (absolute_step_curves, layer_phase_summary, paradigm_difference,

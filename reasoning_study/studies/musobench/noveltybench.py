@@ -13,7 +13,8 @@ from typing import Protocol, Sequence
 import numpy as np
 import pandas as pd
 
-from ...backends.core import Backend, Request, SamplingParams, stage_batch_size
+from ...backends.contract import Backend, stage_batch_size
+from ...backends.request import Request, SamplingParams
 from ...metrics.noveltybench import PATIENCE, prompt_scores
 from .protocol import (ParadigmSetup, ProtocolConfig, TurnJob, TurnRunner, add_stats, continues_prefill,
                                                 follow_up, reply_prefill)

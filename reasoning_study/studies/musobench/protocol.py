@@ -11,8 +11,9 @@ from typing import Callable, Iterable, Sequence
 
 import pandas as pd
 
-from ...backends.core import (THINK_CLOSE, THINK_OPEN, Backend, ModelPreset, Request, SamplingParams,
-                                           get_preset, split_reasoning, stage_batch_size, supports)
+from ...backends.contract import Backend, stage_batch_size, supports
+from ...backends.presets import get_preset, ModelPreset
+from ...backends.request import Request, SamplingParams, split_reasoning, THINK_CLOSE, THINK_OPEN
 from .replies import (checkpoint_prefill, close_thinking, exploration_prefill, reflection_markers)
 from ...prompts.musobench import (CONFIDENCE_PROMPT, CONFIDENCE_STOP, EMULATED_LONG_COT_SYSTEM, PARADIGMS,
                                                RECONSIDER_PROMPT, REFLECTION_MARKERS, REPLY_TURNS, reply_opening, solve_prompt)

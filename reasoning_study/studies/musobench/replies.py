@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ...backends.core import THINK_CLOSE, THINK_OPEN
+from ...backends.request import THINK_CLOSE, THINK_OPEN
 from ...prompts.musobench import EXPLORATION_CUE, REFLECTION_MARKERS
 
 # %% auto #0

@@ -12,8 +12,9 @@ from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from ...backends.core import (PRESETS, Backend, check_provider_rules, get_preset, ignored_parameters,
-                                           load_backend)
+from ...backends.contract import Backend
+from ...backends.presets import (check_provider_rules, get_preset, ignored_parameters, load_backend,
+                                              PRESETS)
 from ...figures.sections import Drawer, read_tables
 from ...config import ConfigError, check_config, config_from, config_values, param
 from ...metrics import musobench as metrics

@@ -21,7 +21,8 @@ from ...metrics.overthinking import (FAILED_PROBE_POLICIES, FAILED_PROBE_STATUSE
 
 from .report import COUNTED, counted_rows, section  # its section of a sweep's report
 
-from ...backends.core import PRESETS, get_preset, load_backend, require, stage_batch_size, supports
+from ...backends.contract import require, stage_batch_size, supports
+from ...backends.presets import get_preset, load_backend, PRESETS
 from ...probing.answers import extract_answers, verify
 from ...probing.judge import JUDGE_SAMPLING, as_cases, judge_request, judge_traces, taxonomy_table
 from ...probing.prober import (ProbeStats, decode_ids, forced_answer_text, is_thinking, plan_probes,
@@ -55,7 +56,7 @@ def extractor_choices(): return ["rules"] + [f"llm:{p}" for p in PRESETS]
 @dataclass(frozen=True)
 class OverthinkingConfig:
     "The overthinking study's parameters (one source: defaults, types, allowed values, docs)."
-    preset: str = param("smollm2-135m", "the reasoning model (a name from backends.core.PRESETS)", choices=preset_choices)
+    preset: str = param("smollm2-135m", "the reasoning model (a name from backends.presets.PRESETS)", choices=preset_choices)
     backend_options: dict = param({}, 'load_backend options of the reasoning model, e.g. {"max_model_len": 40960} or {"trust_remote_code": True}')
     benchmarks: list[str] = param(["champ", "mmlu-sample"], "free-form and multiple-choice sets (the offline ones by default)", choices=BENCHMARKS)
     n_items: int = param(4, "questions per benchmark (a seeded sample)", minimum=1)
@@ -194,7 +195,7 @@ class Trace:
     "One reasoning trace of a question, split into utterances, with the prompt its probes continue."
     item: QAItem
     sample_index: int
-    completion: Any  # backends.core.Completion
+    completion: Any  # backends.request.Completion
     split: Any  # probing.trace.SplitTrace
     prompt_ids: list[int]
 
@@ -205,7 +206,7 @@ class Trace:
 class TraceRun:
     "The traces of a run and what their probes need: the sampling, and whether the traces are thinking blocks."
     traces: list[Trace]
-    sampling: Any  # backends.core.SamplingParams of the traces
+    sampling: Any  # backends.request.SamplingParams of the traces
     thinking_switch: bool | None
     thinks: bool
     requests: list = field(default_factory=list)
