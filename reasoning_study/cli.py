@@ -28,7 +28,7 @@ from .sweep.index import DONE_FILE, finished_runs, is_finished, write_atomic
 from .sweep.spec import (cell_keys, check_values, config_problems, experiments_dir, load_sweep,
                                        missing_keys, notebook_parameters, notebook_path, provider_check,
                                        registered_config, SweepError)
-from .runs import credential_problems, key_variable_hint, project_root, redact, redact_file, redact_text, resolve_path
+from .runs import project_root, redact_file, redact_text, resolve_path
 
 # %% auto #0
 __all__ = ['compile_report', 'parser', 'main', 'papermill_value', 'run_problems', 'run_notebook', 'run_parser', 'run_main',
@@ -41,7 +41,8 @@ def compile_report(sweep_dir: str | Path,  # a sweep folder
                    progress: bool = True,
                    out: str | Path | None = None,  # where the report goes (default: <sweep_dir>/report)
                   ) -> Path:
-    "Run the report notebook on a sweep folder and turn it into the reader's page (`report.render_page`: no code); returns the HTML path."
+    """Run the report notebook on a sweep folder and turn it into the reader's page (`report.render_page`: no code);
+    returns the HTML path."""
     import papermill
     root = Path(root or project_root())
     sweep_dir = resolve_path(sweep_dir, root)
@@ -49,7 +50,8 @@ def compile_report(sweep_dir: str | Path,  # a sweep folder
     out.mkdir(parents=True, exist_ok=True)
     executed = out / "sweep_report.ipynb"
     papermill.execute_notebook(str(experiments_dir(root) / "sweep_report.ipynb"), str(executed), cwd=str(root / "nbs"),
-                               kernel_name="python3", parameters=dict(sweep_dir=str(sweep_dir), out_dir=str(out)), progress_bar=progress)
+                               kernel_name="python3", parameters=dict(sweep_dir=str(sweep_dir), out_dir=str(out)),
+                               progress_bar=progress)
     redact_file(executed)  # the report echoes the runs' parameters and errors: the same redaction rule as every run
     body = render_page(executed, title=f"Report of sweep {sweep_dir.name}")
     html = out / "report.html"
@@ -58,14 +60,17 @@ def compile_report(sweep_dir: str | Path,  # a sweep folder
 
 # %% ../nbs/96_cli.ipynb #192ccd09
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rs-sweep", description="Run a sweep of experiment notebooks (resumable) and compile its report.")
+    p = argparse.ArgumentParser(prog="rs-sweep",
+                                description="Run a sweep of experiment notebooks (resumable) and compile its report.")
     p.add_argument("sweep_file", help="a sweep YAML file (e.g. nbs/sweeps/default.yaml)")
     p.add_argument("--out", default="outputs", help="output root; the sweep folder is <out>/<name> (default: outputs)")
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--gpus", default=None, help="local: comma-separated GPU ids; each run sees one (default: no GPU)")
     p.add_argument("--per-gpu", type=int, default=1, help="local: runs at a time on each GPU")
-    p.add_argument("--jobs", type=int, default=1, help="local without GPUs: runs at a time (1 or 2 on a small CPU host)")
-    p.add_argument("--ray-address", default=None, help="ray: cluster address ('auto', 'ray://head:10001'); default: a local instance")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="local without GPUs: runs at a time (1 or 2 on a small CPU host)")
+    p.add_argument("--ray-address", default=None,
+                   help="ray: cluster address ('auto', 'ray://head:10001'); default: a local instance")
     p.add_argument("--ray-cpus", type=int, default=None, help="ray: CPUs of a local instance")
     p.add_argument("--only", default=None, help="comma-separated cell ids to run")
     p.add_argument("--report", action="store_true", help="compile the report after the sweep")
@@ -78,15 +83,23 @@ def _raise_interrupt(signum, frame): raise KeyboardInterrupt
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try: sweep = load_sweep(args.sweep_file)
-    except SweepError as e: print(e, file=sys.stderr); return 2
+    except SweepError as e:
+        print(e, file=sys.stderr)
+        return 2
     sweep_dir = sweep.folder(args.out)
     if args.only and (unknown := set(args.only.split(",")) - {c.id for c in sweep.cells}):
-        print(f"--only names unknown cells {sorted(unknown)}; cells: {', '.join(c.id for c in sweep.cells)}", file=sys.stderr); return 2
+        print(f"--only names unknown cells {sorted(unknown)}; cells: {', '.join(c.id for c in sweep.cells)}",
+              file=sys.stderr)
+        return 2
     chosen = [c for c in sweep.cells if not args.only or c.id in args.only.split(",")]
     missing = missing_keys([c for c in chosen if not is_finished(sweep_dir, c)])
     unset = "".join(f"\n  - {k}: {', '.join(cells)}" for k, cells in missing.items())
-    if missing: print(f"key variables not set here (these cells fail without running; keys come from the environment only):{unset}",
-                      file=sys.stderr)
+    if missing:
+        print(
+            "key variables not set here (these cells fail without running; keys come from the environment "
+            f"only):{unset}",
+            file=sys.stderr,
+        )
     if args.dry_run:
         table = sweep.table()
         table.insert(3, "finished", [is_finished(sweep_dir, c) for c in sweep.cells])
@@ -96,11 +109,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.report_only:
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM stops as cleanly as Ctrl-C
         try:
-            table = run_sweep(sweep, args.out, args.executor, args.gpus.split(",") if args.gpus else None, args.per_gpu, args.jobs,
+            table = run_sweep(sweep, args.out, args.executor, args.gpus.split(",") if args.gpus else None,
+                              args.per_gpu, args.jobs,
                               args.ray_address, {"num_cpus": args.ray_cpus} if args.ray_cpus else None,
                               args.only.split(",") if args.only else None)
         except KeyboardInterrupt:
-            print(f"\ninterrupted: unfinished cells run on the next start; summary in {sweep_dir / 'sweep_summary.md'}", file=sys.stderr)
+            print(
+                f"\ninterrupted: unfinished cells run on the next start; summary in {sweep_dir / 'sweep_summary.md'}",
+                file=sys.stderr,
+            )
             return 130
         finally: signal.signal(signal.SIGTERM, previous)
         print(table[["cell", "notebook", "status", "seconds", "error"]].to_string(index=False))
@@ -133,13 +150,22 @@ def run_problems(notebook: str | Path,  # an experiment notebook (name or path)
     except ImportError as e: return [f"the config of its study ({config_import(path.stem)}) cannot be imported: {e}"]
     problems: list[str] = []
     check_values(parameters, params if config is None else None, "parameters", path.name, problems, reserved=set())
-    if config is not None: problems += [f"parameters: {p} ({config.__name__})" for p in config_problems(config, parameters)]
+    if config is not None:
+        problems += [f"parameters: {p} ({config.__name__})" for p in config_problems(config, parameters)]
     if problems: return problems
-    values = config_values(config_from(config, parameters)) if config is not None else {**{n: p.default for n, p in params.items()}, **parameters}
+    values = (
+        config_values(config_from(config, parameters))
+        if config is not None
+        else {**{n: p.default for n, p in params.items()}, **parameters}
+    )
     wrong, _ = provider_check(values, "parameters")
     keys, misnamed = cell_keys(values, "parameters")
     unset = [k for k in keys if not env.get(k)]
-    return wrong + misnamed + [f"the key variable {k} is not set (keys come from the environment only): export {k}=..." for k in unset]
+    return (
+        wrong
+        + misnamed
+        + [f"the key variable {k} is not set (keys come from the environment only): export {k}=..." for k in unset]
+    )
 
 def run_notebook(notebook: str | Path,  # an experiment notebook (name or path; relative paths from the project root)
                  output: str | Path,  # the executed notebook (its folder is created)
@@ -147,25 +173,34 @@ def run_notebook(notebook: str | Path,  # an experiment notebook (name or path; 
                  root: str | Path | None = None,
                  progress: bool = True,
                 ) -> Path:
-    "Check, then run one experiment notebook with papermill; the executed notebook is redacted. A `SweepError` when it cannot start."
+    """Check, then run one experiment notebook with papermill; the executed notebook is redacted. A `SweepError` when it
+    cannot start."""
     import papermill
     root, parameters = Path(root or project_root()), dict(parameters or {})
     path = notebook_path(str(notebook), root)
     if problems := run_problems(path, parameters, root): raise SweepError(str(path), problems)
     output = resolve_path(output, root)
     output.parent.mkdir(parents=True, exist_ok=True)
-    try: papermill.execute_notebook(str(path), str(output), parameters=parameters, cwd=str(root / "nbs"), kernel_name="python3",
+    try:
+        papermill.execute_notebook(str(path), str(output), parameters=parameters, cwd=str(root / "nbs"),
+                                   kernel_name="python3",
                                     progress_bar=progress)
     finally: redact_file(output)
     return output
 
 def run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rs-run", description="Check the parameters, then run one experiment notebook with papermill "
+    p = argparse.ArgumentParser(prog="rs-run",
+                                description="Check the parameters, then run one experiment notebook with papermill "
                                 "(the output notebook's folder is created; relative paths are from the project root).")
-    p.add_argument("notebook", help="an experiment notebook, e.g. nbs/experiments/musobench_build.ipynb (or its name: musobench_build)")
+    p.add_argument(
+        "notebook",
+        help="an experiment notebook, e.g. nbs/experiments/musobench_build.ipynb (or its name: musobench_build)",
+    )
     p.add_argument("output", help="the executed notebook, e.g. outputs/musobench-small/run.ipynb")
-    p.add_argument("-p", "--parameters", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="a parameter, read as papermill reads it")
-    p.add_argument("-r", "--parameters_raw", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"), help="a parameter kept as a string")
+    p.add_argument("-p", "--parameters", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="a parameter, read as papermill reads it")
+    p.add_argument("-r", "--parameters_raw", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                   help="a parameter kept as a string")
     p.add_argument("-y", "--parameters_yaml", action="append", default=[], help="parameters as a YAML mapping")
     p.add_argument("-f", "--parameters_file", action="append", default=[], help="a YAML file of parameters")
     p.add_argument("--no-progress-bar", action="store_true")
@@ -179,21 +214,31 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     try:
         for file in args.parameters_file: parameters.update(yaml.safe_load(Path(file).read_text()) or {})
         for text in args.parameters_yaml: parameters.update(yaml.safe_load(text) or {})
-    except (OSError, yaml.YAMLError, TypeError, ValueError) as e: print(f"rs-run: bad -f/-y parameters: {redact_text(str(e))}", file=sys.stderr); return 2
+    except (OSError, yaml.YAMLError, TypeError, ValueError) as e:
+        print(f"rs-run: bad -f/-y parameters: {redact_text(str(e))}", file=sys.stderr)
+        return 2
     parameters.update({name: papermill_value(value) for name, value in args.parameters})
     parameters.update(dict(args.parameters_raw))
     try: output = run_notebook(args.notebook, args.output, parameters, progress=not args.no_progress_bar)
-    except SweepError as e: print(e, file=sys.stderr); return 2
+    except SweepError as e:
+        print(e, file=sys.stderr)
+        return 2
     except papermill.PapermillExecutionError as e:
-        print(redact_text(f"rs-run: the notebook failed in cell {e.exec_count}: {e.ename}: {e.evalue}\n(executed notebook: {args.output})"),
-              file=sys.stderr)
+        print(
+            redact_text(
+                f"rs-run: the notebook failed in cell {e.exec_count}: {e.ename}: {e.evalue}\n(executed notebook: "
+                f"{args.output})"
+            ),
+            file=sys.stderr,
+        )
         return 1
     print(f"executed notebook: {output}")
     return 0
 
 # %% ../nbs/96_cli.ipynb #a2db3752
 def result_files(study: Any) -> dict[str, str]:
-    "Results table name -> file in a run folder, as the study module declares it (`RESULT_FILES`; none: every table is looked up by `stored_table`)."
+    """Results table name -> file in a run folder, as the study module declares it (`RESULT_FILES`; none: every table is
+    looked up by `stored_table`)."""
     return dict(getattr(study, "RESULT_FILES", {}))
 
 def stored_table(folder: Path, name: str) -> Path | None:
@@ -203,7 +248,8 @@ def stored_table(folder: Path, name: str) -> Path | None:
 def _as_written(table: pd.DataFrame, suffix: str) -> pd.DataFrame:
     "`table` as it reads back from a file of this suffix (written in memory)."
     if suffix == ".csv": return pd.read_csv(io.StringIO(table.to_csv(index=False)))
-    buffer = io.BytesIO(); table.to_parquet(buffer, index=False)
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, index=False)
     return pd.read_parquet(io.BytesIO(buffer.getvalue()))
 
 def _write_table(table: pd.DataFrame, path: Path):
@@ -212,14 +258,18 @@ def _write_table(table: pd.DataFrame, path: Path):
 
 def write_back(folder: str | Path,
                results: dict[str, pd.DataFrame],  # a study's `rescore(folder)`
-               files: dict[str, str] | None = None,  # table name -> file in the folder (`result_files`); others: `stored_table`
+               # table name -> file in the folder (`result_files`); others: `stored_table`
+               files: dict[str, str] | None = None,
                check: bool = False,  # compare only, write nothing
               ) -> dict[str, str]:
-    "Compare re-scored tables with their files and write back those that differ; name -> 'unchanged', 'changed', 'new' or 'not stored'."
+    """Compare re-scored tables with their files and write back those that differ; name -> 'unchanged', 'changed', 'new'
+    or 'not stored'."""
     folder, files, said = Path(folder), dict(files or {}), {}
     for name, table in results.items():
         path = folder / files[name] if name in files else stored_table(folder, name)
-        if path is None: said[name] = "not stored"; continue
+        if path is None:
+            said[name] = "not stored"
+            continue
         if not path.is_file():
             said[name] = "new"
             if not check: _write_table(table, path)
@@ -232,15 +282,18 @@ def write_back(folder: str | Path,
     return said
 
 def rescore_folder(folder: str | Path, check: bool = False) -> dict[str, str]:
-    "Re-score one run folder (its study from run.json, no model) and write back what differs (`write_back`); table -> what it was."
-    if (record := read_record(folder)) is None: raise FileNotFoundError(f"{folder}: no run.json, not re-scored (a run folder of a study writes one)")
+    """Re-score one run folder (its study from run.json, no model) and write back what differs (`write_back`); table ->
+    what it was."""
+    if (record := read_record(folder)) is None:
+        raise FileNotFoundError(f"{folder}: no run.json, not re-scored (a run folder of a study writes one)")
     study = study_module(record["study"])
     return write_back(folder, study.rescore(folder), result_files(study), check=check)
 
 def rescore_sweep(sweep_folder: str | Path,  # a sweep folder (`<out>/<sweep name>`)
                   check: bool = True,  # compare only (False: also write back what differs)
                  ) -> dict[str, dict[str, str]]:
-    "Re-score every finished run folder of a sweep; cell -> {table: 'changed' | 'new' | ...} of the tables that differ ({}: all exact)."
+    """Re-score every finished run folder of a sweep; cell -> {table: 'changed' | 'new' | ...} of the tables that differ
+    ({}: all exact)."""
     differ = {}
     for run in finished_runs(sweep_folder).itertuples():
         said = {name: what for name, what in rescore_folder(run.folder, check).items() if what != "unchanged"}
@@ -249,15 +302,24 @@ def rescore_sweep(sweep_folder: str | Path,  # a sweep folder (`<out>/<sweep nam
 
 def rescore_main(argv: Sequence[str] | None = None) -> int:
     "The `rs-rescore` command."
-    p = argparse.ArgumentParser(prog="rs-rescore", description="Re-score run folders from their raw tables and run.json (no model), "
-                                "write the tables that differ back to the files their study declares, and say what changed.")
+    p = argparse.ArgumentParser(
+        prog="rs-rescore",
+        description="Re-score run folders from their raw tables and run.json (no model), "
+        "write the tables that differ back to the files their study declares, and say what changed.",
+    )
     p.add_argument("folders", nargs="+", help="run folders (each with a run.json)")
-    p.add_argument("--check", action="store_true", help="compare only, write nothing; exit status 1 when a table differs")
+    p.add_argument("--check", action="store_true",
+                   help="compare only, write nothing; exit status 1 when a table differs")
     args, status = p.parse_args(argv), 0
     for folder in map(Path, args.folders):
         try: said = rescore_folder(folder, args.check)
-        except FileNotFoundError as e: print(e, file=sys.stderr); status = 1; continue  # no run.json, or a raw table missing
-        print(f"{folder} ({read_record(folder)['study']}): " + ", ".join(f"{name} {what}" for name, what in said.items()))
+        # no run.json, or a raw table missing
+        except FileNotFoundError as e:
+            print(e, file=sys.stderr)
+            status = 1
+            continue
+        print(f"{folder} ({read_record(folder)['study']}): " + ", ".join(f"{name} {what}" for name,
+                                                                         what in said.items()))
         if args.check and any(what in ("changed", "new") for what in said.values()): status = 1
     return status
 
@@ -265,7 +327,8 @@ def rescore_main(argv: Sequence[str] | None = None) -> int:
 def report_runs(folders: Sequence[str | Path],  # run folders and sweep folders
                 view: str | Path,  # the folder of runs to make (emptied first)
                ) -> Path:
-    "One folder of links to the finished runs of the given sweep folders and run folders, read by the report like a sweep folder."
+    """One folder of links to the finished runs of the given sweep folders and run folders, read by the report like a
+    sweep folder."""
     view = Path(view)
     if view.exists(): shutil.rmtree(view)
     view.mkdir(parents=True)
@@ -273,17 +336,23 @@ def report_runs(folders: Sequence[str | Path],  # run folders and sweep folders
         if (folder / DONE_FILE).is_file(): runs = [(folder.name, folder)]
         elif (record := read_record(folder)) is not None:
             if not run_finished(folder):
-                raise FileNotFoundError(f"{folder}: its run did not finish (run.json status {record.get('status')!r}"
-                                        + (f", failed in {record['failed_stage']}: {record['error']}" if "error" in record else "")
-                                        + "): run it again, then report")
+                raise FileNotFoundError(
+                    f"{folder}: its run did not finish (run.json status {record.get('status')!r}"
+                    + (f", failed in {record['failed_stage']}: {record['error']}" if "error" in record else "")
+                    + "): run it again, then report"
+                )
             linked = view / folder.name
             linked.mkdir()
             for item in folder.iterdir(): (linked / item.name).symlink_to(item)
-            write_atomic(linked / DONE_FILE, json.dumps(dict(cell=folder.name, notebook=record["study"], notebook_path="",
-                                                             parameters=record.get("config", {}), seconds=record.get("seconds")), indent=2) + "\n")
+            write_atomic(linked / DONE_FILE,
+                         json.dumps(dict(cell=folder.name, notebook=record["study"], notebook_path="",
+                                                             parameters=record.get("config", {}),
+                                                             seconds=record.get("seconds")), indent=2) + "\n")
             continue
         elif not (runs := [(f"{folder.name}__{r.cell}", Path(r.folder)) for r in finished_runs(folder).itertuples()]):
-            raise FileNotFoundError(f"{folder} is neither a run folder (no run.json, no {DONE_FILE}) nor a sweep folder with finished runs")
+            raise FileNotFoundError(
+                f"{folder} is neither a run folder (no run.json, no {DONE_FILE}) nor a sweep folder with finished runs"
+            )
         for name, run in runs: (view / name).symlink_to(run, target_is_directory=True)
     return view
 
@@ -295,7 +364,9 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = resolve_path(args.out)
     try: view = report_runs(args.folders, out / "runs")
-    except FileNotFoundError as e: print(f"rs-report: {e}", file=sys.stderr); return 1
+    except FileNotFoundError as e:
+        print(f"rs-report: {e}", file=sys.stderr)
+        return 1
     print(f"report: {compile_report(view, out=out, progress=False)}")
     return 0
 

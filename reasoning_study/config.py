@@ -10,7 +10,7 @@ import difflib
 import json
 import types
 import typing
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Callable, Collection, Mapping
 
 import pandas as pd
@@ -31,7 +31,8 @@ class ConfigError(ValueError):
 def param(default: Any,  # the default value (a mutable default is copied per instance)
           doc: str,  # what the parameter means (the notebook's comment, the docs' table)
           *,
-          choices: Collection | Callable[[], Collection] | None = None,  # allowed values (each element for a list), or a zero-argument callable giving them
+          # allowed values (each element for a list), or a zero-argument callable giving them
+          choices: Collection | Callable[[], Collection] | None = None,
           minimum: float | None = None,
           maximum: float | None = None,
          ):
@@ -63,7 +64,11 @@ class FieldSpec:
 
     @property
     def type_name(self) -> str:
-        names = "any" if self.kinds is None else " or ".join(dict.fromkeys(("list" if k is tuple else k.__name__) for k in self.kinds))
+        names = (
+            "any"
+            if self.kinds is None
+            else " or ".join(dict.fromkeys(("list" if k is tuple else k.__name__) for k in self.kinds))
+        )
         return names + (" or None" if self.optional else "")
 
 def _hint_kinds(hint) -> tuple[tuple[type, ...] | None, bool, bool]:
@@ -83,9 +88,16 @@ def field_specs(cls: type) -> dict[str, FieldSpec]:
     specs = {}
     for f in fields(cls):
         kinds, optional, is_list = _hint_kinds(hints[f.name])
-        default = f.default if f.default is not MISSING else f.default_factory() if f.default_factory is not MISSING else MISSING
+        default = (
+            f.default
+            if f.default is not MISSING
+            else f.default_factory()
+            if f.default_factory is not MISSING
+            else MISSING
+        )
         m = f.metadata
-        specs[f.name] = FieldSpec(f.name, kinds, optional, is_list, default, m.get("doc", ""), m.get("choices"), m.get("minimum"), m.get("maximum"))
+        specs[f.name] = FieldSpec(f.name, kinds, optional, is_list, default, m.get("doc", ""), m.get("choices"),
+                                  m.get("minimum"), m.get("maximum"))
     return specs
 
 # %% ../nbs/07_config.ipynb #dcf9fed5
@@ -98,10 +110,17 @@ def _normalised(spec: FieldSpec, value: Any) -> Any:
 def field_problem(spec: FieldSpec, value: Any) -> str | None:
     "Why `value` is not a valid value of the field, or None."
     try:
-        if spec.kinds is not None: check_param(spec.name, value, spec.kinds, choices=spec.allowed(), minimum=spec.minimum, optional=spec.optional)
+        if spec.kinds is not None:
+            check_param(spec.name, value, spec.kinds, choices=spec.allowed(), minimum=spec.minimum,
+                        optional=spec.optional)
         else: check_no_credentials(spec.name, value)
     except ValueError as e: return str(e)
-    if spec.maximum is not None and isinstance(value, (int, float)) and not isinstance(value, bool) and value > spec.maximum:
+    if (
+        spec.maximum is not None
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and value > spec.maximum
+    ):
         return f"parameter {spec.name!r} must be <= {spec.maximum}, got {value!r}"
     return None
 
@@ -123,7 +142,9 @@ def config_from(cls: type,  # a config dataclass
     known = [f.name for f in fields(cls)]
     unknown = [k for k in values if k not in known]
     if unknown:
-        hint = lambda k: (lambda close: f" (did you mean {', '.join(map(repr, close))}?)" if close else "")(difflib.get_close_matches(k, known, n=2))
+        hint = lambda k: (lambda close: f" (did you mean {', '.join(map(repr, close))}?)" if close else "")(
+            difflib.get_close_matches(k, known, n=2)
+        )
         raise ConfigError([f"unknown parameter {k!r}{hint(k)}" for k in unknown], where=f"{where} of {cls.__name__}")
     return cls(**values)
 
@@ -151,7 +172,8 @@ def parameters_source(cls: type) -> str:
 INJECTED_HEADER = "# Parameters"  # how papermill's injected parameters cell starts
 
 def injected_parameters(namespace: Mapping[str, Any]) -> list[str]:
-    "The names papermill's injected parameters cell assigned, from IPython's input history `In` ([] when there is none)."
+    """The names papermill's injected parameters cell assigned, from IPython's input history `In` ([] when there is
+    none)."""
     names = []
     for source in namespace.get("In") or []:
         if not isinstance(source, str) or not source.lstrip().startswith(INJECTED_HEADER): continue
@@ -162,7 +184,8 @@ def injected_parameters(namespace: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(names))
 
 def notebook_config(cls: type, namespace: Mapping[str, Any]):
-    "The config of a notebook whose parameters cell defined `cls`'s fields as variables (papermill may have overridden them); an injected unknown name is a ConfigError."
+    """The config of a notebook whose parameters cell defined `cls`'s fields as variables (papermill may have overridden
+    them); an injected unknown name is a ConfigError."""
     values = {f.name: namespace[f.name] for f in fields(cls)}
     unknown = {name: namespace.get(name) for name in injected_parameters(namespace) if name not in values}
     return config_from(cls, {**values, **unknown}, where="notebook parameters")

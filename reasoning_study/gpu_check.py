@@ -17,7 +17,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from .studies.attention.recording import EntropyRecorder, entropies_from_attention_maps, generate_with_entropies, stream_entropies
+from .studies.attention.recording import (EntropyRecorder, entropies_from_attention_maps,
+                                                         generate_with_entropies, stream_entropies)
 from .backends.request import chat, SamplingParams
 from .backends.transformers import TransformersBackend
 from .backends.weights import QWEN3_SHAPES, QWEN3_THINK_IDS, qwen3_tokenizer_dir, random_qwen3
@@ -88,7 +89,14 @@ def kv_cache_bytes(config, tokens: int, dtype: torch.dtype) -> int:
     "Bytes of a full-attention KV cache (keys and values of every layer) holding `tokens` positions."
     text = config.get_text_config()
     head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-    return 2 * text.num_hidden_layers * text.num_key_value_heads * head_dim * tokens * torch.empty((), dtype=dtype).element_size()
+    return (
+        2
+        * text.num_hidden_layers
+        * text.num_key_value_heads
+        * head_dim
+        * tokens
+        * torch.empty((), dtype=dtype).element_size()
+    )
 
 def kept_maps_bytes(config, prompt_len: int, steps: int) -> float:
     "What keeping every step's attention maps (all layers and heads, float32) would hold after `steps` steps."
@@ -124,7 +132,8 @@ def random_backend(shape: str, dtype: str, cfg: CheckConfig, tokenizer) -> tuple
     started = time.perf_counter()
     model = random_qwen3(shape, cfg.seed, dtype, cfg.device, cfg.attn_implementation)
     _sync(cfg.device)
-    backend = TransformersBackend(model, tokenizer, f"random:qwen3-{shape}", f"seed-{cfg.seed}-{dtype}", thinking="template",
+    backend = TransformersBackend(model, tokenizer, f"random:qwen3-{shape}", f"seed-{cfg.seed}-{dtype}",
+                                  thinking="template",
                                   batch_size=cfg.batch_size)
     return backend, time.perf_counter() - started
 
@@ -133,11 +142,16 @@ def _dtype_name(backend) -> str: return str(backend.model.dtype).removeprefix("t
 def describe_model(backend: TransformersBackend, seconds: float) -> str:
     text = backend.model.config.get_text_config()
     params = sum(p.numel() for p in backend.model.parameters())
-    return (f"{params / 1e9:.3f}B parameters, {text.num_hidden_layers} layers, {text.num_attention_heads}/{text.num_key_value_heads} "
-            f"query/key-value heads, {_dtype_name(backend)}, {backend.model.config._attn_implementation}; built in {seconds:.1f} s")
+    return (
+        f"{params / 1e9:.3f}B parameters, {text.num_hidden_layers} layers, "
+        f"{text.num_attention_heads}/{text.num_key_value_heads} "
+        f"query/key-value heads, {_dtype_name(backend)}, {backend.model.config._attn_implementation}; built in "
+        f"{seconds:.1f} s"
+    )
 
 # %% ../nbs/95_gpu_check.ipynb #d1f04732
-WORDS = ("so", "the", "sum", "is", "then", "we", "add", "next", "check", "again", "carry", "one", "and", "keep", "going",
+WORDS = ("so", "the", "sum", "is", "then", "we", "add", "next", "check", "again", "carry", "one", "and", "keep",
+         "going",
          "total", "now", "it", "holds", "still")
 QUESTION = "Add the numbers step by step and give the final total."
 
@@ -155,7 +169,8 @@ def check_probes(backend: TransformersBackend, cfg: CheckConfig) -> TraceProbes:
     "The probes of the synthetic trace, inside Qwen3's thinking block; each suffix closes it with `</think>`."
     request = trace_request(backend, QUESTION, SamplingParams(max_tokens=cfg.probe_tokens), thinking=True)
     text = synthetic_trace(backend.tokenizer, cfg.utterances, cfg.trace_tokens, cfg.seed)
-    return plan_probes(backend, render_prompt(backend, request), text, termination_suffix("stop_now", close_thinking=True))
+    return plan_probes(backend, render_prompt(backend, request), text,
+                       termination_suffix("stop_now", close_thinking=True))
 
 def trace_row(shape: str, probes: TraceProbes, cfg: CheckConfig) -> CheckRow:
     "The trace as planned: its size, and that the prompt opens the thinking block and every suffix closes it."
@@ -165,7 +180,8 @@ def trace_row(shape: str, probes: TraceProbes, cfg: CheckConfig) -> CheckRow:
     value = (f"{len(probes.trace.token_ids)} trace tokens, {len(probes.trace)} utterances, {len(probes)} probes of "
              f"{cfg.probe_tokens} new tokens; the prompt ({len(probes.prompt_ids)} tokens) opens <think>, "
              f"every suffix closes it with </think> (id {think_close})")
-    return CheckRow(shape, "trace and probes", value, f">= {cfg.trace_tokens} tokens, {cfg.utterances} utterances", "pass" if ok else FAILED)
+    return CheckRow(shape, "trace and probes", value, f">= {cfg.trace_tokens} tokens, {cfg.utterances} utterances",
+                    "pass" if ok else FAILED)
 
 # %% ../nbs/95_gpu_check.ipynb #b5464afb
 @dataclass
@@ -175,7 +191,8 @@ class ProberRun:
     kv_stats: object  # probing.prober.ProbeStats
     naive_stats: object
 
-def run_probers(backend: TransformersBackend, probes: TraceProbes, sampling: SamplingParams, batch_size: int) -> ProberRun:
+def run_probers(backend: TransformersBackend, probes: TraceProbes, sampling: SamplingParams,
+                batch_size: int) -> ProberRun:
     "The same probes through the KV-reuse prober and the naive prober, `batch_size` probes at a time."
     saved = backend.batch_size, backend.probe_batch_size
     backend.batch_size = backend.probe_batch_size = batch_size
@@ -183,14 +200,16 @@ def run_probers(backend: TransformersBackend, probes: TraceProbes, sampling: Sam
         [kv], kv_stats = probe_traces(backend, [probes], sampling, method="kv", progress=False)
         [naive], naive_stats = probe_traces(backend, [probes], sampling, method="naive", progress=False)
     finally: backend.batch_size, backend.probe_batch_size = saved
-    if errors := [c.error for c in kv + naive if c.status == "error"]: raise RuntimeError(f"{len(errors)} probes failed, first: {errors[0]}")
+    if errors := [c.error for c in kv + naive if c.status == "error"]:
+        raise RuntimeError(f"{len(errors)} probes failed, first: {errors[0]}")
     return ProberRun(kv, naive, kv_stats, naive_stats)
 
 @torch.inference_mode()
 def greedy_margins(backend: TransformersBackend, prompt_ids: Sequence[int], max_tokens: int) -> list[float]:
     "Top-1 minus top-2 logit at each step of the greedy continuation of `prompt_ids` (alone: no padding)."
     prompt_ids = list(prompt_ids)
-    [row] = backend.decode_prompts([prompt_ids], [backend.new_row(len(prompt_ids), SamplingParams(max_tokens=max_tokens), None)])
+    [row] = backend.decode_prompts([prompt_ids],
+                                   [backend.new_row(len(prompt_ids), SamplingParams(max_tokens=max_tokens), None)])
     ids = torch.tensor([prompt_ids + row.tokens[:-1]], device=backend.device)
     top = backend.model(input_ids=ids, logits_to_keep=len(row.tokens)).logits[0].float().topk(2, dim=-1).values
     return (top[:, 0] - top[:, 1]).tolist()
@@ -198,27 +217,32 @@ def greedy_margins(backend: TransformersBackend, prompt_ids: Sequence[int], max_
 def compare_answers(backend, probes: TraceProbes, run: ProberRun, cfg: CheckConfig) -> tuple[int, list[int], list[int]]:
     "(identical answers, differing probes with a near tie on their greedy path, differing probes without one)."
     differ = [i for i, (a, b) in enumerate(zip(run.kv, run.naive)) if a.text != b.text]
-    ties = [i for i in differ if min(greedy_margins(backend, probes.prompt_token_ids(i), cfg.probe_tokens)) <= cfg.tie_margin]
+    ties = [i for i in differ if min(greedy_margins(backend, probes.prompt_token_ids(i),
+                                                    cfg.probe_tokens)) <= cfg.tie_margin]
     return len(probes) - len(differ), ties, [i for i in differ if i not in ties]
 
 def answers_row(shape: str, backend, probes: TraceProbes, run: ProberRun, cfg: CheckConfig) -> CheckRow:
     identical, ties, others = compare_answers(backend, probes, run, cfg)
     allowed = max(2, len(probes) // 50)
     value = f"{identical}/{len(probes)} identical"
-    if ties: value += f"; {len(ties)} differ after a near tie (top-2 logit gap <= {cfg.tie_margin:g}): probes {ties[:10]}"
+    if ties:
+        value += f"; {len(ties)} differ after a near tie (top-2 logit gap <= {cfg.tie_margin:g}): probes {ties[:10]}"
     if others: value += f"; {len(others)} differ without a near tie: probes {others[:10]}"
     return CheckRow(shape, "probe answers, kv vs naive (correctness)", f"{value} [{_dtype_name(backend)}, greedy]",
-                    f"identical (at most {allowed} near-tie flips)", "pass" if not others and len(ties) <= allowed else FAILED)
+                    f"identical (at most {allowed} near-tie flips)",
+                    "pass" if not others and len(ties) <= allowed else FAILED)
 
 def encoded_row(shape: str, probes: TraceProbes, run: ProberRun) -> CheckRow:
     kv, naive = run.kv_stats.prefill_tokens, run.naive_stats.prefill_tokens
     ok = kv == probes.prefill_lower_bound and naive == probes.naive_prefill_tokens
     return CheckRow(shape, "prober encoded tokens, kv / naive", f"{kv} / {naive} ({naive / kv:.1f}x fewer with kv)",
-                    f"kv = lower bound {probes.prefill_lower_bound}; naive = {probes.naive_prefill_tokens}", "pass" if ok else FAILED)
+                    f"kv = lower bound {probes.prefill_lower_bound}; naive = {probes.naive_prefill_tokens}",
+                    "pass" if ok else FAILED)
 
 # %% ../nbs/95_gpu_check.ipynb #0a6d7776
 def entropy_map_difference(backend: TransformersBackend, new_tokens: int) -> tuple[float, float, int]:
-    "(max |difference| per head, head-averaged, steps): streamed entropies against those of eager output_attentions maps."
+    """(max |difference| per head, head-averaged, steps): streamed entropies against those of eager output_attentions
+    maps."""
     request = chat("Count to ten.", thinking=False, sampling=SamplingParams(max_tokens=new_tokens))
     trace = generate_with_entropies(backend, request)
     model, base = backend.model, backend.model.config._attn_implementation
@@ -229,22 +253,34 @@ def entropy_map_difference(backend: TransformersBackend, new_tokens: int) -> tup
             maps = [a.float().cpu() for a in model(input_ids=sequence, output_attentions=True).attentions]
     finally: model.set_attn_implementation(base)
     heads, averaged = entropies_from_attention_maps(maps, len(trace.prompt_ids), trace.n_steps)
-    return float(abs(heads - trace.head_entropy).max()), float(abs(averaged - trace.head_avg_entropy).max()), trace.n_steps
+    return (
+        float(abs(heads - trace.head_entropy).max()),
+        float(abs(averaged - trace.head_avg_entropy).max()),
+        trace.n_steps,
+    )
 
 def map_row(shape: str, backend, cfg: CheckConfig) -> CheckRow:
     per_head, averaged, steps = entropy_map_difference(backend, cfg.map_tokens)
     layers = backend.model.config.get_text_config().num_hidden_layers
-    ok = max(per_head, averaged) <= cfg.map_tolerance_bits and backend.model.config._attn_implementation == cfg.attn_implementation
-    return CheckRow(shape, "entropies vs output_attentions maps",
-                    f"max difference {per_head:.1e} bits per head, {averaged:.1e} head-averaged; {steps} steps x {layers} layers, "
-                    f"streamed through {cfg.attn_implementation}, maps from eager [{_dtype_name(backend)}]",
-                    f"<= {cfg.map_tolerance_bits:g} bits", "pass" if ok else FAILED)
+    ok = (
+        max(per_head, averaged) <= cfg.map_tolerance_bits
+        and backend.model.config._attn_implementation == cfg.attn_implementation
+    )
+    return CheckRow(
+        shape,
+        "entropies vs output_attentions maps",
+        f"max difference {per_head:.1e} bits per head, {averaged:.1e} head-averaged; {steps} steps x {layers} layers, "
+        f"streamed through {cfg.attn_implementation}, maps from eager [{_dtype_name(backend)}]",
+        f"<= {cfg.map_tolerance_bits:g} bits",
+        "pass" if ok else FAILED,
+    )
 
 # %% ../nbs/95_gpu_check.ipynb #c8621ce9
 class CudaPeakMemory:
     "Peak bytes allocated on the CUDA device since `start()`, above what was allocated then."
     def start(self):
-        torch.cuda.synchronize(); torch.cuda.empty_cache()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
         self.base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
     def peak(self) -> float: return torch.cuda.max_memory_allocated() - self.base
@@ -259,7 +295,8 @@ class MemoryMark:
     @property
     def above_kv(self) -> float | None: return None if self.peak_bytes is None else self.peak_bytes - self.kv_bytes
 
-def entropy_memory(backend: TransformersBackend, lengths: Sequence[int], deadline: float, meter=None) -> tuple[list[MemoryMark], int]:
+def entropy_memory(backend: TransformersBackend, lengths: Sequence[int], deadline: float,
+                   meter=None) -> tuple[list[MemoryMark], int]:
     "(a mark at each length reached, prompt tokens): entropies streamed over greedy tokens up to max(lengths)."
     prompt_ids = backend.render_prompt_ids(chat("Think about numbers for a long time.", thinking=True))
     config, dtype, last = backend.model.config, backend.model.dtype, max(lengths)
@@ -270,7 +307,8 @@ def entropy_memory(backend: TransformersBackend, lengths: Sequence[int], deadlin
         steps = recorder.n_steps
         if steps in lengths:
             kv = kv_cache_bytes(config, len(prompt_ids) - 1 + steps, dtype)
-            marks.append(MemoryMark(steps, time.perf_counter() - started, kv, meter.peak() if meter is not None else None))
+            marks.append(MemoryMark(steps, time.perf_counter() - started, kv,
+                                    meter.peak() if meter is not None else None))
         if steps >= last or time.perf_counter() > deadline: return None
         return int(logits.argmax())
     stream_entropies(backend, prompt_ids, choose, recorder)
@@ -285,10 +323,18 @@ def memory_rows(shape: str, backend, cfg: CheckConfig, deadline: float, meter=No
         name = f"entropy peak above KV cache, {n} tokens"
         if (m := reached.get(n)) is None: rows.append(CheckRow(shape, name, "length not reached", status=NOT_RUN))
         elif m.peak_bytes is None:
-            rows.append(CheckRow(shape, name, f"KV cache {m.kv_bytes / MIB:.1f} MiB; {n / m.seconds:.1f} steps/s; no memory meter on "
-                                              f"{backend.device}", status="n/a (no CUDA)"))
+            rows.append(
+                CheckRow(
+                    shape,
+                    name,
+                    f"KV cache {m.kv_bytes / MIB:.1f} MiB; {n / m.seconds:.1f} steps/s; no memory meter on "
+                    f"{backend.device}",
+                    status="n/a (no CUDA)",
+                )
+            )
         else:
-            rows.append(CheckRow(shape, name, f"{m.above_kv / MIB:.1f} MiB (peak {m.peak_bytes / MIB:.1f} MiB above the weights, "
+            rows.append(CheckRow(shape, name,
+                                 f"{m.above_kv / MIB:.1f} MiB (peak {m.peak_bytes / MIB:.1f} MiB above the weights, "
                                               f"KV cache {m.kv_bytes / MIB:.1f} MiB; {n / m.seconds:.1f} steps/s)"))
     measured = {m.tokens: m.above_kv for m in marks if m.peak_bytes is not None}
     name, goal = "entropy peak flat in length", "growth <= allowance"
@@ -296,16 +342,28 @@ def memory_rows(shape: str, backend, cfg: CheckConfig, deadline: float, meter=No
         status = "n/a (no CUDA)" if marks and meter is None else NOT_RUN
         return rows + [CheckRow(shape, name, f"{len(measured)} lengths measured", goal, status)]
     low, high = min(measured), max(measured)
-    allowance = cfg.flat_slack_mib * MIB + cfg.flat_layers * reached[high].kv_bytes / backend.model.config.get_text_config().num_hidden_layers
+    allowance = (
+        cfg.flat_slack_mib * MIB
+        + cfg.flat_layers * reached[high].kv_bytes / backend.model.config.get_text_config().num_hidden_layers
+    )
     flat, growth = flat_in_length(measured, allowance)
     maps = kept_maps_bytes(backend.model.config, prompt_len, high)
-    return rows + [CheckRow(shape, name, f"growth {low} -> {high} tokens: {growth / MIB:.1f} MiB (allowance {allowance / MIB:.1f} MiB); "
-                                         f"kept maps would hold {maps / 2**30:.2f} GiB", goal, "pass" if flat else FAILED)]
+    return rows + [
+        CheckRow(
+            shape,
+            name,
+            f"growth {low} -> {high} tokens: {growth / MIB:.1f} MiB (allowance {allowance / MIB:.1f} MiB); "
+            f"kept maps would hold {maps / 2**30:.2f} GiB",
+            goal,
+            "pass" if flat else FAILED,
+        )
+    ]
 
 # %% ../nbs/95_gpu_check.ipynb #64f30917
 def generation_speed(backend: TransformersBackend, batch: int, new_tokens: int) -> tuple[float, int, float]:
     "(tokens/s, tokens, seconds) of greedy generation of `batch` chat requests, `batch` rows at a time."
-    requests = [chat(f"Request {k}: write anything.", thinking=False, sampling=SamplingParams(max_tokens=new_tokens)) for k in range(batch)]
+    requests = [chat(f"Request {k}: write anything.", thinking=False,
+                     sampling=SamplingParams(max_tokens=new_tokens)) for k in range(batch)]
     saved, backend.batch_size = backend.batch_size, batch
     try:
         before, started = backend.generated_tokens, time.perf_counter()
@@ -313,7 +371,8 @@ def generation_speed(backend: TransformersBackend, batch: int, new_tokens: int) 
         _sync(backend.device)
         seconds, tokens = time.perf_counter() - started, backend.generated_tokens - before
     finally: backend.batch_size = saved
-    if errors := [c.error for cs in out for c in cs if c.status == "error"]: raise RuntimeError(f"generation failed: {errors[0]}")
+    if errors := [c.error for cs in out for c in cs if c.status == "error"]:
+        raise RuntimeError(f"generation failed: {errors[0]}")
     return tokens / seconds, tokens, seconds
 
 def speed_rows(shape: str, backend, cfg: CheckConfig) -> list[CheckRow]:
@@ -321,28 +380,35 @@ def speed_rows(shape: str, backend, cfg: CheckConfig) -> list[CheckRow]:
     rows = []
     for batch in (1, cfg.batch_size):
         rate, tokens, seconds = generation_speed(backend, batch, cfg.gen_tokens)
-        rows.append(CheckRow(shape, f"generation tokens/s, batch {batch}", f"{rate:.1f} ({tokens} tokens in {seconds:.2f} s, {_dtype_name(backend)})"))
+        rows.append(CheckRow(shape, f"generation tokens/s, batch {batch}",
+                             f"{rate:.1f} ({tokens} tokens in {seconds:.2f} s, {_dtype_name(backend)})"))
     return rows
 
 def prober_speed_rows(shape: str, backend, probes: TraceProbes, cfg: CheckConfig) -> list[CheckRow]:
     sampling = SamplingParams(max_tokens=cfg.probe_tokens)
-    probe_traces(backend, [TraceProbes(probes.prompt_ids, probes.trace, probes.suffix_ids[:2])], sampling, method="kv", progress=False)
+    probe_traces(backend, [TraceProbes(probes.prompt_ids, probes.trace, probes.suffix_ids[:2])], sampling, method="kv",
+                 progress=False)
     run = run_probers(backend, probes, sampling, cfg.probe_batch_size)
     kv, naive = run.kv_stats.seconds, run.naive_stats.seconds
     same, dtype = sum(a.text == b.text for a, b in zip(run.kv, run.naive)), _dtype_name(backend)
     goal = "goal met" if naive / kv >= 20 else "goal not met"
-    return [CheckRow(shape, "prober seconds, kv / naive", f"{kv:.2f} / {naive:.2f} ({len(probes)} probes, {cfg.probe_batch_size} at a time, {dtype})"),
-            CheckRow(shape, "prober speed-up, naive / kv", f"{naive / kv:.1f}x", ">= 20x at the 8b shape (2,000 tokens, 100 utterances)",
+    return [CheckRow(shape, "prober seconds, kv / naive",
+                     f"{kv:.2f} / {naive:.2f} ({len(probes)} probes, {cfg.probe_batch_size} at a time, {dtype})"),
+            CheckRow(shape, "prober speed-up, naive / kv", f"{naive / kv:.1f}x",
+                     ">= 20x at the 8b shape (2,000 tokens, 100 utterances)",
                      goal if shape == "8b" else "measured"),
-            CheckRow(shape, "probe answers, kv vs naive (speed dtype)", f"{same}/{len(probes)} identical [{dtype}, greedy]",
+            CheckRow(shape, "probe answers, kv vs naive (speed dtype)",
+                     f"{same}/{len(probes)} identical [{dtype}, greedy]",
                      "reported: rounding flips the near ties of random weights")]
 
 # %% ../nbs/95_gpu_check.ipynb #1139bcc0
 def measure_names(cfg: CheckConfig) -> list[str]:
     "Every measure the check reports for each shape, in table order."
     return ["model (correctness stages)", "trace and probes", "probe answers, kv vs naive (correctness)",
-            "prober encoded tokens, kv / naive", "entropies vs output_attentions maps", "model (speed and memory stages)",
-            "generation tokens/s, batch 1", f"generation tokens/s, batch {cfg.batch_size}", "prober seconds, kv / naive",
+            "prober encoded tokens, kv / naive", "entropies vs output_attentions maps",
+            "model (speed and memory stages)",
+            "generation tokens/s, batch 1", f"generation tokens/s, batch {cfg.batch_size}",
+            "prober seconds, kv / naive",
             "prober speed-up, naive / kv", "probe answers, kv vs naive (speed dtype)",
             *[f"entropy peak above KV cache, {n} tokens" for n in cfg.entropy_lengths], "entropy peak flat in length"]
 
@@ -353,7 +419,8 @@ def environment() -> dict:
         props = torch.cuda.get_device_properties(0)
         device, cuda = f"{props.name} ({props.total_memory / 2**30:.1f} GiB)", f" (CUDA {torch.version.cuda})"
     else: device, cuda = f"CPU ({platform.machine()}, torch threads: {torch.get_num_threads()})", ""
-    return {"device": device, "torch": torch.__version__ + cuda, "transformers": transformers.__version__, "python": platform.python_version()}
+    return {"device": device, "torch": torch.__version__ + cuda, "transformers": transformers.__version__,
+            "python": platform.python_version()}
 
 # %% ../nbs/95_gpu_check.ipynb #99bc910c
 class GpuCheck:
@@ -390,7 +457,8 @@ class GpuCheck:
         cfg, state, names = self.cfg, {}, measure_names(self.cfg)
         def build(dtype: str, name: str):
             def go():
-                state.pop("backend", None); _release(cfg.device)  # one model on the device at a time
+                state.pop("backend", None)
+                _release(cfg.device)  # one model on the device at a time
                 state["backend"], seconds = random_backend(shape, dtype, cfg, tokenizer)
                 return CheckRow(shape, name, describe_model(state["backend"], seconds))
             return go
@@ -398,7 +466,8 @@ class GpuCheck:
             backend = state["backend"]
             state["probes"] = probes = check_probes(backend, cfg)
             run = run_probers(backend, probes, SamplingParams(max_tokens=cfg.probe_tokens), cfg.probe_batch_size)
-            return [trace_row(shape, probes, cfg), answers_row(shape, backend, probes, run, cfg), encoded_row(shape, probes, run)]
+            return [trace_row(shape, probes, cfg), answers_row(shape, backend, probes, run, cfg),
+                    encoded_row(shape, probes, run)]
         self.stage(shape, names[:1], build(cfg.check_dtype, names[0]))
         if "backend" not in state: return self.skip(shape, names[1:], "no model (see above)")
         self.stage(shape, names[1:4], correctness)
@@ -407,10 +476,12 @@ class GpuCheck:
         else: self.rows.append(CheckRow(shape, names[5], f"the same model ({cfg.dtype})"))
         if "backend" not in state: return self.skip(shape, names[6:], "no model (see above)")
         self.stage(shape, names[6:8], lambda: speed_rows(shape, state["backend"], cfg))
-        if "probes" in state: self.stage(shape, names[8:11], lambda: prober_speed_rows(shape, state["backend"], state["probes"], cfg))
+        if "probes" in state:
+            self.stage(shape, names[8:11], lambda: prober_speed_rows(shape, state["backend"], state["probes"], cfg))
         else: self.skip(shape, names[8:11], "no probes (see trace and probes)")
         self.stage(shape, names[11:], lambda: memory_rows(shape, state["backend"], cfg, self.deadline))
-        state.clear(); _release(cfg.device)
+        state.clear()
+        _release(cfg.device)
 
     def run(self) -> int:
         "Run every shape; the exit status (`exit_code`)."
@@ -428,19 +499,34 @@ class GpuCheck:
         cfg, env, code = self.cfg, self.env, exit_code(self.rows)
         verdict = {0: "every assertion passed", 1: f"{sum(r.status == FAILED for r in self.rows)} FAILED",
                    2: "incomplete: stages not run within the time budget"}[code]
-        return "\n".join([
-            "# GPU check: random-weight Qwen3 on the transformers backend", "",
-            f"Device: {env['device']}; torch {env['torch']}, transformers {env['transformers']}, Python {env['python']}. "
-            f"Command: `python -m reasoning_study.gpu_check {' '.join(self.argv)}`; {time.perf_counter() - self.started:.0f} s "
-            f"of a {cfg.budget_s:g} s budget. **Result: {verdict}.**", "",
-            f"Models: `random_qwen3(shape, seed={cfg.seed})` built on the device with {cfg.attn_implementation} attention, Qwen3's "
-            f"real tokenizer and chat template, `TransformersBackend(thinking=\"template\")`. Correctness stages in {cfg.check_dtype} "
-            f"(greedy answers compared exactly), speed and memory stages in {cfg.dtype}. Prober: a synthetic trace of "
-            f"{cfg.utterances} lines inside the thinking block, probe suffix `stop_now` + `</think>` + answer lead, "
-            f"{cfg.probe_tokens} greedy tokens per probe, `probe_traces(method=\"kv\")` against `method=\"naive\"`. Entropies: "
-            f"streamed through the attention interface over greedy tokens; the peak of `torch.cuda.max_memory_allocated` since "
-            f"the run started, above what was allocated before it, minus the KV cache at that length.", "",
-            markdown_table([asdict(r) for r in self.rows]), ""])
+        return "\n".join(
+            [
+                "# GPU check: random-weight Qwen3 on the transformers backend",
+                "",
+                f"Device: {env['device']}; torch {env['torch']}, transformers {env['transformers']}, Python "
+                f"{env['python']}. "
+                f"Command: `python -m reasoning_study.gpu_check {' '.join(self.argv)}`; "
+                f"{time.perf_counter() - self.started:.0f} s "
+                f"of a {cfg.budget_s:g} s budget. **Result: {verdict}.**",
+                "",
+                f"Models: `random_qwen3(shape, seed={cfg.seed})` built on the device with {cfg.attn_implementation} "
+                "attention, Qwen3's "
+                'real tokenizer and chat template, `TransformersBackend(thinking="template")`. Correctness stages in '
+                f'{cfg.check_dtype} '
+                f"(greedy answers compared exactly), speed and memory stages in {cfg.dtype}. Prober: a synthetic trace "
+                "of "
+                f"{cfg.utterances} lines inside the thinking block, probe suffix `stop_now` + `</think>` + answer "
+                "lead, "
+                f'{cfg.probe_tokens} greedy tokens per probe, `probe_traces(method="kv")` against `method="naive"`. '
+                'Entropies: '
+                "streamed through the attention interface over greedy tokens; the peak of "
+                "`torch.cuda.max_memory_allocated` since "
+                f"the run started, above what was allocated before it, minus the KV cache at that length.",
+                "",
+                markdown_table([asdict(r) for r in self.rows]),
+                "",
+            ]
+        )
 
     def write(self):
         out = Path(self.cfg.out)
@@ -465,10 +551,15 @@ def config_parser() -> argparse.ArgumentParser:
 
 def check_config(cfg: CheckConfig):
     "Raise ValueError on a configuration the check cannot run."
-    if unknown := [s for s in cfg.shapes if s not in QWEN3_SHAPES]: raise ValueError(f"unknown shapes {unknown}; known: {sorted(QWEN3_SHAPES)}")
+    if unknown := [s for s in cfg.shapes if s not in QWEN3_SHAPES]:
+        raise ValueError(f"unknown shapes {unknown}; known: {sorted(QWEN3_SHAPES)}")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError(f"--device {cfg.device}: no CUDA device here (run it on the GPU host, or pass --device cpu)")
-    if len(cfg.entropy_lengths) < 2 or list(cfg.entropy_lengths) != sorted(set(cfg.entropy_lengths)) or cfg.entropy_lengths[0] < 1:
+    if (
+        len(cfg.entropy_lengths) < 2
+        or list(cfg.entropy_lengths) != sorted(set(cfg.entropy_lengths))
+        or cfg.entropy_lengths[0] < 1
+    ):
         raise ValueError(f"--entropy-lengths needs at least two increasing lengths, got {cfg.entropy_lengths}")
     for shape in cfg.shapes:
         room = QWEN3_SHAPES[shape]["max_position_embeddings"] - 64  # the prompts' room
@@ -478,7 +569,8 @@ def check_config(cfg: CheckConfig):
         if not isinstance(getattr(torch, name, None), torch.dtype): raise ValueError(f"unknown dtype {name!r}")
 
 def main(argv: Sequence[str] | None = None) -> int:
-    "Run the check: exit status 0 (every assertion passed), 1 (one failed, or a bad configuration), 2 (stages left out for lack of time)."
+    """Run the check: exit status 0 (every assertion passed), 1 (one failed, or a bad configuration), 2 (stages left out
+    for lack of time)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     cfg = CheckConfig(**vars(config_parser().parse_args(argv)))
     try: check_config(cfg)
@@ -493,4 +585,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # %% ../nbs/95_gpu_check.ipynb #8162b174
 #| eval: false
-if __name__ == "__main__": sys.exit(main())  # python -m reasoning_study.gpu_check --shapes tiny,8b --out outputs/bench/gpu_check.md
+# python -m reasoning_study.gpu_check --shapes tiny,8b --out outputs/bench/gpu_check.md
+if __name__ == "__main__": sys.exit(main())

@@ -27,7 +27,8 @@ __all__ = ['RUN_RECORD', 'VERSIONED', 'package_versions', 'git_state', 'host_inf
 
 # %% ../nbs/08_provenance.ipynb #fac41055
 RUN_RECORD = "run.json"
-VERSIONED = ("torch", "transformers", "vllm", "reasoning_study", "pandas", "math-verify", "openai")  # the packages a record names
+# the packages a record names
+VERSIONED = ("torch", "transformers", "vllm", "reasoning_study", "pandas", "math-verify", "openai")
 
 def package_versions(names=VERSIONED) -> dict[str, str | None]:
     "python and each package's installed version (None when it is not installed), without importing any."
@@ -39,7 +40,9 @@ def package_versions(names=VERSIONED) -> dict[str, str | None]:
 def git_state(root: str | Path | None = None) -> dict:
     "The commit of the project checkout and whether tracked files differ from it (None outside a git checkout)."
     def git(*args):
-        try: r = subprocess.run(["git", "-C", str(root or project_root()), *args], capture_output=True, text=True, timeout=20)
+        try:
+            r = subprocess.run(["git", "-C", str(root or project_root()), *args], capture_output=True, text=True,
+                               timeout=20)
         except (OSError, subprocess.SubprocessError): return None
         return r.stdout.strip() if r.returncode == 0 else None
     commit = git("rev-parse", "HEAD")
@@ -64,14 +67,17 @@ def start_record(study: str,  # the study (its experiment notebook's name, a key
                 started=_now(), ended=None, seconds=None, backends={}, counts={})
 
 def finish_record(record: dict,
-                  backends: Mapping[str, Any] | None = None,  # role -> backend (each describes itself) or its description
+                  # role -> backend (each describes itself) or its description
+                  backends: Mapping[str, Any] | None = None,
                   counts: Mapping[str, int] | None = None,  # e.g. generated / reused samples
                  ) -> dict:
     "The record completed at the end of a run: the backends that answered, the counts, the end time and duration."
-    described = {role: dict(b) if isinstance(b, Mapping) else describe_backend(b) for role, b in (backends or {}).items() if b is not None}
+    described = {role: dict(b) if isinstance(b, Mapping) else describe_backend(b) for role,
+                 b in (backends or {}).items() if b is not None}
     ended = _now()
     seconds = (_dt.datetime.fromisoformat(ended) - _dt.datetime.fromisoformat(record["started"])).total_seconds()
-    return {**record, "backends": {**record.get("backends", {}), **described}, "counts": {**record.get("counts", {}), **(counts or {})},
+    return {**record, "backends": {**record.get("backends", {}), **described},
+            "counts": {**record.get("counts", {}), **(counts or {})},
             "ended": ended, "seconds": seconds}
 
 def write_record(folder: str | Path, record: dict) -> Path:
@@ -94,9 +100,11 @@ def record_row(folder: str | Path) -> dict:
     backends = r.get("backends", {})
     first = next(iter(backends.values()), {})
     v, g = r.get("versions", {}), r.get("git", {})
-    return dict(folder=str(folder), study=r.get("study"), models=", ".join(sorted({str(b.get("model")) for b in backends.values()})) or None,
+    return dict(folder=str(folder), study=r.get("study"),
+                models=", ".join(sorted({str(b.get("model")) for b in backends.values()})) or None,
                 backend=first.get("backend"), dtype=first.get("dtype"), device=first.get("device"),
-                commit=(g.get("commit") or "")[:10] or None, dirty=g.get("dirty"), python=v.get("python"), torch=v.get("torch"),
+                commit=(g.get("commit") or "")[:10] or None, dirty=g.get("dirty"), python=v.get("python"),
+                torch=v.get("torch"),
                 transformers=v.get("transformers"), vllm=v.get("vllm"), reasoning_study=v.get("reasoning_study"),
                 host=r.get("host", {}).get("name"), started=r.get("started"), seconds=r.get("seconds"),
                 generated=r.get("counts", {}).get("generated"), reused=r.get("counts", {}).get("reused"))

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from .figures.core import figure_note
@@ -38,78 +36,111 @@ class PaperFigure:
 MUSO, OVER, BEYOND = "MuSoBench", "Overthinking", "Beyond the papers"
 PAPER_FIGURES: list[PaperFigure] = [
     PaperFigure(MUSO, "Figure 1", "reasoning overconfidence, illustrated", "", "", "an illustration (no data)"),
-    PaperFigure(MUSO, "Figure 2", "recall vs confidence, TimeTabling", "musobench", r"^musobench/recall_confidence_timetabling$",
+    PaperFigure(MUSO, "Figure 2", "recall vs confidence, TimeTabling", "musobench",
+                r"^musobench/recall_confidence_timetabling$",
                 "a musobench run on timetabling with scored answers that state a confidence"),
-    PaperFigure(MUSO, "Figure 8", "recall vs confidence, SubsetSum", "musobench", r"^musobench/recall_confidence_subsetsum$",
+    PaperFigure(MUSO, "Figure 8", "recall vs confidence, SubsetSum", "musobench",
+                r"^musobench/recall_confidence_subsetsum$",
                 "a musobench run on subsetsum with scored answers that state a confidence"),
-    PaperFigure(MUSO, "Figure 3", "reliability diagram and recall, TimeTabling", "musobench", r"^musobench/calibration_timetabling$",
+    PaperFigure(MUSO, "Figure 3", "reliability diagram and recall, TimeTabling", "musobench",
+                r"^musobench/calibration_timetabling$",
                 "a musobench run on timetabling with scored answers that state a confidence"),
-    PaperFigure(MUSO, "Figure 9", "reliability diagram and recall, SubsetSum", "musobench", r"^musobench/calibration_subsetsum$",
+    PaperFigure(MUSO, "Figure 9", "reliability diagram and recall, SubsetSum", "musobench",
+                r"^musobench/calibration_subsetsum$",
                 "a musobench run on subsetsum with scored answers that state a confidence"),
-    PaperFigure(MUSO, "Figure 4", "Short-CoT to Long-CoT movement, TimeTabling", "musobench", r"^musobench/movement_timetabling$",
+    PaperFigure(MUSO, "Figure 4", "Short-CoT to Long-CoT movement, TimeTabling", "musobench",
+                r"^musobench/movement_timetabling$",
                 "both paradigms of one model on timetabling, scored with a confidence"),
-    PaperFigure(MUSO, "Figure 10", "Short-CoT to Long-CoT movement, SubsetSum", "musobench", r"^musobench/movement_subsetsum$",
+    PaperFigure(MUSO, "Figure 10", "Short-CoT to Long-CoT movement, SubsetSum", "musobench",
+                r"^musobench/movement_subsetsum$",
                 "both paradigms of one model on subsetsum, scored with a confidence"),
-    PaperFigure(MUSO, "Table 1", "CSR / ESC / NSD after reconsideration", "musobench", r"^musobench/table1_reconsideration$",
+    PaperFigure(MUSO, "Table 1", "CSR / ESC / NSD after reconsideration", "musobench",
+                r"^musobench/table1_reconsideration$",
                 "a musobench run with scored base answers"),
     PaperFigure(MUSO, "Figure 5", "factors: length, complexity level, temperature (TimeTabling)", "musobench",
-                r"^musobench/factors_.*timetabling$", "a musobench run on timetabling; the temperature panel needs runs at several temperatures"),
+                r"^musobench/factors_.*timetabling$",
+                "a musobench run on timetabling; the temperature panel needs runs at several temperatures"),
     PaperFigure(MUSO, "Figure 11", "factors: length, complexity level, temperature (SubsetSum)", "musobench",
-                r"^musobench/factors_.*subsetsum$", "a musobench run on subsetsum; the temperature panel needs runs at several temperatures"),
+                r"^musobench/factors_.*subsetsum$",
+                "a musobench run on subsetsum; the temperature panel needs runs at several temperatures"),
     PaperFigure(MUSO, "Figure 6", "mitigations: reflection, exploration, self-consistency (TimeTabling)", "musobench",
-                r"^musobench/mitigations_.*timetabling$", "a musobench run on timetabling with reflection_ks, exploration or sc_samples"),
+                r"^musobench/mitigations_.*timetabling$",
+                "a musobench run on timetabling with reflection_ks, exploration or sc_samples"),
     PaperFigure(MUSO, "Figure 12", "mitigations (SubsetSum)", "musobench", r"^musobench/mitigations_.*subsetsum$",
                 "a musobench run on subsetsum with reflection_ks, exploration or sc_samples"),
-    PaperFigure(MUSO, "Figure 13", "exploration cue and calibration", "musobench", r"^musobench/exploration_calibration",
+    PaperFigure(MUSO, "Figure 13", "exploration cue and calibration", "musobench",
+                r"^musobench/exploration_calibration",
                 "a musobench Short-CoT run with exploration=True and scored confidences"),
-    PaperFigure(MUSO, "Table 2", "self-consistency (w/ Median Conf, w/ Voting = the union; our threshold vote)", "musobench", r"^musobench/table2_self_consistency$",
+    PaperFigure(MUSO, "Table 2", "self-consistency (w/ Median Conf, w/ Voting = the union; our threshold vote)",
+                "musobench", r"^musobench/table2_self_consistency$",
                 "a musobench Long-CoT run with sc_samples > 1 (the paper: 32)"),
-    PaperFigure(MUSO, "Table 3", "hyperparameters", "musobench", r"^musobench/table3_hyperparameters$", "any musobench run"),
-    PaperFigure(MUSO, "Table 4", "NoveltyBench: Utility, ECE(Utility), Distinct, ECE(Distinct), beside the paper's", "musobench",
+    PaperFigure(MUSO, "Table 3", "hyperparameters", "musobench", r"^musobench/table3_hyperparameters$",
+                "any musobench run"),
+    PaperFigure(MUSO, "Table 4", "NoveltyBench: Utility, ECE(Utility), Distinct, ECE(Distinct), beside the paper's",
+                "musobench",
                 r"^musobench/table4_noveltybench$", "a musobench run with noveltybench among its tasks"),
     PaperFigure(MUSO, "Figure 7", "attention entropy, representative layers", "attention_entropy",
                 r"^attention/fig7_attention_entropy_layers", "an attention_entropy run with both paradigms"),
-    PaperFigure(MUSO, "Figure 14", "attention entropy, all layers", "attention_entropy", r"^attention/fig14_attention_entropy",
+    PaperFigure(MUSO, "Figure 14", "attention entropy, all layers", "attention_entropy",
+                r"^attention/fig14_attention_entropy",
                 "an attention_entropy run with both paradigms"),
-    PaperFigure(MUSO, "Benchmark", "solution counts per complexity level", "musobench_build", r"^musobench_build/solution_counts$",
+    PaperFigure(MUSO, "Benchmark", "solution counts per complexity level", "musobench_build",
+                r"^musobench_build/solution_counts$",
                 "a musobench_build run"),
-    PaperFigure(OVER, "Figure 1", "No-CoT / Actual / Optimal (/ Instruct) accuracy", "overthinking", r"^overthinking/fig1_strategy_accuracy$",
+    PaperFigure(OVER, "Figure 1", "No-CoT / Actual / Optimal (/ Instruct) accuracy", "overthinking",
+                r"^overthinking/fig1_strategy_accuracy$",
                 "an overthinking run"),
-    PaperFigure(OVER, "Figure 2", "utterances, Actual vs Optimal Length", "overthinking", r"^overthinking/fig2_lengths_utterances$",
+    PaperFigure(OVER, "Figure 2", "utterances, Actual vs Optimal Length", "overthinking",
+                r"^overthinking/fig2_lengths_utterances$",
                 "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Table 1", "accuracy, length and H per strategy (multimodal)", "overthinking", r"^overthinking/table1_results$",
+    PaperFigure(OVER, "Table 1", "accuracy, length and H per strategy (multimodal)", "overthinking",
+                r"^overthinking/table1_results$",
                 "an overthinking run (the paper: the multimodal models and benchmarks)"),
-    PaperFigure(OVER, "Table 3", "accuracy, length and H per strategy (language-only)", "overthinking", r"^overthinking/table1_results$",
+    PaperFigure(OVER, "Table 3", "accuracy, length and H per strategy (language-only)", "overthinking",
+                r"^overthinking/table1_results$",
                 "an overthinking run (the paper: GPQA and AIME 2025)"),
-    PaperFigure(OVER, "Table 2", "Stopping@K", "overthinking", r"^overthinking/table2_stopping$", "an overthinking run"),
+    PaperFigure(OVER, "Table 2", "Stopping@K", "overthinking", r"^overthinking/table2_stopping$",
+                "an overthinking run"),
     PaperFigure(OVER, "Figure 3", "verbose vs harmful overthinking by answer format", "overthinking",
                 r"^overthinking/fig3_format_breakdown$", "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Figure 13", "verbose vs harmful by format, language-only", "overthinking", r"^overthinking/fig3_format_breakdown$",
+    PaperFigure(OVER, "Figure 13", "verbose vs harmful by format, language-only", "overthinking",
+                r"^overthinking/fig3_format_breakdown$",
                 "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Figure 4", "correctness stability after τ", "overthinking", r"^overthinking/fig4_stability_curve$",
+    PaperFigure(OVER, "Figure 4", "correctness stability after τ", "overthinking",
+                r"^overthinking/fig4_stability_curve$",
                 "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Figure 5", "examples of correctness deviations", "overthinking", r"^overthinking/harmful_examples$",
+    PaperFigure(OVER, "Figure 5", "examples of correctness deviations", "overthinking",
+                r"^overthinking/harmful_examples$",
                 "an overthinking run with a harmful trajectory (qualitative examples, written as text)"),
-    PaperFigure(OVER, "Figure 6", "robustness: Spearman of b_τ, MCC of z_N", "overthinking", r"^overthinking/fig6_robustness",
+    PaperFigure(OVER, "Figure 6", "robustness: Spearman of b_τ, MCC of z_N", "overthinking",
+                r"^overthinking/fig6_robustness",
                 "an overthinking run with several conditions (templates x extractors, or seeds)"),
-    PaperFigure(OVER, "Figure 7", "cross-model Spearman of Optimal Length", "overthinking", r"^overthinking/fig7_cross_model$",
+    PaperFigure(OVER, "Figure 7", "cross-model Spearman of Optimal Length", "overthinking",
+                r"^overthinking/fig7_cross_model$",
                 "overthinking runs of at least two models on the same items"),
     PaperFigure(OVER, "Figure 8", "Optimal Length vs test-time scaling and Pass@K", "overthinking",
                 r"^overthinking/fig8_test_time_scaling$", "an overthinking run with n_samples > 1 (temperature > 0)"),
-    PaperFigure(OVER, "Figure 9", "prefix-to-prefix transition matrix", "overthinking", r"^overthinking/fig9_transition_matrix$",
+    PaperFigure(OVER, "Figure 9", "prefix-to-prefix transition matrix", "overthinking",
+                r"^overthinking/fig9_transition_matrix$",
                 "an overthinking run"),
-    PaperFigure(OVER, "Figure 10", "tokens per utterance, lengths in tokens", "overthinking", r"^overthinking/fig10_token_statistics$",
+    PaperFigure(OVER, "Figure 10", "tokens per utterance, lengths in tokens", "overthinking",
+                r"^overthinking/fig10_token_statistics$",
                 "an overthinking run with a solved trajectory"),
     PaperFigure(OVER, "Figure 11", "wasted budget", "overthinking", r"^overthinking/fig11_wasted_budget$",
                 "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Figure 12", "Actual vs Optimal Length, language-only", "overthinking", r"^overthinking/fig2_lengths_utterances$",
+    PaperFigure(OVER, "Figure 12", "Actual vs Optimal Length, language-only", "overthinking",
+                r"^overthinking/fig2_lengths_utterances$",
                 "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Table 4", "failure taxonomy of harmful overthinking", "overthinking", r"^overthinking/table4_taxonomy$",
+    PaperFigure(OVER, "Table 4", "failure taxonomy of harmful overthinking", "overthinking",
+                r"^overthinking/table4_taxonomy$",
                 "an overthinking run with a judge and a harmful trajectory"),
-    PaperFigure(OVER, "Figures 14-16", "termination, extractor and judge prompts", "", "", "prompts (see reasoning_study.prompts.overthinking)"),
-    PaperFigure(BEYOND, "Stopping policies", "stopping without the answer key vs Actual and Optimal (metrics.stopping)", "overthinking",
+    PaperFigure(OVER, "Figures 14-16", "termination, extractor and judge prompts", "", "",
+                "prompts (see reasoning_study.prompts.overthinking)"),
+    PaperFigure(BEYOND, "Stopping policies",
+                "stopping without the answer key vs Actual and Optimal (metrics.stopping)", "overthinking",
                 r"^overthinking/stopping_policies$", "an overthinking run"),
-    PaperFigure(BEYOND, "Stopping Pareto", "tokens used vs accuracy at the stop, per policy setting, Actual and Optimal marked",
+    PaperFigure(BEYOND, "Stopping Pareto",
+                "tokens used vs accuracy at the stop, per policy setting, Actual and Optimal marked",
                 "overthinking", r"^overthinking/stopping_pareto$", "an overthinking run"),
 ]
 
@@ -117,7 +148,8 @@ PAPER_FIGURES: list[PaperFigure] = [
 def figure_inventory(made: dict[str, list | str],  # "section/name" -> files written, or the reason it was not drawn
                      experiments: Iterable[str],  # the experiment notebooks that have finished runs in the sweep
                     ) -> pd.DataFrame:
-    "One row per paper figure: drawn / not drawn (the data cannot support it) / not in sweep (no run of its experiment) / no data."
+    """One row per paper figure: drawn / not drawn (the data cannot support it) / not in sweep (no run of its
+    experiment) / no data."""
     experiments, rows = set(experiments), []
     for f in PAPER_FIGURES:
         hits = {k: v for k, v in made.items() if f.pattern and re.search(f.pattern, k)}
@@ -144,19 +176,36 @@ def summary_markdown(runs: pd.DataFrame,  # finished runs (`sweep.finished_runs`
                     ) -> str:
     "The one-screen summary: runs, models, what was drawn and what was not, and why."
     counts = inventory.status.value_counts()
-    models = sorted({m for m in (records.models.dropna() if records is not None and "models" in records else []) for m in m.split(", ")})
+    models = sorted(
+        {
+            m
+            for m in (records.models.dropna() if records is not None and "models" in records else [])
+            for m in m.split(", ")
+        }
+    )
     plural = lambda n, word: f"{n} {word}{'s' * (n != 1)}"
-    lines = [f"**{plural(len(runs), 'finished run')}** of {plural(runs.notebook.nunique() if len(runs) else 0, 'experiment')} "
-             f"({', '.join(f'{n} × {k}' for k, n in runs.notebook.value_counts().items()) or 'none'})."]
+    lines = [
+        f"**{plural(len(runs), 'finished run')}** of "
+        f"{plural(runs.notebook.nunique() if len(runs) else 0, 'experiment')} "
+        f"({', '.join(f'{n} × {k}' for k, n in runs.notebook.value_counts().items()) or 'none'})."
+    ]
     if models: lines.append(f"**Models:** {', '.join(models)}.")
     if failed: lines.append(f"**Not finished:** {', '.join(failed)} (see the sweep summary below).")
-    lines.append("**The papers' figures and tables:** " + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in STATUS_ORDER if counts.get(s, 0)) + ".")
+    lines.append(
+        "**The papers' figures and tables:** "
+        + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in STATUS_ORDER if counts.get(s, 0))
+        + "."
+    )
     missing = inventory[inventory.status.isin(["not drawn", "not in sweep"])]
     if len(missing):
         reasons = missing.groupby("status").item.count()
         cannot = "; ".join(f"{r.paper} {r.item}" for r in missing.itertuples() if r.status == "not drawn")
-        if cannot: lines.append(f"Not drawn because the runs cannot support them: {cannot} (the reasons are listed per paper).")
-        if (absent := int(reasons.get("not in sweep", 0))): lines.append(f"{absent} need experiments this sweep did not run (listed per paper).")
+        if cannot:
+            lines.append(
+                f"Not drawn because the runs cannot support them: {cannot} (the reasons are listed per paper)."
+            )
+        if (absent := int(reasons.get("not in sweep", 0))):
+            lines.append(f"{absent} need experiments this sweep did not run (listed per paper).")
     return "\n\n".join(lines)
 
 def toc_markdown(inventory: pd.DataFrame) -> str:
@@ -164,7 +213,9 @@ def toc_markdown(inventory: pd.DataFrame) -> str:
     lines = ["**Contents**", "", f"- [Runs and provenance](#{anchor('runs')})"]
     for paper, rows in inventory.groupby("paper", sort=False):
         lines.append(f"- [{PAPER_TITLES.get(paper, paper)}](#{anchor(paper)})")
-        lines += [f"    - [{r.item}: {r.shows}](#{anchor(paper, r.item)})" for r in rows.itertuples() if r.status == "drawn"]
+        lines += [
+            f"    - [{r.item}: {r.shows}](#{anchor(paper, r.item)})" for r in rows.itertuples() if r.status == "drawn"
+        ]
         if (rows.status != "drawn").any(): lines.append(f"    - [Not drawn](#{anchor(paper, 'not drawn')})")
     lines.append(f"- [Also drawn](#{anchor('also drawn')})")
     return "\n".join(lines)
@@ -173,7 +224,8 @@ def caption(row, runs: pd.DataFrame, counts: pd.DataFrame) -> str:
     "What a figure shows, from which runs, and how many instances stand behind each condition."
     experiment = next((f.experiment for f in PAPER_FIGURES if f.paper == row.paper and f.item == row.item), "")
     cells = sorted(runs.loc[runs.notebook == experiment, "cell"]) if len(runs) else []
-    text = f"*{row.paper} {row.item}: {row.shows}.* From {len(cells)} run{'s' * (len(cells) != 1)}: {', '.join(f'`{c}`' for c in cells)}."
+    listed = ", ".join(f"`{c}`" for c in cells)
+    text = f"*{row.paper} {row.item}: {row.shows}.* From {len(cells)} run{'s' * (len(cells) != 1)}: {listed}."
     if not counts.empty: text += f" {count_note(counts)}."
     if (note := small_data_note(counts)): text += f" **⚠ {note}.**"
     return text
@@ -184,8 +236,10 @@ class Block:
     kind: str  # "markdown" or "image"
     content: str  # Markdown text, or the path of a PNG to embed
 
-def page_blocks(inventory: pd.DataFrame, runs: pd.DataFrame, counts: dict[str, pd.DataFrame], made: dict) -> list[Block]:
-    "The figures part of the reader's page: per paper, each drawn item (heading, images or table, caption), then what was not drawn and why."
+def page_blocks(inventory: pd.DataFrame, runs: pd.DataFrame, counts: dict[str, pd.DataFrame],
+                made: dict) -> list[Block]:
+    """The figures part of the reader's page: per paper, each drawn item (heading, images or table, caption), then what
+    was not drawn and why."""
     blocks, shown = [], set()
     experiment_of = {(f.paper, f.item): f.experiment for f in PAPER_FIGURES}
     for paper, rows in inventory.groupby("paper", sort=False):
@@ -195,27 +249,38 @@ def page_blocks(inventory: pd.DataFrame, runs: pd.DataFrame, counts: dict[str, p
             pngs = [p for p in r.files if p.endswith(".png")]
             tables = [p for p in r.files if p.endswith(".md")]
             for p in pngs:
-                blocks.append(Block("image", p)); shown.add(p)
+                blocks.append(Block("image", p))
+                shown.add(p)
             if not pngs: blocks += [Block("markdown", Path(p).read_text()) for p in tables]
-            blocks.append(Block("markdown", caption(r, runs, counts.get(experiment_of[(paper, r.item)], pd.DataFrame(columns=["n"])))))
+            blocks.append(Block("markdown",
+                                caption(r, runs,
+                                        counts.get(experiment_of[(paper, r.item)], pd.DataFrame(columns=["n"])))))
         rest = rows[rows.status != "drawn"]
         if len(rest):
             blocks.append(Block("markdown", f'### <a id="{anchor(paper, "not drawn")}"></a>Not drawn\n\n' + "\n".join(
                 f"- **{r.item}** ({r.shows}): *{r.status}*; {r.detail}" for r in rest.itertuples())))
-    blocks.append(Block("markdown", f'## <a id="{anchor("also drawn")}"></a>Also drawn\n\nFigures beyond the papers, per run.'))
+    blocks.append(Block("markdown",
+                        f'## <a id="{anchor("also drawn")}"></a>Also drawn\n\nFigures beyond the papers, per run.'))
     for key, files in sorted(made.items()):
         for p in ([str(f) for f in files if str(f).endswith(".png")] if not isinstance(files, str) else []):
-            if p not in shown: blocks += [Block("markdown", f"**{key}**"), Block("image", p)]; shown.add(p)
+            if p not in shown:
+                blocks += [Block("markdown", f"**{key}**"), Block("image", p)]
+                shown.add(p)
     return blocks
 
 # %% ../nbs/94_report.ipynb #56458c02
 def page_notebook(executed: str | Path):
-    "The executed notebook without what a reader should not see: stderr streams and error outputs; returns (notebook, outputs removed)."
+    """The executed notebook without what a reader should not see: stderr streams and error outputs; returns (notebook,
+    outputs removed)."""
     import nbformat
     nb = nbformat.read(str(executed), as_version=4)
     removed = 0
     for cell in nb.cells:
-        keep = [o for o in cell.get("outputs", []) if not (o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr"))]
+        keep = [
+            o
+            for o in cell.get("outputs", [])
+            if not (o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr"))
+        ]
         removed += len(cell.get("outputs", [])) - len(keep)
         if cell.cell_type == "code": cell.outputs = keep
     return nb, removed
@@ -227,7 +292,8 @@ def render_page(executed: str | Path,  # the executed sweep-report notebook
     from nbconvert import HTMLExporter
     nb, _ = page_notebook(executed)
     nb.metadata["title"] = title
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True, exclude_anchor_links=True)
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
+                            exclude_anchor_links=True)
     body, _ = exporter.from_notebook_node(nb)
     return body
 
@@ -235,15 +301,19 @@ def render_page(executed: str | Path,  # the executed sweep-report notebook
 def section_counts(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
     "The condition counts of each study of a sweep's finished runs (`figures.core.condition_counts`)."
     if not len(runs): return {}
-    return {nb: condition_counts(study_module(nb), list(g["folder"])) for nb, g in runs.groupby("notebook", sort=False) if nb in STUDIES}
+    return {nb: condition_counts(study_module(nb), list(g["folder"])) for nb,
+            g in runs.groupby("notebook", sort=False) if nb in STUDIES}
 
 def sweep_report(sweep_dir: str | Path,  # a sweep folder (its finished run folders are read)
                  out: str | Path,  # where the report goes (e.g. <sweep>/report)
                 ) -> tuple[pd.DataFrame, dict]:
     "Build every section a sweep's runs support; returns the figure inventory and name -> files (or reason)."
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
     runs = finished_runs(sweep_dir)
-    runs.drop(columns="parameters").assign(parameters=runs["parameters"].map(json.dumps)).to_csv(out / "runs.csv", index=False)
+    runs.drop(columns="parameters").assign(parameters=runs["parameters"].map(json.dumps)).to_csv(
+        out / "runs.csv", index=False
+    )
     made: dict = {}
     counts = section_counts(runs)
     for notebook, group in runs.groupby("notebook", sort=False):
@@ -253,8 +323,13 @@ def sweep_report(sweep_dir: str | Path,  # a sweep folder (its finished run fold
     inventory = figure_inventory(made, set(runs["notebook"]))
     lines = [f"# Figures and tables of sweep {Path(sweep_dir).name}", "", f"{len(runs)} finished runs.", ""]
     for paper, rows in inventory.groupby("paper", sort=False):
-        lines += [f"## {paper}", ""] + [f"- **{r.item}** ({r.shows}): {r.status}; {r.detail}" for r in rows.itertuples()] + [""]
-    extra = sorted(k for k, v in made.items() if not isinstance(v, str) and not any(f.pattern and re.search(f.pattern, k) for f in PAPER_FIGURES))
+        lines += [f"## {paper}",
+                  ""] + [f"- **{r.item}** ({r.shows}): {r.status}; {r.detail}" for r in rows.itertuples()] + [""]
+    extra = sorted(
+        k
+        for k, v in made.items()
+        if not isinstance(v, str) and not any(f.pattern and re.search(f.pattern, k) for f in PAPER_FIGURES)
+    )
     lines += ["## Also written", ""] + [f"- {k}" for k in extra]
     (out / "figures.md").write_text("\n".join(lines) + "\n")
     inventory.assign(files=inventory["files"].map(json.dumps)).to_csv(out / "figures.csv", index=False)

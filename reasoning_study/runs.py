@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from .backends.presets import key_variables
+
 # %% auto #0
 __all__ = ['CREDENTIAL_NAME', 'CREDENTIAL_ENV', 'KEY_SHAPES', 'KEY_SHAPE', 'BEARER', 'ECHOED', 'REDACTED', 'project_root',
            'resolve_path', 'run_dir', 'is_credential_name', 'key_variable_hint', 'credential_problems',
@@ -38,34 +40,46 @@ def run_dir(path: str | Path, root: str | Path | None = None) -> Path:
     return folder
 
 # %% ../nbs/05_runs.ipynb #69597bae
-CREDENTIAL_NAME = re.compile(r"(?:^|[_-])(?:api[_-]?key|access[_-]?key|secret(?:[_-]?key)?|password|passwd|token|auth|authorization"
-                             r"|bearer|credentials?)$", re.IGNORECASE)  # a key name whose value is a credential (`..._env` names a variable)
-CREDENTIAL_ENV = re.compile(r"(?:API_?KEY|ACCESS_?KEY|TOKEN|SECRET(?:_?KEY)?|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
+CREDENTIAL_NAME = re.compile(
+    r"(?:^|[_-])(?:api[_-]?key|access[_-]?key|secret(?:[_-]?key)?|password|passwd|token|auth|authorization"
+    # a key name whose value is a credential (`..._env` names a variable)
+    r"|bearer|credentials?)$",
+    re.IGNORECASE,
+)
+CREDENTIAL_ENV = re.compile(
+    r"(?:API_?KEY|ACCESS_?KEY|TOKEN|SECRET(?:_?KEY)?|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE
+)
 KEY_SHAPES = (r"\bsk-[A-Za-z0-9_-]{16,}",  # OpenAI, DeepSeek and other `sk-` secret keys
               r"\bhf_[A-Za-z0-9]{20,}",  # Hugging Face tokens
               r"\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}")  # GitHub tokens
 KEY_SHAPE = re.compile("|".join(KEY_SHAPES))
-BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}")  # an Authorization header's scheme, then its credential
-ECHOED = re.compile(r"(?i)((?:authorization|x-api-key|api[_-]?key)[\"']?\s*[:=]\s*[\"']?)(?!\[redacted|bearer\b|basic\b)([^\s\"',}]{4,})")
+# an Authorization header's scheme, then its credential
+BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}")
+ECHOED = re.compile(
+    r"(?i)((?:authorization|x-api-key|api[_-]?key)[\"']?\s*[:=]\s*[\"']?)"  # the key's name and its separator
+    r"(?!\[redacted|bearer\b|basic\b)([^\s\"',}]{4,})"  # its value, unless already redacted or a bearer scheme
+)
 REDACTED = "[redacted]"
 
 def is_credential_name(name: Any) -> bool:
-    "Whether a mapping key names a credential (`api_key`, `hf_token`, `Authorization`; not `max_tokens`, not `api_key_env`)."
+    """Whether a mapping key names a credential (`api_key`, `hf_token`, `Authorization`; not `max_tokens`, not
+    `api_key_env`)."""
     return isinstance(name, str) and bool(CREDENTIAL_NAME.search(name))
 
 def key_variable_hint() -> str:
     "Which variables the hosted presets read their keys from (for messages)."
-    from reasoning_study.backends.presets import key_variables  # the presets' registry; imported when a message needs it
     found = key_variables()
     return ", ".join(f"{v} ({', '.join(p)})" for v, p in found.items()) or "the preset's api_key_env"
 
 def credential_problems(value: Any, where: str = "value") -> list[str]:
     "Where a parameter value holds a literal credential, one message each ([] when it holds none)."
-    if isinstance(value, str): return [f"{where} looks like a key"] if KEY_SHAPE.search(value) or BEARER.search(value) else []
+    if isinstance(value, str):
+        return [f"{where} looks like a key"] if KEY_SHAPE.search(value) or BEARER.search(value) else []
     problems = []
     if isinstance(value, Mapping):
         for k, v in value.items():
-            if is_credential_name(k) and isinstance(v, str) and v: problems.append(f"{where}[{k!r}] is a literal credential")
+            if is_credential_name(k) and isinstance(v, str) and v:
+                problems.append(f"{where}[{k!r}] is a literal credential")
             else: problems += credential_problems(v, f"{where}[{k!r}]")
     elif isinstance(value, (list, tuple)):
         for i, v in enumerate(value): problems += credential_problems(v, f"{where}[{i}]")
@@ -74,9 +88,11 @@ def credential_problems(value: Any, where: str = "value") -> list[str]:
 def check_no_credentials(name: str, value: Any) -> Any:
     "`value` when it holds no literal credential; a ValueError saying which variable to set otherwise."
     if problems := credential_problems(value, f"parameter {name!r}"):
-        raise ValueError(f"{'; '.join(problems)}: keys come from the environment only (a parameter is written into the executed "
-                         f"notebook and params.json). Set the variable the preset reads ({key_variable_hint()}), or put the key "
-                         "in another variable and name it with the backend option 'api_key_env'")
+        raise ValueError(
+            f"{'; '.join(problems)}: keys come from the environment only (a parameter is written into the executed "
+            f"notebook and params.json). Set the variable the preset reads ({key_variable_hint()}), or put the key "
+            "in another variable and name it with the backend option 'api_key_env'"
+        )
     return value
 
 # %% ../nbs/05_runs.ipynb #7a5152df
@@ -97,7 +113,8 @@ def redact(value: Any, env: Mapping[str, str] | None = None) -> Any:
     "A copy of `value` (mappings, lists, strings, nested) with credentials redacted; other values as they are."
     if isinstance(value, str): return redact_text(value, env)
     if isinstance(value, Mapping):
-        return {k: REDACTED if is_credential_name(k) and isinstance(v, str) and v else redact(v, env) for k, v in value.items()}
+        return {k: REDACTED if is_credential_name(k) and isinstance(v, str) and v else redact(v, env) for k,
+                v in value.items()}
     if isinstance(value, (list, tuple)): return type(value)(redact(v, env) for v in value)
     return value
 
@@ -125,7 +142,10 @@ def check_param(name: str,  # parameter name (for the message)
     if value is None and optional: return value
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise ValueError(f"parameter {name!r} must be {' or '.join(k.__name__ for k in kinds)}, got {value!r} ({type(value).__name__})")
+        raise ValueError(
+            f"parameter {name!r} must be {' or '.join(k.__name__ for k in kinds)}, got {value!r} "
+            f"({type(value).__name__})"
+        )
     if choices is not None:
         allowed = list(choices)
         for v in (value if isinstance(value, (list, tuple)) else [value]):

@@ -41,7 +41,8 @@ def _canonical_json(data) -> str:
 _FLOAT_FIELDS = {f.name for f in fields(SamplingParams) if f.type in ("float", float)}
 
 def sampling_fields(sampling: SamplingParams) -> dict:
-    "The sampling parameters that decide one sample: all but `n` (and `logprobs` when not asked for), floats normalised."
+    """The sampling parameters that decide one sample: all but `n` (and `logprobs` when not asked for), floats
+    normalised."""
     d = asdict(sampling)
     del d["n"]
     if not d["logprobs"]: del d["logprobs"]  # keys from before the field existed stay valid
@@ -56,9 +57,11 @@ def _identity(backend) -> dict:
     return {"model_id": backend.model_id, "revision": backend.revision, "backend": backend.name}
 
 def key_numerics(backend) -> str | None:
-    "The backend's `numerics` tag as the key records it: None when it has none or when it is the backend's legacy numerics."
+    """The backend's `numerics` tag as the key records it: None when it has none or when it is the backend's legacy
+    numerics."""
     tag = getattr(backend, "numerics", None)
-    if tag is not None and not isinstance(tag, str): raise TypeError(f"numerics must be a str like 'bfloat16/cuda', got {tag!r}")
+    if tag is not None and not isinstance(tag, str):
+        raise TypeError(f"numerics must be a str like 'bfloat16/cuda', got {tag!r}")
     return None if tag in (None, LEGACY_NUMERICS.get(backend.name)) else tag
 
 def generation_key_fields(backend: Backend,  # anything with `name`, `model_id`, `revision` (and maybe `numerics`)
@@ -119,12 +122,21 @@ class GenerationRecord:
 
     def to_completion(self) -> Completion:
         "The `Completion` this record keeps."
-        return Completion(text=self.text, reasoning=self.reasoning, answer=self.answer,
-                          prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                          finish_reason=self.finish_reason, status=self.status, sample_index=self.sample_index,
-                          seed=self.seed, cached_prompt_tokens=self.cached_prompt_tokens,
-                          latency_s=self.latency_s, error=self.error,
-                          token_logprobs=None if self.token_logprobs is None else tuple(json.loads(self.token_logprobs)))
+        return Completion(
+            text=self.text,
+            reasoning=self.reasoning,
+            answer=self.answer,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            finish_reason=self.finish_reason,
+            status=self.status,
+            sample_index=self.sample_index,
+            seed=self.seed,
+            cached_prompt_tokens=self.cached_prompt_tokens,
+            latency_s=self.latency_s,
+            error=self.error,
+            token_logprobs=None if self.token_logprobs is None else tuple(json.loads(self.token_logprobs)),
+        )
 
 def _logprobs_json(logprobs) -> str | None:
     "Token log-probabilities as a JSON list (floats round-trip exactly), or None."
@@ -132,7 +144,8 @@ def _logprobs_json(logprobs) -> str | None:
 
 # %% ../nbs/20_store.ipynb #26cc3c58
 SCHEMA_VERSION = 2  # 2: the token_logprobs column
-MIGRATIONS = {1: ("ALTER TABLE generations ADD COLUMN token_logprobs TEXT",)}  # version -> the SQL that makes it the next
+# version -> the SQL that makes it the next
+MIGRATIONS = {1: ("ALTER TABLE generations ADD COLUMN token_logprobs TEXT",)}
 _SQL_TYPES = {"str": "TEXT NOT NULL", "str | None": "TEXT", "int": "INTEGER NOT NULL", "int | None": "INTEGER",
               "float": "REAL NOT NULL"}
 COLUMNS = [f.name for f in fields(GenerationRecord)]
@@ -170,7 +183,9 @@ def _open_connection(path: Path, timeout_s: float) -> sqlite3.Connection:
         conn.execute("BEGIN IMMEDIATE")
         try:
             found = version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version == 0: conn.execute(_schema_sql()); version = SCHEMA_VERSION
+            if version == 0:
+                conn.execute(_schema_sql())
+                version = SCHEMA_VERSION
             while version < SCHEMA_VERSION and version in MIGRATIONS:  # an older file: add what the newer versions have
                 for sql in MIGRATIONS[version]: conn.execute(sql)
                 version += 1
@@ -178,7 +193,8 @@ def _open_connection(path: Path, timeout_s: float) -> sqlite3.Connection:
             conn.execute("COMMIT")
             return version
         except BaseException:
-            conn.execute("ROLLBACK"); raise
+            conn.execute("ROLLBACK")
+            raise
     version = _retry_while_locked(create, timeout_s)
     if version != SCHEMA_VERSION:
         conn.close()
@@ -214,7 +230,8 @@ class GenerationStore:
         "Upsert `records` in one transaction: all of them are stored, or none."
         rows = []
         for r in records:
-            if not isinstance(r, GenerationRecord): raise TypeError(f"expected GenerationRecord, got {type(r).__name__}")
+            if not isinstance(r, GenerationRecord):
+                raise TypeError(f"expected GenerationRecord, got {type(r).__name__}")
             rows.append(tuple(getattr(r, c) for c in COLUMNS))
         if not rows: return
         with self._lock:
@@ -224,7 +241,8 @@ class GenerationStore:
                 conn.executemany(_UPSERT_SQL, rows)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK"); raise
+                conn.execute("ROLLBACK")
+                raise
 
     def put(self, record: GenerationRecord) -> None: self.put_many([record])
 
@@ -277,7 +295,7 @@ class GenerationStore:
     def __exit__(self, *exc): self.close()
     def __repr__(self): return f"GenerationStore({str(self.path)!r})"
 
-# %% ../nbs/20_store.ipynb #3e02929b
+# %% ../nbs/20_store.ipynb #ea60ed37
 RUN_STORE = "generations.sqlite"  # a run folder's store
 
 @contextmanager
@@ -316,7 +334,9 @@ def plan_batches(missing: Sequence[tuple[int, int]],  # (request index, sample i
             batch[-1] = replace(last, count=last.count + 1)
         else: batch.append(SampleRun(ri, si, 1))
         room -= 1
-        if room == 0: batches.append(batch); batch, room = [], batch_size
+        if room == 0:
+            batches.append(batch)
+            batch, room = [], batch_size
     if batch: batches.append(batch)
     return batches
 
@@ -348,7 +368,9 @@ def _generate_batch(backend: Backend, requests: Sequence[Request], batch: list[S
     records = []
     for run, completions in zip(batch, out):
         if len(completions) != run.count:
-            raise RuntimeError(f"{backend.name} backend returned {len(completions)} completions, expected n={run.count}")
+            raise RuntimeError(
+                f"{backend.name} backend returned {len(completions)} completions, expected n={run.count}"
+            )
         for j, completion in enumerate(completions):
             i = run.first_sample + j
             records.append(GenerationRecord.from_completion(backend, requests[run.request_index], i, completion,
@@ -362,7 +384,8 @@ def generate_cached(backend: Backend,  # any Backend: its identity is part of ev
                     retry_errors: bool = True,  # generate stored `error` samples again
                     progress: bool = True,  # show a tqdm bar over the missing samples
                    ) -> list[list[Completion]]:
-    "Like `backend.generate(requests)`, but every sample is looked up in `store` first and stored as soon as it is made."
+    """Like `backend.generate(requests)`, but every sample is looked up in `store` first and stored as soon as it is
+    made."""
     requests = list(requests)
     keys = [[generation_key(backend, r, i) for i in range(r.sampling.n)] for r in requests]
     stored = store.get_many(k for ks in keys for k in ks)
@@ -370,9 +393,13 @@ def generate_cached(backend: Backend,  # any Backend: its identity is part of ev
     missing, seen = [], set()
     for ri, ks in enumerate(keys):
         for si, k in enumerate(ks):
-            if k in seen: stats.repeated += 1; continue
+            if k in seen:
+                stats.repeated += 1
+                continue
             seen.add(k)
-            if k in stored and not (retry_errors and stored[k].status == "error"): stats.cached += 1; continue
+            if k in stored and not (retry_errors and stored[k].status == "error"):
+                stats.cached += 1
+                continue
             missing.append((ri, si))
             stats.retried_errors += k in stored
     batches = plan_batches(missing, batch_size)
@@ -380,7 +407,8 @@ def generate_cached(backend: Backend,  # any Backend: its identity is part of ev
         for batch in batches:
             records = _generate_batch(backend, requests, batch, keys)
             store.put_many(records)  # stored before anything else happens: a kill loses at most this batch
-            stats.generated += len(records); stats.backend_calls += 1
+            stats.generated += len(records)
+            stats.backend_calls += 1
             bar.update(len(records))
     final = store.get_many(k for ks in keys for k in ks)
     lost = [k for ks in keys for k in ks if k not in final]

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from reasoning_study.backends import transformers as tb
+from reasoning_study.backends import weights  # the embedded model: found, converted, cached
 from reasoning_study.backends.contract import Backend
 from reasoning_study.backends.presets import load_backend, ModelPreset
 from reasoning_study.backends.request import chat, Request, SamplingParams
@@ -36,12 +37,12 @@ def texts(results): return [[c.text for c in cs] for cs in results]
 def test_identity_and_protocol(backend):
     assert isinstance(backend, Backend)
     assert (backend.name, backend.model_id) == ("transformers", "embedded:SmolLM2-135M-Instruct")
-    assert backend.revision == "gguf-" + tb.file_sha256(tb.embedded_gguf_path())[:12]
+    assert backend.revision == "gguf-" + weights.file_sha256(weights.embedded_gguf_path())[:12]
     assert load_backend("smollm2-135m").model is backend.model  # loaded once per process
 
 
 def test_converted_copy_is_servable():
-    folder = tb.embedded_model_dir()
+    folder = weights.embedded_model_dir()
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["LlamaForCausalLM"] and "quantization_config" not in config
     assert {"model.safetensors", "tokenizer.json", "chat_template.jinja"} <= {p.name for p in folder.iterdir()}
@@ -251,7 +252,7 @@ def test_presets_are_offline_by_default():
 def test_embedded_dir_survives_a_race(tmp_path, monkeypatch):
     "Two processes converting at once: the loser drops its copy and uses the winner's."
     monkeypatch.setenv("REASONING_STUDY_CACHE", str(tmp_path))
-    target = tmp_path / "models" / f"{tb.EMBEDDED_NAME}-{tb.file_sha256(tb.embedded_gguf_path())[:12]}"
+    target = tmp_path / "models" / f"{weights.EMBEDDED_NAME}-{weights.file_sha256(weights.embedded_gguf_path())[:12]}"
 
     def convert_while_another_wins(gguf, out_dir):
         (Path(out_dir) / "config.json").write_text("{}")  # our (pretend) copy
@@ -260,9 +261,8 @@ def test_embedded_dir_survives_a_race(tmp_path, monkeypatch):
         (target / "model.safetensors").write_text("")
         return out_dir
 
-    from reasoning_study.backends import weights  # where the embedded model is converted (re-exported by the transformers backend)
     monkeypatch.setattr(weights, "convert_gguf", convert_while_another_wins)
-    assert tb.embedded_model_dir() == target
+    assert weights.embedded_model_dir() == target
     assert json.loads((target / "config.json").read_text()) == {"winner": True}
     assert [p.name for p in target.parent.iterdir()] == [target.name]  # no temporary folder left behind
 

@@ -8,7 +8,7 @@ from transformers import AutoTokenizer
 from reasoning_study.backends.presets import get_preset, load_backend, ModelPreset
 from reasoning_study.backends.request import chat, Request, SamplingParams
 from reasoning_study.backends.weights import embedded_model_dir
-from reasoning_study.backends.contract import expected_thinking, render_prompt_ids, tokenize_continuation as encode
+from reasoning_study.backends.contract import expected_thinking, render_prompt_ids, stage_batch_size, tokenize_continuation as encode
 from reasoning_study.backends.vllm import (VLLM_INSTALL_HINT, cacheable_tokens, from_preset,
                                            vllm_options)
 
@@ -172,7 +172,7 @@ def test_a_stage_goes_whole_to_vllm_and_in_batches_elsewhere(tmp_path):
     for continuous, calls in ((True, [30]), (False, [8, 8, 8, 6])):
         backend = Counting(continuous)
         with GenerationStore(tmp_path / f"{continuous}.sqlite") as store:
-            generate_cached(backend, stage, store, batch_size=vb.stage_batch_size(backend, len(stage)), progress=False)
+            generate_cached(backend, stage, store, batch_size=stage_batch_size(backend, len(stage)), progress=False)
         assert backend.calls == calls
     assert "continuous_batching" in vb.VllmBackend.capabilities
 

@@ -38,7 +38,7 @@ def test_rescore_reproduces_the_stored_tables(tmp_path):
     cfg = config_from(study.MuSoBenchBuildConfig, dict(per_level=3, levels=[1, 2], workers=2, out_dir=str(tmp_path)))
     done = execute("musobench_build", cfg, tmp_path)
     results, written = done.results, done.written
-    assert done.record["status"] == "finished" and done.record["counts"] == {"generated": 6, "reused": 0}
+    assert done.record["status"] == "finished" and done.record["counts"] == {"generated": 12, "reused": 0}  # 2 tasks x 2 levels x 3
     assert [p.name for p in written["solution_counts"]] == ["solution_counts.png", "solution_counts.pdf"]
     assert list(results["summary"]["instances"]) == [3, 3, 3, 3]
     again = study.rescore(tmp_path)

@@ -9,7 +9,8 @@ from typing import Any, Literal, Protocol, Sequence, runtime_checkable
 
 from .request import Completion, Request, SamplingParams, template_messages
 
-ThinkingSwitch = Literal["template", "always", "never", "api"]  # how a model's thinking is switched (`presets.ModelPreset.thinking`)
+# how a model's thinking is switched (`presets.ModelPreset.thinking`)
+ThinkingSwitch = Literal["template", "always", "never", "api"]
 
 # %% auto #0
 __all__ = ['ThinkingSwitch', 'DESCRIBE_KEYS', 'CAPABILITIES', 'LEGACY_FLAGS', 'stage_batch_size', 'tokenize_continuation',
@@ -22,7 +23,8 @@ def stage_batch_size(backend,  # the backend that answers the stage
                      samples: int,  # samples in the stage (sum of n over its requests)
                      batch_size: int = 8,  # samples per call on a backend that decodes fixed batches
                     ) -> int:
-    "Samples per `generate` call for a stage: all of them where the backend batches continuously (vLLM), else `batch_size`."
+    """Samples per `generate` call for a stage: all of them where the backend batches continuously (vLLM), else
+    `batch_size`."""
     if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     return max(samples, 1) if supports(backend, "continuous_batching") else batch_size
 
@@ -37,19 +39,26 @@ def render_prompt_ids(tokenizer,  # a Hugging Face tokenizer (vLLM's own is one)
                      ) -> list[int]:
     "The exact prompt tokens of a request: the chat template plus the prefill, or the given token ids."
     if request.prompt_token_ids is not None:
-        if request.prefill: raise ValueError("a token-exact request takes no `prefill`: append its tokens to `prompt_token_ids`")
+        if request.prefill:
+            raise ValueError("a token-exact request takes no `prefill`: append its tokens to `prompt_token_ids`")
         return list(request.prompt_token_ids)
     if getattr(tokenizer, "chat_template", None) is None:
         raise ValueError("this tokenizer has no chat template: send `prompt_token_ids` instead of chat messages")
     extra = {"enable_thinking": request.thinking} if switch == "template" and request.thinking is not None else {}
-    render = lambda messages: tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **extra)
+    render = lambda messages: tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                                            **extra)
     if not request.images: text = render(request.messages)
     else:
-        unfit = "this chat template does not place images ({}): a request with images needs a multimodal model's template"
+        unfit = (
+            "this chat template does not place images ({}): a request with images needs a multimodal model's template"
+        )
         try: text = render(template_messages(request))
-        except Exception as e: raise ValueError(unfit.format(f"it fails on image parts: {type(e).__name__}: {e}")) from None
-        if text == render(request.messages) or "'type': 'image'" in text: raise ValueError(unfit.format("it skips or prints the image parts"))
-    return tokenize_continuation(tokenizer, text) + (tokenize_continuation(tokenizer, request.prefill) if request.prefill else [])
+        except Exception as e:
+            raise ValueError(unfit.format(f"it fails on image parts: {type(e).__name__}: {e}")) from None
+        if text == render(request.messages) or "'type': 'image'" in text:
+            raise ValueError(unfit.format("it skips or prints the image parts"))
+    return tokenize_continuation(tokenizer,
+                                 text) + (tokenize_continuation(tokenizer, request.prefill) if request.prefill else [])
 
 def expected_thinking(switch: ThinkingSwitch, request: Request) -> bool | None:
     "Whether a thinking block is expected: the request's `thinking` when set, else the preset's switch."
@@ -76,7 +85,8 @@ class Backend(Protocol):
 
 @runtime_checkable
 class TokenBackend(Backend, Protocol):
-    "A backend that tokenises locally (capability `tokenizer`): token-exact prompts are built here, the same way for every such backend."
+    """A backend that tokenises locally (capability `tokenizer`): token-exact prompts are built here, the same way for
+    every such backend."""
     tokenizer: Any  # a Hugging Face tokenizer
 
     def render_prompt_ids(self, request: Request) -> list[int]:
@@ -106,7 +116,8 @@ CAPABILITIES = {  # what a backend may declare (`Backend.capabilities`), and wha
     "logprobs": "returns token log-probabilities",
     "continuous_batching": "schedules a whole stage at once (stage_batch_size hands it every sample)",
 }
-LEGACY_FLAGS = {"supports_images": "images", "supports_response_schema": "response_schema",  # flags of stand-ins from before
+# flags of stand-ins from before
+LEGACY_FLAGS = {"supports_images": "images", "supports_response_schema": "response_schema",
                 "supports_continuous_batching": "continuous_batching", "continues_prefill": "prefill"}
 
 class MissingCapability(ValueError):
@@ -116,17 +127,20 @@ def check_capabilities(names) -> frozenset[str]:
     "`names` as a frozenset, when every one is in CAPABILITIES; a ValueError naming the unknown ones otherwise."
     if isinstance(names, str): raise TypeError(f"capabilities are a collection of names, got the string {names!r}")
     names = frozenset(names)
-    if unknown := sorted(names - set(CAPABILITIES)): raise ValueError(f"unknown backend capabilities {unknown}; known: {sorted(CAPABILITIES)}")
+    if unknown := sorted(names - set(CAPABILITIES)):
+        raise ValueError(f"unknown backend capabilities {unknown}; known: {sorted(CAPABILITIES)}")
     return names
 
 def capabilities_of(backend) -> frozenset[str]:
-    "What `backend` declares: its `capabilities`; a stand-in without them, its older `supports_*` flags (undeclared means no)."
+    """What `backend` declares: its `capabilities`; a stand-in without them, its older `supports_*` flags (undeclared
+    means no)."""
     declared = getattr(backend, "capabilities", None)
     if declared is not None: return check_capabilities(declared)
     return frozenset(cap for flag, cap in LEGACY_FLAGS.items() if getattr(backend, flag, False) is True)
 
 def supports(backend, capability: str) -> bool:
-    "Whether `backend` declares `capability` (a CAPABILITIES name; an older flag name such as `supports_images` is read as its capability)."
+    """Whether `backend` declares `capability` (a CAPABILITIES name; an older flag name such as `supports_images` is
+    read as its capability)."""
     capability = LEGACY_FLAGS.get(capability, capability)
     return capability in check_capabilities([capability]) & capabilities_of(backend)
 
@@ -136,28 +150,43 @@ def backend_label(backend) -> str:
     return f"the {name} backend" + (f" ({model})" if model else "")
 
 def require(backend, *capabilities: str,
-            study: str = "this study",  # who needs them, for the message: "probing (method 'kv')", "the MuSoBench protocol", ...
+            # who needs them, for the message: "probing (method 'kv')", "the MuSoBench protocol", ...
+            study: str = "this study",
            ):
-    "`backend` when it declares every capability; a `MissingCapability` naming the backend, what it lacks and who needs it otherwise."
+    """`backend` when it declares every capability; a `MissingCapability` naming the backend, what it lacks and who
+    needs it otherwise."""
     missing = sorted(check_capabilities(capabilities) - capabilities_of(backend))
     if missing:
         declared = ", ".join(sorted(capabilities_of(backend))) or "none"
-        raise MissingCapability(f"{study} needs {len(missing)} capabilit{'y' if len(missing) == 1 else 'ies'} that {backend_label(backend)} "
-                                f"does not declare: " + "; ".join(f"{c} ({CAPABILITIES[c]})" for c in missing) + f". It declares: {declared}")
+        raise MissingCapability(
+            f"{study} needs {len(missing)} capabilit{'y' if len(missing) == 1 else 'ies'} that "
+            f"{backend_label(backend)} "
+            f"does not declare: "
+            + "; ".join(f"{c} ({CAPABILITIES[c]})" for c in missing)
+            + f". It declares: {declared}"
+        )
     return backend
 
 def describe_backend(backend) -> dict:
-    "`backend.describe()` with exactly DESCRIBE_KEYS; a stand-in without `describe` by its identity (dtype and device None)."
+    """`backend.describe()` with exactly DESCRIBE_KEYS; a stand-in without `describe` by its identity (dtype and device
+    None)."""
     if callable(getattr(type(backend), "describe", None)): described = dict(backend.describe())
-    else: described = {"backend": getattr(backend, "name", type(backend).__name__), "model": getattr(backend, "model_id", None),
+    else:
+        described = {"backend": getattr(backend, "name", type(backend).__name__),
+                     "model": getattr(backend, "model_id", None),
                        "revision": getattr(backend, "revision", None), "dtype": None, "device": None}
     if set(described) != set(DESCRIBE_KEYS):
-        raise ValueError(f"{backend_label(backend)}: describe() must give exactly {list(DESCRIBE_KEYS)}, got {sorted(described)}")
+        raise ValueError(
+            f"{backend_label(backend)}: describe() must give exactly {list(DESCRIBE_KEYS)}, got {sorted(described)}"
+        )
     return {k: described[k] for k in DESCRIBE_KEYS}
 
-def generate_token_prompts(backend, token_prompts: Sequence[Sequence[int]],  # token-exact prompts, e.g. the prefixes of one trace
+# token-exact prompts, e.g. the prefixes of one trace
+def generate_token_prompts(backend, token_prompts: Sequence[Sequence[int]],
                            sampling: SamplingParams,  # the same sampling for all
                            thinking: bool | None = None,  # whether the prompts leave a thinking block open
                           ) -> list[list[Completion]]:
-    "What capability `token_prompts` promises, the method of every backend that declares it: one token-exact request per prompt, generated together."
-    return backend.generate([Request(prompt_token_ids=list(p), sampling=sampling, thinking=thinking) for p in token_prompts])
+    """What capability `token_prompts` promises, the method of every backend that declares it: one token-exact request
+    per prompt, generated together."""
+    return backend.generate([Request(prompt_token_ids=list(p), sampling=sampling,
+                                     thinking=thinking) for p in token_prompts])

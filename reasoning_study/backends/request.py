@@ -37,7 +37,8 @@ class SamplingParams:
         if not 0 < self.top_p <= 1: raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_tokens < 1: raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if self.n < 1: raise ValueError(f"n must be >= 1, got {self.n}")
-        if not isinstance(self.logprobs, bool): raise TypeError(f"logprobs must be True or False, got {self.logprobs!r}")
+        if not isinstance(self.logprobs, bool):
+            raise TypeError(f"logprobs must be True or False, got {self.logprobs!r}")
         object.__setattr__(self, "stop", tuple(self.stop))
 
     def sample_seed(self, index: int) -> int | None:
@@ -53,8 +54,10 @@ class RequestImage:
     sha256: str  # hex SHA-256 of `png`: what the generation key holds
 
     def __post_init__(self):
-        if not isinstance(self.png, bytes) or not self.png.startswith(PNG_SIGNATURE): raise ValueError("RequestImage.png must be PNG bytes")
-        if hashlib.sha256(self.png).hexdigest() != self.sha256: raise ValueError("RequestImage.sha256 does not match its PNG bytes")
+        if not isinstance(self.png, bytes) or not self.png.startswith(PNG_SIGNATURE):
+            raise ValueError("RequestImage.png must be PNG bytes")
+        if hashlib.sha256(self.png).hexdigest() != self.sha256:
+            raise ValueError("RequestImage.sha256 does not match its PNG bytes")
 
     def __repr__(self): return f"RequestImage(sha256={self.sha256[:12]}..., {len(self.png)} bytes)"
 
@@ -99,7 +102,8 @@ def _to_png(image) -> bytes:
 # %% ../../nbs/10_backends.request.ipynb #27bae213
 def check_response_schema(schema: Any) -> dict:
     "The schema, if it is a dict holding a valid JSON Schema in plain JSON; a clear error otherwise."
-    if not isinstance(schema, dict): raise TypeError(f"response_schema must be a JSON Schema dict, got {type(schema).__name__}")
+    if not isinstance(schema, dict):
+        raise TypeError(f"response_schema must be a JSON Schema dict, got {type(schema).__name__}")
     if not schema: raise ValueError("response_schema is empty: give a JSON Schema such as {'type': 'object', ...}")
     try: json.dumps(schema, allow_nan=False)
     except (TypeError, ValueError) as e: raise ValueError(f"response_schema must be plain JSON data: {e}") from e
@@ -123,7 +127,8 @@ class Request:
     thinking: bool | None = None  # hybrid models: thinking on/off; None = the model's default
     sampling: SamplingParams = field(default_factory=SamplingParams)
     tag: str = ""  # free-form label carried through (not part of the prompt)
-    images: tuple[RequestImage, ...] = ()  # shown with the first user message (PIL images, bytes or paths are converted)
+    # shown with the first user message (PIL images, bytes or paths are converted)
+    images: tuple[RequestImage, ...] = ()
     response_schema: dict | None = None  # a JSON Schema the reply must match (enforced where the backend supports it)
 
     def __post_init__(self):
@@ -132,7 +137,8 @@ class Request:
         if self.messages and self.prompt_token_ids is not None:
             raise ValueError("give either `messages` or `prompt_token_ids`, not both")
         for m in self.messages:
-            if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") or not isinstance(m.get("content"), str):
+            if not isinstance(m, dict) or m.get("role") not in ("system", "user",
+                                                                "assistant") or not isinstance(m.get("content"), str):
                 raise ValueError(f"bad chat message {m!r}: need {{'role': system|user|assistant, 'content': str}}")
         if isinstance(self.images, (str, bytes, Path)) or hasattr(self.images, "save"):
             raise TypeError("`images` is a sequence of images: wrap a single image in a tuple")
@@ -145,7 +151,8 @@ class Request:
         "Everything that determines the prompt, as plain JSON-able data (the store hashes this)."
         key = {"messages": self.messages, "prompt_token_ids": self.prompt_token_ids,
                "prefill": self.prefill, "thinking": self.thinking}
-        if self.images: key["images"] = [image.sha256 for image in self.images]  # only when present: older keys are unchanged
+        # only when present: older keys are unchanged
+        if self.images: key["images"] = [image.sha256 for image in self.images]
         if self.response_schema is not None: key["response_schema"] = self.response_schema
         return key
 
@@ -156,11 +163,13 @@ def chat(user: str, system: str | None = None, **kwargs) -> Request:
 
 # %% ../../nbs/10_backends.request.ipynb #661e718e
 def template_messages(request: Request) -> list[dict]:
-    "The chat messages as a chat template sees them: with images, the first user message becomes [image parts..., text part]."
+    """The chat messages as a chat template sees them: with images, the first user message becomes [image parts..., text
+    part]."""
     messages = [dict(m) for m in request.messages]
     if not request.images: return messages
     k = next(k for k, m in enumerate(messages) if m["role"] == "user")
-    messages[k]["content"] = [{"type": "image"} for _ in request.images] + [{"type": "text", "text": messages[k]["content"]}]
+    messages[k]["content"] = [{"type": "image"} for _ in request.images] + [{"type": "text",
+                                                                             "text": messages[k]["content"]}]
     return messages
 
 def request_images(request: Request) -> list:
@@ -190,7 +199,9 @@ class Completion:
         if self.token_logprobs is None: return
         self.token_logprobs = tuple(float(x) for x in self.token_logprobs)
         if len(self.token_logprobs) != self.completion_tokens:
-            raise ValueError(f"{len(self.token_logprobs)} token log-probabilities for {self.completion_tokens} completion tokens")
+            raise ValueError(
+                f"{len(self.token_logprobs)} token log-probabilities for {self.completion_tokens} completion tokens"
+            )
 
     def to_dict(self) -> dict: return asdict(self)
 
@@ -219,7 +230,8 @@ def completion_status(finish_reason: str, thinking_closed: bool) -> Status:
     if finish_reason == "length" or not thinking_closed: return "truncated"
     return "answered"
 
-def make_completion(text: str, finish_reason: str, prefill: str = "", thinking: bool | None = None, **kwargs) -> Completion:
+def make_completion(text: str, finish_reason: str, prefill: str = "", thinking: bool | None = None,
+                    **kwargs) -> Completion:
     "Build a `Completion` from raw text: split the reasoning off and derive the status."
     reasoning, answer, closed = split_reasoning(text, prefill, thinking)
     return Completion(text=text, reasoning=reasoning, answer=answer, finish_reason=finish_reason,

@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from .vllm import import_vllm
 from ..runs import redact_text
 
 # %% auto #0
@@ -41,10 +42,12 @@ def serve_command(command: Sequence[str],  # the server's command line; it must 
                   env: dict[str, str] | None = None,  # variables added to this process's environment
                   startup_timeout: float = 180.0,  # seconds to wait for its /health to answer
                  ) -> Iterator[str]:
-    "Run a local OpenAI-compatible server for the duration of the block; yields its base_url. Its log is kept for errors."
+    """Run a local OpenAI-compatible server for the duration of the block; yields its base_url. Its log is kept for
+    errors."""
     base_url = f"http://127.0.0.1:{port}/v1"
     with tempfile.TemporaryFile("w+") as log:
-        server = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        server = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT,
+                                  env={**os.environ, **(env or {})})
         try:
             deadline = time.monotonic() + startup_timeout
             while not _healthy(base_url):
@@ -57,10 +60,13 @@ def serve_command(command: Sequence[str],  # the server's command line; it must 
         finally:
             server.terminate()
             try: server.wait(timeout=15)
-            except subprocess.TimeoutExpired: server.kill(); server.wait()
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
 
 @contextlib.contextmanager
-def serve_with_transformers(model_dir: str | Path,  # a transformers checkpoint folder (its config names `architectures`)
+# a transformers checkpoint folder (its config names `architectures`)
+def serve_with_transformers(model_dir: str | Path,
                             port: int | None = None,  # None picks a free port
                             device: str = "cpu",  # "cpu", "auto", "cuda:0", ...
                             threads: int | None = None,  # CPU threads for the server's torch (None: torch's default)
@@ -70,7 +76,8 @@ def serve_with_transformers(model_dir: str | Path,  # a transformers checkpoint 
     port = port or free_port()
     command = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir),
                "--host", "127.0.0.1", "--port", str(port), "--device", device, "--log-level", "warning"]
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1", **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+           **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
     with serve_command(command, port, "transformers serve", env, startup_timeout) as base_url: yield base_url
 
 # %% ../../nbs/17_backends.server.ipynb #44d5104d
@@ -99,11 +106,11 @@ def serve_with_vllm(model_dir: str | Path,  # a local model folder (e.g. `embedd
                     startup_timeout: float = 600.0,  # seconds to wait for /health
                    ) -> Iterator[str]:
     "Run vLLM's OpenAI-compatible server for the duration of the block; yields the base_url to call."
-    from reasoning_study.backends.vllm import import_vllm  # the install hint when the extra is missing
     import_vllm()
     if enforce_eager is None:
         import torch
         enforce_eager = not torch.cuda.is_available()
     port = port or free_port()
     command = vllm_server_command(model_dir, port, dtype, max_model_len, enforce_eager, extra_args)
-    with serve_command(command, port, "vLLM server", {"HF_HUB_OFFLINE": "1"}, startup_timeout) as base_url: yield base_url
+    with serve_command(command, port, "vLLM server", {"HF_HUB_OFFLINE": "1"}, startup_timeout) as base_url:
+        yield base_url

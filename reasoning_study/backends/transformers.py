@@ -6,13 +6,7 @@
 from __future__ import annotations
 
 import functools
-import hashlib
-import importlib.util
 import inspect
-import json
-import os
-import shutil
-import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,7 +18,8 @@ from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer
 from transformers.cache_utils import Cache, DynamicLayer
 from transformers.utils import logging as hf_logging
 
-from .contract import ThinkingSwitch, expected_thinking, generate_token_prompts, render_prompt_ids
+from .contract import (ThinkingSwitch, expected_thinking, generate_token_prompts,
+                                               render_prompt_ids)
 from .presets import ModelPreset, get_preset
 from .request import Completion, Request, SamplingParams, make_completion
 from .weights import EMBEDDED_PREFIX, embedded_model, hub_commit
@@ -83,8 +78,10 @@ def cache_keyword(model) -> str:
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 def supports_prefix_sharing(model) -> bool:
-    "Whether rows can share one cached prefix on `model`: its attention is swappable (AttentionInterface) and every layer attends to all positions."
-    return bool(getattr(model, "_supports_attention_backend", False)) and not any(DynamicCache(config=model.config).is_sliding)
+    """Whether rows can share one cached prefix on `model`: its attention is swappable (AttentionInterface) and every
+    layer attends to all positions."""
+    return bool(getattr(model, "_supports_attention_backend",
+                        False)) and not any(DynamicCache(config=model.config).is_sliding)
 
 # %% ../../nbs/13_backends.transformers.ipynb #09df9397
 def _per_row(value, rows: int) -> list:
@@ -104,7 +101,8 @@ def _put_rows(logits: torch.Tensor, rows: list[int], part: torch.Tensor) -> torc
 def top_p_outside(logits: torch.Tensor,  # (rows, vocab)
                   top_p: torch.Tensor,  # (rows, 1)
                  ) -> torch.Tensor:
-    "Which tokens lie outside each row's nucleus: those whose more likely tokens already hold `top_p` of the probability."
+    """Which tokens lie outside each row's nucleus: those whose more likely tokens already hold `top_p` of the
+    probability."""
     rows, vocab = logits.shape
     outside = torch.ones_like(logits, dtype=torch.bool)
     total = torch.logsumexp(logits, -1, keepdim=True)
@@ -124,7 +122,8 @@ def top_p_outside(logits: torch.Tensor,  # (rows, vocab)
 
 def filter_logits(logits: torch.Tensor,  # next-token logits: one row (vocab,) or a batch (rows, vocab)
                   top_k: int | Sequence[int] = 0,  # keep the k most likely tokens (0: all); one value, or one per row
-                  top_p: float | Sequence[float] = 1.0,  # keep the smallest set with this much probability; one, or per row
+                  # keep the smallest set with this much probability; one, or per row
+                  top_p: float | Sequence[float] = 1.0,
                  ) -> torch.Tensor:
     "Logits with the tokens outside each row's top-k / top-p set to -inf."
     if logits.dim() == 1: return filter_logits(logits[None], top_k, top_p)[0]
@@ -135,7 +134,8 @@ def filter_logits(logits: torch.Tensor,  # next-token logits: one row (vocab,) o
         kth = torch.topk(part, int(k.max()), dim=-1).values.gather(-1, (k - 1)[:, None])  # each row's k-th largest
         logits = _put_rows(logits, cut, part.masked_fill(part < kth, float("-inf")))
     if cut := [i for i in range(rows) if top_p[i] < 1.0]:
-        part, p = _rows(logits, cut), torch.tensor([top_p[i] for i in cut], dtype=logits.dtype, device=logits.device)[:, None]
+        part, p = _rows(logits, cut), torch.tensor([top_p[i] for i in cut], dtype=logits.dtype,
+                                                   device=logits.device)[:, None]
         logits = _put_rows(logits, cut, part.masked_fill(top_p_outside(part, p), float("-inf")))
     return logits
 
@@ -145,7 +145,8 @@ def draw_tokens(probs: torch.Tensor,  # (rows, vocab) probabilities (each row's 
     "Inverse-CDF draws: per row, the first token whose cumulative probability exceeds `uniform * total`."
     cdf = probs.double().cumsum(-1)
     index = torch.searchsorted(cdf, (uniforms.double() * cdf[:, -1])[:, None], right=True)[:, 0]
-    if (beyond := index >= probs.shape[-1]).any():  # a uniform that rounded onto the total: the last token with probability
+    # a uniform that rounded onto the total: the last token with probability
+    if (beyond := index >= probs.shape[-1]).any():
         last = torch.where(probs > 0, torch.arange(probs.shape[-1], device=probs.device), 0).amax(-1)
         index = torch.where(beyond, last, index)
     return index
@@ -164,12 +165,14 @@ def sample_tokens(logits: torch.Tensor,  # (rows, vocab) next-token logits
                              [samplings[i].top_p for i in sampled])
     uniforms = torch.cat([torch.rand(1, generator=generators[i], device=device, dtype=torch.float64) for i in sampled])
     drawn = draw_tokens(filtered.softmax(-1), uniforms)
-    return drawn if len(sampled) == len(samplings) else tokens.index_copy(0, torch.tensor(sampled, device=device), drawn)
+    return drawn if len(sampled) == len(samplings) else tokens.index_copy(0, torch.tensor(sampled, device=device),
+                                                                          drawn)
 
 def sampled_logprobs(logits: torch.Tensor,  # (rows, vocab) raw next-token logits
                      tokens: torch.Tensor,  # (rows,) the token each row took
                     ) -> torch.Tensor:
-    "ln p of each row's token under the softmax of the raw logits: temperature 1, before top-k / top-p (vLLM's default)."
+    """ln p of each row's token under the softmax of the raw logits: temperature 1, before top-k / top-p (vLLM's
+    default)."""
     return logits.float().log_softmax(-1).gather(-1, tokens[:, None])[:, 0]
 
 def pick_next_token(logits: torch.Tensor,  # one row of next-token logits
@@ -215,7 +218,8 @@ def first_stop(text: str, stops: Sequence[str]) -> int | None:
 # %% ../../nbs/13_backends.transformers.ipynb #89dfe6f1
 class BufferedLayer(DynamicLayer):
     "A cache layer in a buffer that grows in blocks: new positions are written in place, the attention reads a view."
-    def __init__(self, keys: torch.Tensor | None = None,  # initial content, e.g. a shared prefix: (batch, kv heads, positions, head dim)
+    # initial content, e.g. a shared prefix: (batch, kv heads, positions, head dim)
+    def __init__(self, keys: torch.Tensor | None = None,
                  values: torch.Tensor | None = None,
                  room: int = 0,  # positions to reserve beyond the initial content (without content: at the first write)
                  block: int = 256,  # when full, grow by at least this many positions
@@ -245,7 +249,8 @@ class BufferedLayer(DynamicLayer):
         "Write the new positions after the filled part; return views of everything filled so far."
         if not self.is_initialized: self.lazy_initialization(key_states, value_states)
         end = self.length + key_states.shape[-2]
-        if self.buffers is None: self._reserve(key_states, value_states, max(end, self.room) if self.room else end + self.block)
+        if self.buffers is None:
+            self._reserve(key_states, value_states, max(end, self.room) if self.room else end + self.block)
         elif end > self.buffers[0].shape[-2]: self._reserve(key_states, value_states, end + self.block)
         self.buffers[0][..., self.length:end, :], self.buffers[1][..., self.length:end, :] = key_states, value_states
         self.length = end
@@ -279,25 +284,31 @@ def cache_nbytes(cache: Cache) -> int:
 VOCAB_BLOCK = 1024  # output rows per block of the CPU output projection
 
 def blocked_linear(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
-    "`layer(x)` computed in blocks of `VOCAB_BLOCK` output features (each output is the same dot product); one row runs whole."
-    if x.numel() <= x.shape[-1]: return torch.nn.functional.linear(x, layer.weight, layer.bias)  # one row: as fast whole
+    """`layer(x)` computed in blocks of `VOCAB_BLOCK` output features (each output is the same dot product); one row
+    runs whole."""
+    # one row: as fast whole
+    if x.numel() <= x.shape[-1]: return torch.nn.functional.linear(x, layer.weight, layer.bias)
     biases = layer.bias.split(VOCAB_BLOCK) if layer.bias is not None else [None] * -(-layer.out_features // VOCAB_BLOCK)
-    return torch.cat([torch.nn.functional.linear(x, w, b) for w, b in zip(layer.weight.split(VOCAB_BLOCK), biases)], dim=-1)
+    return torch.cat([torch.nn.functional.linear(x, w, b) for w, b in zip(layer.weight.split(VOCAB_BLOCK), biases)],
+                     dim=-1)
 
 @contextmanager
 def blocked_output_projection(model):
-    "While active, the model's output layer runs as `blocked_linear` (on CPU, for a plain `nn.Linear` over a large vocabulary)."
+    """While active, the model's output layer runs as `blocked_linear` (on CPU, for a plain `nn.Linear` over a large
+    vocabulary)."""
     head = model.get_output_embeddings()
     if (not isinstance(head, torch.nn.Linear) or head.weight.device.type != "cpu" or head.out_features <= VOCAB_BLOCK
             or "forward" in vars(head)):  # someone else (e.g. an offloading hook) already replaced its forward
-        yield; return
+        yield
+        return
     head.forward = functools.partial(blocked_linear, head)
     try: yield
     finally: del head.forward
 
 # %% ../../nbs/13_backends.transformers.ipynb #38838f7a
 PREFILL_CHUNK = {"cpu": 256, "cuda": 1024}  # prompt tokens per forward pass, by device type (CPU: measured below)
-ATTENTION_BLOCK = {"cpu": 2**24, "cuda": 2**28}  # attention scores held at once by the shared-prefix attention (elements)
+# attention scores held at once by the shared-prefix attention (elements)
+ATTENTION_BLOCK = {"cpu": 2**24, "cuda": 2**28}
 
 class TransformersBackend:
     "A `Backend` over a transformers causal LM: batched, per-sample seeds, reusable KV caches."
@@ -313,15 +324,24 @@ class TransformersBackend:
                  thinking: ThinkingSwitch = "never",  # how the model's thinking mode is switched
                  batch_size: int = 8,  # rows decoded together
                  max_model_len: int | None = None,  # context size (default: from the model config)
-                 prefill_chunk: int | None = None,  # prompt tokens per forward pass (default: PREFILL_CHUNK of the device type)
-                 probe_batch_size: int = 64,  # rows continued together over one cached prefix (`continue_many`, the KV prober)
+                 # prompt tokens per forward pass (default: PREFILL_CHUNK of the device type)
+                 prefill_chunk: int | None = None,
+                 # rows continued together over one cached prefix (`continue_many`, the KV prober)
+                 probe_batch_size: int = 64,
                 ):
         self.device = str(next(model.parameters()).device)
-        kind = "cpu" if self.device == "cpu" else "cuda"  # the defaults below: measured on CPU, the GPU's for any accelerator
+        # the defaults below: measured on CPU, the GPU's for any accelerator
+        kind = "cpu" if self.device == "cpu" else "cuda"
         prefill_chunk = prefill_chunk or PREFILL_CHUNK[kind]
-        if min(batch_size, prefill_chunk, probe_batch_size) < 1: raise ValueError("batch_size, prefill_chunk and probe_batch_size must be >= 1")
+        if min(batch_size, prefill_chunk, probe_batch_size) < 1:
+            raise ValueError("batch_size, prefill_chunk and probe_batch_size must be >= 1")
         self.model, self.tokenizer, self.model_id, self.revision = model, tokenizer, model_id, revision
-        self.thinking, self.batch_size, self.prefill_chunk, self.probe_batch_size = thinking, batch_size, prefill_chunk, probe_batch_size
+        self.thinking, self.batch_size, self.prefill_chunk, self.probe_batch_size = (
+            thinking,
+            batch_size,
+            prefill_chunk,
+            probe_batch_size,
+        )
         if not supports_prefix_sharing(model): self.capabilities = TransformersBackend.capabilities - {"kv_reuse"}
         self.attention_block = ATTENTION_BLOCK[kind]
         self.numerics = numerics_tag(model)  # dtype/device: part of the store key (see `store`)
@@ -335,11 +355,13 @@ class TransformersBackend:
         self.prefill_tokens = 0  # prompt tokens run through the model (a KV-cache hit does not count)
         self.generated_tokens = 0
 
-    def __repr__(self): return f"TransformersBackend({self.model_id!r}, revision={self.revision!r}, numerics={self.numerics!r})"
+    def __repr__(self):
+        return f"TransformersBackend({self.model_id!r}, revision={self.revision!r}, numerics={self.numerics!r})"
 
     def describe(self) -> dict:
         "What a run records of this backend (`backends.contract.DESCRIBE_KEYS`)."
-        return dict(backend=self.name, model=self.model_id, revision=self.revision, dtype=self.numerics.split("/")[0], device=self.device)
+        return dict(backend=self.name, model=self.model_id, revision=self.revision, dtype=self.numerics.split("/")[0],
+                    device=self.device)
 
     # --- rendering -------------------------------------------------------------------------------
     def expects_thinking(self, request: Request) -> bool | None:
@@ -349,8 +371,10 @@ class TransformersBackend:
     def render_prompt_ids(self, request: Request) -> list[int]:
         "The exact prompt tokens of a request (`backends.contract.render_prompt_ids`: chat template, then the prefill)."
         if request.images:
-            raise ValueError(f"the transformers backend runs text-only models ({self.model_id}) and cannot read the request's "
-                             f"{len(request.images)} image(s): use a multimodal preset on the vllm or openai backend")
+            raise ValueError(
+                f"the transformers backend runs text-only models ({self.model_id}) and cannot read the request's "
+                f"{len(request.images)} image(s): use a multimodal preset on the vllm or openai backend"
+            )
         if request.prompt_token_ids is None and self.tokenizer.chat_template is None:
             raise ValueError(f"{self.model_id} has no chat template: send prompt_token_ids")
         return render_prompt_ids(self.tokenizer, request, self.thinking)
@@ -372,7 +396,8 @@ class TransformersBackend:
     def new_row(self, prompt_len: int, sampling: SamplingParams, seed: int | None) -> DecodeRow:
         room = self.check_fits(prompt_len)
         generator = row_generator(seed, self.device) if sampling.temperature > 0 else None
-        return DecodeRow(prompt_len, sampling, seed, min(sampling.max_tokens, room), generator, logprobs=[] if sampling.logprobs else None)
+        return DecodeRow(prompt_len, sampling, seed, min(sampling.max_tokens, room), generator,
+                         logprobs=[] if sampling.logprobs else None)
 
     def _advance(self, row: DecodeRow, token: int, started: float):
         "Append one token to a row and decide whether it has finished."
@@ -388,7 +413,8 @@ class TransformersBackend:
         if row.finish_reason: row.latency_s = time.perf_counter() - started
 
     def new_cache(self, room: int = 0) -> Cache:
-        "An empty KV cache for the model: its full-attention layers grow in place (`BufferedLayer`), `room` positions reserved."
+        """An empty KV cache for the model: its full-attention layers grow in place (`BufferedLayer`), `room` positions
+        reserved."""
         cache = DynamicCache(config=self.model.config)
         cache.layers = [BufferedLayer(room=room) if type(layer) is DynamicLayer else layer for layer in cache.layers]
         return cache
@@ -398,10 +424,13 @@ class TransformersBackend:
         with blocked_output_projection(self.model):
             return self.model(**inputs, **{self.cache_keyword: cache}, use_cache=True)
 
-    def _step(self, logits: torch.Tensor, rows: list[DecodeRow], live: list[int], started: float) -> tuple[torch.Tensor, list[int]]:
-        "Pick the next token of every live row (one batched draw) and advance them: (their tokens, the positions still live)."
+    def _step(self, logits: torch.Tensor, rows: list[DecodeRow], live: list[int],
+              started: float) -> tuple[torch.Tensor, list[int]]:
+        """Pick the next token of every live row (one batched draw) and advance them: (their tokens, the positions still
+        live)."""
         tokens = sample_tokens(logits, [rows[r].sampling for r in live], [rows[r].generator for r in live])
-        if scored := [b for b, r in enumerate(live) if rows[r].logprobs is not None]:  # one batched log-softmax for them
+        # one batched log-softmax for them
+        if scored := [b for b, r in enumerate(live) if rows[r].logprobs is not None]:
             for b, value in zip(scored, sampled_logprobs(_rows(logits, scored), _rows(tokens, scored)).tolist()):
                 rows[live[b]].logprobs.append(value)
         for r, token in zip(live, tokens.tolist()): self._advance(rows[r], token, started)  # one device sync per step
@@ -419,7 +448,8 @@ class TransformersBackend:
         return head
 
     @torch.inference_mode()
-    def _decode(self, input_ids, attention_mask, position_ids, cache: DynamicCache, rows: list[DecodeRow]) -> list[DecodeRow]:
+    def _decode(self, input_ids, attention_mask, position_ids, cache: DynamicCache,
+                rows: list[DecodeRow]) -> list[DecodeRow]:
         "Run a batch to the end: encode the prompts (in chunks), then one token per unfinished row per step."
         started = time.perf_counter()
         self.prefill_tokens += int(attention_mask[:, -input_ids.shape[1]:].sum())
@@ -427,14 +457,20 @@ class TransformersBackend:
         input_ids, position_ids = input_ids[:, head:], position_ids[:, head:]
         live = list(range(len(rows)))  # the row behind each batch position
         while True:
-            logits = self.run_model(cache, input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+            logits = self.run_model(cache, input_ids=input_ids, attention_mask=attention_mask,
+                                    position_ids=position_ids,
                                   logits_to_keep=1).logits[:, -1]
             tokens, keep = self._step(logits, rows, live, started)
             if not keep: return rows
             if len(keep) < len(live):  # finished rows leave the batch
                 index = torch.tensor(keep, device=self.device)
                 cache.batch_select_indices(index)
-                attention_mask, position_ids, live, tokens = attention_mask[index], position_ids[index], [live[b] for b in keep], tokens[index]
+                attention_mask, position_ids, live, tokens = (
+                    attention_mask[index],
+                    position_ids[index],
+                    [live[b] for b in keep],
+                    tokens[index],
+                )
             input_ids = tokens[:, None]
             attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(live), 1))], dim=1)
             position_ids = position_ids[:, -1:] + 1
@@ -464,7 +500,8 @@ class TransformersBackend:
 
     @staticmethod
     def error_completion(error: Exception, sample_index: int = 0, seed: int | None = None) -> Completion:
-        return make_completion("", "error", sample_index=sample_index, seed=seed, error=f"{type(error).__name__}: {error}")
+        return make_completion("", "error", sample_index=sample_index, seed=seed,
+                               error=f"{type(error).__name__}: {error}")
 
     # --- the Backend protocol ----------------------------------------------------------------------
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
@@ -474,7 +511,8 @@ class TransformersBackend:
         for q, request in enumerate(requests):
             try: self.check_fits(len(ids := self.render_prompt_ids(request)))
             except Exception as e:
-                results[q] = [self.error_completion(e, i, request.sampling.sample_seed(i)) for i in range(request.sampling.n)]
+                results[q] = [self.error_completion(e, i,
+                                                    request.sampling.sample_seed(i)) for i in range(request.sampling.n)]
                 continue
             jobs += [(q, i, ids) for i in range(request.sampling.n)]
         jobs.sort(key=lambda job: len(job[2]))  # similar lengths share a batch: less padding
@@ -483,10 +521,12 @@ class TransformersBackend:
             for (q, i, _), completion in zip(batch, self._run_isolated(batch, requests)): results[q][i] = completion
         return results
 
-    generate_token_prompts = generate_token_prompts  # capability token_prompts (backends.contract): batches of similar lengths, no prefix shared (that is continue_many)
+    # capability token_prompts (backends.contract): batches of similar lengths, no prefix shared (that is continue_many)
+    generate_token_prompts = generate_token_prompts
 
     def _run_batch(self, batch, requests) -> list[Completion]:
-        rows = [self.new_row(len(ids), requests[q].sampling, requests[q].sampling.sample_seed(i)) for q, i, ids in batch]
+        rows = [self.new_row(len(ids), requests[q].sampling, requests[q].sampling.sample_seed(i)) for q, i,
+                ids in batch]
         self.decode_prompts([ids for _, _, ids in batch], rows)
         return [self.to_completion(row, requests[q].prefill, self.expects_thinking(requests[q]), i)
                 for row, (q, i, _) in zip(rows, batch)]
@@ -500,11 +540,13 @@ class TransformersBackend:
             return [self.error_completion(e, i, requests[q].sampling.sample_seed(i))]
 
 # %% ../../nbs/13_backends.transformers.ipynb #bd16aac1
-PRESET_OPTIONS = {"batch_size", "probe_batch_size", "prefill_chunk", "device", "dtype", "attn_implementation", "max_model_len",
+PRESET_OPTIONS = {"batch_size", "probe_batch_size", "prefill_chunk", "device", "dtype", "attn_implementation",
+                  "max_model_len",
                   "model_dir", "allow_download", "num_threads", "trust_remote_code"}
 
 def check_options(preset: ModelPreset) -> None:
-    "Fail, naming the known ones, when the preset has options this backend does not take (`backends.presets.check_backend_options`)."
+    """Fail, naming the known ones, when the preset has options this backend does not take
+    (`backends.presets.check_backend_options`)."""
     if unknown := sorted(set(dict(preset.options)) - PRESET_OPTIONS):
         raise ValueError(f"unknown option(s) {unknown} for the transformers backend; known: {sorted(PRESET_OPTIONS)}")
 
@@ -514,7 +556,8 @@ def from_preset(preset: str | ModelPreset) -> TransformersBackend:
     check_options(preset)
     options = dict(preset.options)
     if "num_threads" in options: torch.set_num_threads(options["num_threads"])  # process-wide CPU threads
-    load = dict(device=options.get("device"), dtype=options.get("dtype"), attn_implementation=options.get("attn_implementation"),
+    load = dict(device=options.get("device"), dtype=options.get("dtype"),
+                attn_implementation=options.get("attn_implementation"),
                 trust_remote_code=options.get("trust_remote_code", False))
     if preset.model_id.startswith(EMBEDDED_PREFIX):
         folder, revision = embedded_model(preset.model_id)
@@ -528,7 +571,8 @@ def from_preset(preset: str | ModelPreset) -> TransformersBackend:
         revision = hub_commit(preset.model_id, preset.revision)
     return TransformersBackend(model, tokenizer, preset.model_id, revision, preset.thinking,
                                batch_size=options.get("batch_size", 8), max_model_len=options.get("max_model_len"),
-                               prefill_chunk=options.get("prefill_chunk"), probe_batch_size=options.get("probe_batch_size", 64))
+                               prefill_chunk=options.get("prefill_chunk"),
+                               probe_batch_size=options.get("probe_batch_size", 64))
 
 # %% ../../nbs/13_backends.transformers.ipynb #8900f0c1
 @dataclass
@@ -545,7 +589,8 @@ class PrefixCache:
         return layer.keys[0], layer.values[0]
 
 class PrefixRows:
-    "The rows of a `continue_many` batch: row r sees the shared prefix below `limits[r]` and its own positions from `pads[r]` on."
+    """The rows of a `continue_many` batch: row r sees the shared prefix below `limits[r]` and its own positions from
+    `pads[r]` on."""
     def __init__(self, prefix: PrefixCache,
                  limits: torch.Tensor,  # each row's prefix length (cached positions it sees)
                  pads: torch.Tensor,  # each row's padding: its own positions start there
@@ -559,8 +604,10 @@ class PrefixRows:
         return PrefixRows(self.prefix, self.limits[index], self.pads[index], self.block_elements)
 
     def positions(self, slots: torch.Tensor) -> torch.Tensor:
-        "The token positions of own cache slots `slots` in every row, (rows, slots): after its prefix, counting from its padding."
-        return ((self.limits - self.pads)[:, None] + slots[None, :]).clamp(min=0)  # padding slots: any position (masked)
+        """The token positions of own cache slots `slots` in every row, (rows, slots): after its prefix, counting from
+        its padding."""
+        # padding slots: any position (masked)
+        return ((self.limits - self.pads)[:, None] + slots[None, :]).clamp(min=0)
 
     def blocks(self, queries: int, own: int, heads: int) -> list[tuple[int, int, int, torch.Tensor]]:
         "Consecutive rows in blocks, each attended as one sequence: (start, end, prefix width, `mask` of the block)."
@@ -569,7 +616,8 @@ class PrefixRows:
         limits, blocks, start = self.limits.tolist(), [], 0
         while start < len(limits):
             end, width = start + 1, limits[start]
-            while end < len(limits):  # a block's queries also score its other rows' own slots: keep those below its prefix width
+            # a block's queries also score its other rows' own slots: keep those below its prefix width
+            while end < len(limits):
                 wider, rows = max(width, limits[end]), end + 1 - start
                 if rows * own > wider or heads * rows * queries * (wider + rows * own) > self.block_elements: break
                 width, end = wider, end + 1
@@ -579,10 +627,17 @@ class PrefixRows:
         return blocks
 
     def mask(self, start: int, end: int, width: int, queries: int, own: int) -> torch.Tensor:
-        "Rows start..end-1 as one sequence: which keys (the prefix's first `width`, then each row's `own` slots) each query (row by row) sees."
+        """Rows start..end-1 as one sequence: which keys (the prefix's first `width`, then each row's `own` slots) each
+        query (row by row) sees."""
         device, rows = self.limits.device, end - start
-        owner, asked = torch.arange(rows, device=device).repeat_interleave(queries), torch.arange(own - queries, own, device=device).repeat(rows)
-        key_owner, key_slot = torch.arange(rows, device=device).repeat_interleave(own), torch.arange(own, device=device).repeat(rows)
+        owner, asked = (
+            torch.arange(rows, device=device).repeat_interleave(queries),
+            torch.arange(own - queries, own, device=device).repeat(rows),
+        )
+        key_owner, key_slot = (
+            torch.arange(rows, device=device).repeat_interleave(own),
+            torch.arange(own, device=device).repeat(rows),
+        )
         prefix = torch.arange(width, device=device)[None, :] < self.limits[start:end][owner][:, None]
         mine = ((key_owner[None, :] == owner[:, None]) & (key_slot[None, :] >= self.pads[start:end][owner][:, None])
                 & (key_slot[None, :] <= asked[:, None]))
@@ -590,11 +645,14 @@ class PrefixRows:
 
 SHARED_PREFIX = "reasoning_study_shared_prefix"  # its name in transformers' AttentionInterface
 
-def shared_prefix_attention(module, query, key, value,  # query (rows, heads, queries, dim); key, value: the rows' own cache
+# query (rows, heads, queries, dim); key, value: the rows' own cache
+def shared_prefix_attention(module, query, key, value,
                             attention_mask, scaling: float, dropout: float = 0.0,
-                            prefix_rows: PrefixRows | None = None,  # passed through the model's forward by `continue_many`
+                            # passed through the model's forward by `continue_many`
+                            prefix_rows: PrefixRows | None = None,
                             **kwargs):
-    "Attention over a shared cached prefix (each row below its limit) and the row's own positions: one softmax over both (SDPA per block)."
+    """Attention over a shared cached prefix (each row below its limit) and the row's own positions: one softmax over
+    both (SDPA per block)."""
     if prefix_rows is None: raise ValueError("shared_prefix_attention needs prefix_rows (continue_many passes them)")
     if kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None:
         raise NotImplementedError("shared_prefix_attention has no logit soft-capping or attention sinks")
@@ -604,9 +662,12 @@ def shared_prefix_attention(module, query, key, value,  # query (rows, heads, qu
     out = query.new_empty(rows, queries, heads, dim)
     for start, end, width, sees in prefix_rows.blocks(queries, own, heads):
         n = end - start
-        mine = lambda t: t[start:end].transpose(0, 1).reshape(t.shape[1], n * t.shape[2], dim)  # the block's rows one after another
-        keys, values = (torch.cat([shared[:, :width], mine(t)], dim=1)[None] for shared, t in ((prefix_keys, key), (prefix_values, value)))
-        mixed = torch.nn.functional.scaled_dot_product_attention(mine(query)[None], keys, values, attn_mask=sees, scale=scaling,
+        # the block's rows one after another
+        mine = lambda t: t[start:end].transpose(0, 1).reshape(t.shape[1], n * t.shape[2], dim)
+        keys, values = (torch.cat([shared[:, :width], mine(t)], dim=1)[None] for shared,
+                        t in ((prefix_keys, key), (prefix_values, value)))
+        mixed = torch.nn.functional.scaled_dot_product_attention(mine(query)[None], keys, values, attn_mask=sees,
+                                                                 scale=scaling,
                                                                  enable_gqa=heads != kv_heads)
         out[start:end] = mixed[0].view(heads, n, queries, dim).permute(1, 2, 0, 3)
     return out, None
@@ -625,8 +686,10 @@ def attention_implementation(model, name: str):
 # %% ../../nbs/13_backends.transformers.ipynb #326d7878
 def _require_prefix_sharing(self: TransformersBackend):
     if "kv_reuse" not in self.capabilities:  # decided once, when the backend was made (`supports_prefix_sharing`)
-        raise NotImplementedError(f"{self.model_id}: KV-cache reuse needs a model whose attention goes through transformers' "
-                                  "AttentionInterface, with full-attention layers only; probe it with method 'naive'")
+        raise NotImplementedError(
+            f"{self.model_id}: KV-cache reuse needs a model whose attention goes through transformers' "
+            "AttentionInterface, with full-attention layers only; probe it with method 'naive'"
+        )
 
 @torch.inference_mode()
 def prefill_cache(self: TransformersBackend,
@@ -635,7 +698,8 @@ def prefill_cache(self: TransformersBackend,
                  ) -> PrefixCache:
     "Encode a token sequence once and keep its KV cache for `continue_from` / `continue_many`."
     token_ids = list(token_ids)
-    if not 1 <= len(token_ids) <= self.max_model_len: raise ValueError(f"need 1..{self.max_model_len} tokens, got {len(token_ids)}")
+    if not 1 <= len(token_ids) <= self.max_model_len:
+        raise ValueError(f"need 1..{self.max_model_len} tokens, got {len(token_ids)}")
     _require_prefix_sharing(self)
     chunk = chunk or self.prefill_chunk
     cache = self.new_cache(room=len(token_ids))
@@ -653,11 +717,13 @@ def continue_many(self: TransformersBackend,
                   thinking: bool | None = None,  # True if the continuation is still inside a thinking block
                  ) -> list[Completion]:
     "Continue several prefixes of one cached sequence, each followed by its suffix: one completion each."
-    if sampling.n != 1: raise ValueError("continue_many gives one completion per prefix: use n=1 (or repeat with other seeds)")
+    if sampling.n != 1:
+        raise ValueError("continue_many gives one completion per prefix: use n=1 (or repeat with other seeds)")
     _require_prefix_sharing(self)
     jobs = []  # (cached tokens, tokens to encode)
     for prefix_len, suffix in continuations:
-        if not 1 <= prefix_len <= len(prefix): raise ValueError(f"prefix_len must be in 1..{len(prefix)}, got {prefix_len}")
+        if not 1 <= prefix_len <= len(prefix):
+            raise ValueError(f"prefix_len must be in 1..{len(prefix)}, got {prefix_len}")
         suffix = list(suffix)
         if not suffix: prefix_len, suffix = prefix_len - 1, [prefix.token_ids[prefix_len - 1]]  # re-feed the last token
         jobs.append((prefix_len, suffix))
@@ -670,33 +736,40 @@ def continue_many(self: TransformersBackend,
             for j in batch: results[j] = self.error_completion(e, 0, sampling.seed)
             continue
         for j, row in zip(batch, rows):
-            results[j] = self.to_completion(row, self.decode(continuations[j][1]), thinking, cached_prompt_tokens=jobs[j][0])
+            results[j] = self.to_completion(row, self.decode(continuations[j][1]), thinking,
+                                            cached_prompt_tokens=jobs[j][0])
     return results
 
 def joined_rows(caches: Sequence[Cache], room: int) -> Cache:
     "One cache holding the rows of several (in order), with `room` more positions for each row."
-    return Cache(layers=[BufferedLayer(torch.cat([c.layers[i].keys for c in caches]), torch.cat([c.layers[i].values for c in caches]), room)
+    return Cache(layers=[BufferedLayer(torch.cat([c.layers[i].keys for c in caches]),
+                                       torch.cat([c.layers[i].values for c in caches]), room)
                          for i in range(len(caches[0].layers))])
 
 @torch.inference_mode()
 def _continue_batch(self: TransformersBackend, prefix: PrefixCache, jobs, sampling: SamplingParams) -> list[DecodeRow]:
-    "Decode a batch of (cached prefix length, suffix ids) rows over the shared prefix: the suffixes a group of rows per pass, then all rows per step."
+    """Decode a batch of (cached prefix length, suffix ids) rows over the shared prefix: the suffixes a group of rows
+    per pass, then all rows per step."""
     started = time.perf_counter()
     rows = [self.new_row(n + len(s), sampling, sampling.seed) for n, s in jobs]
     tensor = lambda values: torch.tensor(values, device=self.device)
-    width = max(len(s) for _, s in jobs)  # suffixes left-padded to a common length: each row's last token in the last column
+    # suffixes left-padded to a common length: each row's last token in the last column
+    width = max(len(s) for _, s in jobs)
     ids = tensor([[self.pad_id] * (width - len(s)) + s for _, s in jobs])
-    layout = PrefixRows(prefix, tensor([n for n, _ in jobs]), tensor([width - len(s) for _, s in jobs]), self.attention_block)
+    layout = PrefixRows(prefix, tensor([n for n, _ in jobs]), tensor([width - len(s) for _, s in jobs]),
+                        self.attention_block)
     positions, per_pass = layout.positions(torch.arange(width, device=self.device)), max(1, self.prefill_chunk // width)
     with attention_implementation(self.model, SHARED_PREFIX):
         caches, logits = [], []
         for start in range(0, len(jobs), per_pass):
             part = slice(start, start + per_pass)
             caches.append(self.new_cache(room=width))
-            logits.append(self.run_model(caches[-1], input_ids=ids[part], position_ids=positions[part], logits_to_keep=1,
+            logits.append(self.run_model(caches[-1], input_ids=ids[part], position_ids=positions[part],
+                                         logits_to_keep=1,
                                          prefix_rows=layout.rows(part)).logits[:, -1])
         self.prefill_tokens += sum(len(s) for _, s in jobs)
-        cache, logits, live = joined_rows(caches, max(row.max_new for row in rows)), torch.cat(logits), list(range(len(rows)))
+        cache, logits, live = joined_rows(caches,
+                                          max(row.max_new for row in rows)), torch.cat(logits), list(range(len(rows)))
         while True:
             tokens, keep = self._step(logits, rows, live, started)
             if not keep: return rows
@@ -705,7 +778,8 @@ def _continue_batch(self: TransformersBackend, prefix: PrefixCache, jobs, sampli
                 cache.batch_select_indices(index)
                 layout, tokens, live = layout.rows(index), tokens[index], [live[b] for b in keep]
             slot = tensor([cache.get_seq_length()])
-            logits = self.run_model(cache, input_ids=tokens[:, None], position_ids=layout.positions(slot), prefix_rows=layout).logits[:, -1]
+            logits = self.run_model(cache, input_ids=tokens[:, None], position_ids=layout.positions(slot),
+                                    prefix_rows=layout).logits[:, -1]
 
 def continue_from(self: TransformersBackend,
                   prefix: PrefixCache,

@@ -5,7 +5,6 @@
 # %% ../../nbs/14_backends.vllm.ipynb #5bc46082
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import json
@@ -15,10 +14,10 @@ import subprocess
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from .contract import (expected_thinking, generate_token_prompts, render_prompt_ids,
-                                               stage_batch_size, supports, ThinkingSwitch, tokenize_continuation)
+                                               stage_batch_size, supports, tokenize_continuation)
 from .presets import check_backend_options, get_preset, ModelPreset
 from .request import Completion, make_completion, Request, request_images, SamplingParams
 from .weights import hub_commit, resolve_weights
@@ -63,10 +62,12 @@ class VllmOptions:
     engine_kwargs: dict = field(default_factory=dict)  # anything else `vllm.LLM(...)` takes
 
     def __post_init__(self):
-        if self.tensor_parallel_size < 1: raise ValueError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
+        if self.tensor_parallel_size < 1:
+            raise ValueError(f"tensor_parallel_size must be >= 1, got {self.tensor_parallel_size}")
         if not 0 < self.gpu_memory_utilization <= 1:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}")
-        if self.max_model_len is not None and self.max_model_len < 2: raise ValueError(f"max_model_len too small: {self.max_model_len}")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError(f"max_model_len too small: {self.max_model_len}")
         object.__setattr__(self, "engine_kwargs", dict(self.engine_kwargs))
 
 def vllm_options(preset: ModelPreset) -> VllmOptions:
@@ -106,7 +107,9 @@ def sampled_logprobs_of(sample: Any,  # a vllm CompletionOutput
     "The log-probability of each generated token (its own entry at every position); None when the request did not ask."
     if getattr(sample, "logprobs", None) is None: return None
     if len(sample.logprobs) != len(sample.token_ids):
-        raise ValueError(f"vLLM returned {len(sample.logprobs)} positions of log-probabilities for {len(sample.token_ids)} tokens")
+        raise ValueError(
+            f"vLLM returned {len(sample.logprobs)} positions of log-probabilities for {len(sample.token_ids)} tokens"
+        )
     return [float(position[token].logprob) for token, position in zip(sample.token_ids, sample.logprobs)]
 
 def completion_from_output(output: Any,  # a vllm RequestOutput
@@ -119,12 +122,14 @@ def completion_from_output(output: Any,  # a vllm RequestOutput
     finish = sample.finish_reason if sample.finish_reason in ("stop", "length") else "error"
     error = None if finish != "error" else f"vLLM finished with {sample.finish_reason!r}"
     return make_completion(sample.text, finish, prefill, thinking, prompt_tokens=len(output.prompt_token_ids or ()),
-                           completion_tokens=len(sample.token_ids), cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
+                           completion_tokens=len(sample.token_ids),
+                           cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
                            error=error, token_logprobs=sampled_logprobs_of(sample), **kwargs)
 
 # %% ../../nbs/14_backends.vllm.ipynb #4ff5ea77
 def resolve_model(preset: ModelPreset, options: VllmOptions) -> tuple[str, str]:
-    "(what `vllm.LLM` loads, the revision recorded in the store) for a preset: `backends.weights.resolve_weights` with its options."
+    """(what `vllm.LLM` loads, the revision recorded in the store) for a preset: `backends.weights.resolve_weights` with
+    its options."""
     return resolve_weights(preset, options.model_dir, options.allow_download)
 
 # %% ../../nbs/14_backends.vllm.ipynb #534e1045
@@ -172,10 +177,13 @@ def engine_numerics(llm: Any) -> str:
 class VllmBackend:
     "A `Backend` running vLLM's offline engine in this process."
     name = "vllm"
-    # images: passed as multi-modal data (the model must be multimodal, or the request becomes `error`); response_schema:
-    # structured outputs; continuous_batching: the engine schedules all it is given (`stage_batch_size` hands it a whole stage);
+    # images: passed as multi-modal data (the model must be multimodal, or the request becomes `error`);
+    # response_schema:
+    # structured outputs; continuous_batching: the engine schedules all it is given (`stage_batch_size` hands it a whole
+    # stage);
     # logprobs: the sampled tokens' log-probabilities (SamplingParams(logprobs=0))
-    capabilities = frozenset({"token_prompts", "tokenizer", "prefill", "images", "response_schema", "continuous_batching", "logprobs"})
+    capabilities = frozenset({"token_prompts", "tokenizer", "prefill", "images", "response_schema",
+                              "continuous_batching", "logprobs"})
 
     def __init__(self, preset: ModelPreset, options: VllmOptions | None = None):
         self.vllm = import_vllm()
@@ -188,7 +196,8 @@ class VllmBackend:
         self.tokenizer = self.llm.get_tokenizer()
         self.max_model_len = self.llm.llm_engine.model_config.max_model_len
         self.block_size = self.llm.llm_engine.vllm_config.cache_config.block_size  # the prefix cache's unit, in tokens
-        self.numerics = engine_numerics(self.llm)  # part of every store key: fp32 CPU and bf16 GPU generations never mix
+        # part of every store key: fp32 CPU and bf16 GPU generations never mix
+        self.numerics = engine_numerics(self.llm)
 
     def __repr__(self): return f"VllmBackend({self.model_id!r}, revision={self.revision!r})"
 
@@ -199,7 +208,8 @@ class VllmBackend:
 
     # --- the TokenBackend methods: prompts are rendered here, as on the transformers backend ---
     def render_prompt_ids(self, request: Request) -> list[int]:
-        "The exact prompt tokens of a request (`backends.contract.render_prompt_ids` with the preset's thinking switch)."
+        """The exact prompt tokens of a request (`backends.contract.render_prompt_ids` with the preset's thinking
+        switch)."""
         return render_prompt_ids(self.tokenizer, request, self.preset.thinking)
 
     def encode(self, text: str) -> list[int]: return tokenize_continuation(self.tokenizer, text)
@@ -218,25 +228,33 @@ class VllmBackend:
             except Exception as e:
                 results[q] = [self._error(request, i, e) for i in range(request.sampling.n)]
                 continue
-            images, structured = request_images(request), structured_output_kwargs(self.vllm, request.response_schema)  # once per request
+            # once per request
+            images, structured = request_images(request), structured_output_kwargs(self.vllm, request.response_schema)
             for i in range(request.sampling.n):
-                params = self.vllm.SamplingParams(**sample_params_kwargs(request.sampling, i, self.options.skip_special_tokens), **structured)
+                params = self.vllm.SamplingParams(**sample_params_kwargs(request.sampling, i,
+                                                                         self.options.skip_special_tokens),
+                                                                         **structured)
                 jobs.append(_Job(q, i, prompt, params, images))
-        for job, completion in zip(jobs, self._run_isolated(jobs, requests)): results[job.request][job.sample] = completion
+        for job, completion in zip(jobs, self._run_isolated(jobs, requests)):
+            results[job.request][job.sample] = completion
         return results
 
-    generate_token_prompts = generate_token_prompts  # capability token_prompts (backends.contract): one batched call; prefix caching shares their common start
+    # capability token_prompts (backends.contract): one batched call; prefix caching shares their common start
+    generate_token_prompts = generate_token_prompts
 
     def _error(self, request: Request, index: int, error: Exception) -> Completion:
-        return make_completion("", "error", request.prefill, expected_thinking(self.preset.thinking, request), sample_index=index,
+        return make_completion("", "error", request.prefill, expected_thinking(self.preset.thinking, request),
+                               sample_index=index,
                                seed=request.sampling.sample_seed(index), error=f"{type(error).__name__}: {error}")
 
     def _run(self, jobs: list[_Job], requests: Sequence[Request]) -> list[Completion]:
         started = time.perf_counter()
         outputs = self.llm.generate([j.engine_prompt() for j in jobs], [j.params for j in jobs], use_tqdm=False)
         elapsed = time.perf_counter() - started  # the batch's wall time: samples run together
-        return [completion_from_output(out, requests[j.request].prefill, expected_thinking(self.preset.thinking, requests[j.request]),
-                                       sample_index=j.sample, seed=requests[j.request].sampling.sample_seed(j.sample), latency_s=elapsed)
+        return [completion_from_output(out, requests[j.request].prefill,
+                                       expected_thinking(self.preset.thinking, requests[j.request]),
+                                       sample_index=j.sample, seed=requests[j.request].sampling.sample_seed(j.sample),
+                                       latency_s=elapsed)
                 for j, out in zip(jobs, outputs)]
 
     def _run_isolated(self, jobs: list[_Job], requests: Sequence[Request]) -> list[Completion]:
@@ -282,7 +300,8 @@ def model_folder(preset: ModelPreset, options: VllmOptions | None = None) -> Pat
     return Path(source)
 
 def model_memory(preset: str | ModelPreset,
-                 max_model_len: int | None = None,  # the context the engine serves (None: the preset's option, else the model's own)
+                 # the context the engine serves (None: the preset's option, else the model's own)
+                 max_model_len: int | None = None,
                  overhead: int = 4 * GIB,
                 ) -> EngineMemory:
     "What an engine for `preset` needs on the GPU, read from its local config and weight files (nothing is loaded)."
@@ -292,14 +311,21 @@ def model_memory(preset: str | ModelPreset,
     config = json.loads((folder / "config.json").read_text())
     text = _text_config(config)
     if missing := [k for k in ("num_hidden_layers", "num_attention_heads") if k not in text]:
-        raise ValueError(f"{preset.model_id}: its config.json has no {missing}, so its size is unknown: give this role a gpu_memory_utilization")
+        raise ValueError(
+            f"{preset.model_id}: its config.json has no {missing}, so its size is unknown: give this role a "
+            "gpu_memory_utilization"
+        )
     heads = text["num_attention_heads"]
     head_dim = text.get("head_dim") or text["hidden_size"] // heads
-    stored = str(text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    stored = str(
+        text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype") or "bfloat16"
+    )
     runs = stored if options.dtype == "auto" else options.dtype
     files = list(folder.glob("*.safetensors")) or list(folder.glob("*.bin"))
-    weights = sum(f.stat().st_size for f in files) * DTYPE_BYTES.get(runs, 2) // DTYPE_BYTES.get(stored, 2)  # float32 files run in bfloat16: half
-    kv_per_token = 2 * text["num_hidden_layers"] * text.get("num_key_value_heads", heads) * head_dim * DTYPE_BYTES.get(runs, 2)
+    # float32 files run in bfloat16: half
+    weights = sum(f.stat().st_size for f in files) * DTYPE_BYTES.get(runs, 2) // DTYPE_BYTES.get(stored, 2)
+    kv_per_token = 2 * text["num_hidden_layers"] * text.get("num_key_value_heads",
+                                                            heads) * head_dim * DTYPE_BYTES.get(runs, 2)
     context = max_model_len or options.max_model_len or text.get("max_position_embeddings") or 4096
     return EngineMemory(weights, kv_per_token, int(context), overhead)
 
@@ -314,26 +340,32 @@ def split_gpu_memory(engines: Mapping[str, EngineMemory],  # name -> need; the f
                      gpu_bytes: int,  # the GPU's total memory
                      budget: float = 0.9,  # share of the GPU the engines may hold together
                     ) -> dict[str, float]:
-    "Each engine's `gpu_memory_utilization`: its need, and the rest of the budget to the first; an error when they do not fit."
+    """Each engine's `gpu_memory_utilization`: its need, and the rest of the budget to the first; an error when they do
+    not fit."""
     if not engines: return {}
     gib = lambda b: f"{b / GIB:.1f} GiB"
     needed = {name: e.needed for name, e in engines.items()}
     if sum(needed.values()) > budget * gpu_bytes:
         parts = "; ".join(f"{n} {gib(b)} (weights {gib(engines[n].weights)}, KV cache for {engines[n].context} tokens "
                           f"{gib(engines[n].kv_per_token * engines[n].context)})" for n, b in needed.items())
-        raise ValueError(f"the engines need {gib(sum(needed.values()))} together, more than {budget:.0%} of this GPU "
-                         f"({gib(budget * gpu_bytes)}): {parts}. Shorten a context (max_model_len), use a smaller model, "
-                         "or run a role elsewhere")
+        raise ValueError(
+            f"the engines need {gib(sum(needed.values()))} together, more than {budget:.0%} of this GPU "
+            f"({gib(budget * gpu_bytes)}): {parts}. Shorten a context (max_model_len), use a smaller model, "
+            "or run a role elsewhere"
+        )
     first, *rest = engines
     shares = {name: math.ceil(needed[name] / gpu_bytes * 1000) / 1000 for name in rest}
     shares[first] = math.floor((budget - sum(shares.values())) * 1000) / 1000
     if shares[first] * gpu_bytes < needed[first]:  # only the rounding up of the others can do this
-        raise ValueError(f"the engines need {gib(sum(needed.values()))}: too close to the budget of {gib(budget * gpu_bytes)}")
+        raise ValueError(
+            f"the engines need {gib(sum(needed.values()))}: too close to the budget of {gib(budget * gpu_bytes)}"
+        )
     return {name: shares[name] for name in engines}
 
 # %% ../../nbs/14_backends.vllm.ipynb #e05acf9b
 def check_options(preset: ModelPreset) -> None:
-    "Fail, naming the known ones, when the preset has options vLLM does not take (`backends.presets.check_backend_options`)."
+    """Fail, naming the known ones, when the preset has options vLLM does not take
+    (`backends.presets.check_backend_options`)."""
     vllm_options(preset)
 
 @dataclass(frozen=True)
@@ -341,14 +373,16 @@ class EngineRole:
     "A model a run holds: its preset, the options given for it, and the context one of its requests needs."
     preset: str | ModelPreset
     options: Mapping = field(default_factory=dict)  # load_backend options given for this role
-    context: int | None = None  # prompt + reply tokens of its longest request (None: the options' max_model_len, or the model's)
+    # prompt + reply tokens of its longest request (None: the options' max_model_len, or the model's)
+    context: int | None = None
 
 def co_resident_options(roles: Mapping[str, EngineRole],  # role -> model; the first role gets the spare memory
                         budget: float = 0.9,  # share of the GPU the run's vLLM engines may hold together
                         gpu_bytes: int | None = None,  # the GPU's memory (None: unknown; the budget is split evenly)
                         memory: Callable[..., EngineMemory] = model_memory,  # how an engine's need is read
                        ) -> dict[str, dict]:
-    "load_backend options per role, so that the run's vLLM engines fit on one GPU together; errors before any model loads."
+    """load_backend options per role, so that the run's vLLM engines fit on one GPU together; errors before any model
+    loads."""
     if not 0 < budget <= 1: raise ValueError(f"the GPU budget must be in (0, 1], got {budget}")
     for role in roles.values(): check_backend_options(role.preset, role.options)
     out = {name: dict(role.options) for name, role in roles.items()}
@@ -362,8 +396,10 @@ def co_resident_options(roles: Mapping[str, EngineRole],  # role -> model; the f
         for name in names:
             for option, value in roles[name].options.items():
                 if option in options and options[option] != value:
-                    raise ValueError(f"roles {names} run the same weights ({key[0]}), so one engine, but give option {option!r} "
-                                     f"two values ({options[option]!r}, {value!r}): give them the same options")
+                    raise ValueError(
+                        f"roles {names} run the same weights ({key[0]}), so one engine, but give option {option!r} "
+                        f"two values ({options[option]!r}, {value!r}): give them the same options"
+                    )
                 options[option] = value
         contexts = [roles[n].context for n in names if roles[n].context]
         if contexts and "max_model_len" not in options:
@@ -372,32 +408,46 @@ def co_resident_options(roles: Mapping[str, EngineRole],  # role -> model; the f
         merged[key] = options
     def need(key) -> EngineMemory | None:
         "What an engine needs; None when its files are not downloaded yet (allow_download)."
-        try: return memory(get_preset(roles[engines[key][0]].preset).with_options(**merged[key]), merged[key].get("max_model_len"))
+        try:
+            return memory(get_preset(roles[engines[key][0]].preset).with_options(**merged[key]),
+                          merged[key].get("max_model_len"))
         except FileNotFoundError: return None
     if len(engines) > 1:
         fixed = {key: o["gpu_memory_utilization"] for key, o in merged.items() if "gpu_memory_utilization" in o}
         if sum(fixed.values()) > budget:
-            raise ValueError(f"the roles' gpu_memory_utilization add up to {sum(fixed.values()):.2f}, more than the budget {budget}: "
-                             + ", ".join(f"{engines[k][0]} {v}" for k, v in fixed.items()))
+            raise ValueError(
+                f"the roles' gpu_memory_utilization add up to {sum(fixed.values()):.2f}, more than the budget "
+                f"{budget}: "
+                + ", ".join(f"{engines[k][0]} {v}" for k, v in fixed.items())
+            )
         if auto := [key for key in merged if key not in fixed]:
             room = budget - sum(fixed.values())
             even = lambda keys, share: {key: math.floor(share / len(keys) * 1000) / 1000 for key in keys}
             needs = {key: need(key) for key in auto} if gpu_bytes is not None else {key: None for key in auto}
             unsized = [key for key in auto if needs[key] is None]
-            if not unsized: shares = dict(zip(auto, split_gpu_memory({engines[k][0]: needs[k] for k in auto}, gpu_bytes, room).values()))
+            if not unsized:
+                shares = dict(zip(auto,
+                                  split_gpu_memory({engines[k][0]: needs[k] for k in auto}, gpu_bytes, room).values()))
             elif gpu_bytes is None: shares = even(auto, room)
             else:  # the sized engines get what they need, the others share the rest
-                shares = {key: math.ceil(needs[key].needed / gpu_bytes * 1000) / 1000 for key in auto if needs[key] is not None}
-                if room - sum(shares.values()) <= 0: raise ValueError(f"nothing is left of the budget {budget} for {[engines[k][0] for k in unsized]}")
+                shares = {
+                    key: math.ceil(needs[key].needed / gpu_bytes * 1000) / 1000
+                    for key in auto
+                    if needs[key] is not None
+                }
+                if room - sum(shares.values()) <= 0:
+                    raise ValueError(f"nothing is left of the budget {budget} for {[engines[k][0] for k in unsized]}")
                 shares |= even(unsized, room - sum(shares.values()))
             for key, share in shares.items(): merged[key]["gpu_memory_utilization"] = share
     if gpu_bytes is not None:  # every engine, split or given: does it hold what it needs?
         for key, options in merged.items():
             share, needs = options.get("gpu_memory_utilization", VllmOptions.gpu_memory_utilization), need(key)
             if needs is not None and needs.needed > share * gpu_bytes:
-                raise ValueError(f"{engines[key][0]} ({key[0]}) needs {needs.needed / GIB:.1f} GiB, more than its share {share} of "
-                                 f"this GPU ({share * gpu_bytes / GIB:.1f} GiB): raise its gpu_memory_utilization or shorten its "
-                                 f"context (max_model_len, now {needs.context} tokens)")
+                raise ValueError(
+                    f"{engines[key][0]} ({key[0]}) needs {needs.needed / GIB:.1f} GiB, more than its share {share} of "
+                    f"this GPU ({share * gpu_bytes / GIB:.1f} GiB): raise its gpu_memory_utilization or shorten its "
+                    f"context (max_model_len, now {needs.context} tokens)"
+                )
     for key, names in engines.items():
         for name in names: out[name] = dict(merged[key])
     return out
@@ -420,14 +470,16 @@ def preset_tokenizer(preset: str | ModelPreset):
     options = vllm_options(preset)
     source, revision = resolve_model(preset, options)
     local = Path(source).is_dir()
-    return AutoTokenizer.from_pretrained(source, revision=None if local else revision, trust_remote_code=options.trust_remote_code,
+    return AutoTokenizer.from_pretrained(source, revision=None if local else revision,
+                                         trust_remote_code=options.trust_remote_code,
                                          local_files_only=local or not options.allow_download)
 
 def prompt_lengths(preset: str | ModelPreset, requests: Sequence[Request]) -> list[int]:
     "The prompt tokens of each request as an engine for `preset` renders it (text tokens only)."
     preset = get_preset(preset)
     tokenizer = preset_tokenizer(preset)
-    return [len(render_prompt_ids(tokenizer, replace(r, images=()) if r.images else r, preset.thinking)) for r in requests]
+    return [len(render_prompt_ids(tokenizer, replace(r, images=()) if r.images else r,
+                                  preset.thinking)) for r in requests]
 
 def gpu_memory_bytes(device: int | None = None,  # index of the device (None: the first visible one)
                     ) -> int | None:
@@ -435,7 +487,9 @@ def gpu_memory_bytes(device: int | None = None,  # index of the device (None: th
     if device is None:
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
         device = int(visible) if visible.isdigit() else 0
-    try: out = subprocess.run(["nvidia-smi", f"--id={device}", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+    try:
+        out = subprocess.run(["nvidia-smi", f"--id={device}", "--query-gpu=memory.total",
+                              "--format=csv,noheader,nounits"],
                               capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired): return None
     first = out.stdout.strip().splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else ""
@@ -444,7 +498,8 @@ def gpu_memory_bytes(device: int | None = None,  # index of the device (None: th
 # %% ../../nbs/14_backends.vllm.ipynb #144d0e2e
 def cacheable_tokens(prompt_tokens: int,  # the prompt's length
                      block_size: int,  # the engine's KV block size (`VllmBackend.block_size`)
-                     shared_tokens: int | None = None,  # how long a beginning it shares with cached prompts (None: all of it)
+                     # how long a beginning it shares with cached prompts (None: all of it)
+                     shared_tokens: int | None = None,
                     ) -> int:
     "Prompt tokens a warm prefix cache can serve: the whole blocks of the shared beginning, before the last token."
     if block_size < 1: raise ValueError(f"block_size must be >= 1, got {block_size}")

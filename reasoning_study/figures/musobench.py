@@ -33,16 +33,19 @@ def plot_solution_counts(table: pd.DataFrame) -> plt.Figure:
         sub = table[table["task"] == task]
         sns.boxplot(data=sub, x="level", y="answer_count", ax=ax, color="#9ecae1", fliersize=0)
         sns.stripplot(data=sub, x="level", y="answer_count", ax=ax, color="#08519c", size=2, alpha=0.5, jitter=0.25)
-        ax.set(title=f"{TASK_LABELS.get(task, task)} ({len(sub)} instances)", xlabel="Complexity level", ylabel="Number of solutions")
+        ax.set(title=f"{TASK_LABELS.get(task, task)} ({len(sub)} instances)", xlabel="Complexity level",
+               ylabel="Number of solutions")
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/67_figures.musobench.ipynb #9cef3ad1
 PARADIGM_LABELS = {"short": "Short-CoT", "long": "Long-CoT"}
 PARADIGM_COLORS = {"short": "#dd8452", "long": "#4c72b0"}
-CONDITION_LABELS = {"exploration": "w/ Exploration", "sc_median": "w/ Median Conf", "sc_voting": "w/ Voting",  # the paper's names
+# the paper's names
+CONDITION_LABELS = {"exploration": "w/ Exploration", "sc_median": "w/ Median Conf", "sc_voting": "w/ Voting",
                     "sc_threshold": "Threshold vote (ours)",  # not in the paper
-                    "sc_union": "w/ Voting", "sc_vote": "Threshold vote (ours)"}  # the same runs under their older names
+                    # the same runs under their older names
+                    "sc_union": "w/ Voting", "sc_vote": "Threshold vote (ours)"}
 UNSCORED_LABELS = {"exclude": "scored only", "zero": "unscored = 0"}  # the `unscored` policies, as table columns
 METRIC_LABELS = {"precision": "Precision", "recall": "Recall", "confidence": "Confidence", "ece_recall": "ECE (r)",
                  "ece_precision": "ECE (p)", "csr": "CSR", "esc": "ESC", "nsd": "NSD"}
@@ -50,7 +53,8 @@ METRIC_LABELS = {"precision": "Precision", "recall": "Recall", "confidence": "Co
 def run_label(paradigm: str, condition: str = "base") -> str:
     "The paper's name of a run: 'Short-CoT', 'Long-CoT', 'w/ Exploration', '2 reflections', ..."
     if condition == "base": return PARADIGM_LABELS.get(paradigm, paradigm)
-    if m := re.fullmatch(r"reflection_k(\d+)", str(condition)): return f"{m.group(1)} reflection{'s' * (m.group(1) != '1')}"
+    if m := re.fullmatch(r"reflection_k(\d+)", str(condition)):
+        return f"{m.group(1)} reflection{'s' * (m.group(1) != '1')}"
     return CONDITION_LABELS.get(condition, condition)
 
 def one_task(table: pd.DataFrame, task: str | None, figure: str) -> tuple[pd.DataFrame, str]:
@@ -92,10 +96,13 @@ def _unit_axes(ax, xlabel="Confidence", ylabel="Recall"):
 def _density(ax, x: np.ndarray, y: np.ndarray, color):
     "Density contours, when the points are numerous and spread enough for a kernel estimate."
     if len(x) < 5 or np.std(x) == 0 or np.std(y) == 0: return
-    try: sns.kdeplot(x=x, y=y, ax=ax, levels=4, color=color, linewidths=1, alpha=0.7, warn_singular=False, clip=((0, 1), (0, 1)))
+    try:
+        sns.kdeplot(x=x, y=y, ax=ax, levels=4, color=color, linewidths=1, alpha=0.7, warn_singular=False,
+                    clip=((0, 1), (0, 1)))
     except (np.linalg.LinAlgError, ValueError): pass
 
-def plot_recall_confidence(results: pd.DataFrame,  # results rows (instances); unscored rows and rows without confidence are skipped
+# results rows (instances); unscored rows and rows without confidence are skipped
+def plot_recall_confidence(results: pd.DataFrame,
                            panel: str = "model",  # one panel per value of this column
                            hue: str = "paradigm",  # one colour per value of this column
                            task: str | None = None,  # the task to draw (needed when the table holds several)
@@ -113,8 +120,11 @@ def plot_recall_confidence(results: pd.DataFrame,  # results rows (instances); u
         for value, sub in rows[rows[panel] == name].groupby(hue, sort=False):
             x, y = sub["confidence"].to_numpy(float), sub["recall"].to_numpy(float)
             _density(ax, x, y, colours[value])
-            ax.scatter(x, y, s=14, alpha=0.6, color=colours[value], label=f"{_hue_label(sub.iloc[0], hue)} (n={len(sub)})")
-        _unit_axes(ax); ax.set_title(str(name)); ax.legend(loc="upper left", fontsize=8)
+            ax.scatter(x, y, s=14, alpha=0.6, color=colours[value],
+                       label=f"{_hue_label(sub.iloc[0], hue)} (n={len(sub)})")
+        _unit_axes(ax)
+        ax.set_title(str(name))
+        ax.legend(loc="upper left", fontsize=8)
     fig.suptitle(f"Recall vs confidence on {task_label}")
     fig.tight_layout()
     return fig
@@ -167,7 +177,8 @@ def plot_reliability(bins: pd.DataFrame,  # `reliability_bins` output grouped by
     names = list(dict.fromkeys(bins[panel]))
     fig, axes = _panels(len(names))
     for ax, name in zip(axes, names):
-        _draw_reliability(ax, bins[bins[panel] == name], hue); ax.set_title(str(name))
+        _draw_reliability(ax, bins[bins[panel] == name], hue)
+        ax.set_title(str(name))
     fig.suptitle(f"{title} on {task_label}")
     fig.tight_layout()
     return fig
@@ -185,8 +196,10 @@ def plot_calibration(bins: pd.DataFrame,  # `reliability_bins(results, by=[panel
     names = list(dict.fromkeys(bins[panel]))
     fig, axes = _panels(len(names) + 1)
     for ax, name in zip(axes, names):
-        _draw_reliability(ax, bins[bins[panel] == name], "paradigm"); ax.set_title(f"(a) {name}")
-    _draw_bars(axes[-1], summary, panel, "paradigm", "recall"); axes[-1].set_title("(b) Recall")
+        _draw_reliability(ax, bins[bins[panel] == name], "paradigm")
+        ax.set_title(f"(a) {name}")
+    _draw_bars(axes[-1], summary, panel, "paradigm", "recall")
+    axes[-1].set_title("(b) Recall")
     fig.suptitle(f"Calibration and recall on {task_label}")
     fig.tight_layout()
     return fig
@@ -197,7 +210,9 @@ def plot_movement(pairs: pd.DataFrame,  # `movement_pairs` (or `movement_grid`) 
                   task: str | None = None,  # the task to draw
                   ) -> plt.Figure:
     "Figure 4 / 10: arrows from each instance's Short-CoT point to its Long-CoT point."
-    require_columns(pairs, [panel, "confidence_short", "recall_short", "confidence_long", "recall_long", "toward_diagonal"], "plot_movement")
+    require_columns(pairs,
+                    [panel, "confidence_short", "recall_short", "confidence_long", "recall_long", "toward_diagonal"],
+                    "plot_movement")
     pairs, task_label = one_task(pairs, task, "plot_movement")
     paper_style()
     names = list(dict.fromkeys(pairs[panel]))
@@ -207,10 +222,14 @@ def plot_movement(pairs: pd.DataFrame,  # `movement_pairs` (or `movement_grid`) 
         for toward, colour, label in ((True, "#d62728", "toward the diagonal"), (False, "#7f7f7f", "away from it")):
             arrows = sub[sub["toward_diagonal"] == toward]
             if arrows.empty: continue
-            ax.quiver(arrows["confidence_short"], arrows["recall_short"], arrows["confidence_long"] - arrows["confidence_short"],
-                      arrows["recall_long"] - arrows["recall_short"], angles="xy", scale_units="xy", scale=1, color=colour,
+            ax.quiver(arrows["confidence_short"], arrows["recall_short"],
+                      arrows["confidence_long"] - arrows["confidence_short"],
+                      arrows["recall_long"] - arrows["recall_short"], angles="xy", scale_units="xy", scale=1,
+                      color=colour,
                       width=0.006, alpha=0.8, label=f"{label} ({len(arrows)})")
-        _unit_axes(ax); ax.set_title(str(name)); ax.legend(loc="upper left", fontsize=8)
+        _unit_axes(ax)
+        ax.set_title(str(name))
+        ax.legend(loc="upper left", fontsize=8)
     fig.suptitle(f"Short-CoT → Long-CoT on {task_label}")
     fig.tight_layout()
     return fig
@@ -233,7 +252,8 @@ def _draw_length(ax, lengths: pd.DataFrame, fit: pd.DataFrame | None, hue: str):
             ax.plot(xs, line["intercept"].iloc[0] + line["slope"].iloc[0] * np.log10(xs), color=colour, lw=1, ls="--")
             label += f" (r = {line['r'].iloc[0]:.2f})"
         ax.plot(sub["length"], sub["confidence"], "o", color=colour, label=label)
-    ax.set(xscale="log", ylim=(0, 1), xlabel="Reasoning length (tokens)", ylabel="Confidence", title="(a) Reasoning length")
+    ax.set(xscale="log", ylim=(0, 1), xlabel="Reasoning length (tokens)", ylabel="Confidence",
+           title="(a) Reasoning length")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 100, 200, 500, 1000, ...
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
@@ -246,8 +266,10 @@ def _draw_levels(ax, levels: pd.DataFrame, hue: str):
         colour, label = colours[value], _hue_label(sub.iloc[0], hue)
         for metric, style in (("recall", "-"), ("confidence", "--")):
             band = 1.96 * sub[f"{metric}_sem"].fillna(0)
-            ax.plot(sub["level"], sub[metric], style, marker="o", color=colour, label=f"{label} {METRIC_LABELS[metric].lower()}")
-            ax.fill_between(sub["level"], (sub[metric] - band).clip(0, 1), (sub[metric] + band).clip(0, 1), color=colour, alpha=0.12, lw=0)
+            ax.plot(sub["level"], sub[metric], style, marker="o", color=colour,
+                    label=f"{label} {METRIC_LABELS[metric].lower()}")
+            ax.fill_between(sub["level"], (sub[metric] - band).clip(0, 1), (sub[metric] + band).clip(0, 1),
+                            color=colour, alpha=0.12, lw=0)
     ax.set(ylim=(0, 1), xlabel="Complexity level", ylabel="Recall / confidence", title="(b) Task complexity")
     ax.legend(fontsize=7, loc="best", framealpha=0.6)
 
@@ -286,7 +308,8 @@ EXPLORATION_METRICS = ["precision", "recall", "ece_recall", "csr", "esc", "nsd"]
 
 def _draw_reflections(ax, sweep: pd.DataFrame):
     require_columns(sweep, ["reflections", "recall", "confidence", "ece_recall"], "plot_mitigations (reflections)")
-    if sweep.duplicated(["reflections"]).any(): raise ValueError("plot_mitigations (reflections): one row per number of reflections expected")
+    if sweep.duplicated(["reflections"]).any():
+        raise ValueError("plot_mitigations (reflections): one row per number of reflections expected")
     sweep = sweep.sort_values("reflections")
     for metric, style in (("recall", "-o"), ("confidence", "--s"), ("ece_recall", ":^")):
         ax.plot(sweep["reflections"], sweep[metric], style, label=METRIC_LABELS[metric])
@@ -295,7 +318,8 @@ def _draw_reflections(ax, sweep: pd.DataFrame):
 
 def _draw_exploration(ax, table: pd.DataFrame):
     require_columns(table, ["condition"] + EXPLORATION_METRICS, "plot_mitigations (exploration)")
-    long = table.melt(id_vars=[c for c in table.columns if c not in EXPLORATION_METRICS], value_vars=EXPLORATION_METRICS, var_name="metric")
+    long = table.melt(id_vars=[c for c in table.columns if c not in EXPLORATION_METRICS],
+                      value_vars=EXPLORATION_METRICS, var_name="metric")
     _draw_bars(ax, long, "metric", "condition", "value")
     ax.set(ylabel="Value (%)", title="(b) Exploration")
 
@@ -312,7 +336,9 @@ def plot_mitigations(reflections: pd.DataFrame | None = None,  # `reflection_swe
     for ax, (name, table) in zip(axes, tables.items()):
         if name == "reflections": _draw_reflections(ax, table)
         elif name == "exploration": _draw_exploration(ax, table)
-        else: _draw_reliability(ax, table, "condition"); ax.set_title("(c) Self-consistency")
+        else:
+            _draw_reliability(ax, table, "condition")
+            ax.set_title("(c) Self-consistency")
     fig.suptitle(f"Mitigating reasoning overconfidence on {TASK_LABELS.get(task, task)}")
     fig.tight_layout()
     return fig
@@ -326,36 +352,45 @@ def plot_exploration_calibration(bins: pd.DataFrame,  # `reliability_bins` by co
     tasks = list(dict.fromkeys(bins["task"]))
     fig, axes = _panels(len(tasks))
     for ax, task in zip(axes, tasks):
-        _draw_reliability(ax, bins[bins["task"] == task], "condition"); ax.set_title(TASK_LABELS.get(task, task))
+        _draw_reliability(ax, bins[bins["task"] == task], "condition")
+        ax.set_title(TASK_LABELS.get(task, task))
     fig.suptitle("Short-CoT with and without the exploration cue")
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/67_figures.musobench.ipynb #96db6dcf
 def _policy_wide(cells: pd.DataFrame, index: list[str], outer: list[str], metrics: list[str]) -> pd.DataFrame:
-    "`cells` (one row per index × outer × `Unscored` label, metric columns) as columns outer × metric × policy, in the order given."
+    """`cells` (one row per index × outer × `Unscored` label, metric columns) as columns outer × metric × policy, in the
+    order given."""
     long = cells.melt(id_vars=index + outer + ["Unscored"], value_vars=metrics, var_name="Metric")
     table = long.pivot(index=index, columns=outer + ["Metric", "Unscored"], values="value")
-    levels = [list(dict.fromkeys(cells[c])) for c in outer] + [metrics, [l for l in UNSCORED_LABELS.values() if l in set(cells["Unscored"])]]
+    levels = [list(dict.fromkeys(cells[c])) for c in outer] + [
+        metrics,
+        [l for l in UNSCORED_LABELS.values() if l in set(cells["Unscored"])],
+    ]
     table = table.reindex(columns=pd.MultiIndex.from_product(levels, names=outer + ["Metric", "Unscored"]))
     if "Rows" in metrics:
         for column in [c for c in table.columns if c[-2] == "Rows"]: table[column] = table[column].astype("Int64")
     return table
 
-def table_reconsideration(rates: pd.DataFrame,  # `reconsideration_rates` output, or `under_both_policies(reconsideration_rates, ...)`
+# `reconsideration_rates` output, or `under_both_policies(reconsideration_rates, ...)`
+def table_reconsideration(rates: pd.DataFrame,
                           row: str = "model",  # the row label column (model or family)
                           ) -> pd.DataFrame:
-    "Table 1: CSR, ESC and NSD (%) per model and paradigm, one column group per task (and a column per `unscored` policy, when given both)."
+    """Table 1: CSR, ESC and NSD (%) per model and paradigm, one column group per task (and a column per `unscored`
+    policy, when given both)."""
     require_columns(rates, [row, "paradigm", "task", "csr", "esc", "nsd"], "table_reconsideration")
     policies = ["unscored"] if "unscored" in rates else []
-    if rates.duplicated([row, "paradigm", "task"] + policies).any(): raise ValueError(f"one row per ({row}, paradigm, task{', unscored' * bool(policies)}) expected")
+    if rates.duplicated([row, "paradigm", "task"] + policies).any():
+        raise ValueError(f"one row per ({row}, paradigm, task{', unscored' * bool(policies)}) expected")
     long = rates.assign(Paradigm=rates["paradigm"].map(lambda p: PARADIGM_LABELS.get(p, p)),
                         Task=rates["task"].map(lambda t: TASK_LABELS.get(t, t)))
     names = [f"{METRIC_LABELS[m]} (%)" for m in ("csr", "esc", "nsd")]
     long = long.assign(**{name: long[m] * 100 for name, m in zip(names, ("csr", "esc", "nsd"))})
     if policies:
         require_columns(rates, ["n_rows", "n_unscored"], "table_reconsideration (both policies)")
-        long = long.assign(Unscored=long["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)), Rows=long["n_rows"] - long["n_unscored"])
+        long = long.assign(Unscored=long["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)),
+                           Rows=long["n_rows"] - long["n_unscored"])
         table = _policy_wide(long, [row, "Paradigm"], ["Task"], names + ["Rows"])
     else:
         table = long.pivot(index=[row, "Paradigm"], columns="Task", values=names)
@@ -366,25 +401,31 @@ def table_reconsideration(rates: pd.DataFrame,  # `reconsideration_rates` output
 
 SC_TABLE_CONDITIONS = ("base", "sc_median", "sc_voting", "sc_threshold")  # the paper's rows of Table 2, then ours
 
-def table_self_consistency(summary: pd.DataFrame,  # `summary_table` (or `under_both_policies(summary_table, ...)`) by task and condition, Long-CoT rows
+# `summary_table` (or `under_both_policies(summary_table, ...)`) by task and condition, Long-CoT rows
+def table_self_consistency(summary: pd.DataFrame,
                            conditions: Sequence[str] = SC_TABLE_CONDITIONS,  # rows, in order (missing ones skipped)
                            ) -> pd.DataFrame:
-    "Table 2: precision, recall and ECE(r) (%) of Long-CoT and its self-consistency aggregates, per task (per `unscored` policy, when given both)."
+    """Table 2: precision, recall and ECE(r) (%) of Long-CoT and its self-consistency aggregates, per task (per
+    `unscored` policy, when given both)."""
     require_columns(summary, ["task", "condition", "precision", "recall", "ece_recall"], "table_self_consistency")
     policies = ["unscored"] if "unscored" in summary else []
-    if summary.duplicated(["task", "condition"] + policies).any(): raise ValueError(f"one row per (task, condition{', unscored' * bool(policies)}) expected")
+    if summary.duplicated(["task", "condition"] + policies).any():
+        raise ValueError(f"one row per (task, condition{', unscored' * bool(policies)}) expected")
     rows = summary[summary["condition"].isin(conditions)].copy()
     task_order = {t: i for i, t in enumerate(dict.fromkeys(summary["task"]))}
-    rows = rows.assign(task_order=rows["task"].map(task_order), order=rows["condition"].map({c: i for i, c in enumerate(conditions)}))
+    rows = rows.assign(task_order=rows["task"].map(task_order),
+                       order=rows["condition"].map({c: i for i, c in enumerate(conditions)}))
     rows = rows.sort_values(["task_order", "order"], kind="stable")
     cells = pd.DataFrame({"Task": rows["task"].map(lambda t: TASK_LABELS.get(t, t)).to_numpy(),
                           "Method": rows["condition"].map(lambda c: run_label("long", c)).to_numpy(),
-                          "Precision (%)": rows["precision"].to_numpy() * 100, "Recall (%)": rows["recall"].to_numpy() * 100,
+                          "Precision (%)": rows["precision"].to_numpy() * 100,
+                          "Recall (%)": rows["recall"].to_numpy() * 100,
                           "ECE (r)": rows["ece_recall"].to_numpy() * 100})
     names = ["Precision (%)", "Recall (%)", "ECE (r)"]
     if not policies: return cells.set_index(["Task", "Method"]).round(2)
     require_columns(summary, ["n_scored"], "table_self_consistency (both policies)")
-    cells = cells.assign(Unscored=rows["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)).to_numpy(), Rows=rows["n_scored"].to_numpy())
+    cells = cells.assign(Unscored=rows["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)).to_numpy(),
+                         Rows=rows["n_scored"].to_numpy())
     table = _policy_wide(cells, ["Task", "Method"], [], names + ["Rows"])
     order = list(dict.fromkeys(zip(cells["Task"], cells["Method"])))  # pivoting sorts: the paper's order again
     return table.reindex(pd.MultiIndex.from_tuples(order, names=["Task", "Method"])).round(2)

@@ -26,12 +26,15 @@ __all__ = ['STRATEGY_LABELS', 'STRATEGY_COLORS', 'FORMAT_LABELS', 'CATEGORY_LABE
            'plot_wasted_budget', 'taxonomy_results_table', 'largest_in_group_mask', 'plot_recall_trajectories']
 
 # %% ../../nbs/68_figures.overthinking.ipynb #0550d01a
-STRATEGY_LABELS = {"No-CoT": "No-CoT", "Actual": "Actual Length", "Optimal": "Optimal Length", "Instruct": "Instruct Model",
+STRATEGY_LABELS = {"No-CoT": "No-CoT", "Actual": "Actual Length", "Optimal": "Optimal Length",
+                   "Instruct": "Instruct Model",
                    "Actual (own answer)": "Actual (own answer)"}
-STRATEGY_COLORS = {"Optimal Length": "#2a9d8f", "Actual Length": "#264653", "No-CoT": "#a8a8a8", "Instruct Model": "#e9c46a",
+STRATEGY_COLORS = {"Optimal Length": "#2a9d8f", "Actual Length": "#264653", "No-CoT": "#a8a8a8",
+                   "Instruct Model": "#e9c46a",
                    "Actual (own answer)": "#577590", "Pass@K": "#e76f51"}
 FORMAT_LABELS = {"mc": "Multiple choice", "ff": "Free form"}
-CATEGORY_LABELS = {"visual_hallucination_or_perception": "V", "visual": "V", "calculation_error": "C", "calculation": "C",
+CATEGORY_LABELS = {"visual_hallucination_or_perception": "V", "visual": "V", "calculation_error": "C",
+                   "calculation": "C",
                    "logical_error": "L", "logical": "L", "other": "O"}
 
 def strategy_label(name) -> str:
@@ -53,7 +56,8 @@ def _single_group(table: pd.DataFrame, columns: Sequence[str], figure: str):
         raise ValueError(f"{figure} draws one group; filter the table first (several values in {multi})")
 
 def _granularities(table: pd.DataFrame, given: str | None = None) -> str | None:
-    "`given`, else \"granularity\" when the table holds traces probed at several (so a figure splits them instead of pooling)."
+    """`given`, else \"granularity\" when the table holds traces probed at several (so a figure splits them instead of
+    pooling)."""
     if given is None and "granularity" in table.columns and table["granularity"].nunique() > 1: return "granularity"
     return given
 
@@ -64,7 +68,8 @@ def _at_granularity(labels: pd.Series, table: pd.DataFrame) -> pd.Series:
 # %% ../../nbs/68_figures.overthinking.ipynb #9855b713
 def plot_strategy_accuracy(strategies: pd.DataFrame,  # `strategy_table` output (several models: bars show their mean)
                            x: str = "benchmark",  # one group of bars per value
-                           order: Sequence[str] = ("Optimal", "Actual", "No-CoT", "Instruct"),  # strategies drawn, in order
+                           # strategies drawn, in order
+                           order: Sequence[str] = ("Optimal", "Actual", "No-CoT", "Instruct"),
                           ) -> plt.Figure:
     "Fig. 1: accuracy (%) of Optimal Length, Actual Length, No-CoT and Instruct Model, per benchmark."
     require_columns(strategies, [x, "strategy", "accuracy"], "plot_strategy_accuracy")
@@ -100,7 +105,8 @@ def plot_length_histograms(lengths: pd.DataFrame,  # `length_distribution` outpu
             ax, sub = axes[r, c], _subset(d, {row: rv, col: cv})
             edges = np.histogram_bin_edges(sub["length"], bins=bins) if len(sub) else bins
             sns.histplot(data=sub, x="length", hue="strategy", hue_order=hue_order, palette=STRATEGY_COLORS, bins=edges,
-                         stat="percent", common_norm=False, element="step", alpha=0.35, ax=ax, legend=(r == 0 and c == 0))
+                         stat="percent", common_norm=False, element="step", alpha=0.35, ax=ax,
+                         legend=(r == 0 and c == 0))
             ax.set(title=" / ".join(str(v) for v in (rv, cv) if v is not None), xlabel=f"Number of {unit}",
                    ylabel="Share of solved (%)" if c == 0 else "")
     fig.tight_layout()
@@ -122,7 +128,8 @@ def results_table(strategies: pd.DataFrame,  # `strategy_table` output
     d = strategies[strategies["strategy"].astype(str).isin(order)].copy()
     d["strategy"] = d["strategy"].astype(str)
     if rows: d[rows] = _at_granularity(d[rows], d)  # two probings of the same traces: one row group each
-    if d.duplicated(index + [columns]).any(): raise ValueError(f"results_table: one row per {index + [columns]} expected")
+    if d.duplicated(index + [columns]).any():
+        raise ValueError(f"results_table: one row per {index + [columns]} expected")
     for m in metrics: d[m] = d[m] * (100 if m in PERCENT_METRICS else 1)
     table = d.pivot(index=index, columns=columns, values=list(metrics))
     groups = list(dict.fromkeys(d[columns]))
@@ -160,14 +167,18 @@ def stopping_table(stopping: pd.DataFrame,  # `stopping_at_k` output (one group)
     def k_label(k): return "Stopping@∞" if math.isinf(k) else f"Stopping@{int(k)}"
     rows = stopping.sort_values("k", ascending=False, key=lambda k: k.replace(np.inf, 1e18), kind="stable")
     table = pd.DataFrame({"Acc ↑": rows["accuracy"].to_numpy() * 100, "Len ↓": rows["length"].to_numpy(),
-                          "H ↓": rows["harmful_rate"].to_numpy() * 100}, index=_at_granularity(rows["k"].map(k_label), rows).to_numpy())
+                          "H ↓": rows["harmful_rate"].to_numpy() * 100},
+                          index=_at_granularity(rows["k"].map(k_label), rows).to_numpy())
     if models is not None:
         require_columns(models, ["model", "strategy", "accuracy", "length", "harmful_rate"], "stopping_table models")
         actual = models[models["strategy"].astype(str) == "Actual"]
         actual = actual.assign(model=_at_granularity(actual["model"], actual))
         if actual["model"].duplicated().any(): raise ValueError("stopping_table: one Actual row per model expected")
-        table = pd.concat([table, pd.DataFrame({"Acc ↑": actual["accuracy"].to_numpy() * 100, "Len ↓": actual["length"].to_numpy(),
-                                                "H ↓": actual["harmful_rate"].to_numpy() * 100}, index=actual["model"].to_numpy())])
+        table = pd.concat([table,
+                           pd.DataFrame({"Acc ↑": actual["accuracy"].to_numpy() * 100,
+                                         "Len ↓": actual["length"].to_numpy(),
+                                                "H ↓": actual["harmful_rate"].to_numpy() * 100},
+                                                index=actual["model"].to_numpy())])
     table.index.name = "Setting"
     return table.round(1)
 
@@ -177,21 +188,25 @@ def plot_format_breakdown(breakdown: pd.DataFrame,  # `overthinking_table(by=[..
                          ) -> plt.Figure:
     "Fig. 3 / Fig. 13: verbose and harmful overthinking (% of solved samples) for MC and FF, stacked."
     col = _granularities(breakdown, col)  # one panel per granularity when the traces were probed at several
-    require_columns(breakdown, ["format", "verbose_share", "harmful_share"] + ([col] if col else []), "plot_format_breakdown")
+    require_columns(breakdown, ["format", "verbose_share", "harmful_share"] + ([col] if col else []),
+                    "plot_format_breakdown")
     _single_group(breakdown.drop(columns=[col]) if col else breakdown, ["model", "benchmark"], "plot_format_breakdown")
     panels = _values(breakdown, col)
     paper_style()
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.8), squeeze=False, sharey=True)
     for ax, pv in zip(axes[0], panels):
-        sub = _subset(breakdown, {col: pv}).set_index("format").reindex([f for f in ("mc", "ff") if f in set(breakdown["format"])])
+        sub = _subset(breakdown,
+                      {col: pv}).set_index("format").reindex([f for f in ("mc", "ff") if f in set(breakdown["format"])])
         labels = [FORMAT_LABELS.get(f, f) for f in sub.index]
         verbose, harmful = sub["verbose_share"].to_numpy() * 100, sub["harmful_share"].to_numpy() * 100
         ax.bar(labels, verbose, color="#8ab17d", label="Verbose")
         ax.bar(labels, harmful, bottom=verbose, color="#e76f51", label="Harmful")
         for x, (v, h) in enumerate(zip(verbose, harmful)):
             if not np.isnan(h): ax.text(x, v + h / 2, f"{h:.0f}%", ha="center", va="center", color="white", fontsize=9)
-        ax.set(title="" if pv is None else str(pv), ylabel="Share of solved samples (%)" if ax is axes[0, 0] else "", ylim=(0, 100))
-    axes[0, 0].legend(loc="lower center", bbox_to_anchor=(0.5, 1.08) if panels[0] is not None else (0.5, 1.0), ncols=2, frameon=False)
+        ax.set(title="" if pv is None else str(pv), ylabel="Share of solved samples (%)" if ax is axes[0, 0] else "",
+               ylim=(0, 100))
+    axes[0, 0].legend(loc="lower center", bbox_to_anchor=(0.5, 1.08) if panels[0] is not None else (0.5, 1.0), ncols=2,
+                      frameon=False)
     fig.tight_layout()
     return fig
 
@@ -205,16 +220,20 @@ def plot_stability_curve(curve: pd.DataFrame,  # `stability_curve` output
                         ) -> plt.Figure:
     "Fig. 4: probability of remaining correct k utterances after the first correct prefix τ."
     hue = _granularities(curve, hue)  # one line per granularity when the traces were probed at several
-    require_columns(curve, ["steps_after_tau", column, "n_trajectories"] + ([hue] if hue else []), "plot_stability_curve")
+    require_columns(curve, ["steps_after_tau", column, "n_trajectories"] + ([hue] if hue else []),
+                    "plot_stability_curve")
     _single_group(curve.drop(columns=[hue]) if hue else curve, ["model", "benchmark"], "plot_stability_curve")
     paper_style()
     fig, ax = plt.subplots(figsize=(6, 4))
-    sns.lineplot(data=curve, x="steps_after_tau", y=column, hue=hue, ax=ax, color=None if hue else STRATEGY_COLORS["Actual Length"])
-    ax.set(xlabel=r"Utterances after the first correct prefix $\tau_y$", ylabel=STABILITY_LABELS.get(column, column), ylim=(0, 1.02))
+    sns.lineplot(data=curve, x="steps_after_tau", y=column, hue=hue, ax=ax,
+                 color=None if hue else STRATEGY_COLORS["Actual Length"])
+    ax.set(xlabel=r"Utterances after the first correct prefix $\tau_y$", ylabel=STABILITY_LABELS.get(column, column),
+           ylim=(0, 1.02))
     if show_counts and not hue:
         twin = ax.twinx()
         twin.plot(curve["steps_after_tau"], curve["n_trajectories"], color="#a8a8a8", lw=1, ls="--")
-        twin.set_ylabel("Trajectories long enough", color="#7f7f7f"); twin.grid(False)
+        twin.set_ylabel("Trajectories long enough", color="#7f7f7f")
+        twin.grid(False)
     fig.tight_layout()
     return fig
 
@@ -228,13 +247,16 @@ def _symmetric(pairs: pd.DataFrame, value: str) -> pd.DataFrame:
 
 def plot_robustness(pairs: pd.DataFrame) -> plt.Figure:
     "Fig. 6: Spearman of b_τ (left) and MCC of z_N (right) between every pair of probing conditions."
-    require_columns(pairs, ["condition_a", "condition_b", "spearman_difficulty", "mcc_actual_correct"], "plot_robustness")
+    require_columns(pairs, ["condition_a", "condition_b", "spearman_difficulty", "mcc_actual_correct"],
+                    "plot_robustness")
     _single_group(pairs, ["model", "benchmark"], "plot_robustness")
     paper_style()
     n = len(set(pairs["condition_a"]) | set(pairs["condition_b"]))
     cell = 0.9 if n <= 4 else 0.5  # inches per condition
     fig, axes = plt.subplots(1, 2, figsize=(2 * (2.6 + cell * n), 2.2 + cell * n))
-    for ax, (value, title) in zip(axes, [("spearman_difficulty", r"Spearman of $b_{\tau_y}$"), ("mcc_actual_correct", r"MCC of $z_N$")]):
+    for ax, (value, title) in zip(axes,
+                                  [("spearman_difficulty", r"Spearman of $b_{\tau_y}$"),
+                                   ("mcc_actual_correct", r"MCC of $z_N$")]):
         m = _symmetric(pairs, value)
         sns.heatmap(m, annot=True, fmt=".2f", vmin=min(0.0, float(np.nanmin(m.to_numpy()))), vmax=1, cmap="viridis",
                     square=True, cbar=False, ax=ax, annot_kws={"fontsize": 8 if n <= 4 else 6})
@@ -252,7 +274,8 @@ def plot_cross_model(matrix: pd.DataFrame) -> plt.Figure:
     paper_style()
     n = len(matrix)
     fig, ax = plt.subplots(figsize=(2.5 + 1.0 * n, 1.8 + 0.9 * n))
-    sns.heatmap(matrix, annot=True, fmt=".2f", vmin=min(0.0, float(np.nanmin(matrix.to_numpy()))), vmax=1, cmap="viridis",
+    sns.heatmap(matrix, annot=True, fmt=".2f", vmin=min(0.0, float(np.nanmin(matrix.to_numpy()))), vmax=1,
+                cmap="viridis",
                 square=True, ax=ax, cbar_kws={"label": "Spearman ρ"})
     ax.set(title="Optimal Length across models", xlabel="", ylabel="")
     fig.tight_layout()
@@ -273,9 +296,11 @@ def plot_test_time_scaling(scaling: pd.DataFrame,  # `optimal_vs_test_time_scali
         for name, own in itertools.product(("Optimal Length", "Pass@K", "Actual Length"), (False, True)):
             label = f"{name} (own answer)" if own else name
             line = sub[sub["strategy"] == label].sort_values("k")
-            if len(line): ax.plot(line["k"], line["accuracy"] * 100, marker="x" if own else "o", linestyle="--" if own else "-",
+            if len(line):
+                ax.plot(line["k"], line["accuracy"] * 100, marker="x" if own else "o", linestyle="--" if own else "-",
                                   label=label, color=STRATEGY_COLORS[name], alpha=0.75 if own else 1.0)
-        ax.set(title="" if pv is None else str(pv), xlabel="Samples K", ylabel="Accuracy (%)" if ax is axes[0, 0] else "")
+        ax.set(title="" if pv is None else str(pv), xlabel="Samples K",
+               ylabel="Accuracy (%)" if ax is axes[0, 0] else "")
         ax.set_xticks(sorted(sub["k"].unique()))
     axes[0, 0].legend(frameon=False)
     fig.tight_layout()
@@ -291,7 +316,8 @@ def plot_transition_matrix(matrix: pd.DataFrame) -> plt.Figure:
     paper_style()
     fig, ax = plt.subplots(figsize=(4.4, 3.6))
     sns.heatmap(rows, annot=annot, fmt="", cmap="Blues", vmin=0, vmax=1, cbar=False, ax=ax,
-                xticklabels=[str(c).capitalize() for c in matrix.columns], yticklabels=[str(i).capitalize() for i in matrix.index])
+                xticklabels=[str(c).capitalize() for c in matrix.columns],
+                yticklabels=[str(i).capitalize() for i in matrix.index])
     ax.set(xlabel=r"Answer after prefix $i+1$", ylabel=r"Answer after prefix $i$")
     ax.tick_params(axis="y", rotation=0)
     fig.tight_layout()
@@ -306,7 +332,8 @@ def plot_token_statistics(utterances: pd.DataFrame,  # the per-utterance table (
     require_columns(utterances, ["tokens"], "plot_token_statistics utterances")
     require_columns(token_lengths, ["strategy", "length"], "plot_token_statistics token_lengths")
     if (utterances["tokens"] < 1).any(): raise ValueError("utterances must have at least one token each")
-    if token_lengths.empty: raise ValueError("plot_token_statistics: no token budgets (length_distribution has no solved trajectory)")
+    if token_lengths.empty:
+        raise ValueError("plot_token_statistics: no token budgets (length_distribution has no solved trajectory)")
     d = token_lengths.assign(strategy=token_lengths["strategy"].map(strategy_label))
     paper_style()
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -341,13 +368,17 @@ def _taxonomy_long(taxonomy: pd.DataFrame, categories: Sequence[str]) -> pd.Data
     "model, benchmark, category (short label), value (%) from the judge's wide table or a long one."
     if "category" in taxonomy.columns:
         if "percent" in taxonomy.columns: value = taxonomy["percent"].astype(float)
-        elif "count" in taxonomy.columns: value = 100 * taxonomy["count"] / taxonomy.groupby(["model", "benchmark"])["count"].transform("sum")
+        elif "count" in taxonomy.columns:
+            value = 100 * taxonomy["count"] / taxonomy.groupby(["model", "benchmark"])["count"].transform("sum")
         else: raise ValueError("a long taxonomy table needs a `percent` or a `count` column")
         long = taxonomy.assign(category=taxonomy["category"].map(lambda c: CATEGORY_LABELS.get(c, c)), value=value)
-        wide = long.pivot_table(index=["model", "benchmark"], columns="category", values="value", aggfunc="sum", sort=False)
-        return wide.fillna(0.0).reset_index().melt(id_vars=["model", "benchmark"], var_name="category", value_name="value")
+        wide = long.pivot_table(index=["model", "benchmark"], columns="category", values="value", aggfunc="sum",
+                                sort=False)
+        return wide.fillna(0.0).reset_index().melt(id_vars=["model", "benchmark"], var_name="category",
+                                                   value_name="value")
     require_columns(taxonomy, ["model", "benchmark", *categories], "taxonomy_results_table")
-    long = taxonomy.melt(id_vars=["model", "benchmark"], value_vars=list(categories), var_name="category", value_name="value")
+    long = taxonomy.melt(id_vars=["model", "benchmark"], value_vars=list(categories), var_name="category",
+                         value_name="value")
     return long.assign(category=long["category"].map(lambda c: CATEGORY_LABELS.get(c, c)))
 
 def taxonomy_results_table(taxonomy: pd.DataFrame,  # `probing.judge.taxonomy_table` output (or a long table, see above)
@@ -373,7 +404,8 @@ def largest_in_group_mask(table: pd.DataFrame) -> pd.DataFrame:
     return mask
 
 # %% ../../nbs/68_figures.overthinking.ipynb #8e3698c2
-def plot_recall_trajectories(rows: pd.DataFrame,  # one row per probe: task, question_id, prefix_index, recall, answer_count
+# one row per probe: task, question_id, prefix_index, recall, answer_count
+def plot_recall_trajectories(rows: pd.DataFrame,
                             ) -> plt.Figure:
     "Recall of the forced solution list after each prefix, one line per instance."
     require_columns(rows, ["task", "question_id", "prefix_index", "recall", "answer_count"], "plot_recall_trajectories")
@@ -381,7 +413,8 @@ def plot_recall_trajectories(rows: pd.DataFrame,  # one row per probe: task, que
     paper_style()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     if "probe_status" in rows.columns:
-        rows = rows.assign(recall=rows["recall"].where(~rows["probe_status"].isin(FAILED_PROBE_STATUSES)))  # a failed probe's recall is unknown: a gap, not a 0
+        # a failed probe's recall is unknown: a gap, not a 0
+        rows = rows.assign(recall=rows["recall"].where(~rows["probe_status"].isin(FAILED_PROBE_STATUSES)))
     for (task, qid), t in rows.sort_values("prefix_index").groupby(["task", "question_id"]):
         ax.plot(t.prefix_index, t.recall, marker="o", ms=3, label=f"{task} #{qid} (|Y|={t.answer_count.iloc[0]})")
     ax.set(xlabel="prefix $i$ (utterances)", ylabel="recall of the forced answer", ylim=(-0.05, 1.05))

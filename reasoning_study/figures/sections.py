@@ -22,7 +22,8 @@ def slug(text) -> str:
 class Drawer:
     "Saves the figures and tables of one report section and records what was drawn or why not."
     def __init__(self, folder: str | Path, section: str, made: dict,
-                 own_folder: bool = True):  # write into folder/<section>/ (a report); False: into folder itself (one run)
+                 # write into folder/<section>/ (a report); False: into folder itself (one run)
+                 own_folder: bool = True):
         self.folder, self.section, self.made = Path(folder) / section if own_folder else Path(folder), section, made
 
     def key(self, name: str) -> str: return f"{self.section}/{name}"
@@ -31,15 +32,18 @@ class Drawer:
         "Draw and save a figure; a ValueError from the metric or figure function means the data cannot support it."
         import matplotlib.pyplot as plt  # the drawing boundary: a study module imports this kit without matplotlib
 
-        from reasoning_study.figures.core import save_figure
+        from reasoning_study.figures.core import save_figure  # matplotlib: imported where a figure is drawn
         try: fig = build()
-        except ValueError as e: self.made[self.key(name)] = f"{reason}: {e}"; return
+        except ValueError as e:
+            self.made[self.key(name)] = f"{reason}: {e}"
+            return
         self.made[self.key(name)] = save_figure(fig, self.folder / "figures" / name)
         plt.close(fig)
 
     def table(self, name: str, table: pd.DataFrame, markdown: str | None = None) -> list[Path]:
         "Save a table as CSV and Markdown (the Markdown given, or the table's)."
-        folder = self.folder / "tables"; folder.mkdir(parents=True, exist_ok=True)
+        folder = self.folder / "tables"
+        folder.mkdir(parents=True, exist_ok=True)
         index = not isinstance(table.index, pd.RangeIndex)
         csv, md = folder / f"{name}.csv", folder / f"{name}.md"
         table.to_csv(csv, index=index)
@@ -50,15 +54,21 @@ class Drawer:
     def skip(self, name: str, reason: str): self.made[self.key(name)] = reason
 
 def read_tables(folders: Sequence[str | Path], name: str, run_column: str = "run") -> pd.DataFrame:
-    "One parquet table from several run folders, stacked, with the run folder's name in `run_column` (missing files skipped)."
-    tables = [pd.read_parquet(Path(f) / name).assign(**{run_column: Path(f).name}) for f in folders if (Path(f) / name).is_file()]
+    """One parquet table from several run folders, stacked, with the run folder's name in `run_column` (missing files
+    skipped)."""
+    tables = [
+        pd.read_parquet(Path(f) / name).assign(**{run_column: Path(f).name})
+        for f in folders
+        if (Path(f) / name).is_file()
+    ]
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 # %% ../../nbs/66_figures.sections.ipynb #f6d27f02
 SMALL_N = 5  # fewer instances than this behind a condition: the figure says so on its face
 
 def condition_counts(study, folders: Sequence[str | Path]) -> pd.DataFrame:
-    """Instances behind each condition of a study's pooled runs: the study's `COUNTED` (table, condition columns, instance
+    """Instances behind each condition of a study's pooled runs: the study's `COUNTED` (table, condition columns, \
+instance
     columns), its rows first narrowed by its `counted_rows` when it has one (empty for a study without a count)."""
     if getattr(study, "COUNTED", None) is None: return pd.DataFrame(columns=["n"])
     name, by, unit = study.COUNTED

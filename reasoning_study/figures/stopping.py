@@ -22,16 +22,21 @@ def pareto_front(points: pd.DataFrame, x: str = "tokens", y: str = "accuracy") -
     p = points.sort_values([x, y], ascending=[True, False])
     best, keep = -np.inf, []
     for idx, v in zip(p.index, p[y]):
-        if v > best: keep.append(idx); best = v
+        if v > best:
+            keep.append(idx)
+            best = v
     return points.loc[keep]
 
 def plot_policy_pareto(table: pd.DataFrame,  # `metrics.stopping.policy_table`
                        x: str = "tokens",  # "tokens" or "utterances" used
-                       by: tuple[str, str] = ("model", "benchmark"),  # one panel per pair (and per granularity, when the table has several)
+                       # one panel per pair (and per granularity, when the table has several)
+                       by: tuple[str, str] = ("model", "benchmark"),
                       ) -> plt.Figure:
-    "Accuracy at the stop vs length used, one point per policy setting; Actual (x) and Optimal (*) marked; the frontier drawn."
+    """Accuracy at the stop vs length used, one point per policy setting; Actual (x) and Optimal (*) marked; the
+    frontier drawn."""
     require_columns(table, [*by, "policy", "setting", x, "accuracy"], "the stopping Pareto figure")
-    by = granularity_groups(table, by)  # traces probed at two granularities: one panel each, never one frontier over both
+    # traces probed at two granularities: one panel each, never one frontier over both
+    by = granularity_groups(table, by)
     paper_style()
     panels = list(table.groupby(list(by), sort=True))
     if not panels: raise ValueError("no policy rows to draw")
@@ -46,13 +51,16 @@ def plot_policy_pareto(table: pd.DataFrame,  # `metrics.stopping.policy_table`
         ax.plot(front[x], front.accuracy, color="0.5", lw=1, ls="--", zorder=0, label="frontier")
         for name, marker, color in (("Actual", "X", "black"), ("Optimal", "*", "goldenrod")):
             ref = group[group.policy == name]
-            ax.scatter(ref[x], ref.accuracy, marker=marker, s=140, color=color, edgecolor="black", linewidth=0.6, label=name, zorder=3)
+            ax.scatter(ref[x], ref.accuracy, marker=marker, s=140, color=color, edgecolor="black", linewidth=0.6,
+                       label=name, zorder=3)
         ax.set_title(" / ".join(map(str, key if isinstance(key, tuple) else (key,))))
-        ax.set_xlabel(f"{x} used (mean)"); ax.set_ylabel("accuracy at the stop")
+        ax.set_xlabel(f"{x} used (mean)")
+        ax.set_ylabel("accuracy at the stop")
         ax.set_ylim(-0.03, 1.03)
     handles, labels = axes[0][0].get_legend_handles_labels()
     seen = dict(zip(labels, handles))
-    fig.legend(seen.values(), seen.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(6, len(seen)), frameon=False)
+    fig.legend(seen.values(), seen.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(6, len(seen)),
+               frameon=False)
     fig.suptitle("Stopping without the answer key: length vs accuracy")
     fig.tight_layout()
     return fig

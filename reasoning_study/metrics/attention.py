@@ -5,19 +5,11 @@
 # %% ../../nbs/64_metrics.attention.ipynb #a60de186
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-
-from ..backends.presets import get_preset, PRESETS
-from ..backends.request import SamplingParams
-from ..config import ConfigError, check_config, config_from, param
-from ..prompts.musobench import PARADIGMS
-from ..provenance import read_record
 
 # %% auto #0
 __all__ = ['ENTROPY', 'PHASES', 'ARRAY_COLUMNS', 'RUN_COLUMNS', 'relative_position', 'generation_phase', 'is_compact',
@@ -48,7 +40,8 @@ def label_columns(compact: pd.DataFrame) -> list[str]:
     "The columns of a compact table that label its runs (task, question_id, paradigm, ...)."
     return [c for c in compact.columns if c not in ARRAY_COLUMNS and c not in _RUN_FIELDS]
 
-def expand_entropies(compact: pd.DataFrame,  # one row per (run, layer): `entropy_arrays`, or a parquet file of them read back
+# one row per (run, layer): `entropy_arrays`, or a parquet file of them read back
+def expand_entropies(compact: pd.DataFrame,
                      per_head: bool = False,  # also the list column `entropy_per_head` (one array of heads per row)
                     ) -> pd.DataFrame:
     "The tidy table of a compact one: one row per (run, layer, step)."
@@ -56,7 +49,9 @@ def expand_entropies(compact: pd.DataFrame,  # one row per (run, layer): `entrop
     row = np.repeat(np.arange(len(compact)), n)
     step = np.concatenate([np.arange(k) for k in n]) if len(n) else np.zeros(0, np.int64)
     position = relative_position(step, n[row])
-    flat = lambda column, dtype: np.concatenate([np.asarray(a, dtype) for a in compact[column]]) if len(n) else np.zeros(0, dtype)
+    flat = lambda column, dtype: (
+        np.concatenate([np.asarray(a, dtype) for a in compact[column]]) if len(n) else np.zeros(0, dtype)
+    )
     table = pd.DataFrame({**{c: compact[c].to_numpy()[row] for c in label_columns(compact)},
                           "layer": compact["layer"].to_numpy(np.int64)[row], "step": step, "n_steps": n[row],
                           "relative_position": position, "phase": generation_phase(position),
@@ -69,7 +64,8 @@ def expand_entropies(compact: pd.DataFrame,  # one row per (run, layer): `entrop
     return table
 
 def per_head_table(table: pd.DataFrame) -> pd.DataFrame:
-    "One row per (layer, step, head): the per-head entropies exploded into `head` and `head_entropy` (either table format)."
+    """One row per (layer, step, head): the per-head entropies exploded into `head` and `head_entropy` (either table
+    format)."""
     if is_compact(table): table = expand_entropies(table, per_head=True)
     long = table.drop(columns=["entropy_per_head"]).loc[table.index.repeat(table["entropy_per_head"].map(len))]
     long["head"] = np.concatenate([np.arange(len(h)) for h in table["entropy_per_head"]])
@@ -80,10 +76,13 @@ def per_head_table(table: pd.DataFrame) -> pd.DataFrame:
 RUN_COLUMNS = ["task", "question_id", "level", "paradigm"]
 
 def _require(table: pd.DataFrame, columns: Sequence[str], what: str):
-    if missing := [c for c in columns if c not in table.columns]: raise ValueError(f"{what} needs columns {list(columns)}; missing {missing}")
+    if missing := [c for c in columns if c not in table.columns]:
+        raise ValueError(f"{what} needs columns {list(columns)}; missing {missing}")
 
-def _run_means(table: pd.DataFrame, by: list[str], value: str, runs: list[str], prepare: Callable | None = None) -> pd.DataFrame:
-    "Stage one: the mean of `value` per run and `by` group, after `prepare` (e.g. binning); a compact table one run at a time."
+def _run_means(table: pd.DataFrame, by: list[str], value: str, runs: list[str],
+               prepare: Callable | None = None) -> pd.DataFrame:
+    """Stage one: the mean of `value` per run and `by` group, after `prepare` (e.g. binning); a compact table one run at
+    a time."""
     if is_compact(table):
         labels = label_columns(table)
         groups = [g for _, g in table.groupby(labels, sort=False, dropna=False, observed=True)] if labels else [table]
@@ -91,9 +90,11 @@ def _run_means(table: pd.DataFrame, by: list[str], value: str, runs: list[str], 
     table = prepare(table) if prepare else table
     _require(table, [*runs, *by, value], "the summary")
     values = table[value].astype(np.float64)  # float32 entropies, averaged in float64
-    return values.groupby([table[c] for c in dict.fromkeys([*runs, *by])], observed=True, sort=True).mean().reset_index()
+    return values.groupby([table[c] for c in dict.fromkeys([*runs, *by])], observed=True,
+                          sort=True).mean().reset_index()
 
-def _two_stage_mean(table: pd.DataFrame, by: list[str], value: str, runs: list[str], prepare: Callable | None = None) -> pd.DataFrame:
+def _two_stage_mean(table: pd.DataFrame, by: list[str], value: str, runs: list[str],
+                    prepare: Callable | None = None) -> pd.DataFrame:
     "Mean of `value` per run and `by` group, then mean / sd / sem / n_runs across runs."
     per_run = _run_means(table, by, value, runs, prepare)
     out = per_run.groupby(by, observed=True, sort=True)[value].agg(mean="mean", sd="std", n_runs="count").reset_index()
@@ -139,7 +140,8 @@ def paradigm_difference(summary: pd.DataFrame,  # a summary or curves table with
     "`mean` of `minuend` minus `mean` of `subtrahend` (Long-CoT − Short-CoT by default), matched on `on`."
     _require(summary, ["paradigm", "mean", *on], "paradigm_difference")
     pick = lambda p: summary[summary["paradigm"] == p].set_index(list(on))["mean"]
-    if pick(minuend).empty or pick(subtrahend).empty: raise ValueError(f"need both paradigms {minuend!r} and {subtrahend!r}")
+    if pick(minuend).empty or pick(subtrahend).empty:
+        raise ValueError(f"need both paradigms {minuend!r} and {subtrahend!r}")
     diff = (pick(minuend) - pick(subtrahend)).dropna().rename("difference").reset_index()
     return diff.assign(paradigm=f"{minuend} - {subtrahend}")
 
@@ -150,14 +152,16 @@ def synthetic_entropies(paradigms: Sequence[str] = ("short", "long"),
                         n_heads: int = 2,
                         seed: int = 0,
                        ) -> pd.DataFrame:
-    "A compact entropy table of made-up runs (subsetsum, level 1): run i of a paradigm has 3 + 2i steps (Long-CoT 2 more)."
+    """A compact entropy table of made-up runs (subsetsum, level 1): run i of a paradigm has 3 + 2i steps (Long-CoT 2
+    more)."""
     rng, tables = np.random.default_rng(seed), []
     for p, paradigm in enumerate(paradigms):
         for i, qid in enumerate(question_ids):
             n = 3 + 2 * i + 2 * p
             heads = rng.uniform(0, 3, (len(layers), n, n_heads)).astype(np.float32)
             tables.append(pd.DataFrame({"task": "subsetsum", "question_id": qid, "level": 1, "paradigm": paradigm,
-                                        "layer": np.asarray(layers, np.int64), "n_steps": n, "prompt_tokens": 20, "n_heads": n_heads,
+                                        "layer": np.asarray(layers, np.int64), "n_steps": n, "prompt_tokens": 20,
+                                        "n_heads": n_heads,
                                         ENTROPY: list(heads.max(-1)), "mean_head_entropy": list(heads.mean(-1)),
                                         "entropy_per_head": [h.reshape(-1) for h in heads],
                                         "token_ids": [np.arange(n, dtype=np.int32)] * len(layers)}))

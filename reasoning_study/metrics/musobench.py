@@ -46,9 +46,12 @@ def _flag(results: pd.DataFrame, column: str) -> pd.Series:
     return results[column].fillna(False).astype(bool) if column in results else pd.Series(False, index=results.index)
 
 def scored_mask(results: pd.DataFrame) -> np.ndarray:
-    "Which rows are scored: status `answered`, or flagged `scored_from_truncated` or `scored_as_zero`, with a precision and recall (a boolean array)."
+    """Which rows are scored: status `answered`, or flagged `scored_from_truncated` or `scored_as_zero`, with a
+    precision and recall (a boolean array)."""
     require_columns(results, ["status", "precision", "recall"], "scoring")
-    answer = (results["status"] == "answered") | ((results["status"] == "truncated") & _flag(results, "scored_from_truncated"))
+    answer = (results["status"] == "answered") | (
+        (results["status"] == "truncated") & _flag(results, "scored_from_truncated")
+    )
     answer |= _flag(results, "scored_as_zero")
     return (answer & results["precision"].notna() & results["recall"].notna()).to_numpy(dtype=bool)
 
@@ -70,7 +73,8 @@ def unscored_replies(results: pd.DataFrame) -> np.ndarray:
     return (results["status"] != "error").to_numpy(dtype=bool) & ~scored_mask(results)
 
 def apply_unscored(results: pd.DataFrame,  # the results table
-                   unscored: Unscored = "exclude",  # "exclude": as it is; "zero": unscored replies scored as an empty answer
+                   # "exclude": as it is; "zero": unscored replies scored as an empty answer
+                   unscored: Unscored = "exclude",
                    ) -> pd.DataFrame:
     "The table the means read under an `unscored` policy (a copy when anything changes; error rows are never scored)."
     _check_choice(unscored, UNSCORED_POLICIES, "unscored")
@@ -79,26 +83,33 @@ def apply_unscored(results: pd.DataFrame,  # the results table
     out = results.assign(scored_as_zero=_flag(results, "scored_as_zero").to_numpy() | zero)
     for column in _ZERO_ROUND_1:
         if column in out: out.loc[zero, column] = 0.0
-    if "decision" in out:  # a reconsideration of an empty round 1: nothing to keep, every correct round-2 solution is new
+    # a reconsideration of an empty round 1: nothing to keep, every correct round-2 solution is new
+    if "decision" in out:
         decided = zero & out["decision"].notna().to_numpy()
         for column in _ZERO_ROUND_2:
             if column in out: out.loc[decided, column] = 0.0
         if "n_new_correct" in out:
             found = out["n_correct_2"].to_numpy(dtype=float) if "n_correct_2" in out else np.full(len(out), np.nan)
-            out.loc[decided, "n_new_correct"] = np.where((out["decision"] == "unchanged").to_numpy(), 0.0, found)[decided]
+            out.loc[decided, "n_new_correct"] = np.where((out["decision"] == "unchanged").to_numpy(), 0.0,
+                                                         found)[decided]
     return out
 
 # %% ../../nbs/60_metrics.musobench.ipynb #c9409742
-def set_scores(listed: Iterable[Hashable],  # Y: the distinct answers given (solutions, valid or not, and unreadable answers)
+# Y: the distinct answers given (solutions, valid or not, and unreadable answers)
+def set_scores(listed: Iterable[Hashable],
                valid: Iterable[Hashable],  # the listed solutions the constraint checker accepts
                answer_count: int,  # |Ŷ|: how many solutions the instance has (>= 1)
                ) -> dict:
     "`n_listed`, `n_correct`, `precision` and `recall` of one answer's solution set."
     listed, valid = set(listed), set(valid)
     if not valid <= listed: raise ValueError(f"valid solutions must be listed ones; {len(valid - listed)} are not")
-    if answer_count < 1: raise ValueError(f"answer_count must be >= 1 (every MuSoBench instance has a solution), got {answer_count}")
+    if answer_count < 1:
+        raise ValueError(f"answer_count must be >= 1 (every MuSoBench instance has a solution), got {answer_count}")
     if len(valid) > answer_count:
-        raise ValueError(f"{len(valid)} distinct valid solutions but the instance has {answer_count}: checker and ground truth disagree")
+        raise ValueError(
+            f"{len(valid)} distinct valid solutions but the instance has {answer_count}: checker and ground truth "
+            "disagree"
+        )
     n_listed, n_correct = len(listed), len(valid)
     return dict(n_listed=n_listed, n_correct=n_correct,
                 precision=n_correct / n_listed if n_listed else 0.0, recall=n_correct / answer_count)
@@ -106,7 +117,8 @@ def set_scores(listed: Iterable[Hashable],  # Y: the distinct answers given (sol
 def score_answer(parsed: Iterable[ParsedSolution],  # a parsed answer (`tasks.*.parse_answer`)
                  answer_count: int,  # |Ŷ|
                  ) -> dict:
-    "`set_scores` of a parsed answer (Y = `listed_solutions`), plus `n_malformed` (candidates not read as solutions, a cut-off one included)."
+    """`set_scores` of a parsed answer (Y = `listed_solutions`), plus `n_malformed` (candidates not read as solutions, a
+    cut-off one included)."""
     parsed = list(parsed)
     return dict(set_scores(listed_solutions(parsed), valid_solutions(parsed), answer_count),
                 n_malformed=sum(p.status == "malformed" for p in parsed))
@@ -129,7 +141,8 @@ def reconsideration_counts(listed_1: Iterable[Hashable], valid_1: Iterable[Hasha
                 n_wrong_kept=len(wrong_1 & wrong_2), n_new_correct=len(valid_2 - listed_1))
 
 # %% ../../nbs/60_metrics.musobench.ipynb #15628f15
-Undefined = Literal["exclude", "reference"]  # what an empty denominator gives: NaN (left out of means) or the reference's fill-in
+# what an empty denominator gives: NaN (left out of means) or the reference's fill-in
+Undefined = Literal["exclude", "reference"]
 _FILL = {"csr": 0.0, "esc": 1.0, "nsd": 0.0}  # the reference code's values for undefined rates
 
 def _rate(numerator, denominator, fill: float):
@@ -158,7 +171,8 @@ def new_solution_discovery(n_new_correct, answer_count, undefined: Undefined = "
     return _rate(n_new_correct, answer_count, _fill("nsd", undefined))
 
 # %% ../../nbs/60_metrics.musobench.ipynb #8703d076
-_RECONSIDERATION_NEEDS = ["decision", "n_correct", "n_correct_kept", "n_wrong_1", "n_wrong_kept", "n_new_correct", "answer_count"]
+_RECONSIDERATION_NEEDS = ["decision", "n_correct", "n_correct_kept", "n_wrong_1", "n_wrong_kept", "n_new_correct",
+                          "answer_count"]
 DECISIONS = ("unchanged", "changed", "unparsable")
 
 def _reconsideration(results: pd.DataFrame, undefined: Undefined, unparsable: str) -> tuple[np.ndarray, dict]:
@@ -167,7 +181,8 @@ def _reconsideration(results: pd.DataFrame, undefined: Undefined, unparsable: st
     _check_choice(unparsable, ("exclude", "unchanged"), "unparsable")
     _fill("csr", undefined)  # validates `undefined`
     scored, decision = scored_mask(results), results["decision"]
-    if bad := sorted(set(decision[scored].dropna()) - set(DECISIONS)): raise ValueError(f"unknown decision values {bad}")
+    if bad := sorted(set(decision[scored].dropna()) - set(DECISIONS)):
+        raise ValueError(f"unknown decision values {bad}")
     lost = scored & (decision == "unparsable").to_numpy(dtype=bool)
     included = scored & decision.notna().to_numpy(dtype=bool)
     if unparsable == "exclude": included &= ~lost
@@ -180,7 +195,9 @@ def _reconsideration(results: pd.DataFrame, undefined: Undefined, unparsable: st
     if (c["n_correct_kept"] > c["n_correct"]).any() or (c["n_wrong_kept"] > c["n_wrong_1"]).any():
         raise ValueError("kept counts exceed round-1 counts (n_correct_kept <= n_correct, n_wrong_kept <= n_wrong_1)")
     same = (decision == "unchanged").to_numpy(dtype=bool)[included]
-    if ((c["n_correct_kept"] != c["n_correct"]) | (c["n_wrong_kept"] != c["n_wrong_1"]) | (c["n_new_correct"] != 0))[same].any():
+    if ((c["n_correct_kept"] != c["n_correct"]) | (c["n_wrong_kept"] != c["n_wrong_1"]) | (c["n_new_correct"] != 0))[
+        same
+    ].any():
         raise ValueError("an 'unchanged' row must keep all its round-1 solutions and find no new one")
     rates = dict(csr=correct_retention(c["n_correct_kept"], c["n_correct"], undefined),
                  esc=error_correction(c["n_wrong_kept"], c["n_wrong_1"], undefined),
@@ -188,8 +205,10 @@ def _reconsideration(results: pd.DataFrame, undefined: Undefined, unparsable: st
     return included, c | rates
 
 def instance_reconsideration(results: pd.DataFrame,  # the results table
-                             undefined: Undefined = "exclude",  # empty denominators: "exclude" (NaN) or "reference" (0/1 fill-in)
-                             unparsable: Literal["exclude", "unchanged"] = "exclude",  # rows whose decision could not be read
+                             # empty denominators: "exclude" (NaN) or "reference" (0/1 fill-in)
+                             undefined: Undefined = "exclude",
+                             # rows whose decision could not be read
+                             unparsable: Literal["exclude", "unchanged"] = "exclude",
                              ) -> pd.DataFrame:
     "The rows that enter the rates, with per-instance `csr`, `esc` and `nsd` columns (and the counts used)."
     included, values = _reconsideration(results, undefined, unparsable)
@@ -238,8 +257,10 @@ def per_group(table: pd.DataFrame, by: Sequence[str], summarise) -> pd.DataFrame
 # %% ../../nbs/60_metrics.musobench.ipynb #3d29174a
 def reconsideration_rates(results: pd.DataFrame,  # the results table
                           by: Sequence[str] = DEFAULT_BY,  # grouping columns
-                          undefined: Undefined = "exclude",  # empty denominators: "exclude" or "reference" (CSR 0, ESC 1, NSD 0)
-                          unparsable: Literal["exclude", "unchanged"] = "exclude",  # rows whose decision could not be read
+                          # empty denominators: "exclude" or "reference" (CSR 0, ESC 1, NSD 0)
+                          undefined: Undefined = "exclude",
+                          # rows whose decision could not be read
+                          unparsable: Literal["exclude", "unchanged"] = "exclude",
                           unscored: Unscored = "exclude",  # unscored replies: left out, or an empty round 1 ("zero")
                           ) -> pd.DataFrame:
     "Mean CSR, ESC and NSD per group (fractions), with how many rows each rate averages and how many were left out."
@@ -295,7 +316,9 @@ def _group_bins(group: np.ndarray, n_groups: int, confidence: np.ndarray, perfor
     "Per group and bin: count, sum of confidences, sum of performances (arrays of shape groups × bins)."
     cell = group * n_bins + confidence_bin(confidence, n_bins)
     size = n_groups * n_bins
-    return tuple(np.bincount(cell, w, minlength=size).reshape(n_groups, n_bins) for w in (None, confidence, performance))
+    return tuple(
+        np.bincount(cell, w, minlength=size).reshape(n_groups, n_bins) for w in (None, confidence, performance)
+    )
 
 def _ece_of_bins(count: np.ndarray, sum_confidence: np.ndarray, sum_performance: np.ndarray) -> np.ndarray:
     "ECE per group: Σ_m (|B_m| / N) |perf_m − conf_m| = Σ_m |Σ perf − Σ conf| / N; NaN when N = 0."
@@ -317,7 +340,8 @@ def binned_ece(confidence: np.ndarray,  # in [0, 1], no NaN
                n_groups: int = 1,
                n_bins: int = 10,  # M
               ) -> np.ndarray:
-    "ECE of each group of any per-instance performance, on these bins (NaN for a group without rows); NoveltyBench's ECEs use it too."
+    """ECE of each group of any per-instance performance, on these bins (NaN for a group without rows); NoveltyBench's
+    ECEs use it too."""
     confidence, performance = np.asarray(confidence, dtype=float), np.asarray(performance, dtype=float)
     group = np.zeros(len(confidence), dtype=int) if group is None else np.asarray(group, dtype=int)
     return _ece_of_bins(*_group_bins(group, n_groups, confidence, performance, n_bins))
@@ -334,7 +358,8 @@ def reliability_bins(results: pd.DataFrame,  # the results table (scored rows wi
                      variant: Variant = "paper",  # "paper": mean metric per bin; "reference": share with metric == 1
                      n_bins: int = 10,  # M equal-width bins on [0, 1]
                      ) -> pd.DataFrame:
-    "Every confidence bin of every group: `count`, mean `confidence`, `performance`, `gap`, the group's `ece`, and `metric`."
+    """Every confidence bin of every group: `count`, mean `confidence`, `performance`, `gap`, the group's `ece`, and
+    `metric`."""
     mask, confidence, performance = _calibration(results, metric, variant)
     group, keys = group_index(results, by)
     count, sum_confidence, sum_performance = _group_bins(group[mask], len(keys), confidence, performance, n_bins)
@@ -342,9 +367,11 @@ def reliability_bins(results: pd.DataFrame,  # the results table (scored rows wi
     with np.errstate(divide="ignore", invalid="ignore"):
         mean_confidence, mean_performance = sum_confidence / count, sum_performance / count  # NaN in empty bins
     return repeat_keys(keys, n_bins).assign(
-        bin=np.tile(np.arange(n_bins), len(keys)), lower=np.tile(edges[:-1], len(keys)), upper=np.tile(edges[1:], len(keys)),
+        bin=np.tile(np.arange(n_bins), len(keys)), lower=np.tile(edges[:-1], len(keys)),
+        upper=np.tile(edges[1:], len(keys)),
         count=count.ravel().astype(int), confidence=mean_confidence.ravel(), performance=mean_performance.ravel(),
-        gap=(mean_performance - mean_confidence).ravel(), ece=np.repeat(_ece_of_bins(count, sum_confidence, sum_performance), n_bins),
+        gap=(mean_performance - mean_confidence).ravel(),
+        ece=np.repeat(_ece_of_bins(count, sum_confidence, sum_performance), n_bins),
         metric=metric)
 
 def ece(results: pd.DataFrame,  # the results table
@@ -366,8 +393,10 @@ def _summary_columns(results: pd.DataFrame, group: np.ndarray, n_groups: int, va
     base = with_confidence if require_confidence else scored
     n_scored, n_confidence = group_count(group, n_groups, scored), group_count(group, n_groups, with_confidence)
     n_rows = group_count(group, n_groups)
-    return dict(n_rows=n_rows, n_scored=n_scored, n_zeroed=group_count(group, n_groups, _flag(results, "scored_as_zero").to_numpy()),
-                n_unscored=n_rows - n_scored, n_error=group_count(group, n_groups, (results["status"] == "error").to_numpy()),
+    return dict(n_rows=n_rows, n_scored=n_scored,
+                n_zeroed=group_count(group, n_groups, _flag(results, "scored_as_zero").to_numpy()),
+                n_unscored=n_rows - n_scored,
+                n_error=group_count(group, n_groups, (results["status"] == "error").to_numpy()),
                 n_confidence=n_confidence,
                 n_no_confidence=n_scored - n_confidence,
                 precision=group_mean(group, n_groups, results["precision"].to_numpy(dtype=float), base),
@@ -399,13 +428,17 @@ def summary_table(results: pd.DataFrame,  # the results table
     out = keys.assign(**_summary_columns(results, group, len(keys), variant, n_bins, require_confidence))
     return as_percent(out) if percent else out
 
-def under_both_policies(table, results: pd.DataFrame,  # a table function taking `unscored=` (summary_table, ...), the results
+# a table function taking `unscored=` (summary_table, ...), the results
+def under_both_policies(table, results: pd.DataFrame,
                         by: Sequence[str] = DEFAULT_BY,  # grouping columns
                         **options) -> pd.DataFrame:
-    "`table(results, by, unscored=p, **options)` for both policies, with an `unscored` column after the keys, each group's two rows together."
-    tables = [table(results, by, unscored=p, **options).assign(unscored=p, _group=lambda t: np.arange(len(t)), _policy=i)
+    """`table(results, by, unscored=p, **options)` for both policies, with an `unscored` column after the keys, each
+    group's two rows together."""
+    tables = [table(results, by, unscored=p, **options).assign(unscored=p, _group=lambda t: np.arange(len(t)),
+                                                               _policy=i)
               for i, p in enumerate(UNSCORED_POLICIES)]
-    out = pd.concat(tables, ignore_index=True).sort_values(["_group", "_policy"], kind="stable").drop(columns=["_group", "_policy"])
+    out = pd.concat(tables, ignore_index=True).sort_values(["_group", "_policy"],
+                                                           kind="stable").drop(columns=["_group", "_policy"])
     keys = list(by) + ["unscored"]
     return out[keys + [c for c in out.columns if c not in keys]].reset_index(drop=True)
 
@@ -516,7 +549,8 @@ def movement_pairs(results: pd.DataFrame,  # the results table
         require_columns(rows, [family], "movement_pairs")
         rows = rows.assign(family=rows[family])
     else:
-        if unknown := sorted(set(rows["model"]) - set(family)): raise ValueError(f"no family given for models {unknown}")
+        if unknown := sorted(set(rows["model"]) - set(family)):
+            raise ValueError(f"no family given for models {unknown}")
         rows = rows.assign(family=rows["model"].map(family))
     keys = ["family", "task", "question_id"]
     means = rows.groupby(keys + ["paradigm"], sort=True)[["confidence", "recall"]].mean().reset_index()
@@ -539,7 +573,8 @@ def movement_grid(pairs: pd.DataFrame,  # `movement_pairs` output
 # %% ../../nbs/60_metrics.musobench.ipynb #c92d3ccb
 def median_confidence_index(confidences: Sequence[float],  # one per sample; NaN when the sample has none
                             ) -> int | None:
-    "Index of the sample whose confidence is closest to the median; ties to the lowest index; None without any confidence."
+    """Index of the sample whose confidence is closest to the median; ties to the lowest index; None without any
+    confidence."""
     c = np.asarray(confidences, dtype=float)
     known = np.flatnonzero(~np.isnan(c))
     if len(known) == 0: return None
@@ -566,7 +601,8 @@ def union_solutions(solution_sets: Iterable[Iterable[Hashable]]) -> frozenset:
 def voting_confidence(samples: Sequence[tuple[Iterable[Hashable], float]],  # (listed set, confidence) per sample
                       kept: Iterable[Hashable],  # the aggregated solutions
                       ) -> float:
-    "Frequency-weighted confidence of the kept solutions; the samples' mean confidence when no kept solution has weight."
+    """Frequency-weighted confidence of the kept solutions; the samples' mean confidence when no kept solution has
+    weight."""
     kept = set(kept)
     weights = np.array([len(set(listed) & kept) for listed, _ in samples], dtype=float)
     conf = np.array([c for _, c in samples], dtype=float)
@@ -587,13 +623,15 @@ SC_METHODS = {"median": "sc_median",  # the paper's "w/ Median Conf"
 LEGACY_CONDITIONS = {"sc_union": "sc_voting", "sc_vote": "sc_threshold"}  # the names results were written with before
 
 def current_conditions(results: pd.DataFrame) -> pd.DataFrame:
-    "The results with the self-consistency conditions of older runs renamed (`sc_union` → `sc_voting`, `sc_vote` → `sc_threshold`)."
+    """The results with the self-consistency conditions of older runs renamed (`sc_union` → `sc_voting`, `sc_vote` →
+    `sc_threshold`)."""
     require_columns(results, ["condition"], "current_conditions")
     if not results["condition"].isin(list(LEGACY_CONDITIONS)).any(): return results
     return results.assign(condition=results["condition"].replace(LEGACY_CONDITIONS))
 
 def aggregate_samples(samples: Sequence[tuple[Iterable[Hashable], float]],  # (listed set, confidence) per sample
-                      method: Literal["median", "voting", "threshold"] = "voting",  # the aggregation (the paper's two, or our threshold vote)
+                      # the aggregation (the paper's two, or our threshold vote)
+                      method: Literal["median", "voting", "threshold"] = "voting",
                       threshold: float = 0.5,  # share of samples a solution needs (method "threshold")
                       ) -> Aggregate:
     "Aggregate the samples of one question by median confidence, the paper's voting (union), or our threshold vote."
@@ -614,7 +652,8 @@ def score_aggregate(aggregate: Aggregate,  # `aggregate_samples` output
     return dict(set_scores(aggregate.solutions, aggregate.solutions & set(valid), answer_count),
                 confidence=aggregate.confidence, sample_index=aggregate.sample_index)
 
-def aggregate_questions(samples_by_question: Mapping[Hashable, Sequence[tuple[Iterable[Hashable], float]]],  # question -> samples
+# question -> samples
+def aggregate_questions(samples_by_question: Mapping[Hashable, Sequence[tuple[Iterable[Hashable], float]]],
                         method: Literal["median", "voting", "threshold"] = "voting",  # the aggregation
                         threshold: float = 0.5,  # share for "threshold"
                         ) -> dict:
@@ -627,11 +666,13 @@ def mitigation_table(results: pd.DataFrame,  # the results table
                      variant: Variant = "paper",  # ECE variant
                      undefined: Undefined = "exclude",  # CSR/ESC/NSD empty-denominator rule
                      unparsable: Literal["exclude", "unchanged"] = "exclude",  # undecodable reconsideration replies
-                     unscored: Unscored = "exclude",  # unscored replies: left out, or scored as an empty answer ("zero")
+                     # unscored replies: left out, or scored as an empty answer ("zero")
+                     unscored: Unscored = "exclude",
                      ) -> pd.DataFrame:
     "Summary metrics and CSR/ESC/NSD per group, side by side."
     summary = summary_table(results, by, variant=variant, unscored=unscored)
-    rates = reconsideration_rates(results, by, undefined, unparsable, unscored).drop(columns=["n_rows", "n_unscored", "n_zeroed"])
+    rates = reconsideration_rates(results, by, undefined, unparsable,
+                                  unscored).drop(columns=["n_rows", "n_unscored", "n_zeroed"])
     return summary.merge(rates, on=list(by), how="left")
 
 # %% ../../nbs/60_metrics.musobench.ipynb #25b1311f
@@ -655,7 +696,8 @@ def _synthetic_turns(rng: np.random.Generator, answer_count: int, coverage: floa
     confidence = float(np.clip(confidence + rng.normal(0, 0.05), 0, 1))
     answered = rng.random() > 0.05
     readable = answered and rng.random() > 0.07
-    scores = set_scores(listed, valid, answer_count) if answered else dict(n_listed=len(listed), n_correct=len(valid), precision=np.nan, recall=np.nan)
+    scores = set_scores(listed, valid, answer_count) if answered else dict(n_listed=len(listed), n_correct=len(valid),
+                                                                           precision=np.nan, recall=np.nan)
     return dict(status="answered" if answered else "truncated", **scores, n_malformed=int(rng.integers(0, 2)),
                 claimed_total=len(listed), confidence=round(confidence, 2) if readable else np.nan,
                 confidence_status="parsed" if readable else ("unparsable" if answered else "missing"),
@@ -672,11 +714,23 @@ def _synthetic_self_consistency(rng, answer_count, coverage, n_samples=4) -> lis
         agg = aggregate_samples([(s["_sets"][0], s["confidence"]) for s in usable], method)
         chosen = usable[agg.sample_index] if agg.sample_index is not None else None
         scores = score_aggregate(agg, valid, answer_count)
-        rows.append(dict(condition=condition, status="answered", n_listed=scores["n_listed"], n_correct=scores["n_correct"],
-                         precision=scores["precision"], recall=scores["recall"], confidence=scores["confidence"],
-                         confidence_status="parsed" if not np.isnan(scores["confidence"]) else "missing",
-                         reasoning_tokens=chosen["reasoning_tokens"] if chosen else int(sum(s["reasoning_tokens"] for s in usable)),
-                         sample_index=agg.sample_index if agg.sample_index is not None else 0, decision=None))
+        rows.append(
+            dict(
+                condition=condition,
+                status="answered",
+                n_listed=scores["n_listed"],
+                n_correct=scores["n_correct"],
+                precision=scores["precision"],
+                recall=scores["recall"],
+                confidence=scores["confidence"],
+                confidence_status="parsed" if not np.isnan(scores["confidence"]) else "missing",
+                reasoning_tokens=chosen["reasoning_tokens"]
+                if chosen
+                else int(sum(s["reasoning_tokens"] for s in usable)),
+                sample_index=agg.sample_index if agg.sample_index is not None else 0,
+                decision=None,
+            )
+        )
     return rows
 
 def synthetic_results(n_questions: int = 12,  # instances per task
@@ -699,10 +753,20 @@ def synthetic_results(n_questions: int = 12,  # instances per task
                 if paradigm == "short":
                     for condition, temperature, _ in short_runs:
                         coverage = (0.08 if condition == "exploration" else 0.04) / harder
-                        rows.append(run | item | dict(condition=condition, temperature=temperature) | _synthetic_turns(rng, answer_count, coverage, paradigm, 0))
+                        rows.append(
+                            run
+                            | item
+                            | dict(condition=condition, temperature=temperature)
+                            | _synthetic_turns(rng, answer_count, coverage, paradigm, 0)
+                        )
                 else:
                     for condition, temperature, depth in long_runs:
                         coverage = (0.08 + 0.03 * depth) / harder
-                        rows.append(run | item | dict(condition=condition, temperature=temperature) | _synthetic_turns(rng, answer_count, coverage, paradigm, depth))
+                        rows.append(
+                            run
+                            | item
+                            | dict(condition=condition, temperature=temperature)
+                            | _synthetic_turns(rng, answer_count, coverage, paradigm, depth)
+                        )
                     rows += [run | item | row for row in _synthetic_self_consistency(rng, answer_count, 0.32 / harder)]
     return pd.DataFrame(rows).reindex(columns=RESULT_COLUMNS)

@@ -28,7 +28,8 @@ def distinct(classes: Sequence[int]) -> int:
 
 def _check_k(classes: Sequence[int], k: int | None) -> int:
     k = len(classes) if k is None else k
-    if k < 1 or len(classes) > k: raise ValueError(f"k must be >= 1 and at least the {len(classes)} generations, got {k}")
+    if k < 1 or len(classes) > k:
+        raise ValueError(f"k must be >= 1 and at least the {len(classes)} generations, got {k}")
     return k
 
 def utility(classes: Sequence[int],  # the class of each generation, in order (`partition`)
@@ -36,7 +37,8 @@ def utility(classes: Sequence[int],  # the class of each generation, in order (`
             k: int | None = None,  # generations asked for (default: as many as given)
             patience: float = PATIENCE,
            ) -> float:
-    "Utility: Σ_i patience^(i-1)·u_i / Σ_i patience^(i-1) over i = 1..k, u_i = the quality of a class-opening generation, else 0."
+    """Utility: Σ_i patience^(i-1)·u_i / Σ_i patience^(i-1) over i = 1..k, u_i = the quality of a class-opening
+    generation, else 0."""
     k = _check_k(classes, k)
     if len(scores) != len(classes): raise ValueError(f"{len(scores)} scores for {len(classes)} generations")
     if not 0 < patience <= 1: raise ValueError(f"patience must be in (0, 1], got {patience}")
@@ -45,7 +47,8 @@ def utility(classes: Sequence[int],  # the class of each generation, in order (`
     for i, (opens, score) in enumerate(zip(class_openers(classes), scores)):
         if not opens: continue
         if score is None or math.isnan(score): return math.nan
-        if not QUALITY[0] <= score <= QUALITY[1]: raise ValueError(f"quality scores are in {QUALITY}, got {score} for generation {i + 1}")
+        if not QUALITY[0] <= score <= QUALITY[1]:
+            raise ValueError(f"quality scores are in {QUALITY}, got {score} for generation {i + 1}")
         u[i] = score
     return float((weights * u).sum() / weights.sum())
 
@@ -81,7 +84,8 @@ def table4(results: pd.DataFrame,  # one row per prompt and run condition
     group, keys = group_index(results, by)
     n = len(keys)
     values = {name: results[f"{name}_pct"].to_numpy(dtype=float) for name in ("utility", "distinct")}
-    out = keys.assign(n_rows=group_count(group, n), n_scored=group_count(group, n, scored), n_confidence=group_count(group, n, rated))
+    out = keys.assign(n_rows=group_count(group, n), n_scored=group_count(group, n, scored),
+                      n_confidence=group_count(group, n, rated))
     for name, v in values.items():
         out[name] = group_mean(group, n, v, scored)
         out[f"ece_{name}"] = binned_ece(confidence[rated], v[rated], group[rated], n, n_bins)

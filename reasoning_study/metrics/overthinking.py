@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -67,12 +68,15 @@ def _group(table: pd.DataFrame, by: Sequence[str]):
 def _sorted_complete(prefixes: pd.DataFrame, incomplete: str = "raise") -> pd.DataFrame:
     "The table sorted by trajectory and prefix, with no duplicated probe and every trajectory's prefixes exactly 0..N."
     _require(prefixes, PREFIX_REQUIRED, "a per-prefix table")
-    if incomplete not in ("raise", "drop"): raise ValueError(f"incomplete must be 'raise' or 'drop', got {incomplete!r}")
+    if incomplete not in ("raise", "drop"):
+        raise ValueError(f"incomplete must be 'raise' or 'drop', got {incomplete!r}")
     if prefixes.empty: raise ValueError("the per-prefix table is empty")
     keys = trajectory_keys(prefixes)
     t = prefixes.sort_values(keys + ["prefix_index"], kind="stable").reset_index(drop=True)
     if (dup := t.duplicated(keys + ["prefix_index"])).any():
-        raise ValueError(f"{int(dup.sum())} duplicated probes (same trajectory and prefix_index), e.g.\n{t[dup].head(3)}")
+        raise ValueError(
+            f"{int(dup.sum())} duplicated probes (same trajectory and prefix_index), e.g.\n{t[dup].head(3)}"
+        )
     ids = _trajectory_ids(t)
     shape = t.groupby(ids).agg(rows=("prefix_index", "size"), lo=("prefix_index", "min"), hi=("prefix_index", "max"),
                                n_lo=("n_utterances", "min"), n_hi=("n_utterances", "max"))
@@ -99,7 +103,8 @@ def _checked(prefixes: pd.DataFrame, incomplete: str = "raise", failed_probes: s
 
 def check_prefix_table(prefixes: pd.DataFrame,  # the per-prefix table
                        incomplete: str = "raise",  # "raise" or "drop": trajectories whose prefixes are not 0..N
-                       failed_probes: str = "exclude",  # "exclude" or "cut": trajectories with a failed probe (see below)
+                       # "exclude" or "cut": trajectories with a failed probe (see below)
+                       failed_probes: str = "exclude",
                       ) -> pd.DataFrame:
     "Validate the per-prefix table and return it sorted by trajectory and `prefix_index`, failed probes handled."
     return _checked(prefixes, incomplete, failed_probes).drop(columns="_id")
@@ -126,12 +131,18 @@ def main_granularity(table: pd.DataFrame) -> str:
     return DEFAULT_GRANULARITY if DEFAULT_GRANULARITY in values else values[0]
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #e112439f
-PREFIX_COLUMNS = ("model", "benchmark", "item_id", "format", "seed", "sample_index", "template", "extractor", "prefix_index",
-                  "n_utterances", "prefix_tokens", "trace_tokens", "prediction", "extraction_method", "correct", "probe_status",
-                  "forced_answer", "finish_reason", "cached_prompt_tokens", "granularity")  # one row per probe (prefix) and extractor
-PREFIX_OPTIONAL = ("answer_logprobs",)  # per probe, the log-probabilities of its continuation's tokens (when the run stores them)
-TRACE_COLUMNS = ("model", "benchmark", "item_id", "format", "seed", "template", "extractor", "sample_index", "n_utterances",
-                 "trace_tokens", "trace_status", "final_prediction", "final_correct", "completion_tokens")  # one row per trace and condition
+PREFIX_COLUMNS = ("model", "benchmark", "item_id", "format", "seed", "sample_index", "template", "extractor",
+                  "prefix_index",
+                  "n_utterances", "prefix_tokens", "trace_tokens", "prediction", "extraction_method", "correct",
+                  "probe_status",
+                  # one row per probe (prefix) and extractor
+                  "forced_answer", "finish_reason", "cached_prompt_tokens", "granularity")
+# per probe, the log-probabilities of its continuation's tokens (when the run stores them)
+PREFIX_OPTIONAL = ("answer_logprobs",)
+TRACE_COLUMNS = ("model", "benchmark", "item_id", "format", "seed", "template", "extractor", "sample_index",
+                 "n_utterances",
+                 # one row per trace and condition
+                 "trace_tokens", "trace_status", "final_prediction", "final_correct", "completion_tokens")
 UTTERANCE_COLUMNS = ("model", "benchmark", "item_id", "seed", "sample_index", "utterance_index", "tokens", "char_start",
                      "char_end")  # one row per utterance of a trace
 
@@ -154,7 +165,8 @@ def _drop_or_cut(t: pd.DataFrame,  # sorted by `keys` and prefix_index
     if failed_probes not in FAILED_PROBE_POLICIES:
         raise ValueError(f"failed_probes must be one of {list(FAILED_PROBE_POLICIES)}, got {failed_probes!r}")
     ids = t.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
-    first_failed = t["prefix_index"].where(failed).groupby(ids).min().dropna().astype(int)  # per trajectory with a failure
+    # per trajectory with a failure
+    first_failed = t["prefix_index"].where(failed).groupby(ids).min().dropna().astype(int)
     carry = keys + [c for c in ("format",) if c in t.columns]
     outcome = t.groupby(ids)[carry + ["n_utterances"]].first().loc[first_failed.index]
     outcome["n_failed"] = pd.Series(failed).groupby(ids).sum().loc[first_failed.index].astype(int)
@@ -171,13 +183,17 @@ def _drop_or_cut(t: pd.DataFrame,  # sorted by `keys` and prefix_index
         t["n_utterances"] = t["n_utterances"].astype(int)
         t.loc[was_cut, "n_utterances"] = j.to_numpy()
         if "trace_tokens" in t.columns and "prefix_tokens" in t.columns:
-            t.loc[was_cut, "trace_tokens"] = t.loc[was_cut, "prefix_tokens"].groupby(ids[keep][was_cut]).transform("max").to_numpy()
-    return t, outcome.reset_index(drop=True)[carry + ["n_utterances", "n_failed", "first_failed_index", "action", "kept_utterances"]]
+            t.loc[was_cut, "trace_tokens"] = (
+                t.loc[was_cut, "prefix_tokens"].groupby(ids[keep][was_cut]).transform("max").to_numpy()
+            )
+    return t, outcome.reset_index(drop=True)[carry + ["n_utterances", "n_failed", "first_failed_index", "action",
+                                                      "kept_utterances"]]
 
 def apply_failed_probes(prefixes: pd.DataFrame,  # a per-prefix table (every trajectory's prefixes 0..N)
                         failed_probes: str = "exclude",  # "exclude" or "cut"
                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "The table with no failed probe left (trajectories excluded or cut), and one row per trajectory that had one: what was done."
+    """The table with no failed probe left (trajectories excluded or cut), and one row per trajectory that had one: what
+    was done."""
     _require(prefixes, PREFIX_REQUIRED, "a per-prefix table")
     keys = trajectory_keys(prefixes)
     t = prefixes.sort_values(keys + ["prefix_index"], kind="stable").reset_index(drop=True)
@@ -199,15 +215,19 @@ def failed_probe_table(prefixes: pd.DataFrame,  # the per-prefix table
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #0781e3ce
 def prefix_rows(z: Sequence[bool | None],  # correctness states z_0..z_N (None: the probe failed)
-                predictions: Sequence[str | None] | None = None,  # forced answers (default: "y" / "w", None for a failed probe)
+                # forced answers (default: "y" / "w", None for a failed probe)
+                predictions: Sequence[str | None] | None = None,
                 utterance_tokens: Sequence[int] | None = None,  # tokens of u_1..u_N (default: 10 each)
                 **keys) -> pd.DataFrame:
     "The per-prefix rows of one trajectory given its states (for examples and tests)."
     n = len(z) - 1
     if n < 0: raise ValueError("a trajectory has at least the empty prefix")
-    predictions = list(predictions) if predictions is not None else [None if zi is None else "y" if zi else "w" for zi in z]
+    predictions = (
+        list(predictions) if predictions is not None else [None if zi is None else "y" if zi else "w" for zi in z]
+    )
     utterance_tokens = list(utterance_tokens) if utterance_tokens is not None else [10] * n
-    if len(predictions) != n + 1 or len(utterance_tokens) != n: raise ValueError("need N+1 predictions and N utterance token counts")
+    if len(predictions) != n + 1 or len(utterance_tokens) != n:
+        raise ValueError("need N+1 predictions and N utterance token counts")
     prefix_tokens = np.concatenate([[0], np.cumsum(utterance_tokens)]).astype(int)
     status = ["error" if zi is None else "answered" if p is not None else "truncated" for zi, p in zip(z, predictions)]
     return pd.DataFrame({**keys, "prefix_index": range(n + 1), "n_utterances": n, "prefix_tokens": prefix_tokens,
@@ -231,7 +251,8 @@ def trajectories(prefixes: pd.DataFrame,  # the per-prefix table
     out["no_cot_correct"] = t[t.prefix_index == 0].set_index("_id")["correct"]
     at_end = t[t.prefix_index == t.n_utterances].set_index("_id")
     out["actual_correct"] = at_end["correct"]
-    if "prediction" in t.columns: out["actual_prediction"] = at_end["prediction"]  # ŷ_N: the answer Actual Length votes with
+    # ŷ_N: the answer Actual Length votes with
+    if "prediction" in t.columns: out["actual_prediction"] = at_end["prediction"]
     hits = t[t.correct]
     first = hits.drop_duplicates("_id").set_index("_id")  # rows are sorted by prefix_index: the first hit is τ
     out["first_correct_index"] = first["prefix_index"].astype(float)
@@ -252,11 +273,14 @@ def trajectories(prefixes: pd.DataFrame,  # the per-prefix table
 # %% ../../nbs/61_metrics.overthinking.ipynb #ca8bb5c4
 STRATEGIES = ("No-CoT", "Actual", "Optimal", "Instruct", "Actual (own answer)")
 
-def _trace_strategy(traces: pd.DataFrame, by: Sequence[str], name: str, granularities: Sequence[str] = ()) -> pd.DataFrame:
-    "A strategy read from a trace table (a trace's own answer: the same at every granularity, its row repeated per granularity)."
+def _trace_strategy(traces: pd.DataFrame, by: Sequence[str], name: str,
+                    granularities: Sequence[str] = ()) -> pd.DataFrame:
+    """A strategy read from a trace table (a trace's own answer: the same at every granularity, its row repeated per
+    granularity)."""
     if GRANULARITY in by and GRANULARITY not in traces.columns:
         rest = [c for c in by if c != GRANULARITY]
-        return pd.concat([_trace_strategy(traces, rest, name).assign(**{GRANULARITY: g}) for g in granularities], ignore_index=True)
+        return pd.concat([_trace_strategy(traces, rest, name).assign(**{GRANULARITY: g}) for g in granularities],
+                         ignore_index=True)
     _require(traces, ["final_correct", "n_utterances"], f"the {name} trace table")
     traces = traces[traces["final_correct"].notna()]  # a trace whose generation or extraction failed is no answer
     agg = dict(n=("final_correct", "size"), accuracy=("final_correct", "mean"), length=("n_utterances", "mean"))
@@ -268,11 +292,13 @@ def strategy_table(trajectories: pd.DataFrame,  # from `trajectories`
                    by: Sequence[str] = ("model", "benchmark"),  # one row per group and strategy
                    instruct: pd.DataFrame | None = None,  # trace table of the instruct base models
                    instruct_of: dict[str, str] | None = None,  # reasoning model -> its instruct model (names its row)
-                   traces: pd.DataFrame | None = None,  # trace table of the reasoning models: adds "Actual (own answer)"
+                   # trace table of the reasoning models: adds "Actual (own answer)"
+                   traces: pd.DataFrame | None = None,
                   ) -> pd.DataFrame:
     "Accuracy, length (utterances and tokens) and harmful rate H of No-CoT, Actual, Optimal (and Instruct)."
     by = granularity_groups(trajectories, by)
-    tr = trajectories.assign(**{c: trajectories[c].astype(float) for c in ("no_cot_correct", "actual_correct", "solved", "harmful")})
+    tr = trajectories.assign(**{c: trajectories[c].astype(float) for c in ("no_cot_correct", "actual_correct",
+                                                                           "solved", "harmful")})
     has_tokens = "trace_tokens" in tr.columns and "optimal_tokens" in tr.columns
     g = _group(tr, by)
     n = g.size().rename("n")
@@ -285,7 +311,8 @@ def strategy_table(trajectories: pd.DataFrame,  # from `trajectories`
         if has_tokens: part["length_tokens"] = g[tokens].mean() if tokens else 0.0
         part["harmful_rate"] = g[harmful].mean() if harmful else 0.0
         rows.append(part.reset_index().assign(strategy=name))
-    if traces is not None: rows.append(_trace_strategy(traces, by, "Actual (own answer)", sorted(set(granularity_of(trajectories)))))
+    if traces is not None:
+        rows.append(_trace_strategy(traces, by, "Actual (own answer)", sorted(set(granularity_of(trajectories)))))
     if instruct is not None:
         ins = instruct
         if instruct_of and "model" in by:
@@ -296,7 +323,8 @@ def strategy_table(trajectories: pd.DataFrame,  # from `trajectories`
         rows.append(_trace_strategy(ins, by, "Instruct", sorted(set(granularity_of(trajectories)))))
     out = pd.concat(rows, ignore_index=True)  # (an ungrouped table's helper "index" column is dropped below)
     out["strategy"] = pd.Categorical(out["strategy"], categories=list(STRATEGIES), ordered=True)
-    cols = by + ["strategy", "n", "accuracy", "length"] + (["length_tokens"] if "length_tokens" in out.columns else []) + ["harmful_rate"]
+    cols = by + ["strategy", "n", "accuracy",
+                 "length"] + (["length_tokens"] if "length_tokens" in out.columns else []) + ["harmful_rate"]
     return out.sort_values(by + ["strategy"], kind="stable")[cols].reset_index(drop=True)
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #67efbdd4
@@ -358,7 +386,8 @@ def transition_counts(prefixes: pd.DataFrame,  # the per-prefix table
     grid = pd.MultiIndex.from_product([STATES, STATES], names=["from_state", "to_state"])
     frames = []
     for key, part in (pairs.groupby(by, sort=True, dropna=False) if by else [((), pairs)]):
-        counts = part.groupby(["from_state", "to_state"]).size().reindex(grid, fill_value=0).rename("count").reset_index()
+        counts = part.groupby(["from_state", "to_state"]).size().reindex(grid,
+                                                                         fill_value=0).rename("count").reset_index()
         for col, val in zip(by, key if isinstance(key, tuple) else (key,)): counts[col] = val
         frames.append(counts)
     out = pd.concat(frames, ignore_index=True)
@@ -367,8 +396,10 @@ def transition_counts(prefixes: pd.DataFrame,  # the per-prefix table
     return out[by + ["from_state", "to_state", "count", "row_share"]]
 
 def transition_matrix(prefixes: pd.DataFrame, failed_probes: str = "exclude") -> pd.DataFrame:
-    "The pooled 2x2 count matrix: rows z_i (correct/wrong), columns z_{i+1} (of the main granularity, see `main_granularity`)."
-    prefixes = prefixes[granularity_of(prefixes) == main_granularity(prefixes)]  # one 2x2 matrix: never pooled over granularities
+    """The pooled 2x2 count matrix: rows z_i (correct/wrong), columns z_{i+1} (of the main granularity, see
+    `main_granularity`)."""
+    # one 2x2 matrix: never pooled over granularities
+    prefixes = prefixes[granularity_of(prefixes) == main_granularity(prefixes)]
     counts = transition_counts(prefixes, failed_probes=failed_probes)
     m = counts.pivot(index="from_state", columns="to_state", values="count").loc[list(STATES), list(STATES)]
     m.index.name, m.columns.name = "prefix i", "prefix i+1"
@@ -430,7 +461,11 @@ def _with_unchanged_runs(prefixes: pd.DataFrame, failed_probes: str = "exclude")
 def _stop_at(t: pd.DataFrame, k: float) -> pd.DataFrame:
     "Stopping points of every trajectory of a table prepared by `_with_unchanged_runs`."
     last = t.groupby("_id")["n_utterances"].first()
-    stop = last if k == math.inf else t[t["_run"] >= k].groupby("_id")["prefix_index"].min().reindex(last.index).fillna(last).astype(int)
+    stop = (
+        last
+        if k == math.inf
+        else t[t["_run"] >= k].groupby("_id")["prefix_index"].min().reindex(last.index).fillna(last).astype(int)
+    )
     t = t.assign(_stop=t["_id"].map(stop))
     upto = t[t["prefix_index"] <= t["_stop"]]
     at = upto[upto["prefix_index"] == upto["_stop"]].set_index("_id")
@@ -518,7 +553,8 @@ def robustness(trajectories: pd.DataFrame,  # from `trajectories`, with several 
             rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "condition_a": a, "condition_b": b,
                          "varied": varied, "n_items": int(both.sum()),
                          "spearman_difficulty": spearman(difficulty.loc[both, a], difficulty.loc[both, b]),
-                         "mcc_actual_correct": matthews_corrcoef(final.loc[both, a].astype(bool), final.loc[both, b].astype(bool))})
+                         "mcc_actual_correct": matthews_corrcoef(final.loc[both, a].astype(bool),
+                                                                 final.loc[both, b].astype(bool))})
     if not rows: raise ValueError("robustness needs at least two conditions per group")
     return pd.DataFrame(rows)
 
@@ -548,7 +584,8 @@ def pass_at_k(n: int,  # samples
               k: int,  # budget K
              ) -> float:
     "The unbiased Pass@K estimator 1 - C(n-c, K) / C(n, K)."
-    if not 0 <= c <= n or not 1 <= k <= n: raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
     if n - c < k: return 1.0
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
@@ -572,7 +609,9 @@ def majority_vote_at_k(predictions: Sequence[str | None],  # final answers of th
     scores = []
     for subset in subsets:
         votes = Counter(answers[j] for j in subset if answers[j] is not None)
-        if not votes: scores.append(0.0); continue
+        if not votes:
+            scores.append(0.0)
+            continue
         top = max(votes.values())
         winners = [a for a, v in votes.items() if v == top]
         scores.append(sum(right[a] for a in winners) / len(winners))
@@ -585,39 +624,56 @@ SCALING_STRATEGIES = ("Pass@K", "Actual Length", "Optimal Length", "Pass@K (own 
 def _sample_groups(table: pd.DataFrame, by: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(list(by) + [c for c in trajectory_keys(table) if c not in SAMPLE_FACTORS]))
 
-def _per_item(table: pd.DataFrame, by: Sequence[str], correct: str, prediction: str, solved: str | None = None) -> pd.DataFrame:
+def _per_item(table: pd.DataFrame, by: Sequence[str], correct: str, prediction: str,
+              solved: str | None = None) -> pd.DataFrame:
     "Per item (the samples of one item and condition): n, correct count c, and the samples' answers and correctness."
     agg = dict(n=(correct, "size"), c=(correct, "sum"), predictions=(prediction, list), correct=(correct, list))
     if solved: agg["solved"] = (solved, "sum")
-    return table.assign(**{correct: table[correct].astype(bool)}).groupby(_sample_groups(table, by), dropna=False).agg(**agg)
+    return table.assign(**{correct: table[correct].astype(bool)}).groupby(_sample_groups(table, by),
+                                                                          dropna=False).agg(**agg)
 
 def optimal_vs_test_time_scaling(trajectories: pd.DataFrame,  # from `trajectories`, several probed samples per item
-                                 ks: Sequence[int] | None = None,  # sample budgets K (default 1..the fewest samples per item)
+                                 # sample budgets K (default 1..the fewest samples per item)
+                                 ks: Sequence[int] | None = None,
                                  by: Sequence[str] = ("model",),  # one curve per group
-                                 traces: pd.DataFrame | None = None,  # the trace table: adds the own-answer curves, labelled so
+                                 # the trace table: adds the own-answer curves, labelled so
+                                 traces: pd.DataFrame | None = None,
                                 ) -> pd.DataFrame:
-    "Long table (strategy, K, accuracy): Pass@K and Actual Length majority@K of the probed z_N, Optimal Length oracle@K."
+    """Long table (strategy, K, accuracy): Pass@K and Actual Length majority@K of the probed z_N, Optimal Length
+    oracle@K."""
     if "actual_correct" not in trajectories.columns and "final_correct" in trajectories.columns:
-        raise ValueError("optimal_vs_test_time_scaling takes the `trajectories` table first (Actual is the probed z_N, as in "
-                         "Table 1); pass the trace table as `traces=` for the own-answer curves")
-    _require(trajectories, ["model", "benchmark", "item_id", "actual_correct", "actual_prediction", "solved"], "optimal_vs_test_time_scaling")
+        raise ValueError(
+            "optimal_vs_test_time_scaling takes the `trajectories` table first (Actual is the probed z_N, as in "
+            "Table 1); pass the trace table as `traces=` for the own-answer curves"
+        )
+    _require(trajectories, ["model", "benchmark", "item_id", "actual_correct", "actual_prediction", "solved"],
+             "optimal_vs_test_time_scaling")
     by = granularity_groups(trajectories, by)
     probed = _per_item(trajectories, by, "actual_correct", "actual_prediction", solved="solved")
     ks = list(ks) if ks is not None else list(range(1, int(probed["n"].min()) + 1))
-    curves = [("Pass@K", probed, "pass"), ("Actual Length", probed, "vote"), ("Optimal Length", probed.assign(c=probed["solved"]), "pass")]
+    curves = [("Pass@K", probed, "pass"), ("Actual Length", probed, "vote"),
+              ("Optimal Length", probed.assign(c=probed["solved"]), "pass")]
     if traces is not None:
-        _require(traces, ["model", "benchmark", "item_id", "final_correct", "final_prediction"], "the own-answer curves")
-        own = _per_item(traces[traces["final_correct"].notna()], by, "final_correct", "final_prediction")  # a failed trace is no answer
+        _require(traces, ["model", "benchmark", "item_id", "final_correct", "final_prediction"],
+                 "the own-answer curves")
+        # a failed trace is no answer
+        own = _per_item(traces[traces["final_correct"].notna()], by, "final_correct", "final_prediction")
         curves += [("Pass@K (own answer)", own, "pass"), ("Actual Length (own answer)", own, "vote")]
     rows = []
     for name, table, how in curves:
         for k in ks:
             usable = table[table["n"] >= k]
             if usable.empty: continue
-            if how == "vote": score = usable.apply(lambda r: majority_vote_at_k(r["predictions"], r["correct"], k), axis=1)
+            if how == "vote":
+                score = usable.apply(lambda r: majority_vote_at_k(r["predictions"], r["correct"], k), axis=1)
             else: score = usable.apply(lambda r: pass_at_k(int(r["n"]), int(r["c"]), k), axis=1)
-            agg = score.groupby(level=by, dropna=False).agg(["mean", "size"]) if by else pd.DataFrame({"mean": [score.mean()], "size": [len(score)]})
-            rows.append(agg.rename(columns={"mean": "accuracy", "size": "n_items"}).reset_index(drop=not by).assign(strategy=name, k=k))
+            agg = (
+                score.groupby(level=by, dropna=False).agg(["mean", "size"])
+                if by
+                else pd.DataFrame({"mean": [score.mean()], "size": [len(score)]})
+            )
+            rows.append(agg.rename(columns={"mean": "accuracy",
+                                            "size": "n_items"}).reset_index(drop=not by).assign(strategy=name, k=k))
     out = pd.concat(rows, ignore_index=True)
     return out[by + ["strategy", "k", "accuracy", "n_items"]]
 
@@ -626,9 +682,11 @@ RECALL_COLUMNS = ("prefix_index", "n_utterances", "answer_count", "recall", "val
 
 def recall_trajectories(rows: pd.DataFrame,  # one row per probe of a multi-solution trace
                         by: Sequence[str] = ("task", "question_id"),  # the columns naming one trajectory
-                        failed_probes: str = "exclude",  # "exclude" or "cut": trajectories with a failed probe (`probe_status`)
+                        # "exclude" or "cut": trajectories with a failed probe (`probe_status`)
+                        failed_probes: str = "exclude",
                        ) -> pd.DataFrame:
-    "Per probed trace: first complete prefix, best recall (and where), final recall, solutions found and solutions lost."
+    """Per probed trace: first complete prefix, best recall (and where), final recall, solutions found and solutions
+    lost."""
     by = list(by)
     if missing := [c for c in (*by, *RECALL_COLUMNS) if c not in rows.columns]:
         raise ValueError(f"recall rows lack columns {missing}")
@@ -638,16 +696,23 @@ def recall_trajectories(rows: pd.DataFrame,  # one row per probe of a multi-solu
     out = []
     for key, t in rows.sort_values("prefix_index", kind="stable").groupby(by, sort=True):
         if t["prefix_index"].duplicated().any():
-            raise ValueError(f"trajectory {dict(zip(by, key))} repeats prefix indices: add the columns that tell its traces apart to `by`")
+            raise ValueError(
+                f"trajectory {dict(zip(by, key))} repeats prefix indices: add the columns that tell its traces apart "
+                "to `by`"
+            )
         valid = [set(v) for v in t["valid"]]
         earlier, final = set().union(*valid[:-1]), valid[-1]
         recall = t["recall"].to_numpy(dtype=float)
         complete = t["prefix_index"][recall >= 1.0]
-        out.append({**dict(zip(by, key)), "answer_count": int(t["answer_count"].iloc[0]), "n_utterances": int(t["n_utterances"].iloc[0]),
+        out.append({**dict(zip(by, key)), "answer_count": int(t["answer_count"].iloc[0]),
+                    "n_utterances": int(t["n_utterances"].iloc[0]),
                     "first_complete_index": int(complete.iloc[0]) if len(complete) else None,
-                    "best_recall": float(recall.max()), "best_recall_index": int(t["prefix_index"].iloc[int(recall.argmax())]),
-                    "final_recall": float(recall[-1]), "solutions_found": len(earlier | final), "solutions_lost": len(earlier - final)})
-    columns = [*by, "answer_count", "n_utterances", "first_complete_index", "best_recall", "best_recall_index", "final_recall",
+                    "best_recall": float(recall.max()),
+                    "best_recall_index": int(t["prefix_index"].iloc[int(recall.argmax())]),
+                    "final_recall": float(recall[-1]), "solutions_found": len(earlier | final),
+                    "solutions_lost": len(earlier - final)})
+    columns = [*by, "answer_count", "n_utterances", "first_complete_index", "best_recall", "best_recall_index",
+               "final_recall",
                "solutions_found", "solutions_lost"]
     return pd.DataFrame(out, columns=columns).astype({"first_complete_index": "Int64"})
 
@@ -662,7 +727,9 @@ def _chain(u: np.ndarray, p0: float, stay: float, recover: np.ndarray) -> np.nda
 def _forced_answers(z: np.ndarray, gold: str, wrong_pool: list[str], rng: np.random.Generator) -> list[str | None]:
     "Gold where correct; elsewhere a sticky wrong answer, or None for a truncated probe (3%)."
     preds, wrong = [], wrong_pool[0]
-    for zi, r_none, r_switch, pick in zip(z, rng.random(len(z)), rng.random(len(z)), rng.integers(0, len(wrong_pool), len(z))):
+    for zi, r_none, r_switch, pick in zip(
+        z, rng.random(len(z)), rng.random(len(z)), rng.integers(0, len(wrong_pool), len(z))
+    ):
         if zi: preds.append(gold)
         elif r_none < 0.03: preds.append(None)
         else:
@@ -693,66 +760,108 @@ def synthetic_tables(n_items: int = 30,  # items per benchmark
     "Realistic synthetic `prefixes`, `traces`, `utterances` and `instruct` tables (for demos and tests)."
     benchmarks = benchmarks if benchmarks is not None else {"mc-bench": 1.0, "mixed-bench": 0.5}
     rng = np.random.default_rng(random_state)
-    pre = {c: [] for c in ("model", "benchmark", "item_id", "format", "seed", "template", "extractor", "prefix_index",
-                           "n_utterances", "prefix_tokens", "trace_tokens", "prediction", "correct")}
-    utt = {c: [] for c in ("model", "benchmark", "item_id", "seed", "utterance_index", "tokens", "char_start", "char_end")}
-    traces, instruct = [], []
+    tables = _SyntheticTables()
+    conditions = list(itertools.product(templates, extractors))
     for bench, mc_share in benchmarks.items():
         difficulty = rng.beta(0.7, 0.7, size=n_items)  # many easy and many hard items
         formats = np.where(rng.random(n_items) < mc_share, "mc", "ff")
         for m_idx, model in enumerate(models):
             skill = 0.1 * (m_idx % 3) - 0.05
             for j in range(n_items):
-                item, fmt, d = f"{bench}-{j:03d}", str(formats[j]), difficulty[j] - skill
-                gold = "ABCD"[j % 4] if fmt == "mc" else str(10 + j)
-                wrong_pool = [c for c in "ABCD" if c != gold] if fmt == "mc" else [str(10 + j + o) for o in (1, -1, 7, 13, 20)]
-                p0 = float(np.clip(0.9 - 1.1 * d, 0.01, 0.97))  # No-CoT correctness falls with difficulty
-                stay = float(np.clip(0.995 - 0.08 * d, 0.85, 0.995))  # correct stays correct
-                recover = float(np.clip(1.2 * (1 - d) ** 2, 0.005, 0.7))  # wrong becomes correct, once enough is said
-                for seed in seeds:
-                    n = int(rng.poisson(mean_length * (0.4 + 1.2 * max(d, 0))))
-                    needed = max(d, 0) * mean_length * rng.lognormal(0, 0.25)  # steps the item needs on this trace
-                    recover_at = np.where(np.arange(n + 1) < needed, 0.01, recover)
-                    tokens = np.maximum(1, np.round(rng.lognormal(2.8, 0.9, size=n))).astype(int)
-                    prefix_tokens = np.concatenate([[0], np.cumsum(tokens)])
-                    chars = np.concatenate([[0], np.cumsum(tokens * 4 + 1)])
-                    for col, val in (("model", [model] * n), ("benchmark", [bench] * n), ("item_id", [item] * n),
-                                     ("seed", [seed] * n), ("utterance_index", range(1, n + 1)), ("tokens", tokens),
-                                     ("char_start", chars[:-1]), ("char_end", chars[1:] - 1)):
-                        utt[col].extend(val)
-                    u = rng.random(n + 1)  # shared by all probing conditions of this trace
-                    for template, extractor in itertools.product(templates, extractors):
-                        z = _chain(np.clip(u + rng.normal(0, condition_noise, n + 1), 0, 1), p0, stay, recover_at)
-                        preds = _forced_answers(z, gold, wrong_pool, rng)
-                        for col, val in (("model", model), ("benchmark", bench), ("item_id", item), ("format", fmt),
-                                         ("seed", seed), ("template", template), ("extractor", extractor),
-                                         ("n_utterances", n), ("trace_tokens", int(prefix_tokens[-1]))):
-                            pre[col].extend([val] * (n + 1))
-                        pre["prefix_index"].extend(range(n + 1)); pre["prefix_tokens"].extend(prefix_tokens)
-                        pre["prediction"].extend(preds); pre["correct"].extend(z.tolist())
-                        traces.append({"model": model, "benchmark": bench, "item_id": item, "format": fmt, "seed": seed,
-                                       "template": template, "extractor": extractor, "n_utterances": n,
-                                       "trace_tokens": int(prefix_tokens[-1]), "trace_status": "answered",
-                                       "final_prediction": preds[-1], "final_correct": bool(z[-1]), "sample_index": 0})
-                instruct.append({"model": f"{model}-instruct", "benchmark": bench, "item_id": item, "format": fmt,
-                                 "seed": 0, "template": None, "extractor": extractors[0], "n_utterances": int(rng.poisson(3)),
-                                 "trace_tokens": int(rng.poisson(60)), "trace_status": "answered", "final_prediction": None,
-                                 "final_correct": bool(rng.random() < min(1.0, p0 + 0.05)), "sample_index": 0})
-    prefixes = pd.DataFrame(pre)
+                item = _SyntheticItem(model, bench, f"{bench}-{j:03d}", str(formats[j]), j, difficulty[j] - skill)
+                for seed in seeds: _synthetic_trace(rng, tables, item, seed, conditions, mean_length, condition_noise)
+                tables.instruct.append({"model": f"{model}-instruct", "benchmark": bench, "item_id": item.item_id,
+                                        "format": item.fmt, "seed": 0, "template": None, "extractor": extractors[0],
+                                        "n_utterances": int(rng.poisson(3)), "trace_tokens": int(rng.poisson(60)),
+                                        "trace_status": "answered", "final_prediction": None,
+                                        "final_correct": bool(rng.random() < min(1.0, item.p0 + 0.05)),
+                                        "sample_index": 0})
+    prefixes = pd.DataFrame(tables.pre)
     prefixes["extraction_method"] = np.where(prefixes["prediction"].isna(), "none", "rules")
     prefixes["probe_status"] = np.where(prefixes["prediction"].isna(), "truncated", "answered")
     if failure_rate: _fail_probes(prefixes, failure_rate, np.random.default_rng([random_state, 1]))
-    return {"prefixes": prefixes, "traces": pd.DataFrame(traces), "utterances": pd.DataFrame(utt), "instruct": pd.DataFrame(instruct)}
+    return {"prefixes": prefixes, "traces": pd.DataFrame(tables.traces), "utterances": pd.DataFrame(tables.utt),
+            "instruct": pd.DataFrame(tables.instruct)}
+
+@dataclass
+class _SyntheticTables:
+    "The columns and rows the synthetic tables grow into."
+    pre: dict = field(default_factory=lambda: {c: [] for c in (
+        "model", "benchmark", "item_id", "format", "seed", "template", "extractor", "prefix_index", "n_utterances",
+        "prefix_tokens", "trace_tokens", "prediction", "correct")})
+    utt: dict = field(default_factory=lambda: {c: [] for c in (
+        "model", "benchmark", "item_id", "seed", "utterance_index", "tokens", "char_start", "char_end")})
+    traces: list = field(default_factory=list)
+    instruct: list = field(default_factory=list)
+
+@dataclass
+class _SyntheticItem:
+    "One synthetic item of a model: its gold answer, wrong answers and the chances of its probe outcomes."
+    model: str
+    bench: str
+    item_id: str
+    fmt: str  # "mc" or "ff"
+    j: int  # the item's index in its benchmark
+    d: float  # difficulty minus the model's skill
+
+    @property
+    def gold(self) -> str: return "ABCD"[self.j % 4] if self.fmt == "mc" else str(10 + self.j)
+    @property
+    def wrong_pool(self) -> list[str]:
+        return (
+            [c for c in "ABCD" if c != self.gold]
+            if self.fmt == "mc"
+            else [str(10 + self.j + o) for o in (1, -1, 7, 13, 20)]
+        )
+    @property
+    # No-CoT correctness falls with difficulty
+    def p0(self) -> float: return float(np.clip(0.9 - 1.1 * self.d, 0.01, 0.97))
+    @property
+    def stay(self) -> float: return float(np.clip(0.995 - 0.08 * self.d, 0.85, 0.995))  # correct stays correct
+    @property
+    # wrong becomes correct later
+    def recover(self) -> float: return float(np.clip(1.2 * (1 - self.d) ** 2, 0.005, 0.7))
+
+def _synthetic_trace(rng, tables: _SyntheticTables, item: _SyntheticItem, seed: int, conditions: list[tuple[str, str]],
+                     mean_length: float, condition_noise: float):
+    "One trace of an item: its utterances, and a probe after every prefix under each (template, extractor)."
+    d = item.d
+    n = int(rng.poisson(mean_length * (0.4 + 1.2 * max(d, 0))))
+    needed = max(d, 0) * mean_length * rng.lognormal(0, 0.25)  # steps the item needs on this trace
+    recover_at = np.where(np.arange(n + 1) < needed, 0.01, item.recover)
+    tokens = np.maximum(1, np.round(rng.lognormal(2.8, 0.9, size=n))).astype(int)
+    prefix_tokens = np.concatenate([[0], np.cumsum(tokens)])
+    chars = np.concatenate([[0], np.cumsum(tokens * 4 + 1)])
+    for col, val in (("model", [item.model] * n), ("benchmark", [item.bench] * n), ("item_id", [item.item_id] * n),
+                     ("seed", [seed] * n), ("utterance_index", range(1, n + 1)), ("tokens", tokens),
+                     ("char_start", chars[:-1]), ("char_end", chars[1:] - 1)):
+        tables.utt[col].extend(val)
+    u = rng.random(n + 1)  # shared by all probing conditions of this trace
+    key = {"model": item.model, "benchmark": item.bench, "item_id": item.item_id, "format": item.fmt, "seed": seed}
+    for template, extractor in conditions:
+        z = _chain(np.clip(u + rng.normal(0, condition_noise, n + 1), 0, 1), item.p0, item.stay, recover_at)
+        preds = _forced_answers(z, item.gold, item.wrong_pool, rng)
+        row = key | {"template": template, "extractor": extractor, "n_utterances": n,
+                     "trace_tokens": int(prefix_tokens[-1])}
+        for col, val in row.items(): tables.pre[col].extend([val] * (n + 1))
+        tables.pre["prefix_index"].extend(range(n + 1))
+        tables.pre["prefix_tokens"].extend(prefix_tokens)
+        tables.pre["prediction"].extend(preds)
+        tables.pre["correct"].extend(z.tolist())
+        tables.traces.append(row | {"trace_status": "answered", "final_prediction": preds[-1],
+                                    "final_correct": bool(z[-1]), "sample_index": 0})
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #902551dd
 def main_condition(prefixes: pd.DataFrame) -> dict:
-    "The condition of the main results: the first termination template, the last extractor, in order of appearance, and the utterance granularity where a run probed several."
+    """The condition of the main results: the first termination template, the last extractor, in order of appearance,
+    and the utterance granularity where a run probed several."""
     return dict(template=prefixes["template"].iloc[0], extractor=list(dict.fromkeys(prefixes["extractor"]))[-1],
                 granularity=main_granularity(prefixes))
 
 def in_condition(table: pd.DataFrame, condition: Mapping) -> pd.DataFrame:
     "The rows of one condition: template and extractor, and the granularity where the condition and the table have one."
     keep = (table.template == condition["template"]) & (table.extractor == condition["extractor"])
-    if "granularity" in condition and "granularity" in table.columns: keep &= granularity_of(table) == condition["granularity"]
+    if "granularity" in condition and "granularity" in table.columns:
+        keep &= granularity_of(table) == condition["granularity"]
     return table[keep]  # (a trace table has no granularity: its rows hold at every one)
 

@@ -14,7 +14,8 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .overthinking import check_prefix_table, granularity_groups, stopping_index, trajectories, trajectory_keys
+from .overthinking import (check_prefix_table, granularity_groups, recall_trajectories,
+                                                  stopping_index, trajectories, trajectory_keys)
 from ..probing.answers import clean_answer, free_form_correct, normalize_text
 from ..tasks.noveltybench import first_equivalent, partition
 
@@ -27,7 +28,8 @@ __all__ = ['HEDGE_WORDS', 'REFERENCE_POLICIES', 'answers_equivalent', 'Trajector
 # %% ../../nbs/63_metrics.stopping.ipynb #b2749354
 @lru_cache(maxsize=65536)
 def answers_equivalent(a: str | None, b: str | None, format: str = "ff") -> bool:
-    "Whether two forced answers say the same thing (mc: same text or letter; free form: equal text or math-verify equal)."
+    """Whether two forced answers say the same thing (mc: same text or letter; free form: equal text or math-verify
+    equal)."""
     a, b = clean_answer(a) if a is not None else None, clean_answer(b) if b is not None else None
     if not a or not b: return False
     if format == "mc": return normalize_text(a) == normalize_text(b)
@@ -69,7 +71,8 @@ class PrefixView:
         return self.trajectory.n
 
 # %% ../../nbs/63_metrics.stopping.ipynb #9249d182
-HEDGE_WORDS = ("wait", "hmm", "hold on", "but", "maybe", "perhaps", "unsure", "not sure", "actually", "no")  # a probe that hedges is not a settled answer
+# a probe that hedges is not a settled answer
+HEDGE_WORDS = ("wait", "hmm", "hold on", "but", "maybe", "perhaps", "unsure", "not sure", "actually", "no")
 
 _HEDGE = re.compile(r"\b(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in HEDGE_WORDS) + r")\b", re.I)
 
@@ -101,7 +104,8 @@ class StoppingAtK(Policy):
     "The paper's Stopping@K: the answer unchanged for K consecutive steps."
     k: int = 2
     name = "Stopping@K"
-    def stop(self, view):  # the run ending at i is >= K: `stopping_index` of the last K+1 answers, a sentinel after them
+    # the run ending at i is >= K: `stopping_index` of the last K+1 answers, a sentinel after them
+    def stop(self, view):
         if self.k == math.inf or view.i < self.k: return False
         return stopping_index(list(view.answers[view.i - self.k:]) + [None], self.k) == self.k
 
@@ -114,7 +118,8 @@ class Consistency(Policy):
     def stop(self, view):
         if view.i + 1 < self.window: return False
         last = view.answers[-self.window:]
-        if any(a is None for a in last) or not all(answers_equivalent(a, last[-1], view.format) for a in last[:-1]): return False
+        if any(a is None for a in last) or not all(answers_equivalent(a, last[-1], view.format) for a in last[:-1]):
+            return False
         return not (self.check_hedges and any(hedges(t) for t in view.probe_texts[-self.window:]))
 
 @dataclass(frozen=True)
@@ -125,7 +130,8 @@ class Confidence(Policy):
     skip_first: bool = True  # DEER skips the answer's first token
     name = "Confidence"
     def stop(self, view):
-        if view.logprobs is None: raise ValueError("the Confidence policy needs the probes' log-probabilities (`answer_logprobs`)")
+        if view.logprobs is None:
+            raise ValueError("the Confidence policy needs the probes' log-probabilities (`answer_logprobs`)")
         lp = view.logprobs[-1]
         if view.answers[-1] is None or lp is None or len(lp) == 0: return False
         lp = np.asarray(lp, dtype=float)[1:] if self.skip_first and len(lp) > 1 else np.asarray(lp, dtype=float)
@@ -144,19 +150,24 @@ class Entropy(Policy):
 
 @dataclass(frozen=True)
 class Budget(Policy):
-    "A fixed budget: stop at utterance `utterances`, or at `share` of the trace's own length (which knows N: a baseline)."
+    """A fixed budget: stop at utterance `utterances`, or at `share` of the trace's own length (which knows N: a
+    baseline)."""
     utterances: int | None = None
     share: float | None = None
     name = "Budget"
     def __post_init__(self):
-        if (self.utterances is None) == (self.share is None): raise ValueError("a Budget takes either utterances or share")
+        if (self.utterances is None) == (self.share is None):
+            raise ValueError("a Budget takes either utterances or share")
     def stop(self, view):
         limit = self.utterances if self.utterances is not None else math.ceil(self.share * view.final_length)
         return view.i >= limit
 
 def answer_entropy(answers: Sequence[str | None], format: str = "ff") -> float:
-    "Shannon entropy (bits) of answers, equivalent answers counted as one value and None as its own (classes by `tasks.noveltybench.partition`)."
-    same = lambda a, b: (a is None and b is None) or (a is not None and b is not None and answers_equivalent(a, b, format))
+    """Shannon entropy (bits) of answers, equivalent answers counted as one value and None as its own (classes by
+    `tasks.noveltybench.partition`)."""
+    same = lambda a, b: (
+        (a is None and b is None) or (a is not None and b is not None and answers_equivalent(a, b, format))
+    )
     p = np.bincount(partition(list(answers), first_equivalent(same))) / len(answers)
     return float(-(p * np.log2(p)).sum())
 
@@ -193,11 +204,22 @@ def policy(name: str, fn: Callable[[PrefixView], bool]) -> Policy:
 # %% ../../nbs/63_metrics.stopping.ipynb #5966ac1a
 def trajectory_of(rows: pd.DataFrame) -> Trajectory:
     "The observables of one trajectory's prefix rows (sorted by prefix_index)."
-    lp = tuple(None if v is None or (isinstance(v, float) and math.isnan(v)) else tuple(v) for v in rows["answer_logprobs"]) \
-        if "answer_logprobs" in rows.columns else None
+    lp = (
+        tuple(
+            None if v is None or (isinstance(v, float) and math.isnan(v)) else tuple(v) for v in rows["answer_logprobs"]
+        )
+        if "answer_logprobs" in rows.columns
+        else None
+    )
     answers = tuple(None if pd.isna(a) or not str(a).strip() else str(a) for a in rows["prediction"])
-    texts = tuple(None if pd.isna(x) else str(x) for x in rows["forced_answer"]) if "forced_answer" in rows.columns else (None,) * len(rows)
-    tokens = tuple(int(x) for x in rows["prefix_tokens"]) if "prefix_tokens" in rows.columns else tuple(range(len(rows)))
+    texts = (
+        tuple(None if pd.isna(x) else str(x) for x in rows["forced_answer"])
+        if "forced_answer" in rows.columns
+        else (None,) * len(rows)
+    )
+    tokens = (
+        tuple(int(x) for x in rows["prefix_tokens"]) if "prefix_tokens" in rows.columns else tuple(range(len(rows)))
+    )
     fmt = str(rows["format"].iloc[0]) if "format" in rows.columns else "ff"
     return Trajectory(answers, texts, tokens, lp, fmt)
 
@@ -205,7 +227,8 @@ def policy_stops(prefixes: pd.DataFrame,  # the per-prefix table (PREFIX_COLUMNS
                  policies: Sequence[Policy],
                  failed_probes: str = "exclude",  # "exclude" or "cut" (metrics.overthinking)
                 ) -> pd.DataFrame:
-    "One row per trajectory and policy: the stop index s, z_s, tokens used, and whether some prefix up to s was correct."
+    """One row per trajectory and policy: the stop index s, z_s, tokens used, and whether some prefix up to s was
+    correct."""
     t = check_prefix_table(prefixes, failed_probes=failed_probes)
     keys = trajectory_keys(t)
     rows = []
@@ -213,8 +236,10 @@ def policy_stops(prefixes: pd.DataFrame,  # the per-prefix table (PREFIX_COLUMNS
         traj, z = trajectory_of(g), g["correct"].astype(bool).to_numpy()
         for p in policies:
             s = stop_index(p, traj)
-            rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))), "policy": p.name, "setting": p.label,
-                         "stop_index": s, "stop_correct": bool(z[s]), "stop_tokens": traj.tokens[s], "solved_by_stop": bool(z[: s + 1].any())})
+            rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))), "policy": p.name,
+                         "setting": p.label,
+                         "stop_index": s, "stop_correct": bool(z[s]), "stop_tokens": traj.tokens[s],
+                         "solved_by_stop": bool(z[: s + 1].any())})
     return pd.DataFrame(rows)
 
 def gap_recovered(acc_policy: float, acc_actual: float, acc_optimal: float) -> float:
@@ -230,14 +255,17 @@ def policy_table(prefixes: pd.DataFrame,  # the per-prefix table
                  by: Sequence[str] = ("model", "benchmark"),
                  failed_probes: str = "exclude",
                 ) -> pd.DataFrame:
-    "Per policy setting and group: accuracy at the stop, utterances and tokens used and saved, H at the stop, rescued share, gap recovered."
+    """Per policy setting and group: accuracy at the stop, utterances and tokens used and saved, H at the stop, rescued
+    share, gap recovered."""
     by = granularity_groups(prefixes, by)  # a table probed at two granularities is scored per granularity
     traj = trajectories(prefixes, failed_probes=failed_probes)
     keys = trajectory_keys(traj)
     stops = policy_stops(prefixes, policies, failed_probes).merge(
-        traj[keys + ["n_utterances", "trace_tokens", "actual_correct", "harmful", "solved"]].rename(columns={"harmful": "actual_harmful"}), on=keys)
+        traj[keys + ["n_utterances", "trace_tokens", "actual_correct", "harmful",
+                     "solved"]].rename(columns={"harmful": "actual_harmful"}), on=keys)
     reference = []
-    for name, idx, tok, ok in [("Actual", "n_utterances", "trace_tokens", "actual_correct"), ("Optimal", "optimal_length", "optimal_tokens", "solved")]:
+    for name, idx, tok, ok in [("Actual", "n_utterances", "trace_tokens", "actual_correct"),
+                               ("Optimal", "optimal_length", "optimal_tokens", "solved")]:
         reference.append(traj[keys + ["n_utterances", "trace_tokens", "actual_correct", "solved"]].assign(
             policy=name, setting=name, stop_index=traj[idx], stop_tokens=traj[tok], stop_correct=traj[ok],
             solved_by_stop=traj["solved"] if name == "Actual" else traj[ok], actual_harmful=traj["harmful"]))
@@ -247,23 +275,29 @@ def policy_table(prefixes: pd.DataFrame,  # the per-prefix table
     for c in ("stop_correct", "harmful_at_stop", "actual_correct", "solved"): allrows[c] = allrows[c].astype(float)
     g = allrows.groupby(by + ["policy", "setting"], sort=False, dropna=False)
     out = g.agg(n=("stop_index", "size"), accuracy=("stop_correct", "mean"), utterances=("stop_index", "mean"),
-                tokens=("stop_tokens", "mean"), actual_utterances=("n_utterances", "mean"), actual_tokens=("trace_tokens", "mean"),
-                harmful_at_stop=("harmful_at_stop", "mean"), n_harmful=("actual_harmful", "sum"), n_rescued=("rescued", "sum"),
+                tokens=("stop_tokens", "mean"), actual_utterances=("n_utterances", "mean"),
+                actual_tokens=("trace_tokens", "mean"),
+                harmful_at_stop=("harmful_at_stop", "mean"), n_harmful=("actual_harmful", "sum"),
+                n_rescued=("rescued", "sum"),
                 acc_actual=("actual_correct", "mean"), acc_optimal=("solved", "mean")).reset_index()
     out["saved_utterances"] = out["actual_utterances"] - out["utterances"]
     out["saved_tokens"] = out["actual_tokens"] - out["tokens"]
     out["saved_token_share"] = out["saved_tokens"] / out["actual_tokens"].where(out["actual_tokens"] > 0)
     out["rescued_share"] = out["n_rescued"] / out["n_harmful"].where(out["n_harmful"] > 0)
     out["gap_recovered"] = [gap_recovered(a, b, c) for a, b, c in zip(out.accuracy, out.acc_actual, out.acc_optimal)]
-    out["gap_note"] = np.where(out["gap_recovered"].isna(), "undefined: Optimal = Actual (no trajectory is solved before its end and wrong at it)", "")
-    cols = by + ["policy", "setting", "n", "accuracy", "utterances", "tokens", "saved_utterances", "saved_tokens", "saved_token_share",
+    out["gap_note"] = np.where(out["gap_recovered"].isna(),
+                               "undefined: Optimal = Actual (no trajectory is solved before its end and wrong at it)",
+                               "")
+    cols = by + ["policy", "setting", "n", "accuracy", "utterances", "tokens", "saved_utterances", "saved_tokens",
+                 "saved_token_share",
                  "harmful_at_stop", "n_harmful", "rescued_share", "gap_recovered", "gap_note"]
     return out[cols]
 
 # %% ../../nbs/63_metrics.stopping.ipynb #9a34237f
 def default_policies(with_logprobs: bool = False) -> list[Policy]:
     "The policy settings a report scores (Confidence only when the probes carry log-probabilities)."
-    grid = [StoppingAtK(2), StoppingAtK(5), Consistency(2), Consistency(3), Consistency(5), Entropy(4, 0.0), Entropy(4, 1.0),
+    grid = [StoppingAtK(2), StoppingAtK(5), Consistency(2), Consistency(3), Consistency(5), Entropy(4, 0.0),
+            Entropy(4, 1.0),
             Budget(share=0.25), Budget(share=0.5)]
     if with_logprobs: grid += [Confidence(0.9), Confidence(0.95)]
     return grid
@@ -276,21 +310,24 @@ def _set_label(valid) -> str | None:
 
 def solution_set_stops(rows: pd.DataFrame,  # `solution_probe_table` rows (one per probe of a MuSoBench trace)
                        ks: Sequence[int] = (1, 2, 3, 5),
-                       by: Sequence[str] = ("model", "template", "task", "level", "question_id"),  # the columns naming one trace
+                       # the columns naming one trace
+                       by: Sequence[str] = ("model", "template", "task", "level", "question_id"),
                        failed_probes: str = "exclude",
                       ) -> pd.DataFrame:
-    "Per trace and K: the stop where the valid solution set has been unchanged for K probes, recall there and at the end, tokens saved."
-    from reasoning_study.metrics.overthinking import recall_trajectories  # the failed-probe rule and the checks, in one place
+    """Per trace and K: the stop where the valid solution set has been unchanged for K probes, recall there and at the
+    end, tokens saved."""
     by = [c for c in by if c in rows.columns]
     kept = recall_trajectories(rows, by=by, failed_probes=failed_probes)[by]  # the traces the overthinking lens keeps
     rows = rows.merge(kept, on=by).sort_values([*by, "prefix_index"], kind="stable")
     out = []
     for key, t in rows.groupby(by, sort=True):
-        labels, recall, tokens = [_set_label(v) for v in t["valid"]], t["recall"].to_numpy(float), t["prefix_tokens"].to_numpy(int)
+        labels, recall, tokens = ([_set_label(v) for v in t["valid"]], t["recall"].to_numpy(float),
+                                  t["prefix_tokens"].to_numpy(int))
         for k in ks:
             s = stopping_index(labels, k)
-            out.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "k": k, "n_utterances": len(labels) - 1,
-                        "stop_index": s, "stop_recall": recall[s], "final_recall": recall[-1], "recall_lost": recall[-1] - recall[s],
+            out.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "k": k,
+                        "n_utterances": len(labels) - 1, "stop_index": s, "stop_recall": recall[s],
+                        "final_recall": recall[-1], "recall_lost": recall[-1] - recall[s],
                         "tokens_used": int(tokens[s]), "tokens_saved": int(tokens[-1] - tokens[s]),
                         "saved_share": float((tokens[-1] - tokens[s]) / tokens[-1]) if tokens[-1] else 0.0})
     return pd.DataFrame(out)
@@ -300,6 +337,15 @@ def solution_set_table(rows: pd.DataFrame, ks: Sequence[int] = (1, 2, 3, 5), by:
     "Per group and K: mean recall at the stop and at the end, recall lost, and tokens saved (mean and share)."
     stops = solution_set_stops(rows, ks, failed_probes=failed_probes)
     by = [c for c in by if c in stops.columns]
-    return stops.groupby([*by, "k"], sort=True).agg(n=("stop_index", "size"), stop_recall=("stop_recall", "mean"),
-                                                    final_recall=("final_recall", "mean"), recall_lost=("recall_lost", "mean"),
-                                                    tokens_saved=("tokens_saved", "mean"), saved_share=("saved_share", "mean")).reset_index()
+    return (
+        stops.groupby([*by, "k"], sort=True)
+        .agg(
+            n=("stop_index", "size"),
+            stop_recall=("stop_recall", "mean"),
+            final_recall=("final_recall", "mean"),
+            recall_lost=("recall_lost", "mean"),
+            tokens_saved=("tokens_saved", "mean"),
+            saved_share=("saved_share", "mean"),
+        )
+        .reset_index()
+    )

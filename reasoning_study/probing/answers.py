@@ -39,7 +39,8 @@ def clean_answer(text: str | None) -> str | None:
     while s != previous:
         previous = s
         for left, right in _WRAPPERS:
-            if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right): s = s[len(left):len(s) - len(right)].strip()
+            if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right):
+                s = s[len(left):len(s) - len(right)].strip()
         if m := _TEXT_WRAPPER.fullmatch(s): s = m.group(1).strip()
         s = re.sub(r"[.,;]$", "", s).strip()
     s = re.sub(r"\s+", " ", s)
@@ -90,7 +91,8 @@ def rule_answer(text: str, item: QAItem) -> tuple[str, str, str] | None:
     candidates = [
         ("answer_tag", lambda: (m := list(_ANSWER_TAG.finditer(text))) and m[-1].group(1)),
         ("final_answer", lambda: (m := list(_FINAL.finditer(text))) and _first_line(text[m[-1].end():])),
-        ("answer_is", lambda: (m := list(_ANSWER_IS.finditer(text))) and _until_sentence_end(_first_line(text[m[-1].end():]))),
+        ("answer_is",
+         lambda: (m := list(_ANSWER_IS.finditer(text))) and _until_sentence_end(_first_line(text[m[-1].end():]))),
         ("answer_line", lambda: (m := list(_ANSWER_LINE.finditer(text))) and m[-1].group(1)),
     ]
     for rule, read in candidates:
@@ -132,7 +134,10 @@ def safe_verify(gold: tuple, prediction: tuple) -> bool:
     except Exception: return False
 
 # %% ../../nbs/51_probing.answers.ipynb #c72a3859
-_MATH_WORDS = re.compile(r"\\[A-Za-z]+|\b(?:sin|cos|tan|cot|sec|csc|arcsin|arccos|arctan|log|ln|exp|sqrt|pi|inf|infty|mod|gcd|lcm|deg|max|min)\b")
+_MATH_WORDS = re.compile(
+    r"\\[A-Za-z]+"
+    r"|\b(?:sin|cos|tan|cot|sec|csc|arcsin|arccos|arctan|log|ln|exp|sqrt|pi|inf|infty|mod|gcd|lcm|deg|max|min)\b"
+)
 
 def normalize_text(text: str) -> str:
     "Case-folded text with single spaces, for exact textual comparison."
@@ -172,7 +177,9 @@ class MathHelper:
             self.requests.put((gold, prediction))
             try: return bool(self.replies.get(timeout=timeout))
             except queue.Empty:  # overran: end the helper, so no stale reply is left behind
-                self.process.kill(); self.process.join(); self.process = None
+                self.process.kill()
+                self.process.join()
+                self.process = None
                 return False
 
 _HELPER = MathHelper()
@@ -194,7 +201,8 @@ def free_form_correct(prediction: str, gold: str) -> bool:
     return not is_textual(g) and math_equal(g, p)
 
 # %% ../../nbs/51_probing.answers.ipynb #07cb9fda
-_LETTER_FORMS = [re.compile(p, re.S) for p in (r"\(([A-Z])\)(?:\s.*)?", r"([A-Z])[.:)](?:\s.*)?", r"(?i:option|choice)\s*\(?([A-Za-z])\)?(?:[\s.:)].*)?")]
+_LETTER_FORMS = [re.compile(p, re.S) for p in (r"\(([A-Z])\)(?:\s.*)?", r"([A-Z])[.:)](?:\s.*)?",
+                                               r"(?i:option|choice)\s*\(?([A-Za-z])\)?(?:[\s.:)].*)?")]
 
 def predicted_letter(prediction: str | None, item: QAItem) -> str | None:
     "The option a prediction names (by letter, by exact text, or by an equal math value), or None."
@@ -255,7 +263,8 @@ class Extraction:
     raw: str = ""  # what was read: the matched span (rules) or the extractor's reply (llm)
     rule: str | None = None  # which rule fired
     error: str | None = None  # why the extractor gave nothing usable
-    failed: bool = False  # the extractor call itself failed (a backend error): no answer was read, none is known to be missing
+    # the extractor call itself failed (a backend error): no answer was read, none is known to be missing
+    failed: bool = False
 
 def extract_answers(texts: Sequence[str | None],  # model outputs (full traces or probe continuations)
                     items: Sequence[QAItem],  # the question of each text
@@ -278,11 +287,14 @@ def extract_answers(texts: Sequence[str | None],  # model outputs (full traces o
         else: pending.append(k)
     if pending:
         requests = [extractor_request(texts[k], items[k], sampling, tail_chars) for k in pending]
-        completions = (generate_cached(extractor_backend, requests, store, batch_size=batch_size, progress=progress) if store is not None
+        completions = (generate_cached(extractor_backend, requests, store, batch_size=batch_size,
+                                       progress=progress) if store is not None
                        else extractor_backend.generate(requests))
         for k, (completion,) in zip(pending, completions):
             if completion.status == "error":
-                results[k] = Extraction(None, "none", completion.text, error=completion.error or "extractor error", failed=True); continue
+                results[k] = Extraction(None, "none", completion.text, error=completion.error or "extractor error",
+                                        failed=True)
+                continue
             answer = parse_extractor_reply(completion.answer or completion.text, items[k])
             results[k] = (Extraction(answer, "llm", completion.text) if answer is not None
                           else Extraction(None, "none", completion.text, error="the extractor found no answer"))

@@ -50,7 +50,8 @@ def parse_judgement(text: str | None) -> tuple[dict | None, str, str | None]:
     if "<think>" in body: return None, "parse_error", "the thinking block was never closed"
     if not body: return None, "parse_error", "nothing after the thinking block"
     try: data = json.loads(body, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
-    except json.JSONDecodeError as e: return None, "parse_error", f"not one JSON object: {e.msg} (line {e.lineno}, column {e.colno})"
+    except json.JSONDecodeError as e:
+        return None, "parse_error", f"not one JSON object: {e.msg} (line {e.lineno}, column {e.colno})"
     except ValueError as e: return None, "parse_error", str(e)
     if not isinstance(data, dict): return None, "parse_error", f"JSON {type(data).__name__}, not an object"
     errors = sorted(JUDGE_VALIDATOR.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
@@ -76,7 +77,10 @@ class JudgeCase:
     def __post_init__(self):
         for f in fields(self):
             if f.name not in ("metadata", "image") and not isinstance(getattr(self, f.name), str):
-                raise TypeError(f"JudgeCase {self.case_id!r}: `{f.name}` must be a string, got {type(getattr(self, f.name)).__name__}")
+                raise TypeError(
+                    f"JudgeCase {self.case_id!r}: `{f.name}` must be a string, got "
+                    f"{type(getattr(self, f.name)).__name__}"
+                )
         if not self.case_id: raise ValueError("JudgeCase needs a case_id")
 
 CASE_COLUMNS = tuple(f.name for f in fields(JudgeCase) if f.name not in ("metadata", "image"))
@@ -86,10 +90,14 @@ def as_cases(cases: Sequence[JudgeCase | dict] | pd.DataFrame) -> list[JudgeCase
     rows = cases.to_dict("records") if isinstance(cases, pd.DataFrame) else list(cases)
     out = []
     for row in rows:
-        if isinstance(row, JudgeCase): out.append(row); continue
-        if missing := [c for c in CASE_COLUMNS if c not in row]: raise ValueError(f"judge case is missing columns {missing}")
+        if isinstance(row, JudgeCase):
+            out.append(row)
+            continue
+        if missing := [c for c in CASE_COLUMNS if c not in row]:
+            raise ValueError(f"judge case is missing columns {missing}")
         image = row.get("image")
-        image = None if image is None or (isinstance(image, float) and pd.isna(image)) else image  # a DataFrame's gap is NaN
+        # a DataFrame's gap is NaN
+        image = None if image is None or (isinstance(image, float) and pd.isna(image)) else image
         out.append(JudgeCase(**{c: row[c] for c in CASE_COLUMNS}, image=image,
                              metadata={k: v for k, v in row.items() if k not in (*CASE_COLUMNS, "image")}))
     ids = [c.case_id for c in out]
@@ -99,7 +107,8 @@ def as_cases(cases: Sequence[JudgeCase | dict] | pd.DataFrame) -> list[JudgeCase
 # %% ../../nbs/53_probing.judge.ipynb #ce27b07b
 JUDGE_SAMPLING = SamplingParams(temperature=0.0, max_tokens=1024)
 VERDICT_FIELDS = tuple(JUDGE_SCHEMA["required"])
-RESULT_COLUMNS = ("case_id", "model", "benchmark", "status", "attempts", *VERDICT_FIELDS, "error", "finish_reason", "raw_reply")
+RESULT_COLUMNS = ("case_id", "model", "benchmark", "status", "attempts", *VERDICT_FIELDS, "error", "finish_reason",
+                  "raw_reply")
 
 def judge_request(case: JudgeCase,
                   sampling: SamplingParams = JUDGE_SAMPLING,
@@ -107,14 +116,17 @@ def judge_request(case: JudgeCase,
                   structured: bool = True,  # ask for JUDGE_SCHEMA as structured output
                  ) -> Request:
     "The request asking the judge to classify one case (with the question's figure, when it has one)."
-    return Request(messages=judge_messages(case.question, case.gold, case.final_answer, case.correct_prefix, case.final_trace),
+    return Request(messages=judge_messages(case.question, case.gold, case.final_answer, case.correct_prefix,
+                                           case.final_trace),
                    sampling=sampling, thinking=thinking, tag=f"judge:{case.case_id}",
-                   images=() if case.image is None else (case.image,), response_schema=JUDGE_SCHEMA if structured else None)
+                   images=() if case.image is None else (case.image,),
+                   response_schema=JUDGE_SCHEMA if structured else None)
 
 def attempt_sampling(sampling: SamplingParams, attempt: int, retry_temperature: float) -> SamplingParams:
     "Sampling for attempt `attempt` (0 = first): a retry gets a new seed and a non-zero temperature."
     if attempt == 0: return sampling
-    return replace(sampling, seed=(sampling.seed or 0) + attempt, temperature=max(sampling.temperature, retry_temperature))
+    return replace(sampling, seed=(sampling.seed or 0) + attempt,
+                   temperature=max(sampling.temperature, retry_temperature))
 
 def _verdict_row(case: JudgeCase, completion: Completion, attempts: int) -> dict:
     "One result row from the last completion of a case."
@@ -133,7 +145,8 @@ def judge_traces(backend: Backend,  # the judge model
                  sampling: SamplingParams = JUDGE_SAMPLING,
                  retry_temperature: float = 0.7,
                  thinking: bool | None = None,  # the judge's thinking switch (None: the model's default)
-                 batch_size: int = 8,  # cases per backend call (a backend that batches continuously, vLLM, gets all at once)
+                 # cases per backend call (a backend that batches continuously, vLLM, gets all at once)
+                 batch_size: int = 8,
                  progress: bool = False,
                  structured: bool = True,  # send JUDGE_SCHEMA as structured output (enforced where the backend can)
                 ) -> pd.DataFrame:
@@ -144,29 +157,38 @@ def judge_traces(backend: Backend,  # the judge model
     pending = list(range(len(cases)))
     for attempt in range(retries + 1):
         if not pending: break
-        requests = [judge_request(cases[k], attempt_sampling(sampling, attempt, retry_temperature), thinking, structured) for k in pending]
-        completions = (generate_cached(backend, requests, store, batch_size=stage_batch_size(backend, len(requests), batch_size),
+        requests = [judge_request(cases[k], attempt_sampling(sampling, attempt, retry_temperature), thinking,
+                                  structured) for k in pending]
+        completions = (generate_cached(backend, requests, store,
+                                       batch_size=stage_batch_size(backend, len(requests), batch_size),
                                        progress=progress) if store is not None
                        else backend.generate(requests))
         for k, (completion,) in zip(pending, completions): rows[k] = _verdict_row(cases[k], completion, attempt + 1)
         pending = [k for k in pending if rows[k]["status"] != "ok"]
     table = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
-    return table.astype({"severity": "Int64", "confidence": "Int64", "attempts": "int64"})  # integers with gaps for invalid rows
+    # integers with gaps for invalid rows
+    return table.astype({"severity": "Int64", "confidence": "Int64", "attempts": "int64"})
 
 # %% ../../nbs/53_probing.judge.ipynb #5cf47379
 def taxonomy_table(judgements: pd.DataFrame) -> pd.DataFrame:
-    "Per model x benchmark: cases, valid / parse_error / error counts, and % visual, calculation, logical among valid verdicts."
+    """Per model x benchmark: cases, valid / parse_error / error counts, and % visual, calculation, logical among valid
+    verdicts."""
     needed = {"model", "benchmark", "status", "category"}
     if missing := needed - set(judgements.columns): raise ValueError(f"judgements lack columns {sorted(missing)}")
-    if unknown := set(judgements["status"]) - {"ok", "parse_error", "error"}: raise ValueError(f"unknown statuses {sorted(unknown)}")
+    if unknown := set(judgements["status"]) - {"ok", "parse_error", "error"}:
+        raise ValueError(f"unknown statuses {sorted(unknown)}")
     valid = judgements[judgements["status"] == "ok"]
-    if stray := set(valid["category"]) - set(FAILURE_CATEGORIES): raise ValueError(f"valid verdicts with unknown categories {sorted(stray)}")
+    if stray := set(valid["category"]) - set(FAILURE_CATEGORIES):
+        raise ValueError(f"valid verdicts with unknown categories {sorted(stray)}")
     rows = []
     for (model, benchmark), group in judgements.groupby(["model", "benchmark"], sort=True):
         ok = group[group["status"] == "ok"]
         row = {"model": model, "benchmark": benchmark, "n_cases": len(group), "n_valid": len(ok),
-               "n_parse_error": int((group["status"] == "parse_error").sum()), "n_error": int((group["status"] == "error").sum())}
+               "n_parse_error": int((group["status"] == "parse_error").sum()),
+               "n_error": int((group["status"] == "error").sum())}
         for category in FAILURE_CATEGORIES:
             row[category] = 100.0 * (ok["category"] == category).sum() / len(ok) if len(ok) else float("nan")
         rows.append(row)
-    return pd.DataFrame(rows, columns=["model", "benchmark", "n_cases", "n_valid", "n_parse_error", "n_error", *FAILURE_CATEGORIES])
+    return pd.DataFrame(rows,
+                        columns=["model", "benchmark", "n_cases", "n_valid", "n_parse_error", "n_error",
+                                 *FAILURE_CATEGORIES])

@@ -44,7 +44,8 @@ def encode_text(backend, text: str) -> list[int]:
 def decode_ids(backend, ids: Sequence[int]) -> str: return token_backend(backend).decode(list(ids))
 
 def is_thinking(backend, request: Request) -> bool:
-    "Whether `request` on `backend` generates a thinking block (the request's switch, else the model's: only an always-thinking one)."
+    """Whether `request` on `backend` generates a thinking block (the request's switch, else the model's: only an
+    always-thinking one)."""
     return bool(token_backend(backend).expects_thinking(request))
 
 def trace_request(backend,
@@ -55,14 +56,16 @@ def trace_request(backend,
                   tag: str = "",
                   images: Sequence = (),  # the question's figure(s), for a multimodal model
                  ) -> Request:
-    "The request that generates a trace; a thinking model's turn opens its thinking block (prefilled if the template does not)."
+    """The request that generates a trace; a thinking model's turn opens its thinking block (prefilled if the template
+    does not)."""
     request = chat(user, system=system, thinking=thinking, sampling=sampling, tag=tag, images=images)
     if not is_thinking(backend, request): return request
     opened = decode_ids(backend, render_prompt(backend, request)).rstrip().endswith(THINK_OPEN)
     return request if opened else replace(request, prefill=THINK_OPEN + "\n")
 
 def trace_text(completion: Completion, thinking: bool) -> str:
-    "The reasoning trace of a completion: the thinking block's raw text (up to `</think>`), or the whole answer; trailing blanks dropped."
+    """The reasoning trace of a completion: the thinking block's raw text (up to `</think>`), or the whole answer;
+    trailing blanks dropped."""
     text = completion.text.split(THINK_CLOSE, 1)[0] if thinking else completion.text
     return text.rstrip()
 
@@ -101,7 +104,8 @@ class TraceProbes:
 
     def request(self, i: int, sampling: SamplingParams, tag: str = "") -> Request:
         "The token-exact request probe i is equivalent to (what the naive prober sends, and the store key)."
-        return Request(prompt_token_ids=self.prompt_token_ids(i), thinking=False, sampling=replace(sampling, n=1), tag=tag,
+        return Request(prompt_token_ids=self.prompt_token_ids(i), thinking=False, sampling=replace(sampling, n=1),
+                       tag=tag,
                        images=self.images)
 
     @property
@@ -141,8 +145,10 @@ PROBE_NEEDS = {  # method -> the backend capabilities it uses
 }
 
 def probe_method(backend, method: ProbeMethod = "auto") -> str:
-    "The method to use on `backend` (`auto`: KV reuse where declared, else one batched call); an error naming what the backend lacks."
-    if method not in ("auto", *PROBE_NEEDS): raise ValueError(f"unknown probe method {method!r}: auto, kv, batched or naive")
+    """The method to use on `backend` (`auto`: KV reuse where declared, else one batched call); an error naming what the
+    backend lacks."""
+    if method not in ("auto", *PROBE_NEEDS):
+        raise ValueError(f"unknown probe method {method!r}: auto, kv, batched or naive")
     if method == "auto": method = "kv" if supports(backend, "kv_reuse") else "batched"
     require(backend, *PROBE_NEEDS[method], study=f"probing with method {method!r}")
     return method
@@ -150,25 +156,33 @@ def probe_method(backend, method: ProbeMethod = "auto") -> str:
 def _as_probe_completion(c: Completion) -> Completion:
     "A continuation re-made with the conventions of a token-exact request (no prefill, not thinking)."
     if c.status == "error": return c
-    return make_completion(c.text, c.finish_reason, "", False, prompt_tokens=c.prompt_tokens, completion_tokens=c.completion_tokens,
-                           sample_index=0, seed=c.seed, cached_prompt_tokens=c.cached_prompt_tokens, latency_s=c.latency_s,
+    return make_completion(c.text, c.finish_reason, "", False, prompt_tokens=c.prompt_tokens,
+                           completion_tokens=c.completion_tokens,
+                           sample_index=0, seed=c.seed, cached_prompt_tokens=c.cached_prompt_tokens,
+                           latency_s=c.latency_s,
                            token_logprobs=c.token_logprobs)
 
-def probe_naive(backend, probes: TraceProbes, sampling: SamplingParams, indices: Sequence[int] | None = None) -> list[Completion]:
+def probe_naive(backend, probes: TraceProbes, sampling: SamplingParams,
+                indices: Sequence[int] | None = None) -> list[Completion]:
     "Probe by re-encoding every prefix: one token-exact request per probe."
     indices = range(len(probes)) if indices is None else indices
     return [cs[0] for cs in backend.generate([probes.request(i, sampling) for i in indices])]
 
-def probe_kv(backend, probes: TraceProbes, sampling: SamplingParams, indices: Sequence[int] | None = None) -> list[Completion]:
+def probe_kv(backend, probes: TraceProbes, sampling: SamplingParams,
+             indices: Sequence[int] | None = None) -> list[Completion]:
     "Probe from one KV cache of the prompt and trace (transformers): only the suffixes are encoded."
     indices = list(range(len(probes))) if indices is None else list(indices)
     if not indices: return []
     if probes.images:  # a KV cache of token ids has no room for pixels
-        error = ValueError(f"the {backend.name} backend's KV prober is text-only and cannot probe a question with images")
+        error = ValueError(
+            f"the {backend.name} backend's KV prober is text-only and cannot probe a question with images"
+        )
         return [backend.error_completion(error, 0, sampling.seed) for _ in indices]
     try: cache = backend.prefill_cache(probes.sequence[:max(probes.cut(i) for i in indices)])
-    except Exception as e: return [backend.error_completion(e, 0, sampling.seed) for _ in indices]  # e.g. a trace longer than the context
-    out = backend.continue_many(cache, [(probes.cut(i), probes.suffix_ids[i]) for i in indices], replace(sampling, n=1), thinking=False)
+    # e.g. a trace longer than the context
+    except Exception as e: return [backend.error_completion(e, 0, sampling.seed) for _ in indices]
+    out = backend.continue_many(cache, [(probes.cut(i), probes.suffix_ids[i]) for i in indices],
+                                replace(sampling, n=1), thinking=False)
     return [_as_probe_completion(c) for c in out]
 
 def _engine_prefill(completions: Sequence[Completion]) -> int | None:
@@ -178,27 +192,37 @@ def _engine_prefill(completions: Sequence[Completion]) -> int | None:
 
 def probe_batched(backend, jobs: Sequence[tuple[TraceProbes, Sequence[int]]], sampling: SamplingParams,
                  ) -> tuple[list[list[Completion]], int | None]:
-    "Probe several traces in one batched call (vLLM), each trace first run once so its KV blocks are cached; also the prompt tokens computed."
+    """Probe several traces in one batched call (vLLM), each trace first run once so its KV blocks are cached; also the
+    prompt tokens computed."""
     jobs = [(p, list(ix)) for p, ix in jobs if len(ix)]
     if not jobs: return [], 0
     warm_sampling, sampling = replace(sampling, n=1, max_tokens=1, temperature=0.0), replace(sampling, n=1)
-    if any(p.images for p, _ in jobs):  # token prompts with their images: requests to `generate` (vLLM: multi_modal_data)
-        warm = [cs[0] for cs in backend.generate([Request(prompt_token_ids=p.sequence, images=p.images, sampling=warm_sampling)
+    # token prompts with their images: requests to `generate` (vLLM: multi_modal_data)
+    if any(p.images for p, _ in jobs):
+        warm = [cs[0] for cs in backend.generate([Request(prompt_token_ids=p.sequence, images=p.images,
+                                                          sampling=warm_sampling)
                                                    for p, _ in jobs])]
         flat = [cs[0] for cs in backend.generate([p.request(i, sampling) for p, ix in jobs for i in ix])]
     else:
         warm = [cs[0] for cs in backend.generate_token_prompts([p.sequence for p, _ in jobs], warm_sampling)]
-        flat = [cs[0] for cs in backend.generate_token_prompts([p.prompt_token_ids(i) for p, ix in jobs for i in ix], sampling, thinking=False)]
+        flat = [cs[0] for cs in backend.generate_token_prompts([p.prompt_token_ids(i) for p, ix in jobs for i in ix],
+                                                               sampling, thinking=False)]
     out, start = [], 0
-    for _, ix in jobs: out.append(flat[start:start + len(ix)]); start += len(ix)
+    for _, ix in jobs:
+        out.append(flat[start:start + len(ix)])
+        start += len(ix)
     return out, _engine_prefill(warm + flat)
 
 def chunk_by_size(sizes: Sequence[int], limit: int) -> list[list[int]]:
     "Consecutive groups of indices whose sizes add up to at most `limit` (a larger item gets a group of its own)."
     groups, total = [], 0
     for k, size in enumerate(sizes):
-        if groups and total + size <= limit: groups[-1].append(k); total += size
-        else: groups.append([k]); total = size
+        if groups and total + size <= limit:
+            groups[-1].append(k)
+            total += size
+        else:
+            groups.append([k])
+            total = size
     return groups
 
 # %% ../../nbs/52_probing.prober.ipynb #f7d07121
@@ -209,7 +233,8 @@ class ProbeStats:
     cached: int = 0  # probes found in the store
     generated: int = 0
     errors: int = 0
-    prefill_tokens: int | None = None  # prompt tokens the model computed (vLLM: not served from its prefix cache; None if unknown)
+    # prompt tokens the model computed (vLLM: not served from its prefix cache; None if unknown)
+    prefill_tokens: int | None = None
     prefill_lower_bound: int = 0  # prompt + trace once + every suffix, over the probed traces
     naive_prefill_tokens: int = 0  # what re-encoding every probed prefix would have cost
     seconds: float = 0.0
@@ -220,13 +245,15 @@ def probe_traces(backend,
                  store: GenerationStore | None = None,  # raw probe continuations are kept (and reused) here
                  method: ProbeMethod = "auto",
                  retry_errors: bool = True,
-                 max_probes_per_call: int = 4096,  # batched method: probes per vLLM call (a kill loses at most one call)
+                 # batched method: probes per vLLM call (a kill loses at most one call)
+                 max_probes_per_call: int = 4096,
                  progress: bool = True,
                  tags: Sequence[str] | None = None,  # a label per trace, stored with its probes
                 ) -> tuple[list[list[Completion]], ProbeStats]:
     "Probe every prefix of every trace: one completion per prefix t<=i, i = 0..N, per trace; and what it cost."
     method, sampling = probe_method(backend, method), replace(sampling, n=1)
-    if method != "kv" and any(p.images for p in probes): require(backend, "images", study="probing a question with images")
+    if method != "kv" and any(p.images for p in probes):
+        require(backend, "images", study="probing a question with images")
     if sampling.logprobs: require(backend, "logprobs", study="probing with token log-probabilities")
     tags = list(tags) if tags is not None else [""] * len(probes)
     if len(tags) != len(probes): raise ValueError(f"{len(tags)} tags for {len(probes)} traces")
@@ -241,7 +268,8 @@ def probe_traces(backend,
     made: dict[str, Completion] = {}
 
     def keep(t: int, indices: Sequence[int], completions: Sequence[Completion]):
-        records = [GenerationRecord.from_completion(backend, requests[t][i], 0, c, key=keys[t][i]) for i, c in zip(indices, completions)]
+        records = [GenerationRecord.from_completion(backend, requests[t][i], 0, c, key=keys[t][i]) for i,
+                   c in zip(indices, completions)]
         if store is not None: store.put_many(records)
         made.update((keys[t][i], c) for i, c in zip(indices, completions))
         stats.generated += len(records)
@@ -249,19 +277,25 @@ def probe_traces(backend,
     todo = [t for t in range(len(probes)) if missing[t]]
     for t in todo:
         stats.naive_prefill_tokens += sum(probes[t].cut(i) + len(probes[t].suffix_ids[i]) for i in missing[t])
-        stats.prefill_lower_bound += probes[t].cut(max(missing[t])) + sum(len(probes[t].suffix_ids[i]) for i in missing[t])
+        stats.prefill_lower_bound += probes[t].cut(max(missing[t])) + sum(
+            len(probes[t].suffix_ids[i]) for i in missing[t]
+        )
     engine_prefill = 0  # batched method: prompt tokens the engine computed (None once it does not report cache hits)
-    with tqdm(total=sum(len(missing[t]) for t in todo), disable=not progress, unit="probe", desc=f"probe ({method})") as bar:
+    with tqdm(total=sum(len(missing[t]) for t in todo), disable=not progress, unit="probe",
+              desc=f"probe ({method})") as bar:
         if method == "batched":
             for group in chunk_by_size([len(missing[t]) for t in todo], max_probes_per_call):
                 traces = [todo[g] for g in group]
                 completions, computed = probe_batched(backend, [(probes[t], missing[t]) for t in traces], sampling)
                 engine_prefill = None if computed is None or engine_prefill is None else engine_prefill + computed
-                for t, cs in zip(traces, completions): keep(t, missing[t], cs); bar.update(len(cs))
+                for t, cs in zip(traces, completions):
+                    keep(t, missing[t], cs)
+                    bar.update(len(cs))
         else:
             run = probe_kv if method == "kv" else probe_naive
             for t in todo:
-                keep(t, missing[t], run(backend, probes[t], sampling, missing[t])); bar.update(len(missing[t]))
+                keep(t, missing[t], run(backend, probes[t], sampling, missing[t]))
+                bar.update(len(missing[t]))
     stats.seconds = time.perf_counter() - started
     stats.prefill_tokens = backend.prefill_tokens - encoded_before if encoded_before is not None else engine_prefill
     final = store.get_many(k for ks in keys for k in ks) if store is not None else {}
@@ -283,14 +317,18 @@ def solution_probe_table(item: MuSoBenchItem,  # the instance the trace answers
                         ) -> pd.DataFrame:
     "One row per probe of a MuSoBench trace: the forced solution list's scores, its valid solutions and a probe status."
     if len(completions) != len(trace) + 1:
-        raise ValueError(f"{len(completions)} probes for a trace of {len(trace)} utterances: need one per prefix 0..{len(trace)}")
+        raise ValueError(
+            f"{len(completions)} probes for a trace of {len(trace)} utterances: need one per prefix 0..{len(trace)}"
+        )
     head, task = solution_list_head(item.task), get_task(item.task)
     rows = []
     for i, c in enumerate(completions):
-        parsed = task.parse_answer(head + c.text, item.instance, truncated=c.status == "truncated") if c.status != "error" else []
+        parsed = task.parse_answer(head + c.text, item.instance,
+                                   truncated=c.status == "truncated") if c.status != "error" else []
         scores = score_answer(parsed, item.answer_count)
         status = "error" if c.status == "error" else ("answered" if scores["n_listed"] else "no_answer")
         rows.append({**key, "task": item.task, "level": item.level, "question_id": item.question_id, "prefix_index": i,
-                     "n_utterances": len(trace), "prefix_tokens": trace.prefix_tokens(i), "answer_count": item.answer_count,
+                     "n_utterances": len(trace), "prefix_tokens": trace.prefix_tokens(i),
+                     "answer_count": item.answer_count,
                      **scores, "valid": valid_solutions(parsed), "probe_status": status})
     return pd.DataFrame(rows)

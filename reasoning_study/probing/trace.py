@@ -71,7 +71,9 @@ def _merge_equal_cuts(spans: list[tuple[int, int]], cuts: list[int]) -> tuple[li
     merged_spans, merged_cuts = [], []
     for (start, end), cut in zip(spans, cuts):
         if merged_cuts and cut <= merged_cuts[-1]: merged_spans[-1] = (merged_spans[-1][0], end)
-        else: merged_spans.append((start, end)); merged_cuts.append(cut)
+        else:
+            merged_spans.append((start, end))
+            merged_cuts.append(cut)
     return merged_spans, merged_cuts
 
 def _tokens_with_starts(tokenizer, text: str) -> tuple[list[int], list[int]] | None:
@@ -79,14 +81,18 @@ def _tokens_with_starts(tokenizer, text: str) -> tuple[list[int], list[int]] | N
     if not getattr(tokenizer, "is_fast", False): return None
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     starts, last = [], 0
-    for a, _ in enc["offset_mapping"]: last = max(last, a); starts.append(last)  # keep them non-decreasing
+    for a, _ in enc["offset_mapping"]:
+        last = max(last, a)
+        starts.append(last)  # keep them non-decreasing
     return list(enc["input_ids"]), starts
 
 def _piecewise_tokens(encode: Encoder, text: str, spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
     "Tokenise `text` piece by piece, each piece ending at an utterance's content end: (ids, cuts)."
     ids, cuts, done = [], [], 0
     for _, end in spans:
-        ids += encode(text[done:end]); cuts.append(len(ids)); done = end
+        ids += encode(text[done:end])
+        cuts.append(len(ids))
+        done = end
     return ids + (encode(text[done:]) if done < len(text) else []), cuts
 
 def split_trace(text: str,  # a reasoning trace (a thinking block's content, or a plain step-by-step answer)
@@ -138,14 +144,18 @@ def token_chunks(split: SplitTrace,  # a split trace (its tokens are kept, its u
                  k: int,  # tokens per chunk (Dynasor's 32 or 64)
                  decode: Callable[[list[int]], str],  # token ids -> text (places each chunk in characters)
                 ) -> SplitTrace:
-    "The same trace cut every `k` tokens: chunk i ends at token min(i*k, T) (T: the last utterance's end), the last one holding the remaining 1..k."
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1: raise ValueError(f"tokens per chunk must be an integer >= 1, got {k!r}")
-    n = split.prefix_tokens(len(split))  # the content's end: trailing blank tokens are not probed, as at utterance granularity
+    """The same trace cut every `k` tokens: chunk i ends at token min(i*k, T) (T: the last utterance's end), the last
+    one holding the remaining 1..k."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"tokens per chunk must be an integer >= 1, got {k!r}")
+    # the content's end: trailing blank tokens are not probed, as at utterance granularity
+    n = split.prefix_tokens(len(split))
     ends = list(range(k, n, k)) + ([n] if n else [])
     chunks, char = [], 0
     for i, end in enumerate(ends):
         char_end = max(char, _agreeing_prefix(decode(split.token_ids[:end]), split.text))
-        chunks.append(Utterance(i + 1, char, char_end, ends[i - 1] if i else 0, end)); char = char_end
+        chunks.append(Utterance(i + 1, char, char_end, ends[i - 1] if i else 0, end))
+        char = char_end
     return SplitTrace(split.text, split.token_ids, chunks)
 
 UTTERANCE = "utterance"  # the paper's granularity (the default)
@@ -155,7 +165,7 @@ def parse_granularity(name: str) -> int | None:
     if name == UTTERANCE: return None
     head, _, k = str(name).partition(":")
     if head != "tokens" or not k.isdigit() or int(k) < 1:
-        raise ValueError(f"unknown granularity {name!r}: \"utterance\" or \"tokens:<k>\" with k >= 1 (e.g. \"tokens:32\")")
+        raise ValueError(f'unknown granularity {name!r}: "utterance" or "tokens:<k>" with k >= 1 (e.g. "tokens:32")')
     return int(k)
 
 def cut_trace(split: SplitTrace, granularity: str, decode: Callable[[list[int]], str]) -> SplitTrace:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from ..tasks import subsetsum, timetabling
+from ..tasks.musobench import TASKS
 
 # %% auto #0
 __all__ = ['TIMETABLING_FORMAT', 'SUBSETSUM_FORMAT', 'TASK_PROMPT', 'TASK_PROMPTS', 'ZERO_COT_CUE', 'PARADIGMS',
@@ -47,7 +48,8 @@ The problem:
 
 @dataclass(frozen=True)
 class TaskPrompt:
-    "How one task is asked for: what a solution is, what solutions are called, the answer format, and a solve reply's opening."
+    """How one task is asked for: what a solution is, what solutions are called, the answer format, and a solve reply's
+    opening."""
     description: str  # the task statement that opens the prompt
     things: str  # what the solutions are called ("subsets")
     thing: str  # one of them ("subset")
@@ -67,14 +69,25 @@ def task_prompt_of(task: str) -> TaskPrompt:
 
 def register_task_prompt(task: str, prompt: TaskPrompt) -> TaskPrompt:
     "Record how `task` is asked for (registering one name twice with different prompts is an error)."
-    if task in TASK_PROMPTS and TASK_PROMPTS[task] != prompt: raise ValueError(f"task {task!r} already has a different prompt")
+    if task in TASK_PROMPTS and TASK_PROMPTS[task] != prompt:
+        raise ValueError(f"task {task!r} already has a different prompt")
     TASK_PROMPTS[task] = prompt
     return prompt
 
-register_task_prompt("timetabling", TaskPrompt(
-    "This is a course timetabling problem. Give every course one time slot and one room from its allowed lists, so that no two "
-    "courses use the same room at the same time and no teacher teaches two courses at the same time. A schedule lists every course.",
-    "schedules", "schedule", TIMETABLING_FORMAT, opening="\n".join(TIMETABLING_FORMAT.split("\n")[:3]) + "\n"))  # heading, table header, rule
+register_task_prompt(
+    "timetabling",
+    TaskPrompt(
+        "This is a course timetabling problem. Give every course one time slot and one room from its allowed lists, so "
+        "that no two "
+        "courses use the same room at the same time and no teacher teaches two courses at the same time. A schedule "
+        "lists every course.",
+        # heading, table header, rule
+        "schedules",
+        "schedule",
+        TIMETABLING_FORMAT,
+        opening="\n".join(TIMETABLING_FORMAT.split("\n")[:3]) + "\n",
+    ),
+)
 register_task_prompt("subsetsum", TaskPrompt(
     "This is a subset-sum problem. A solution is a non-empty subset of the given integers whose sum equals the target.",
     "subsets", "subset", SUBSETSUM_FORMAT, opening="Solution 1: {"))
@@ -82,7 +95,8 @@ register_task_prompt("subsetsum", TaskPrompt(
 def task_prompt(task: str, question: str) -> str:
     "The solve prompt for one instance (`question` is the instance text, e.g. `item.question`)."
     p = task_prompt_of(task)
-    return TASK_PROMPT.format(task_description=p.description, things=p.things, thing=p.thing, format=p.format, question=question)
+    return TASK_PROMPT.format(task_description=p.description, things=p.things, thing=p.thing, format=p.format,
+                              question=question)
 
 # %% ../../nbs/30_prompts.musobench.ipynb #db075aa3
 ZERO_COT_CUE = "Let's think step by step."
@@ -95,23 +109,29 @@ def solve_prompt(task: str, question: str, paradigm: str) -> str:
     return f"{prompt}\n\n{ZERO_COT_CUE}" if paradigm == "short" else prompt
 
 # %% ../../nbs/30_prompts.musobench.ipynb #8ef6bf4c
-CONFIDENCE_PROMPT = """How confident are you that your answer above lists every feasible solution, and only feasible solutions?
+CONFIDENCE_PROMPT = """How confident are you that your answer above lists every feasible solution, and only feasible \
+solutions?
 Rate it from 0 (certainly incomplete or wrong) to 100 (certainly complete and correct).
 Reply with one line in exactly this form: Confidence: <number from 0 to 100>"""
 
 # %% ../../nbs/30_prompts.musobench.ipynb #f7f5bdbf
 KEEP_TAG, CHANGE_TAG = "[UNCHANGED]", "[CHANGED]"
 
-RECONSIDER_PROMPT = f"""Go through your answer again: check each solution against every constraint, and look for feasible solutions you missed.
+RECONSIDER_PROMPT = f"""Go through your answer again: check each solution against every constraint, and look for \
+feasible solutions you missed.
 - If your answer stays exactly as it is, reply with {KEEP_TAG} only.
-- Otherwise reply with {CHANGE_TAG} on the first line, followed by the complete corrected list of solutions in the same format as before (all of them, not only the changes) and the final "Total N" line."""
+- Otherwise reply with {CHANGE_TAG} on the first line, followed by the complete corrected list of solutions in the \
+same format as before (all of them, not only the changes) and the final "Total N" line."""
 
 # %% ../../nbs/30_prompts.musobench.ipynb #20acf133
 EXPLORATION_CUE = "Wait, there may be other solutions."
 
-REFLECTION_MARKERS = ("Wait,", "But wait,", "Hmm, wait", "Let me double-check", "Let me double check", "Let me check again",
-                      "Let me think again", "Let me verify", "Let me re-check", "Let me recheck")  # re-checking: a reflection step
-EXPLORATION_OPENINGS = ("Alternatively,", "Another approach", "Another way")  # another path: exploration, not reflection
+REFLECTION_MARKERS = ("Wait,", "But wait,", "Hmm, wait", "Let me double-check", "Let me double check",
+                      "Let me check again",
+                      # re-checking: a reflection step
+                      "Let me think again", "Let me verify", "Let me re-check", "Let me recheck")
+# another path: exploration, not reflection
+EXPLORATION_OPENINGS = ("Alternatively,", "Another approach", "Another way")
 
 # %% ../../nbs/30_prompts.musobench.ipynb #9d4c7733
 CONFIDENCE_OPENING = "Confidence:"
@@ -120,7 +140,8 @@ DECISION_OPENING = "["  # both tags open with it
 REPLY_TURNS = ("solve", "confidence", "reconsider")
 
 def answer_opening(task: str) -> str:
-    "The opening of a solve reply: the format's first heading, up to where the first solution's content starts (the task's `TaskPrompt.opening`)."
+    """The opening of a solve reply: the format's first heading, up to where the first solution's content starts (the
+    task's `TaskPrompt.opening`)."""
     return task_prompt_of(task).opening
 
 def reply_opening(turn: str,  # "solve" | "confidence" | "reconsider"
@@ -132,21 +153,27 @@ def reply_opening(turn: str,  # "solve" | "confidence" | "reconsider"
     return CONFIDENCE_OPENING if turn == "confidence" else DECISION_OPENING
 
 # %% ../../nbs/30_prompts.musobench.ipynb #ed50e928
-TASK_INTERFACE = ("generate_instance", "parse_question", "parse_answer", "render_solutions")  # what the study calls on a task module
+# what the study calls on a task module
+TASK_INTERFACE = ("generate_instance", "parse_question", "parse_answer", "render_solutions")
 
 def register_task(name: str,  # the task's name (a value of the study's `tasks`)
-                  module: ModuleType,  # generates, renders, parses and checks instances (see `tasks.subsetsum`), with `LEVELS`
+                  # generates, renders, parses and checks instances (see `tasks.subsetsum`), with `LEVELS`
+                  module: ModuleType,
                   prompt: TaskPrompt,  # how it is asked for
                  ) -> ModuleType:
     "Add a task to the study: its module to `tasks.musobench.TASKS`, its prompt to `TASK_PROMPTS`."
-    from reasoning_study.tasks.musobench import TASKS
-    missing = [f for f in TASK_INTERFACE if not callable(getattr(module, f, None))] + ([] if getattr(module, "LEVELS", None) else ["LEVELS"])
+    missing = [f for f in TASK_INTERFACE if not callable(getattr(module, f, None))] + (
+        [] if getattr(module, "LEVELS", None) else ["LEVELS"]
+    )
     if missing: raise TypeError(f"task module {getattr(module, '__name__', module)!r} lacks {', '.join(missing)}")
-    if name in TASKS and TASKS[name] is not module: raise ValueError(f"task {name!r} is already registered with another module")
+    if name in TASKS and TASKS[name] is not module:
+        raise ValueError(f"task {name!r} is already registered with another module")
     register_task_prompt(name, prompt)
     TASKS[name] = module
     return module
 
 # %% ../../nbs/30_prompts.musobench.ipynb #9c22012f
-EMULATED_LONG_COT_SYSTEM = """You think before you answer. First reason about the problem at length between <think> and </think>: work step by step, test every candidate against the constraints, and each time you check your work, start that line with "Wait,".
+EMULATED_LONG_COT_SYSTEM = """You think before you answer. First reason about the problem at length between <think> \
+and </think>: work step by step, test every candidate against the constraints, and each time you check your work, \
+start that line with "Wait,".
 After </think>, write your final answer only."""

@@ -17,7 +17,8 @@ MODES = ("one_reply", "independent")
 
 MANY_ANSWERS_PROMPT = """{prompt}
 
-Give {k} answers to this request. Make each one genuinely different from the others (a different idea, not the same idea reworded), and make each one a good answer on its own.
+Give {k} answers to this request. Make each one genuinely different from the others (a different idea, not the same \
+idea reworded), and make each one a good answer on its own.
 Number them 1. to {k}, each starting on a new line, and write nothing after the last one."""
 
 def novelty_prompt(prompt: str,  # NoveltyBench's prompt
@@ -33,21 +34,26 @@ def novelty_prompt(prompt: str,  # NoveltyBench's prompt
     return f"{text}\n\n{ZERO_COT_CUE}" if paradigm == "short" else text
 
 # %% ../../nbs/32_prompts.noveltybench.ipynb #679051ba
-SET_CONFIDENCE_PROMPT = """How confident are you that your {k} answers above are all good answers to the request and all meaningfully different from one another?
+SET_CONFIDENCE_PROMPT = """How confident are you that your {k} answers above are all good answers to the request and \
+all meaningfully different from one another?
 Rate it from 0 (certainly not) to 100 (certainly yes).
 Reply with one line in exactly this form: Confidence: <number from 0 to 100>"""
 
-SELF_CONFIDENCE_PROMPT = """Suppose you were given this same request {k} times, separately. How confident are you that your {k} answers would all be good answers and all meaningfully different from one another?
+SELF_CONFIDENCE_PROMPT = """Suppose you were given this same request {k} times, separately. How confident are you \
+that your {k} answers would all be good answers and all meaningfully different from one another?
 Rate it from 0 (certainly not) to 100 (certainly yes).
 Reply with one line in exactly this form: Confidence: <number from 0 to 100>"""
 
 def novelty_confidence_prompt(k: int, mode: str = "one_reply") -> str:
-    "The confidence turn of a mode: about the visible set (one reply), or a prediction about k separate answers (independent)."
+    """The confidence turn of a mode: about the visible set (one reply), or a prediction about k separate answers
+    (independent)."""
     if mode not in MODES: raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     return (SET_CONFIDENCE_PROMPT if mode == "one_reply" else SELF_CONFIDENCE_PROMPT).format(k=k)
 
 # %% ../../nbs/32_prompts.noveltybench.ipynb #7be38346
-EQUIVALENCE_PROMPT = """Two answers to the same request are shown below. Decide whether they are meaningfully different (a different idea, content or choice) or essentially the same answer (the same idea, even if worded differently).
+EQUIVALENCE_PROMPT = """Two answers to the same request are shown below. Decide whether they are meaningfully \
+different (a different idea, content or choice) or essentially the same answer (the same idea, even if worded \
+differently).
 
 Request: {prompt}
 
@@ -59,7 +65,8 @@ Answer B:
 
 Reply with one word: SAME or DIFFERENT."""
 
-QUALITY_PROMPT = """Rate how good the answer below is as a reply to the request: helpful, correct where facts are involved, and well written.
+QUALITY_PROMPT = """Rate how good the answer below is as a reply to the request: helpful, correct where facts are \
+involved, and well written.
 
 Request: {prompt}
 

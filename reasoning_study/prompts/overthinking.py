@@ -32,7 +32,8 @@ Reason step by step, then give the letter of the correct option in \\boxed{{}}."
 def question_prompt(question: str, options: list[str] | None = None) -> str:
     "The user turn for a free-form question, or a multiple-choice one when `options` are given."
     if not options: return FREE_FORM_PROMPT.format(question=question)
-    if len(options) > len(OPTION_LETTERS): raise ValueError(f"at most {len(OPTION_LETTERS)} options, got {len(options)}")
+    if len(options) > len(OPTION_LETTERS):
+        raise ValueError(f"at most {len(OPTION_LETTERS)} options, got {len(options)}")
     lines = "\n".join(f"{OPTION_LETTERS[k]}. {o}" for k, o in enumerate(options))
     return MULTIPLE_CHOICE_PROMPT.format(question=question, options=lines)
 
@@ -56,7 +57,8 @@ SOLUTION_LIST_FORMATS = {"subsetsum": SUBSETSUM_FORMAT, "timetabling": TIMETABLI
 
 def solution_list_head(task: str) -> str:
     "The words that open an answer in the task's list format: `Solution 1:`."
-    if task not in SOLUTION_LIST_FORMATS: raise KeyError(f"unknown MuSoBench task {task!r}; known: {', '.join(SOLUTION_LIST_FORMATS)}")
+    if task not in SOLUTION_LIST_FORMATS:
+        raise KeyError(f"unknown MuSoBench task {task!r}; known: {', '.join(SOLUTION_LIST_FORMATS)}")
     return SOLUTION_LIST_FORMATS[task].split("\n", 1)[0].split(":", 1)[0] + ":"
 
 def solution_list_suffix(task: str,  # "subsetsum" or "timetabling"
@@ -67,7 +69,9 @@ def solution_list_suffix(task: str,  # "subsetsum" or "timetabling"
     return termination_suffix(template, close_thinking).removesuffix(ANSWER_LEAD) + "\n\n" + solution_list_head(task)
 
 # %% ../../nbs/31_prompts.overthinking.ipynb #702edbf4
-EXTRACTOR_SYSTEM = "You read a model's output and report the final answer it commits to. You never solve the problem yourself."
+EXTRACTOR_SYSTEM = (
+    "You read a model's output and report the final answer it commits to. You never solve the problem yourself."
+)
 
 EXTRACTOR_PROMPT = """Question:
 {question}
@@ -75,7 +79,8 @@ EXTRACTOR_PROMPT = """Question:
 Model output:
 {output}
 
-What final answer does the model output commit to? Reply with the answer alone (a number, expression, word or option letter), with no explanation. If the output commits to no answer, reply NONE."""
+What final answer does the model output commit to? Reply with the answer alone (a number, expression, word or option \
+letter), with no explanation. If the output commits to no answer, reply NONE."""
 
 def extractor_messages(question: str, output: str) -> list[dict]:
     "Chat messages asking the extractor for the final answer of `output`."
@@ -96,13 +101,22 @@ JUDGE_SCHEMA = {
         "minimal_example": {"type": "string"},
         "confidence": {"type": "integer", "minimum": 0, "maximum": 100},
     },
-    "required": ["category", "secondary_categories", "severity", "what_went_wrong", "evidence", "minimal_example", "confidence"],
+    "required": [
+        "category",
+        "secondary_categories",
+        "severity",
+        "what_went_wrong",
+        "evidence",
+        "minimal_example",
+        "confidence",
+    ],
     "additionalProperties": False,
 }
 
 JUDGE_SYSTEM = "You are a careful grader of reasoning traces. You answer with one JSON object and nothing else."
 
-JUDGE_PROMPT = """A model solved the problem below. Partway through its reasoning it already had the correct answer ({correct_answer}), but it kept reasoning and ended with a wrong answer ({final_answer}).
+JUDGE_PROMPT = """A model solved the problem below. Partway through its reasoning it already had the correct answer \
+({correct_answer}), but it kept reasoning and ended with a wrong answer ({final_answer}).
 
 Problem:
 {question}
@@ -117,17 +131,23 @@ The full reasoning, which ends with the wrong answer:
 {final_trace}
 </final_trace>
 
-Ignore any fixed sentence that forces a final answer at the end of a prefix. Find the step after the correct prefix that led the model away from the correct answer, and classify it:
+Ignore any fixed sentence that forces a final answer at the end of a prefix. Find the step after the correct prefix \
+that led the model away from the correct answer, and classify it:
 - "visual": misreading or misperceiving the problem's figure, diagram or given data;
 - "calculation": an arithmetic or algebraic slip;
 - "logical": a wrong inference, a wrong case analysis, or abandoning a correct conclusion without reason.
 
-Reply with a JSON object with these keys: {keys}. "category" is one of {categories}; "secondary_categories" lists other categories that also apply (possibly none); "severity" and "confidence" are integers from 0 to 100; "evidence" quotes the mistaken step; "minimal_example" restates the error in one sentence."""
+Reply with a JSON object with these keys: {keys}. "category" is one of {categories}; "secondary_categories" lists \
+other categories that also apply (possibly none); "severity" and "confidence" are integers from 0 to 100; "evidence" \
+quotes the mistaken step; "minimal_example" restates the error in one sentence."""
 
-def judge_messages(question: str, correct_answer: str, final_answer: str, correct_prefix: str, final_trace: str) -> list[dict]:
+def judge_messages(question: str, correct_answer: str, final_answer: str, correct_prefix: str,
+                   final_trace: str) -> list[dict]:
     "Chat messages asking the judge to classify one harmful-overthinking trace."
     keys = ", ".join(JUDGE_SCHEMA["required"])
     return [{"role": "system", "content": JUDGE_SYSTEM},
-            {"role": "user", "content": JUDGE_PROMPT.format(question=question, correct_answer=correct_answer, final_answer=final_answer,
-                                                            correct_prefix=correct_prefix, final_trace=final_trace, keys=keys,
+            {"role": "user",
+             "content": JUDGE_PROMPT.format(question=question, correct_answer=correct_answer, final_answer=final_answer,
+                                                            correct_prefix=correct_prefix, final_trace=final_trace,
+                                                            keys=keys,
                                                             categories=json.dumps(list(FAILURE_CATEGORIES)))}]

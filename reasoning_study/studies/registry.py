@@ -18,7 +18,8 @@ __all__ = ['STUDIES', 'NOTEBOOK_CONFIGS', 'CONTRACT_NAMES', 'RUN_PARAMETERS', 'S
 # %% ../../nbs/82_studies.registry.ipynb #7abc705f
 @dataclass(frozen=True)
 class StudyEntry:
-    "A study: its experiment notebook, the module of its entry points and its config class (import strings: nothing loads)."
+    """A study: its experiment notebook, the module of its entry points and its config class (import strings: nothing
+    loads)."""
     notebook: str  # the experiment notebook's name (nbs/experiments/<notebook>.ipynb), a run.json's `study`
     module: str  # the module holding the config class, run, score, report, rescore, section
     config: str  # the config class's name in that module
@@ -33,7 +34,8 @@ STUDIES: dict[str, StudyEntry] = {e.notebook: e for e in [
     StudyEntry("attention_entropy", "reasoning_study.studies.attention.study", "AttentionConfig"),
     StudyEntry("overthinking", "reasoning_study.studies.overthinking.study", "OverthinkingConfig"),
 ]}
-NOTEBOOK_CONFIGS: dict[str, tuple[str, str]] = {  # notebooks with a typed config that are no study (no run folder of their own)
+# notebooks with a typed config that are no study (no run folder of their own)
+NOTEBOOK_CONFIGS: dict[str, tuple[str, str]] = {
     "musobench_figures": ("reasoning_study.studies.musobench.report", "MuSoBenchFiguresConfig"),
 }
 
@@ -58,9 +60,11 @@ def config_import(name: str) -> str:
 # %% ../../nbs/82_studies.registry.ipynb #ae36e141
 @runtime_checkable
 class Study(Protocol):
-    "What every study module offers: the runner runs it, `rs-rescore` re-scores it, the sweep report asks it for its section."
+    """What every study module offers: the runner runs it, `rs-rescore` re-scores it, the sweep report asks it for its
+    section."""
     RESULT_FILES: dict[str, str]  # what `score` returns -> the file `report` writes it to, in a run folder
-    COUNTED: tuple[str, list[str], list[str]] | None  # the table counting a condition's instances, its condition and unit columns
+    # the table counting a condition's instances, its condition and unit columns
+    COUNTED: tuple[str, list[str], list[str]] | None
 
     def load_backends(self, config): ...  # what `run` takes as `backends`, loaded as the config says (None: no model)
     def run(self, config, backends=None, store=None, folder=None, progress: bool = True) -> dict: ...  # the raw tables
@@ -68,16 +72,20 @@ class Study(Protocol):
     def score(self, raw: dict, config) -> dict: ...  # the results, from the raw tables alone
     def report(self, results: dict, folder, config) -> dict: ...  # tables and figures of one run
     def rescore(self, folder) -> dict: ...  # the results again, from a run folder (no model)
-    def section(self, folders: Sequence, out, made: dict) -> None: ...  # its section of a sweep's report, from pooled runs
+    # its section of a sweep's report, from pooled runs
+    def section(self, folders: Sequence, out, made: dict) -> None: ...
 
-CONTRACT_NAMES = ("RESULT_FILES", "COUNTED", "load_backends", "run", "run_counts", "score", "report", "rescore", "section")
+CONTRACT_NAMES = ("RESULT_FILES", "COUNTED", "load_backends", "run", "run_counts", "score", "report", "rescore",
+                  "section")
 RUN_PARAMETERS = ("config", "backends", "store", "folder", "progress")  # every study's `run`, in this order
 
 def contract_problems(module: ModuleType, entry: StudyEntry | None = None) -> list[str]:
     "What a study module lacks of the contract (and its registered config class), [] when it offers all of it."
     problems = [f"{module.__name__} has no {name}" for name in CONTRACT_NAMES if not hasattr(module, name)]
     if callable(getattr(module, "run", None)) and tuple(inspect.signature(module.run).parameters) != RUN_PARAMETERS:
-        problems.append(f"{module.__name__}.run takes {tuple(inspect.signature(module.run).parameters)}, not {RUN_PARAMETERS}")
+        problems.append(
+            f"{module.__name__}.run takes {tuple(inspect.signature(module.run).parameters)}, not {RUN_PARAMETERS}"
+        )
     if entry is not None and not isinstance(getattr(module, entry.config, None), type):
         problems.append(f"{module.__name__} has no config class {entry.config}")
     return problems

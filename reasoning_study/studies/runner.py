@@ -19,7 +19,8 @@ __all__ = ['RUN_STATUSES', 'backend_roles', 'StudyRun', 'StudyOutcome', 'execute
 
 # %% ../../nbs/83_studies.runner.ipynb #bc67447a
 def backend_roles(backends: Any) -> dict[str, Any]:
-    "role -> backend of what a study's run used: a mapping as given, a role set's loaded backends, one backend as the model."
+    """role -> backend of what a study's run used: a mapping as given, a role set's loaded backends, one backend as the
+    model."""
     if backends is None: return {}
     if isinstance(backends, Mapping): return dict(backends)
     if isinstance(getattr(backends, "loaded", None), Mapping): return dict(backends.loaded)

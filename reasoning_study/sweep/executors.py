@@ -19,13 +19,14 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from queue import Queue
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 import yaml
 
 from ..runs import project_root, redact, redact_file, redact_text
-from .index import CELLS_FILE, DONE_FILE, ERROR_FILE, WORK, cell_folder, is_finished, work_folder, write_atomic
+from .index import (CELLS_FILE, DONE_FILE, ERROR_FILE, WORK, cell_folder, is_finished,
+                                         work_folder, write_atomic)
 from .locks import acquire_cell_lock, guard_command, release_cell_lock, stop_process_tree
 from .spec import Cell, Sweep
 
@@ -64,18 +65,24 @@ def run_cell(cell: Cell,
              stop: threading.Event | None = None,  # set by the executor to interrupt the run
              root: str | Path | None = None,  # project root (papermill runs in its nbs/)
              poll: float = 0.5,
-             on_wait: Callable[[str], None] | None = None,  # told (with the holder) when another sweep holds the cell's lock
-             on_start: Callable[[], None] = lambda: None,  # called when the notebook starts (the lock held, the cell unfinished)
+             # told (with the holder) when another sweep holds the cell's lock
+             on_wait: Callable[[str], None] | None = None,
+             # called when the notebook starts (the lock held, the cell unfinished)
+             on_start: Callable[[], None] = lambda: None,
             ) -> CellResult:
-    "Run one cell with papermill in its work folder, holding the cell's lock; move it into place when the notebook finished."
+    """Run one cell with papermill in its work folder, holding the cell's lock; move it into place when the notebook
+    finished."""
     sweep_dir = Path(sweep_dir)
     host = socket.gethostname()
-    skipped = lambda: CellResult(cell.id, cell.notebook_name, "skipped", folder=str(cell_folder(sweep_dir, cell)), host=host)
+    skipped = lambda: CellResult(cell.id, cell.notebook_name, "skipped", folder=str(cell_folder(sweep_dir, cell)),
+                                 host=host)
     if is_finished(sweep_dir, cell): return skipped()
     if unset := [k for k in cell.keys if not os.environ.get(k)]:  # before anything is written or sent
-        return CellResult(cell.id, cell.notebook_name, "failed", host=host, error=f"key variable(s) {', '.join(unset)} not set where the "
+        return CellResult(cell.id, cell.notebook_name, "failed", host=host,
+                          error=f"key variable(s) {', '.join(unset)} not set where the "
                           "cell runs: export them (keys come from the environment only); nothing was sent")
-    told = on_wait or (lambda holder: print(f"[wait] {cell.id}: locked by {holder or 'another process'}", file=sys.stderr))
+    told = on_wait or (lambda holder: print(f"[wait] {cell.id}: locked by {holder or 'another process'}",
+                                            file=sys.stderr))
     lock = acquire_cell_lock(sweep_dir, cell, stop, told)
     if lock is None: return CellResult(cell.id, cell.notebook_name, "not started", host=host)  # stopped while waiting
     try:
@@ -84,19 +91,24 @@ def run_cell(cell: Cell,
         return _run_locked(cell, sweep_dir, lock, env, stop, Path(root or project_root()), poll)
     finally: release_cell_lock(sweep_dir, cell, lock)
 
-def _run_locked(cell: Cell, sweep_dir: Path, lock: int, env: dict | None, stop: threading.Event | None, root: Path, poll: float) -> CellResult:
+def _run_locked(cell: Cell, sweep_dir: Path, lock: int, env: dict | None, stop: threading.Event | None, root: Path,
+                poll: float) -> CellResult:
     final, work = cell_folder(sweep_dir, cell), work_folder(sweep_dir, cell)
     host = socket.gethostname()
     work.mkdir(parents=True, exist_ok=True)
     (work / ERROR_FILE).unlink(missing_ok=True)
-    (work / "sweep_parameters.yaml").write_text(yaml.safe_dump(redact({**cell.parameters, "out_dir": str(work)}), sort_keys=False))
+    (work / "sweep_parameters.yaml").write_text(yaml.safe_dump(redact({**cell.parameters, "out_dir": str(work)}),
+                                                               sort_keys=False))
     run_env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", **(env or {})}
-    command = [sys.executable, "-m", "papermill", cell.notebook, str(work / "notebook.ipynb"), "--cwd", str(root / "nbs"),
+    command = [sys.executable, "-m", "papermill", cell.notebook, str(work / "notebook.ipynb"), "--cwd",
+               str(root / "nbs"),
                "-k", "python3", "-f", str(work / "sweep_parameters.yaml"), "--no-progress-bar", "--log-output"]
     started, began = time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="seconds")
-    result = CellResult(cell.id, cell.notebook_name, "failed", folder=str(work), host=host, devices=run_env.get("CUDA_VISIBLE_DEVICES", ""))
+    result = CellResult(cell.id, cell.notebook_name, "failed", folder=str(work), host=host,
+                        devices=run_env.get("CUDA_VISIBLE_DEVICES", ""))
     with open(work / "papermill.log", "ab") as log:
-        process = subprocess.Popen(guard_command(command, lock), stdout=log, stderr=subprocess.STDOUT, env=run_env, cwd=root,
+        process = subprocess.Popen(guard_command(command, lock), stdout=log, stderr=subprocess.STDOUT, env=run_env,
+                                   cwd=root,
                                    start_new_session=True, pass_fds=(lock,))
         try:
             while process.poll() is None:
@@ -111,11 +123,17 @@ def _run_locked(cell: Cell, sweep_dir: Path, lock: int, env: dict | None, stop: 
     result.seconds = time.perf_counter() - started
     for written in ("notebook.ipynb", "papermill.log"): redact_file(work / written)
     if process.returncode != 0:
-        result.error = redact_text(notebook_error(work / "notebook.ipynb") or f"papermill exited with {process.returncode}: {_tail(work / 'papermill.log', 5)}")
-        write_atomic(work / ERROR_FILE, f"{result.error}\n\n--- end of papermill.log ---\n{_tail(work / 'papermill.log')}\n")
+        result.error = redact_text(
+            notebook_error(work / "notebook.ipynb")
+            or f"papermill exited with {process.returncode}: {_tail(work / 'papermill.log', 5)}"
+        )
+        write_atomic(work / ERROR_FILE,
+                     f"{result.error}\n\n--- end of papermill.log ---\n{_tail(work / 'papermill.log')}\n")
         return result
-    record = dict(cell=cell.id, notebook=cell.notebook_name, notebook_path=cell.notebook, parameters=cell.parameters, started=began,
-                  seconds=round(result.seconds, 1), host=host, devices=result.devices, ignored_parameters=list(cell.ignored))
+    record = dict(cell=cell.id, notebook=cell.notebook_name, notebook_path=cell.notebook, parameters=cell.parameters,
+                  started=began,
+                  seconds=round(result.seconds, 1), host=host, devices=result.devices,
+                  ignored_parameters=list(cell.ignored))
     write_atomic(work / DONE_FILE, json.dumps(redact(record), indent=2, default=str) + "\n")
     if final.exists(): shutil.rmtree(final)  # a stale folder without a done record
     os.replace(work, final)
@@ -150,11 +168,16 @@ def run_local(cells: Sequence[Cell],
         slot = free.get()
         try:
             if stop.is_set(): return CellResult(cell.id, cell.notebook_name, "not started")
-            try: result = run_cell(cell, sweep_dir, env=slot, stop=stop, root=root, on_wait=lambda holder: on_wait(cell, holder),
+            try:
+                result = run_cell(cell, sweep_dir, env=slot, stop=stop, root=root,
+                                  on_wait=lambda holder: on_wait(cell, holder),
                                    on_start=lambda: on_start(cell, slot))
-            except Exception as e: result = CellResult(cell.id, cell.notebook_name, "failed", error=f"{type(e).__name__}: {e}")
+            except Exception as e:
+                result = CellResult(cell.id, cell.notebook_name, "failed", error=f"{type(e).__name__}: {e}")
             if not stop.is_set():
-                with reporting: results[cell.id] = result; on_result(result)
+                with reporting:
+                    results[cell.id] = result
+                    on_result(result)
             return result
         finally: free.put(slot)  # the slot is free only after the result is reported: progress lines stay in order
 
@@ -169,7 +192,9 @@ def run_local(cells: Sequence[Cell],
         pool.shutdown(wait=True)
         for f, c in futures.items():
             if c.id not in results:
-                results[c.id] = f.result() if f.done() and not f.cancelled() else CellResult(c.id, c.notebook_name, "not started")
+                results[c.id] = (
+                    f.result() if f.done() and not f.cancelled() else CellResult(c.id, c.notebook_name, "not started")
+                )
         raise SweepInterrupted([results[c.id] for c in cells]) from None
     pool.shutdown()
     return [results[c.id] for c in cells]
@@ -177,11 +202,13 @@ def run_local(cells: Sequence[Cell],
 class SweepInterrupted(KeyboardInterrupt):
     "The sweep was stopped (Ctrl-C, SIGTERM); `results` says what each cell got to."
     def __init__(self, results: list[CellResult]):
-        super().__init__("sweep interrupted"); self.results = results
+        super().__init__("sweep interrupted")
+        self.results = results
 
 # %% ../../nbs/93_sweep.executors.ipynb #b7d94728
 def start_ray(address: str | None = None, options: dict | None = None, attempts: int = 3):
-    "Connect to a Ray cluster, or start a local instance (retried: on a small, loaded machine its start can exceed Ray's 30 s)."
+    """Connect to a Ray cluster, or start a local instance (retried: on a small, loaded machine its start can exceed
+    Ray's 30 s)."""
     import ray
     if address is None: os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")  # the raylet's wait for its agents
     for attempt in range(1, attempts + 1):
@@ -204,7 +231,8 @@ def run_ray(cells: Sequence[Cell],
     root = str(Path(root or project_root()))
     if not ray.is_initialized(): start_ray(address, init_options)
     task = ray.remote(max_retries=0)(run_cell)
-    refs = {task.options(num_gpus=c.gpus, num_cpus=c.cpus, name=c.id).remote(c, str(sweep_dir), None, None, root): c for c in cells}
+    refs = {task.options(num_gpus=c.gpus, num_cpus=c.cpus, name=c.id).remote(c, str(sweep_dir), None, None,
+                                                                             root): c for c in cells}
     results: dict[str, CellResult] = {}
     try:
         pending = list(refs)
@@ -213,7 +241,8 @@ def run_ray(cells: Sequence[Cell],
             for ref in ready:
                 c = refs[ref]
                 try: results[c.id] = ray.get(ref)
-                except Exception as e: results[c.id] = CellResult(c.id, c.notebook_name, "failed", error=f"Ray task failed: {e}")
+                except Exception as e:
+                    results[c.id] = CellResult(c.id, c.notebook_name, "failed", error=f"Ray task failed: {e}")
                 on_result(results[c.id])
     except BaseException:
         for ref, c in refs.items():
@@ -236,12 +265,14 @@ def summary_table(results: Sequence[CellResult]) -> pd.DataFrame:
 
 def write_summary(sweep_dir: str | Path, results: Sequence[CellResult]) -> pd.DataFrame:
     "Write `sweep_summary.csv` and `sweep_summary.md` (atomically) and return the table."
-    sweep_dir = Path(sweep_dir); sweep_dir.mkdir(parents=True, exist_ok=True)
+    sweep_dir = Path(sweep_dir)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
     table = summary_table(results)
     write_atomic(sweep_dir / "sweep_summary.csv", table.to_csv(index=False))
     counts = table["status"].value_counts().to_dict()
     shown = table.assign(error=table["error"].str.slice(0, 120))
-    write_atomic(sweep_dir / "sweep_summary.md", f"# Sweep {sweep_dir.name}\n\n{', '.join(f'{v} {k}' for k, v in counts.items())}\n\n"
+    write_atomic(sweep_dir / "sweep_summary.md",
+                 f"# Sweep {sweep_dir.name}\n\n{', '.join(f'{v} {k}' for k, v in counts.items())}\n\n"
                  + shown.drop(columns=["host"]).to_markdown(index=False) + "\n")
     return table
 
@@ -268,15 +299,22 @@ def run_sweep(sweep: Sweep,
     bar = tqdm(total=len(cells), initial=len(results), desc=f"sweep {sweep.name}", unit="cell",
                disable=None if progress else True, file=sys.stdout)  # the bar on a terminal only; the lines always
     say = (lambda line: tqdm.write(line, file=sys.stdout)) if progress else (lambda line: None)
-    say(f"sweep {sweep.name}: {len(cells)} cells, {len(results)} already finished, {len(todo)} to run ({executor}) -> {sweep_dir}")
+    say(
+        f"sweep {sweep.name}: {len(cells)} cells, {len(results)} already finished, {len(todo)} to run ({executor}) -> "
+        f"{sweep_dir}"
+    )
     order = [c.id for c in cells]
-    current = lambda: [results.get(i) or CellResult(i, next(c.notebook_name for c in cells if c.id == i), "not started") for i in order]
+    current = lambda: [results.get(i) or CellResult(i, next(c.notebook_name for c in cells if c.id == i),
+                                                    "not started") for i in order]
 
     def started(cell: Cell, env: dict):
         say(f"[start] {cell.id}" + (f" (GPU {env['CUDA_VISIBLE_DEVICES']})" if "CUDA_VISIBLE_DEVICES" in env else ""))
 
     def waiting(cell: Cell, holder: str):
-        say(f"[wait] {cell.id}: locked by {holder or 'another sweep'}; waiting for it (a cell runs in one sweep at a time)")
+        say(
+            f"[wait] {cell.id}: locked by {holder or 'another sweep'}; waiting for it (a cell runs in one sweep at a "
+            "time)"
+        )
 
     def ended(r: CellResult):
         results[r.cell] = r
@@ -284,10 +322,12 @@ def run_sweep(sweep: Sweep,
         bar.update(1)
         write_summary(sweep_dir, current())
 
-    write_atomic(sweep_dir / CELLS_FILE, json.dumps([c.id for c in sweep.cells], indent=1) + "\n")  # the cells of the sweep file as run
+    # the cells of the sweep file as run
+    write_atomic(sweep_dir / CELLS_FILE, json.dumps([c.id for c in sweep.cells], indent=1) + "\n")
     write_summary(sweep_dir, current())
     try:
-        if executor == "local": run_local(todo, sweep_dir, local_slots(gpus, per_gpu, jobs), ended, started, root, waiting)
+        if executor == "local":
+            run_local(todo, sweep_dir, local_slots(gpus, per_gpu, jobs), ended, started, root, waiting)
         elif executor == "ray": run_ray(todo, sweep_dir, ray_address, ended, root, ray_options)
         else: raise ValueError(f"unknown executor {executor!r}: 'local' or 'ray'")
     except SweepInterrupted as e:
@@ -296,5 +336,6 @@ def run_sweep(sweep: Sweep,
         bar.close()
         raise
     bar.close()
-    with contextlib.suppress(OSError): (sweep_dir / WORK).rmdir()  # only when empty: failed cells keep their work folders
+    # only when empty: failed cells keep their work folders
+    with contextlib.suppress(OSError): (sweep_dir / WORK).rmdir()
     return write_summary(sweep_dir, current())

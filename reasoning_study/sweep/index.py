@@ -41,7 +41,8 @@ def write_atomic(path: Path, text: str):
 
 # %% ../../nbs/91_sweep.index.ipynb #fbd1352c
 def finished_runs(sweep_dir: str | Path,
-                  current: bool = True,  # only the cells of the sweep file as last run (run folders of removed cells are kept on disk)
+                  # only the cells of the sweep file as last run (run folders of removed cells are kept on disk)
+                  current: bool = True,
                  ) -> pd.DataFrame:
     "One row per finished cell of a sweep folder: cell, notebook, folder, parameters, seconds."
     listed = Path(sweep_dir) / CELLS_FILE
@@ -50,6 +51,7 @@ def finished_runs(sweep_dir: str | Path,
     for record in sorted(Path(sweep_dir).glob(f"*/{DONE_FILE}")):
         done = json.loads(record.read_text())
         if keep is not None and done["cell"] not in keep: continue
-        rows.append(dict(cell=done["cell"], notebook=done["notebook"], folder=str(record.parent), parameters=done["parameters"],
+        rows.append(dict(cell=done["cell"], notebook=done["notebook"], folder=str(record.parent),
+                         parameters=done["parameters"],
                          seconds=done.get("seconds")))
     return pd.DataFrame(rows, columns=["cell", "notebook", "folder", "parameters", "seconds"])

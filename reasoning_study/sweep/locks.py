@@ -48,14 +48,17 @@ def lock_path(sweep_dir: str | Path, cell: Cell | str) -> Path:
     return Path(sweep_dir) / WORK / f"{cell.id if isinstance(cell, Cell) else cell}{LOCK_SUFFIX}"
 
 def try_lock(path: Path) -> int | None:
-    "A file descriptor holding an exclusive `flock` on `path` (created if missing), or None when another process holds it."
+    """A file descriptor holding an exclusive `flock` on `path` (created if missing), or None when another process holds
+    it."""
     import fcntl
     while True:
         path.parent.mkdir(parents=True, exist_ok=True)
         try: fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except FileNotFoundError: continue  # the folder was removed in between (a sweep tidying its empty work area)
         try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError: os.close(fd); return None
+        except BlockingIOError:
+            os.close(fd)
+            return None
         try: same = os.stat(path).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError: same = False
         if same: return fd
@@ -68,17 +71,25 @@ def lock_holder(path: Path) -> str:
 
 def acquire_cell_lock(sweep_dir: str | Path, cell: Cell | str,
                       stop: threading.Event | None = None,  # set: give up waiting
-                      on_wait: Callable[[str], None] = lambda holder: None,  # told once, with the holder, when the cell is locked
+                      # told once, with the holder, when the cell is locked
+                      on_wait: Callable[[str], None] = lambda holder: None,
                       poll: float = 0.2,
                      ) -> int | None:
-    "Hold a cell's lock, waiting while another process holds it; the file descriptor, or None when `stop` was set first."
+    """Hold a cell's lock, waiting while another process holds it; the file descriptor, or None when `stop` was set
+    first."""
     path, told = lock_path(sweep_dir, cell), False
     while (fd := try_lock(path)) is None:
-        if not told: on_wait(lock_holder(path)); told = True
+        if not told:
+            on_wait(lock_holder(path))
+            told = True
         if stop is not None and stop.is_set(): return None
         time.sleep(poll)
     os.ftruncate(fd, 0)
-    os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {datetime.now(timezone.utc).isoformat(timespec='seconds')}\n".encode())
+    os.write(
+        fd,
+        f"pid {os.getpid()} on {socket.gethostname()} since "
+        f"{datetime.now(timezone.utc).isoformat(timespec='seconds')}\n".encode(),
+    )
     return fd
 
 def release_cell_lock(sweep_dir: str | Path, cell: Cell | str, fd: int):
@@ -98,7 +109,8 @@ def die_with_parent(signum: int = signal.SIGTERM) -> bool:
 
 def guard_command(command: Sequence[str], lock_fd: int) -> list[str]:
     "The command that runs `command` under a guard bound to this process (and holding the lock `lock_fd`)."
-    return [sys.executable, "-c", "import sys; from reasoning_study.sweep.locks import guard_main; sys.exit(guard_main(sys.argv[1:]))",
+    return [sys.executable, "-c",
+            "import sys; from reasoning_study.sweep.locks import guard_main; sys.exit(guard_main(sys.argv[1:]))",
             str(os.getpid()), str(lock_fd), *command]
 
 def guard_main(argv: Sequence[str]  # the sweep's pid, the lock's file descriptor, then the command
@@ -110,7 +122,8 @@ def guard_main(argv: Sequence[str]  # the sweep's pid, the lock's file descripto
     process = subprocess.Popen(command, pass_fds=(lock_fd,))  # papermill holds the lock as well
 
     def stop(signum=None, frame=None):
-        stop_process_tree(process.pid)  # papermill and its kernel (collected before papermill ends: the kernel is its child)
+        # papermill and its kernel (collected before papermill ends: the kernel is its child)
+        stop_process_tree(process.pid)
         os._exit(143)
 
     signal.signal(signal.SIGTERM, stop)

@@ -22,6 +22,7 @@ import yaml
 from ..config import ConfigError, config_from, config_values
 from ..studies.registry import config_import, study_config
 from ..runs import credential_problems, key_variable_hint, project_root, resolve_path
+from ..backends.presets import PRESETS, ignored_parameters, provider_problems
 
 # %% auto #0
 __all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SAMPLING_PARAMETERS', 'ROLE_OPTIONS', 'SweepError',
@@ -35,7 +36,10 @@ class SweepError(ValueError):
     "A sweep file that cannot run; the message lists every bad entry."
     def __init__(self, source: str, problems: Sequence[str]):
         self.problems = list(problems)
-        super().__init__(f"{source}: {len(self.problems)} problem(s), nothing was run:\n" + "\n".join(f"  - {p}" for p in self.problems))
+        super().__init__(
+            f"{source}: {len(self.problems)} problem(s), nothing was run:\n"
+            + "\n".join(f"  - {p}" for p in self.problems)
+        )
 
 SWEEP_KEYS = {"name", "description", "experiments"}
 EXPERIMENT_KEYS = {"notebook", "label", "parameters", "cases", "grid", "resources"}
@@ -74,7 +78,8 @@ class NotebookParameter:
         if kinds is None: return None
         if value is None: return None if "None" in self.help else f"must be {kinds[-1].__name__}, got None"
         if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds): return None
-        return f"must be {' or '.join(k.__name__ for k in kinds)} like its default {self.default!r}, got {value!r} ({type(value).__name__})"
+        expected = " or ".join(k.__name__ for k in kinds)
+        return f"must be {expected} like its default {self.default!r}, got {value!r} ({type(value).__name__})"
 
 @lru_cache(maxsize=64)
 def _inspect(path: str, mtime: float) -> dict[str, NotebookParameter]:
@@ -103,7 +108,9 @@ def config_problems(cls: type,  # a study config class
                     values: dict,  # a cell's parameters (the others take the config's defaults)
                    ) -> list[str]:
     "The config's messages for every unknown name and every bad value of `values` ([] when it accepts them)."
-    try: config_from(cls, values); return []
+    try:
+        config_from(cls, values)
+        return []
     except ConfigError as e: problems = list(e.problems)
     known = set(cls.__dataclass_fields__)
     if set(values) - known:  # unknown names stop config_from before the values: judge the known ones too
@@ -116,7 +123,8 @@ def config_cell_problems(cls: type, cells: Sequence["Cell"], where: str) -> list
     found: dict[str, list[str]] = {}
     for cell in cells:
         for p in config_problems(cls, cell.parameters): found.setdefault(p, []).append(cell.id)
-    return [f"{where} {'cell' if len(ids) == 1 else 'cells'} {', '.join(ids)}: {p} ({cls.__name__})" for p, ids in found.items()]
+    return [f"{where} {'cell' if len(ids) == 1 else 'cells'} {', '.join(ids)}: {p} ({cls.__name__})" for p,
+            ids in found.items()]
 
 # %% ../../nbs/90_sweep.spec.ipynb #c6b9ecb3
 def preset_names(name: str, value: Any) -> list[str]:
@@ -128,10 +136,12 @@ def preset_names(name: str, value: Any) -> list[str]:
     return []
 
 # %% ../../nbs/90_sweep.spec.ipynb #c7308cfc
-SAMPLING_PARAMETERS = ("temperature", "top_p", "top_k", "max_tokens", "seed")  # notebook parameters that set a run's sampling
+# notebook parameters that set a run's sampling
+SAMPLING_PARAMETERS = ("temperature", "top_p", "top_k", "max_tokens", "seed")
 
 def run_presets(values: dict) -> list[str]:
-    "The presets a run samples from with its sampling parameters: `preset` and `*_preset` (`<p>_preset` only if `paradigms` has p)."
+    """The presets a run samples from with its sampling parameters: `preset` and `*_preset` (`<p>_preset` only if
+    `paradigms` has p)."""
     paradigms = values.get("paradigms")
     found = [value for name, value in values.items()
              if isinstance(value, str) and (name == "preset" or name.endswith("_preset"))
@@ -147,18 +157,20 @@ def provider_check(values: dict,  # a cell's parameters over the notebook's defa
                    where: str,  # how messages name the cell
                   ) -> tuple[list[str], tuple[str, ...]]:
     "(what the cell's presets' providers cannot honour, what they ignore as 'preset: parameter, ...')."
-    from reasoning_study.backends.presets import ignored_parameters, PRESETS, provider_problems
     problems, ignored = [], []
     for name in run_presets(values):
         if name not in PRESETS: continue  # reported as an unknown preset
         try: sampling = cell_sampling(values, PRESETS[name])
-        except (TypeError, ValueError) as e: problems.append(f"{where}: the sampling of preset {name!r}: {e}"); continue
+        except (TypeError, ValueError) as e:
+            problems.append(f"{where}: the sampling of preset {name!r}: {e}")
+            continue
         problems += [f"{where}: {p}" for p in provider_problems(PRESETS[name], sampling)]
         if found := ignored_parameters(PRESETS[name], sampling): ignored.append(f"{name}: {', '.join(found)}")
     return problems, tuple(ignored)
 
 # %% ../../nbs/90_sweep.spec.ipynb #e05b6134
-ROLE_OPTIONS = {"judge": "judge_options", "extractors": "extractor_options"}  # every other preset parameter: backend_options
+# every other preset parameter: backend_options
+ROLE_OPTIONS = {"judge": "judge_options", "extractors": "extractor_options"}
 
 def preset_options(values: dict) -> list[tuple[str, dict]]:
     "(preset, the backend options it is loaded with) for every preset a run loads."
@@ -174,13 +186,16 @@ def cell_keys(values: dict,  # a cell's parameters over the notebook's defaults
               where: str = "cell",  # how messages name the cell
              ) -> tuple[tuple[str, ...], list[str]]:
     "(the environment variables the cell's API calls read their keys from, problems with how they are named)."
-    from reasoning_study.backends.presets import PRESETS
     keys, problems = [], []
     for name, options in preset_options(values):
         if name not in PRESETS or PRESETS[name].backend != "openai": continue
+        # the openai client (the api extra): imported where a key is checked
         from reasoning_study.backends.openai import missing_key
-        try: needed = missing_key(PRESETS[name].with_options(**options), env={})  # with nothing set: what the calls need
-        except ValueError as e: problems.append(f"{where}: {e}"); continue
+        # with nothing set: what the calls need
+        try: needed = missing_key(PRESETS[name].with_options(**options), env={})
+        except ValueError as e:
+            problems.append(f"{where}: {e}")
+            continue
         if needed: keys.append(needed)
     return tuple(dict.fromkeys(keys)), problems
 
@@ -227,25 +242,38 @@ def grid_points(grid: dict[str, list]) -> list[dict]:
 # %% ../../nbs/90_sweep.spec.ipynb #6a27105c
 def _mapping(entry: dict, key: str, where: str, problems: list) -> dict:
     value = entry.get(key) or {}
-    if not isinstance(value, dict): problems.append(f"{where}: '{key}' must be a mapping, got {value!r}"); return {}
+    if not isinstance(value, dict):
+        problems.append(f"{where}: '{key}' must be a mapping, got {value!r}")
+        return {}
     return value
 
 def check_values(values: dict,
-                  params: dict[str, NotebookParameter] | None,  # None: the study's config judges names, types and presets
+                  # None: the study's config judges names, types and presets
+                  params: dict[str, NotebookParameter] | None,
                   where: str, notebook: str, problems: list,
                   reserved: set = SWEEP_SET):  # parameters the caller sets itself
-    "Literal credentials and the sweep's own parameters, then (without a config) names, types and presets of parameter values."
-    from reasoning_study.backends.presets import PRESETS
+    """Literal credentials and the sweep's own parameters, then (without a config) names, types and presets of parameter
+    values."""
     for name, value in values.items():
-        if name in reserved: problems.append(f"{where}: parameter {name!r} is set by the sweep (each cell gets its own run folder)"); continue
-        problems += [f"{where}: {p}: keys come from the environment only; set the variable its preset reads ({key_variable_hint()}) "
-                     "or name yours with the backend option api_key_env" for p in credential_problems(value, f"parameter {name!r}")]
+        if name in reserved:
+            problems.append(f"{where}: parameter {name!r} is set by the sweep (each cell gets its own run folder)")
+            continue
+        problems += [
+            f"{where}: {p}: keys come from the environment only; set the variable its preset reads "
+            f"({key_variable_hint()}) "
+            "or name yours with the backend option api_key_env"
+            for p in credential_problems(value, f"parameter {name!r}")
+        ]
         if params is None: continue
         if name not in params:
-            problems.append(f"{where}: unknown parameter {name!r} for {notebook} (its parameters: {', '.join(params)})"); continue
+            problems.append(f"{where}: unknown parameter {name!r} for {notebook} (its parameters: {', '.join(params)})")
+            continue
         if why := params[name].problem(value): problems.append(f"{where}: parameter {name!r} {why}")
         for preset in preset_names(name, value):
-            if preset not in PRESETS: problems.append(f"{where}: parameter {name!r}: unknown preset {preset!r} (known: {', '.join(sorted(PRESETS))})")
+            if preset not in PRESETS:
+                problems.append(
+                    f"{where}: parameter {name!r}: unknown preset {preset!r} (known: {', '.join(sorted(PRESETS))})"
+                )
 
 def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` list
                      index: int,  # its position (for messages)
@@ -257,7 +285,8 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
         return [], [f"experiments[{index}]: must be a mapping with a 'notebook' key, got {entry!r}"]
     name = entry["notebook"]
     where = f"experiments[{index}] ({name})"
-    if unknown := sorted(set(entry) - EXPERIMENT_KEYS): problems.append(f"{where}: unknown key(s) {unknown} (allowed: {sorted(EXPERIMENT_KEYS)})")
+    if unknown := sorted(set(entry) - EXPERIMENT_KEYS):
+        problems.append(f"{where}: unknown key(s) {unknown} (allowed: {sorted(EXPERIMENT_KEYS)})")
     if not isinstance(name, str): return [], problems + [f"{where}: 'notebook' must be a name or path"]
     path = notebook_path(name, root)
     try: params = notebook_parameters(path)
@@ -265,7 +294,8 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
         known = sorted(p.stem for p in experiments_dir(root).glob("*.ipynb"))
         return [], problems + [f"{where}: unknown notebook {name!r}: {e} (experiment notebooks: {', '.join(known)})"]
     try: config = registered_config(path)
-    except ImportError as e: return [], problems + [f"{where}: the config of its study ({config_import(path.stem)}) cannot be imported: {e}"]
+    except ImportError as e:
+        return [], problems + [f"{where}: the config of its study ({config_import(path.stem)}) cannot be imported: {e}"]
     judged = params if config is None else None
     fixed = _mapping(entry, "parameters", where, problems)
     cases = _mapping(entry, "cases", where, problems)
@@ -273,12 +303,17 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
     resources = _mapping(entry, "resources", where, problems)
     check_values(fixed, judged, f"{where} parameters", name, problems)
     for case, values in cases.items():
-        if not isinstance(values, dict): problems.append(f"{where} case {case!r}: must be a mapping of parameters"); continue
+        if not isinstance(values, dict):
+            problems.append(f"{where} case {case!r}: must be a mapping of parameters")
+            continue
         check_values(values, judged, f"{where} case {case!r}", name, problems)
     for key, values in grid.items():
-        if not isinstance(values, list) or not values: problems.append(f"{where} grid: {key!r} must be a non-empty list of values, got {values!r}"); continue
+        if not isinstance(values, list) or not values:
+            problems.append(f"{where} grid: {key!r} must be a non-empty list of values, got {values!r}")
+            continue
         for v in values: check_values({key: v}, judged, f"{where} grid", name, problems)
-    if unknown := sorted(set(resources) - RESOURCE_KEYS): problems.append(f"{where} resources: unknown key(s) {unknown} (allowed: {sorted(RESOURCE_KEYS)})")
+    if unknown := sorted(set(resources) - RESOURCE_KEYS):
+        problems.append(f"{where} resources: unknown key(s) {unknown} (allowed: {sorted(RESOURCE_KEYS)})")
     for key in RESOURCE_KEYS & set(resources):
         if not isinstance(resources[key], (int, float)) or isinstance(resources[key], bool) or resources[key] < 0:
             problems.append(f"{where} resources: {key!r} must be a number >= 0, got {resources[key]!r}")
@@ -292,7 +327,11 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
              for point in (grid_points({k: v for k, v in grid.items()}))]
     if config is not None and (wrong := config_cell_problems(config, cells, where)): return [], problems + wrong
     defaults = {n: p.default for n, p in params.items()}
-    full = (lambda c: config_values(config_from(config, c.parameters))) if config is not None else (lambda c: {**defaults, **c.parameters})
+    full = (
+        (lambda c: config_values(config_from(config, c.parameters)))
+        if config is not None
+        else (lambda c: {**defaults, **c.parameters})
+    )
     checked = []
     for cell in cells:
         wrong, ignored = provider_check(full(cell), f"{where} cell {cell.id}")
@@ -316,7 +355,8 @@ class Sweep:
     def table(self) -> pd.DataFrame:
         "One row per cell: its run folder, notebook and parameters."
         shown = lambda c: ", ".join(f"{k} ({'set' if os.environ.get(k) else 'not set'})" for k in c.keys)
-        return pd.DataFrame([dict(cell=c.id, notebook=c.notebook_name, gpus=c.gpus, ignored="; ".join(c.ignored), keys=shown(c),
+        return pd.DataFrame([dict(cell=c.id, notebook=c.notebook_name, gpus=c.gpus, ignored="; ".join(c.ignored),
+                                  keys=shown(c),
                                   parameters=json.dumps(c.parameters)) for c in self.cells])
 
 def load_sweep(path: str | Path,  # a sweep YAML file
@@ -327,18 +367,26 @@ def load_sweep(path: str | Path,  # a sweep YAML file
     if not path.is_file(): raise SweepError(str(path), [f"no sweep file {path}"])
     try: spec = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e: raise SweepError(str(path), [f"not valid YAML: {e}"]) from None
-    if not isinstance(spec, dict): raise SweepError(str(path), ["the file must be a mapping with an 'experiments' list"])
-    problems = [f"unknown top-level key(s) {sorted(set(spec) - SWEEP_KEYS)} (allowed: {sorted(SWEEP_KEYS)})"] if set(spec) - SWEEP_KEYS else []
+    if not isinstance(spec, dict):
+        raise SweepError(str(path), ["the file must be a mapping with an 'experiments' list"])
+    problems = (
+        [f"unknown top-level key(s) {sorted(set(spec) - SWEEP_KEYS)} (allowed: {sorted(SWEEP_KEYS)})"]
+        if set(spec) - SWEEP_KEYS
+        else []
+    )
     name = spec.get("name", path.stem)
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name): problems.append(f"'name' must be a folder name, got {name!r}")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        problems.append(f"'name' must be a folder name, got {name!r}")
     entries = spec.get("experiments")
     if not isinstance(entries, list) or not entries: problems.append("'experiments' must be a non-empty list")
     cells = []
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         found, wrong = experiment_cells(entry, i, root)
-        cells += found; problems += wrong
+        cells += found
+        problems += wrong
     seen: dict[str, int] = {}
     for c in cells: seen[c.id] = seen.get(c.id, 0) + 1
-    problems += [f"{n} cells share the run folder {i!r}: give the experiments different labels" for i, n in seen.items() if n > 1]
+    problems += [f"{n} cells share the run folder {i!r}: give the experiments different labels" for i,
+                 n in seen.items() if n > 1]
     if problems: raise SweepError(str(path), problems)
     return Sweep(name, cells, spec.get("description", ""), str(path))

@@ -32,7 +32,9 @@ class UnreadableAnswer:
     "A malformed answer as an element of the answer set Y: wrong, and equal only to the same words."
     text: str  # the answer's words, without its heading, whitespace collapsed
 
-_ENTRY_HEADING = re.compile(r"^[^\w\n]*(?:\d+[.)][^\w\n]*)?(?:solution|schedule|subset|option|assignment)[ \t]*#?[ \t]*\d+[\s:.)*_`=]*", re.I)
+_ENTRY_HEADING = re.compile(
+    r"^[^\w\n]*(?:\d+[.)][^\w\n]*)?(?:solution|schedule|subset|option|assignment)[ \t]*#?[ \t]*\d+[\s:.)*_`=]*", re.I
+)
 
 def unreadable_answer(p: ParsedSolution) -> UnreadableAnswer:
     "The element of Y that a malformed candidate stands for."
@@ -43,7 +45,8 @@ def valid_solutions(parsed: Iterable[ParsedSolution]) -> set:
     return {p.solution for p in parsed if p.status == "valid"}
 
 def listed_solutions(parsed: Iterable[ParsedSolution]) -> set:
-    "Y, the set of distinct answers the model gave (the denominator of precision): well-formed solutions and unreadable answers, not a cut-off last entry."
+    """Y, the set of distinct answers the model gave (the denominator of precision): well-formed solutions and
+    unreadable answers, not a cut-off last entry."""
     return {unreadable_answer(p) if p.status == "malformed" else p.solution for p in parsed if not p.cut_off}
 
 def well_formed_solutions(parsed: Iterable[ParsedSolution]) -> set:
@@ -77,12 +80,18 @@ def attempt_rng(task: str, seed: int, attempt: int) -> random.Random:
 # %% ../../nbs/00_tasks.core.ipynb #23b1c119
 class TooManySolutions(Exception):
     "Raised by an enumerator that found more than `cap` solutions."
-    def __init__(self, cap: int): super().__init__(f"more than {cap} solutions"); self.cap = cap
+    def __init__(self, cap: int):
+        super().__init__(f"more than {cap} solutions")
+        self.cap = cap
 
 # %% ../../nbs/00_tasks.core.ipynb #e02d8b6b
-_NUMBER_WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
-_TOTAL_RE = re.compile(r"total(?:\s+of)?\s*[:=]?\s*\**\s*(\d+|[a-z]+)\s*\**\s+(?:feasible\s+|valid\s+|distinct\s+|unique\s+|possible\s+)*"
-                       r"(?:solutions?|schedules?|subsets?)", re.I)
+_NUMBER_WORDS = {w: i for i,
+                 w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+_TOTAL_RE = re.compile(
+    r"total(?:\s+of)?\s*[:=]?\s*\**\s*(\d+|[a-z]+)\s*\**\s+(?:feasible\s+|valid\s+|distinct\s+|unique\s+|possible\s+)*"
+    r"(?:solutions?|schedules?|subsets?)",
+    re.I,
+)
 
 def claimed_total(text: str) -> int | None:
     "The last 'Total N ... solutions' the text states, or None."

@@ -110,7 +110,8 @@ def build_task(task: str,  # "timetabling" or "subsetsum"
         for _, inst, level in _hits(pool, task, seed, frozenset(levels), chunk, max_attempts):
             key = module.instance_key(inst)
             if len(buckets[level]) >= per_level or key in seen: continue
-            seen.add(key); buckets[level].append(inst)
+            seen.add(key)
+            buckets[level].append(inst)
             if all(len(b) >= per_level for b in buckets.values()): break
         else:
             short = {l: per_level - len(b) for l, b in buckets.items() if len(b) < per_level}
@@ -136,7 +137,8 @@ def to_record(item: MuSoBenchItem, extra_fields: bool = True) -> dict:
 
 def write_jsonl(items: Iterable[MuSoBenchItem], path: str | Path, extra_fields: bool = True) -> Path:
     "Write items as reference-format JSONL (atomically: a temp file, then a rename)."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
         for item in items: f.write(json.dumps(to_record(item, extra_fields)) + "\n")
@@ -147,20 +149,25 @@ def write_jsonl(items: Iterable[MuSoBenchItem], path: str | Path, extra_fields: 
 def detect_task(question: str) -> str:
     "The task a question belongs to, recognised from its text."
     for name, module in TASKS.items():
-        try: module.parse_question(question); return name
+        try:
+            module.parse_question(question)
+            return name
         except ValueError: pass
     raise ValueError(f"question matches no known task: {question[:120]!r}")
 
 def from_record(record: dict, task: str | None = None) -> MuSoBenchItem:
     "An item from a reference-format JSON object (validated)."
     try: question, text, count = record["question"], record["answers"]["0"], record["answer_count"]
-    except (KeyError, TypeError) as e: raise ValueError(f"not a MuSoBench record (need question, answers['0'], answer_count): missing {e}") from None
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"not a MuSoBench record (need question, answers['0'], answer_count): missing {e}") from None
     task = task or record.get("task") or detect_task(question)
     module = get_task(task)
     inst = module.parse_question(question)
     solutions = module.parse_solutions_text(text, inst)
     if len(solutions) != count:
-        raise ValueError(f"question {record.get('question_id')}: answer_count {count} but {len(solutions)} solutions in the text")
+        raise ValueError(
+            f"question {record.get('question_id')}: answer_count {count} but {len(solutions)} solutions in the text"
+        )
     level = record.get("level") or level_of(count, module.LEVELS)
     return MuSoBenchItem(record.get("question_id"), task, level, inst, solutions)
 
@@ -185,7 +192,9 @@ def benchmark_table(items: Iterable[MuSoBenchItem]) -> pd.DataFrame:
 
 def benchmark_summary(table: pd.DataFrame) -> pd.DataFrame:
     "Per task and level: instances, solution-count range and mean, mean size."
-    return (table.groupby(["task", "level"]).agg(instances=("question_id", "size"), min_solutions=("answer_count", "min"),
-                                                 max_solutions=("answer_count", "max"), mean_solutions=("answer_count", "mean"),
+    return (table.groupby(["task", "level"]).agg(instances=("question_id", "size"),
+                                                 min_solutions=("answer_count", "min"),
+                                                 max_solutions=("answer_count", "max"),
+                                                 mean_solutions=("answer_count", "mean"),
                                                  mean_size=("size", "mean"))
             .round(2).reset_index())

@@ -21,7 +21,8 @@ __all__ = ['SUBSET_FILES', 'HUB_ID', 'DATA_ENV', 'AnswersStatus', 'SameClass', '
            'class_openers', 'word_set', 'lexical_similarity', 'lexical_equivalent']
 
 # %% ../../nbs/06_tasks.noveltybench.ipynb #c6bd0ba6
-SUBSET_FILES = {"curated": "curated.jsonl", "wildchat": "wildchat-1k.jsonl"}  # subset -> file name in NoveltyBench's data/
+# subset -> file name in NoveltyBench's data/
+SUBSET_FILES = {"curated": "curated.jsonl", "wildchat": "wildchat-1k.jsonl"}
 HUB_ID = "yimingzhang/novelty-bench"  # the hub copy, read only with allow_hub=True (its splits are the subsets)
 DATA_ENV = "NOVELTYBENCH_DIR"  # a folder holding the subset files
 
@@ -38,7 +39,8 @@ class NoveltyPrompt:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"NoveltyBench prompt {self.id!r}: `{name}` must be a non-empty string, got {value!r}")
-        if self.subset not in SUBSET_FILES: raise ValueError(f"subset must be one of {list(SUBSET_FILES)}, got {self.subset!r}")
+        if self.subset not in SUBSET_FILES:
+            raise ValueError(f"subset must be one of {list(SUBSET_FILES)}, got {self.subset!r}")
 
 # %% ../../nbs/06_tasks.noveltybench.ipynb #5ea1fb61
 def prompt_record(record: dict, subset: str) -> NoveltyPrompt:
@@ -86,8 +88,10 @@ def prompts_file(subset: str = "curated",  # "curated" or "wildchat"
     else: folders = _candidate_dirs()
     for folder in folders:
         if (folder / SUBSET_FILES[subset]).is_file(): return folder / SUBSET_FILES[subset]
-    raise FileNotFoundError(f"NoveltyBench {subset!r}: {SUBSET_FILES[subset]} is in none of {[str(f) for f in folders]}; "
-                            f"give path=, set ${DATA_ENV}, or pass allow_hub=True to download {HUB_ID}")
+    raise FileNotFoundError(
+        f"NoveltyBench {subset!r}: {SUBSET_FILES[subset]} is in none of {[str(f) for f in folders]}; "
+        f"give path=, set ${DATA_ENV}, or pass allow_hub=True to download {HUB_ID}"
+    )
 
 def load_noveltybench(subset: str = "curated",  # "curated" (100 prompts) or "wildchat" (1,000)
                       path: str | Path | None = None,  # a local file or folder (see `prompts_file`)
@@ -96,7 +100,8 @@ def load_noveltybench(subset: str = "curated",  # "curated" (100 prompts) or "wi
                       allow_hub: bool = False,  # read the hub copy when no local file is found
                      ) -> list[NoveltyPrompt]:
     "NoveltyBench prompts of one subset, in file order."
-    if limit is not None and (not isinstance(limit, int) or limit < 1): raise ValueError(f"limit must be a positive int, got {limit!r}")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be a positive int, got {limit!r}")
     try: prompts = read_prompts(prompts_file(subset, path), subset)
     except FileNotFoundError:
         if not allow_hub or path is not None: raise
@@ -104,14 +109,20 @@ def load_noveltybench(subset: str = "curated",  # "curated" (100 prompts) or "wi
         prompts = [prompt_record(dict(r), subset) for r in datasets.load_dataset(HUB_ID, split=subset)]
     if categories is not None:
         unknown = set(categories) - {p.category for p in prompts}
-        if unknown: raise ValueError(f"unknown categories {sorted(unknown)}; known: {sorted({p.category for p in prompts if p.category})}")
+        if unknown:
+            raise ValueError(
+                f"unknown categories {sorted(unknown)}; known: {sorted({p.category for p in prompts if p.category})}"
+            )
         prompts = [p for p in prompts if p.category in set(categories)]
     return prompts[:limit]
 
 # %% ../../nbs/06_tasks.noveltybench.ipynb #dab0ee05
 AnswersStatus = Literal["complete", "short", "long", "unnumbered", "empty"]
-_ITEM = re.compile(r"^[ \t]*(?:[-+•#>*_]+[ \t]*)*(?:(?:answer|response|option|idea)[ \t]*)?\(?(\d{1,3})(?:[.):\]]|[ \t]+[-–—])[*_]*[ \t]*",
-                   re.I | re.M)
+_ITEM = re.compile(
+    r"^[ \t]*(?:[-+•#>*_]+[ \t]*)*(?:(?:answer|response|option|idea)[ \t]*)?\(?(\d{1,3})(?:[.):\]]|[ \t]+[-–—])[*_]*[ "
+    r"\t]*",
+    re.I | re.M,
+)
 _EDGE_MARKUP = re.compile(r"^[*_\s]+|[*_\s]+$")
 
 def numbered_answers(reply: str,  # the model's reply (its final answer, thinking removed)
@@ -123,7 +134,9 @@ def numbered_answers(reply: str,  # the model's reply (its final answer, thinkin
     if not text: return [], "empty"
     starts, expected = [], 1
     for m in _ITEM.finditer(text):
-        if int(m.group(1)) == expected: starts.append(m); expected += 1
+        if int(m.group(1)) == expected:
+            starts.append(m)
+            expected += 1
     if not starts: return [text], "unnumbered"
     ends = [m.start() for m in starts[1:]] + [len(text)]
     answers = [_EDGE_MARKUP.sub("", text[m.end():end]) for m, end in zip(starts, ends)]
@@ -132,7 +145,8 @@ def numbered_answers(reply: str,  # the model's reply (its final answer, thinkin
     return answers[:k], status
 
 # %% ../../nbs/06_tasks.noveltybench.ipynb #47b381ad
-SameClass = Callable[[str, Sequence[str]], "int | None"]  # (candidate, representatives) -> index of the first equivalent one
+# (candidate, representatives) -> index of the first equivalent one
+SameClass = Callable[[str, Sequence[str]], "int | None"]
 
 def first_equivalent(equivalent: Callable[[str, str], bool]) -> SameClass:
     "A `same_class` rule from a pairwise one: the first representative `equivalent(representative, candidate)` accepts."
@@ -143,13 +157,16 @@ def first_equivalent(equivalent: Callable[[str, str], bool]) -> SameClass:
 def partition(generations: Sequence[str],  # the k generations, in order
               same_class: SameClass,  # see `first_equivalent`
              ) -> list[int]:
-    "The class of each generation: 0, 1, … in the order classes open; each generation joins the first class whose first member it is equivalent to."
+    """The class of each generation: 0, 1, … in the order classes open; each generation joins the first class whose
+    first member it is equivalent to."""
     representatives, classes = [], []
     for g in generations:
         found = same_class(g, list(representatives)) if representatives else None
         if found is not None and not 0 <= found < len(representatives):
             raise ValueError(f"same_class returned {found!r} for {len(representatives)} representatives")
-        if found is None: representatives.append(g); found = len(representatives) - 1
+        if found is None:
+            representatives.append(g)
+            found = len(representatives) - 1
         classes.append(found)
     return classes
 

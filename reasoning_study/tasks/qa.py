@@ -44,9 +44,11 @@ class QAItem:
     def __post_init__(self):
         for name in ("id", "benchmark", "answer"):
             value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip(): raise ValueError(f"QAItem {self.id!r}: `{name}` must be a non-empty string, got {value!r}")
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"QAItem {self.id!r}: `{name}` must be a non-empty string, got {value!r}")
         if not isinstance(self.question, str): raise ValueError(f"QAItem {self.id!r}: `question` must be a string")
-        if not self.question.strip() and self.image is None: raise ValueError(f"QAItem {self.id!r}: empty question and no image")
+        if not self.question.strip() and self.image is None:
+            raise ValueError(f"QAItem {self.id!r}: empty question and no image")
         if self.format == "ff":
             if self.options is not None or self.answer_letter is not None:
                 raise ValueError(f"QAItem {self.id!r}: a free-form item has no options or answer letter")
@@ -58,15 +60,19 @@ class QAItem:
         if not isinstance(letter, str) or len(letter) != 1 or letter not in OPTION_LETTERS:
             raise ValueError(f"QAItem {self.id!r}: answer_letter must be one of {OPTION_LETTERS}, got {letter!r}")
         if self.options is None:
-            if self.answer != letter: raise ValueError(f"QAItem {self.id!r}: without option texts the answer is the letter")
+            if self.answer != letter:
+                raise ValueError(f"QAItem {self.id!r}: without option texts the answer is the letter")
             return
         self.options = list(self.options)
         if not 2 <= len(self.options) <= len(OPTION_LETTERS):
             raise ValueError(f"QAItem {self.id!r}: 2 to {len(OPTION_LETTERS)} options needed, got {len(self.options)}")
-        if not all(isinstance(o, str) and o.strip() for o in self.options): raise ValueError(f"QAItem {self.id!r}: empty option text")
+        if not all(isinstance(o, str) and o.strip() for o in self.options):
+            raise ValueError(f"QAItem {self.id!r}: empty option text")
         k = OPTION_LETTERS.index(letter)
-        if k >= len(self.options): raise ValueError(f"QAItem {self.id!r}: letter {letter} but only {len(self.options)} options")
-        if self.options[k] != self.answer: raise ValueError(f"QAItem {self.id!r}: answer {self.answer!r} is not option {letter} ({self.options[k]!r})")
+        if k >= len(self.options):
+            raise ValueError(f"QAItem {self.id!r}: letter {letter} but only {len(self.options)} options")
+        if self.options[k] != self.answer:
+            raise ValueError(f"QAItem {self.id!r}: answer {self.answer!r} is not option {letter} ({self.options[k]!r})")
 
     @property
     def letters(self) -> str:
@@ -88,7 +94,8 @@ def choice_item(id: str, benchmark: str, question: str, options: Sequence[str], 
     "A multiple-choice item from its options and the correct letter (the gold text is looked up)."
     options = [str(o).strip() for o in options]
     k = OPTION_LETTERS.find(answer_letter) if isinstance(answer_letter, str) and len(answer_letter) == 1 else -1
-    if not 0 <= k < len(options): raise ValueError(f"{id}: answer letter {answer_letter!r} does not name one of {len(options)} options")
+    if not 0 <= k < len(options):
+        raise ValueError(f"{id}: answer letter {answer_letter!r} does not name one of {len(options)} options")
     return QAItem(id, benchmark, question, options[k], "mc", options, answer_letter, **kwargs)
 
 # %% ../../nbs/04_tasks.qa.ipynb #b4d7b02f
@@ -113,12 +120,14 @@ def package_file(package: str,  # importable top-level package name
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(f"package {package!r} is not installed: pip install {install}")
     path = Path(list(spec.submodule_search_locations)[0]) / relative
-    if not path.is_file(): raise FileNotFoundError(f"{path} is missing from the installed {package!r} package ({install})")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing from the installed {package!r} package ({install})")
     return path
 
 # %% ../../nbs/04_tasks.qa.ipynb #f9d84388
 CHAMP_INSTALL = "champ-dataset==1.0.0"
-_CHAMP_PHRASES = [re.compile(p, re.I) for p in (r"(.+?) is the only possible value", r"the limit exists and is equal to (.+)",
+_CHAMP_PHRASES = [re.compile(p, re.I) for p in (r"(.+?) is the only possible value",
+                                                r"the limit exists and is equal to (.+)",
                                                  r"the only possible value for the limit is (.+)")]
 _NUMERIC = re.compile(r"[-+]?[\d.]+(?:\s*[-+*/^]\s*\(?[-+]?[\d.]+\)?)*")
 
@@ -142,7 +151,8 @@ def load_champ() -> list[QAItem]:
 
 # %% ../../nbs/04_tasks.qa.ipynb #58442d76
 MMLU_SAMPLE_INSTALL = "--no-deps evals==3.0.1.post1"
-_MMLU_RE = re.compile(r"(?P<stem>.*?)\n+A\. (?P<A>.*?)\nB\. (?P<B>.*?)\nC\. (?P<C>.*?)\nD\. (?P<D>.*?)\nAnswer:\s*", re.S)
+_MMLU_RE = re.compile(r"(?P<stem>.*?)\n+A\. (?P<A>.*?)\nB\. (?P<B>.*?)\nC\. (?P<C>.*?)\nD\. (?P<D>.*?)\nAnswer:\s*",
+                      re.S)
 
 def load_mmlu_sample() -> list[QAItem]:
     "200 MMLU questions (49 subjects) from the data files of the installed `evals` package."
@@ -152,7 +162,8 @@ def load_mmlu_sample() -> list[QAItem]:
         record = json.loads(line)
         m = _MMLU_RE.fullmatch(record["question"])
         if m is None: raise ValueError(f"{path}:{i + 1}: cannot read the options of {record['question'][:80]!r}")
-        items.append(choice_item(f"mmlu-sample/{i}", "mmlu-sample", m["stem"].strip(), [m[k] for k in "ABCD"], record["answer"],
+        items.append(choice_item(f"mmlu-sample/{i}", "mmlu-sample", m["stem"].strip(), [m[k] for k in "ABCD"],
+                                 record["answer"],
                                  metadata={"subject": record["topic"]}))
     return items
 
@@ -201,7 +212,8 @@ def split_options(text: str,  # a question with its options written inside
     for letter in OPTION_LETTERS[1:]:
         nxt = re.compile(rf"(?:,\s*|\s*\n\s*){letter}\s*[:.]\s*").search(tail, pos)
         if nxt is None: break
-        options.append(tail[pos:nxt.start()].strip()); pos = nxt.end()
+        options.append(tail[pos:nxt.start()].strip())
+        pos = nxt.end()
     options.append(tail[pos:].strip())
     if len(options) < 2 or not all(options): return None
     return head.strip(), options
@@ -229,7 +241,8 @@ def mathvista_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     meta = {k: r.get(k) for k in ("question_type", "answer_type", "precision", "unit")}
     if r.get("question_type") == "multi_choice":
         options = [_text(c) for c in r["choices"]]
-        if _text(r["answer"]) not in options: raise ValueError(f"mathvista/{pid}: answer {r['answer']!r} is not among the choices")
+        if _text(r["answer"]) not in options:
+            raise ValueError(f"mathvista/{pid}: answer {r['answer']!r} is not among the choices")
         return choice_item(f"mathvista/{pid}", "mathvista", _text(r["question"]), options,
                            OPTION_LETTERS[options.index(_text(r["answer"]))], image=image, metadata=meta)
     return QAItem(f"mathvista/{pid}", "mathvista", _text(r.get("query")) or _text(r["question"]), _text(r["answer"]),
@@ -239,7 +252,8 @@ def mathvision_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     key, image = f"mathvision/{_text(r['id'])}", record_image(r, base_dir)
     meta = {"subject": _text(r.get("subject")), "level": r.get("level")}
     options = [_text(o) for o in (r.get("options") or [])]
-    if not options: return QAItem(key, "mathvision", _text(r["question"]), _text(r["answer"]), image=image, metadata=meta)
+    if not options:
+        return QAItem(key, "mathvision", _text(r["question"]), _text(r["answer"]), image=image, metadata=meta)
     answer = _text(r["answer"])
     if answer in OPTION_LETTERS[:len(options)]: letter = answer
     elif answer in options: letter = OPTION_LETTERS[options.index(answer)]
@@ -253,7 +267,8 @@ def mathverse_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     key, image = f"mathverse/{_text(r['sample_index'])}", record_image(r, base_dir)
     question = _text(r["question"]) or _text(r.get("query_cot"))
     meta = {"problem_index": _text(r.get("problem_index")), "problem_version": _text(r.get("problem_version"))}
-    if r.get("question_type") != "multi-choice": return QAItem(key, "mathverse", question, _text(r["answer"]), image=image, metadata=meta)
+    if r.get("question_type") != "multi-choice":
+        return QAItem(key, "mathverse", question, _text(r["answer"]), image=image, metadata=meta)
     letter = _text(r["answer"]).upper()
     if (split := split_options(question, "Choices:")) is not None:
         return choice_item(key, "mathverse", split[0], split[1], letter, image=image, metadata=meta)
@@ -301,7 +316,8 @@ HUB_BENCHMARKS: dict[str, HubBenchmark] = {b.name: b for b in [
 _FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
 def hub_records(spec: HubBenchmark,
-                path: str | Path | None = None,  # local data: a .json/.jsonl/.parquet file, a save_to_disk folder, or a hub repo copy
+                # local data: a .json/.jsonl/.parquet file, a save_to_disk folder, or a hub repo copy
+                path: str | Path | None = None,
                 split: str | None = None,  # default: the paper's split
                 allow_hub: bool = False,  # download from the Hugging Face hub when no path is given
                 cache_dir: str | None = None,  # datasets' cache folder (default: its own)
@@ -309,13 +325,16 @@ def hub_records(spec: HubBenchmark,
     "The records of one benchmark split as a `datasets.Dataset`."
     split = split or spec.split
     if path is None and not allow_hub:
-        raise FileNotFoundError(f"{spec.name}: give `path=` (a local copy of {spec.hf_id}) or pass allow_hub=True to download it")
+        raise FileNotFoundError(
+            f"{spec.name}: give `path=` (a local copy of {spec.hf_id}) or pass allow_hub=True to download it"
+        )
     import datasets
     if path is None: return datasets.load_dataset(spec.hf_id, spec.config, split=split, cache_dir=cache_dir)
     path = Path(path)
     if path.is_file():
         if path.suffix not in _FILE_BUILDERS: raise ValueError(f"{path}: expected a {'/'.join(_FILE_BUILDERS)} file")
-        return datasets.load_dataset(_FILE_BUILDERS[path.suffix], data_files=str(path), split="train", cache_dir=cache_dir)
+        return datasets.load_dataset(_FILE_BUILDERS[path.suffix], data_files=str(path), split="train",
+                                     cache_dir=cache_dir)
     if not path.is_dir(): raise FileNotFoundError(f"{spec.name}: no file or folder at {path}")
     if (path / "state.json").exists() or (path / "dataset_dict.json").exists():  # written by save_to_disk
         data = datasets.load_from_disk(str(path))
@@ -327,7 +346,8 @@ OFFLINE_BENCHMARKS: dict[str, Callable[[], list[QAItem]]] = {"champ": load_champ
 BENCHMARKS = (*OFFLINE_BENCHMARKS, *HUB_BENCHMARKS)
 
 def has_images(name: str) -> bool:
-    "Whether a benchmark's questions come with images, known from its name alone (a study checks it before loading a model)."
+    """Whether a benchmark's questions come with images, known from its name alone (a study checks it before loading a
+    model)."""
     if name in OFFLINE_BENCHMARKS: return False
     if name not in HUB_BENCHMARKS: raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
     return HUB_BENCHMARKS[name].multimodal
@@ -350,19 +370,25 @@ def load_benchmark(name: str,  # one of BENCHMARKS
                   ) -> list[QAItem]:
     "The questions of a benchmark as `QAItem`s."
     if name in OFFLINE_BENCHMARKS:
-        if path is not None or split is not None: raise ValueError(f"{name!r} ships inside a package: it takes no path or split")
+        if path is not None or split is not None:
+            raise ValueError(f"{name!r} ships inside a package: it takes no path or split")
         items = check_unique_ids(OFFLINE_BENCHMARKS[name]())
         return [items[i] for i in sample_indices(len(items), n, seed, name)]
     if name not in HUB_BENCHMARKS: raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
     spec = HUB_BENCHMARKS[name]
     records = hub_records(spec, path, split, allow_hub, cache_dir)
     rows = sample_indices(len(records), n, seed, name)
-    base_dir = Path(path).parent if path is not None and Path(path).is_file() else (Path(path) if path is not None else None)
+    base_dir = (
+        Path(path).parent if path is not None and Path(path).is_file() else (Path(path) if path is not None else None)
+    )
     return check_unique_ids([spec.to_item(records[i], i, base_dir) for i in rows])
 
 # %% ../../nbs/04_tasks.qa.ipynb #36989a06
 def items_table(items: Sequence[QAItem]) -> pd.DataFrame:
     "One row per item: id, benchmark, format, question, gold answer and letter, options, whether it has an image."
-    return pd.DataFrame([{"id": i.id, "benchmark": i.benchmark, "format": i.format, "question": i.question, "answer": i.answer,
-                          "answer_letter": i.answer_letter, "options": i.options, "has_image": i.multimodal} for i in items],
-                        columns=["id", "benchmark", "format", "question", "answer", "answer_letter", "options", "has_image"])
+    return pd.DataFrame([{"id": i.id, "benchmark": i.benchmark, "format": i.format, "question": i.question,
+                          "answer": i.answer,
+                          "answer_letter": i.answer_letter, "options": i.options,
+                          "has_image": i.multimodal} for i in items],
+                        columns=["id", "benchmark", "format", "question", "answer", "answer_letter", "options",
+                                 "has_image"])

@@ -41,7 +41,9 @@ class SubsetSumInstance:
             values, target = tuple(int(v) for v in values), int(target)
         if min(values) <= 0: raise ValueError(f"values must be positive, got {min(values)}")
         if len(set(values)) < len(values):
-            raise ValueError(f"values must be distinct, {next(v for v, k in Counter(values).items() if k > 1)} appears twice")
+            raise ValueError(
+                f"values must be distinct, {next(v for v, k in Counter(values).items() if k > 1)} appears twice"
+            )
         object.__setattr__(self, "values", values)
         object.__setattr__(self, "target", target)
 
@@ -131,7 +133,9 @@ def cpsat_enumerate(inst: SubsetSumInstance, cap: int | None = None) -> list[Sub
     model.add_bool_or(take)  # the empty subset is not a solution
 
     class Collector(cp_model.CpSolverSolutionCallback):
-        def __init__(self): super().__init__(); self.found = []
+        def __init__(self):
+            super().__init__()
+            self.found = []
         def on_solution_callback(self):
             self.found.append(tuple(sorted(v for v, x in zip(inst.values, take) if self.value(x))))
             if cap is not None and len(self.found) > cap: self.stop_search()
@@ -141,7 +145,8 @@ def cpsat_enumerate(inst: SubsetSumInstance, cap: int | None = None) -> list[Sub
     solver.parameters.num_workers = 1  # enumeration needs a single worker
     status = solver.solve(model, collector)
     if cap is not None and len(collector.found) > cap: raise TooManySolutions(cap)
-    if status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE): raise RuntimeError(f"CP-SAT stopped early: {solver.status_name(status)}")
+    if status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
+        raise RuntimeError(f"CP-SAT stopped early: {solver.status_name(status)}")
     return sorted(collector.found)
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #25a6ae7a
@@ -167,7 +172,8 @@ def render_solutions(inst: SubsetSumInstance | None, solutions: Sequence[Sequenc
     return "[" + ", ".join(_literal(s) for s in solutions) + "]"
 
 def parse_solutions_text(text: str, inst: SubsetSumInstance | None = None) -> list[Subset]:
-    "The solutions of a ground-truth text; ValueError if it is not a list of integer lists (or, given `inst`, not all solutions)."
+    """The solutions of a ground-truth text; ValueError if it is not a list of integer lists (or, given `inst`, not all
+    solutions)."""
     try: value = ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, TypeError, AttributeError, MemoryError, RecursionError):
         raise ValueError(f"not a list of integer lists: {str(text)[:200]!r}") from None
@@ -184,16 +190,21 @@ def render_solution(inst: SubsetSumInstance | None, solution: Sequence[int], ind
     return f"Solution {index}: {{{', '.join(str(int(v)) for v in solution)}}}"
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #5426a1a8
-_LATEX = [(re.compile(pattern), replacement) for pattern, replacement in [
-    (r"\\(?:left|right|[bB]igg?[lr]?)(?![a-zA-Z])", " "),  # sizing: \left\{ -> \{
-    (r"\\lbrace(?![a-zA-Z])", "{"), (r"\\rbrace(?![a-zA-Z])", "}"),
-    (r"\\([{}])", r"\1"),  # \{ -> {
-    (r"\\(?:text(?:bf|it|rm|tt)?|math(?:rm|bf|it)|operatorname|boxed)\{([^{}\n]*)\}", r" \1 "),
-    (r"\\(?:ldots|dots|cdots)(?![a-zA-Z])", "..."),
-    (r"\\(?:q?quad|to|[rR]ightarrow|implies|checkmark|boxed|sum|cdot|in|subseteq|subset|neq|ne|emptyset|times|text)(?![a-zA-Z])", " "),
-    (r"\\[\[\]()]", " "),  # \[ \] \( \): math delimiters, not brackets
-    (r"\\[,;:! ]", " "),  # LaTeX spacing
-]]
+_LATEX = [
+    (re.compile(pattern), replacement)
+    for pattern, replacement in [
+        (r"\\(?:left|right|[bB]igg?[lr]?)(?![a-zA-Z])", " "),  # sizing: \left\{ -> \{
+        (r"\\lbrace(?![a-zA-Z])", "{"),
+        (r"\\rbrace(?![a-zA-Z])", "}"),
+        (r"\\([{}])", r"\1"),  # \{ -> {
+        (r"\\(?:text(?:bf|it|rm|tt)?|math(?:rm|bf|it)|operatorname|boxed)\{([^{}\n]*)\}", r" \1 "),
+        (r"\\(?:ldots|dots|cdots)(?![a-zA-Z])", "..."),
+        (r"\\(?:q?quad|to|[rR]ightarrow|implies|checkmark|boxed|sum|cdot|in|subseteq|subset|neq|ne|emptyset|times"
+         r"|text)(?![a-zA-Z])", " "),
+        (r"\\[\[\]()]", " "),  # \[ \] \( \): math delimiters, not brackets
+        (r"\\[,;:! ]", " "),  # LaTeX spacing
+    ]
+]
 _PLAIN = str.maketrans({"$": " ", "*": None, "`": None, "_": None, "\u2212": "-", "\u2026": "...",
                         "\uff0c": ",", "\uff5b": "{", "\uff5d": "}"})
 
@@ -219,7 +230,8 @@ def _row_cells(line: str) -> list[str] | None:
 def _column_role(name: str) -> str | None:
     "What a table column holds, from its header: the entry, its label, its stated sum, a check mark."
     n = name.strip().lower()
-    if n in ("", "#", "n", "k", "id", "idx", "index") or re.search(r"(?:#|\bno\.?|\bnumber|\bindex|\bid)$", n): return "label"
+    if n in ("", "#", "n", "k", "id", "idx", "index") or re.search(r"(?:#|\bno\.?|\bnumber|\bindex|\bid)$", n):
+        return "label"
     if re.search(r"\b(?:sum|total)", n): return "total"
     if re.search(r"\b(?:valid|check|ok|status|correct|verif|result)", n): return "check"
     if re.search(r"\b(?:subsets?|sets?|elements?|numbers?|values?|combinations?|members?|items?)\b", n): return "subset"
@@ -230,7 +242,8 @@ def _table_header(cells: list[str]) -> dict | None:
     "Which column holds the entry (and the label, stated sum and check mark) when `cells` is a header row."
     if any(re.search(r"[0-9]", c) for c in cells): return None
     roles = [_column_role(c) for c in cells]
-    entry = next((k for k, r in enumerate(roles) if r == "subset"), next((k for k, r in enumerate(roles) if r == "solution"), None))
+    entry = next((k for k, r in enumerate(roles) if r == "subset"),
+                 next((k for k, r in enumerate(roles) if r == "solution"), None))
     if entry is None: return None
     first = lambda role: next((k for k, r in enumerate(roles) if r == role), None)
     return dict(entry=entry, total=first("total"), check=first("check"),
@@ -254,8 +267,12 @@ def _rewrite_tables(norm: str, inst: SubsetSumInstance) -> str:
     "The text with every row of a table whose header names a subset column written as its entry (lines kept)."
     lines, header = norm.split("\n"), None
     for i, line in enumerate(lines):
-        if (cells := _row_cells(line)) is None: header = None; continue
-        if (h := _table_header(cells)) is not None: header = h; continue
+        if (cells := _row_cells(line)) is None:
+            header = None
+            continue
+        if (h := _table_header(cells)) is not None:
+            header = h
+            continue
         if header is not None and not _SEPARATOR_ROW.fullmatch(line): lines[i] = _table_entry(cells, header, inst, line)
     return "\n".join(lines)
 
@@ -276,7 +293,8 @@ _TUPLE = re.compile(rf"\(([ \t]*-?{_NUMBER}(?:[ \t]*,[ \t]*-?{_NUMBER})+[ \t]*,?
 _UNCLOSED = re.compile(r"[{\[][^{}\[\]]*\Z|\([ \t]*-?[0-9][0-9., \t-]*\Z")
 _SUM_EXPRESSION = re.compile(rf"(?<![\w.])({_NUMBER}(?:[ \t]*\+[ \t]*{_NUMBER})+)(?:[ \t]*=[ \t]*(-?{_NUMBER}))?")
 _MAX_DIGITS = 100  # longer "numbers" are noise (and Python refuses to convert very long ones)
-_OPEN_TAIL = re.compile(r"(?:[ \t,;&+.]|\ba(?:nd?)?\b)*\s*")  # what may follow a list's last number when a cut fell inside it
+# what may follow a list's last number when a cut fell inside it
+_OPEN_TAIL = re.compile(r"(?:[ \t,;&+.]|\ba(?:nd?)?\b)*\s*")
 
 def _open_after(norm: str, pos: int) -> bool:
     "Does the text end at `pos`, up to separators, a full stop or part of an 'and' on the same line?"
@@ -300,7 +318,8 @@ def _tuple_candidate(m: re.Match) -> _Candidate:
     return _Candidate(m.start(), m.end(), "tuple", *_read_numbers([t for t in re.split(r"[,\s]+", m[1]) if t]))
 
 def _sum_candidate(m: re.Match, norm: str) -> _Candidate:
-    if re.fullmatch(r"[ \t]*\+\s*", norm[m.end():]): return _Candidate(m.start(), len(norm), "unfinished", None, "unfinished")
+    if re.fullmatch(r"[ \t]*\+\s*", norm[m.end():]):
+        return _Candidate(m.start(), len(norm), "unfinished", None, "unfinished")
     elements, reason = _read_numbers([t.strip() for t in m[1].split("+")])
     total = m[2]
     total = int(total) if total and re.fullmatch(r"-?[0-9]+", total) and len(total) <= _MAX_DIGITS else None
@@ -319,10 +338,14 @@ def _candidates(norm: str) -> list[_Candidate]:
     return sorted(found, key=lambda c: c.start)
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #6ff0bae2
-_HEADING = re.compile(r"^[^\w\n]*(?:[0-9]+[.)][^\w\n]*)?(?:solution|subset)[ \t]*#?[ \t]*[0-9]+(?![0-9]|\.[0-9]|[ \t]*[A-Za-z])"
-                      r"|\b(?:solution|subset)[ \t]*#?[ \t]*[0-9]+[ \t]*[:=]", re.I | re.M)
+_HEADING = re.compile(
+    r"^[^\w\n]*(?:[0-9]+[.)][^\w\n]*)?(?:solution|subset)[ \t]*#?[ \t]*[0-9]+(?![0-9]|\.[0-9]|[ \t]*[A-Za-z])"
+    r"|\b(?:solution|subset)[ \t]*#?[ \t]*[0-9]+[ \t]*[:=]",
+    re.I | re.M,
+)
 _RESTATEMENT = re.compile(r"\bgiven\b|\bset of\b|\bfind all\b", re.I)
-_CHECKING = re.compile(r"\b(?:check|verif|confirm|test|recheck|double|review|validat)", re.I)  # 'Checking solution 1: ...'
+# 'Checking solution 1: ...'
+_CHECKING = re.compile(r"\b(?:check|verif|confirm|test|recheck|double|review|validat)", re.I)
 
 def _headings(norm: str) -> list[re.Match]:
     "The headings of the text, without those inside a checking step ('Verification of solution 2: ...')."
@@ -334,8 +357,10 @@ _AND = r"(?:[ \t]*[,;][ \t]*(?:and[ \t]+)?|[ \t]+(?:and|&)[ \t]+)"  # ", " or " 
 _BARE_LIST = re.compile(rf"(?P<list>{_INT}(?:{_AND}{_INT})*)(?P<rest>.*)")
 _DANGLING = re.compile(r"(?:[ \t]*(?:[,;&]|\band\b))+\s*")  # '1, 6,' or '7 and' at the very end: the list was going on
 _STATED_TOTAL = re.compile(r"(?:=|→|->|⇒)[ \t]*(-?[0-9]{1,100})(?![0-9.])")
-_LIST_ITEM = re.compile(rf"[ \t]*(?:[-*•+>][ \t]+|\(?[0-9]{{1,3}}[.)][ \t]+)?(?P<list>{_INT}(?:(?:{_AND}|[ \t]*\+[ \t]*){_INT})*)"
-                        rf"[ \t]*(?:(?:=|→|->|⇒)[ \t]*(?P<total>-?[0-9]{{1,100}}))?[^\w\n]*")
+_LIST_ITEM = re.compile(
+    rf"[ \t]*(?:[-*•+>][ \t]+|\(?[0-9]{{1,3}}[.)][ \t]+)?(?P<list>{_INT}(?:(?:{_AND}|[ \t]*\+[ \t]*){_INT})*)"
+    rf"[ \t]*(?:(?:=|→|->|⇒)[ \t]*(?P<total>-?[0-9]{{1,100}}))?[^\w\n]*"
+)
 
 def _restates_values(inst: SubsetSumInstance, c: _Candidate) -> bool:
     "Is this the instance's whole set, written as the problem (it does not sum to the target)?"
@@ -344,7 +369,8 @@ def _restates_values(inst: SubsetSumInstance, c: _Candidate) -> bool:
 def _list_candidate(norm: str, begin: int, m: re.Match) -> _Candidate:
     "A plain list of integers ('5, 9, 21', '7 and 3', '2 + 8') read at offset `begin`."
     total = int(m["total"]) if "total" in m.groupdict() and m["total"] else None
-    return _Candidate(begin + m.start("list"), begin + m.end(), "list", _read_numbers(re.findall(r"[0-9]+", m["list"]))[0],
+    return _Candidate(begin + m.start("list"), begin + m.end(), "list",
+                      _read_numbers(re.findall(r"[0-9]+", m["list"]))[0],
                       total=total, open_end=_open_after(norm, begin + m.end("list")))
 
 def _bare_list(norm: str, start: int, stop: int, last: bool) -> _Candidate | None:
@@ -354,13 +380,16 @@ def _bare_list(norm: str, start: int, stop: int, last: bool) -> _Candidate | Non
         body = line.lstrip(" \t:.)(|-=\r")
         if body.strip():
             if not (m := _BARE_LIST.fullmatch(body.rstrip())): return None
-            rest = re.sub(r"\([^()\n]*\)|\|.*|(?:=|→|->|⇒)[ \t]*-?[0-9]+", "", m["rest"])  # notes, other cells, a stated total
+            # notes, other cells, a stated total
+            rest = re.sub(r"\([^()\n]*\)|\|.*|(?:=|→|->|⇒)[ \t]*-?[0-9]+", "", m["rest"])
             if re.search(r"[0-9]", rest): return None  # more numbers: not a plain list
             begin = offset + len(line) - len(body)
-            if last and _DANGLING.fullmatch(norm, begin + m.end("list")): return _Candidate(begin, stop, "unfinished", None, "unfinished")
+            if last and _DANGLING.fullmatch(norm, begin + m.end("list")):
+                return _Candidate(begin, stop, "unfinished", None, "unfinished")
             total = _STATED_TOTAL.search(m["rest"])
             c = _list_candidate(norm, begin, m)
-            return c if total is None else _Candidate(c.start, c.end, "list", c.elements, total=int(total[1]), open_end=c.open_end)
+            return c if total is None else _Candidate(c.start, c.end, "list", c.elements, total=int(total[1]),
+                                                      open_end=c.open_end)
         offset += len(line) + 1
     return None
 
@@ -373,11 +402,16 @@ def _pick_in_block(inst: SubsetSumInstance, cands: list[_Candidate]) -> _Candida
     if claims or sums: return (claims or sums)[0]
     return next((c for c in cands if c.kind == "unfinished"), None)
 
-def _pick_in_line(inst: SubsetSumInstance, norm: str, line_start: int, line: str, cands: list[_Candidate]) -> list[_Candidate]:
+def _pick_in_line(inst: SubsetSumInstance, norm: str, line_start: int, line: str,
+                  cands: list[_Candidate]) -> list[_Candidate]:
     "The entries of one line of an answer without headings."
     if _RESTATEMENT.search(line): return []
-    sets = [c for c in cands if (c.kind in ("set", "tuple") and not c.prose and c.elements != () and not _restates_values(inst, c))
-            or c.kind == "unfinished"]
+    sets = [
+        c
+        for c in cands
+        if (c.kind in ("set", "tuple") and not c.prose and c.elements != () and not _restates_values(inst, c))
+        or c.kind == "unfinished"
+    ]
     if sets: return sets
     if claims := [c for c in cands if c.kind == "sum" and c.total == inst.target]: return claims
     if m := _LIST_ITEM.fullmatch(line):  # a line that is only a list or a sum: '- 7 and 3', '1) 2+8', '8, 2 ✓'
@@ -397,7 +431,8 @@ def _may_be_cut(c: _Candidate) -> bool:
     return c.kind == "unfinished" or (c.kind in ("sum", "list") and c.open_end)
 
 def _entries(text: str, inst: SubsetSumInstance) -> list[tuple[ParsedSolution, bool, bool]]:
-    "(parsed entry, whether the end of the text may have cut it, whether it is a bare heading) for every entry, in text order."
+    """(parsed entry, whether the end of the text may have cut it, whether it is a bare heading) for every entry, in
+    text order."""
     norm, lines = _rewrite_tables(_normalise(text), inst), text.split("\n")
     line_starts = [0] + [k + 1 for k, ch in enumerate(norm) if ch == "\n"]
     line_of = lambda pos: bisect.bisect_right(line_starts, pos) - 1
@@ -413,12 +448,20 @@ def _entries(text: str, inst: SubsetSumInstance) -> list[tuple[ParsedSolution, b
                 for c in _pick_in_line(inst, norm, line_starts[n], line, by_line.get(n, []))]
     entries = []
     for k, h in enumerate(headings):
-        start, stop, last = h.end(), headings[k + 1].start() if k + 1 < len(headings) else len(norm), k + 1 == len(headings)
+        start, stop, last = (
+            h.end(),
+            headings[k + 1].start() if k + 1 < len(headings) else len(norm),
+            k + 1 == len(headings),
+        )
         c = _pick_in_block(inst, between(start, stop)) or _bare_list(norm, start, stop, last)
-        if c is not None: entries.append((_judge(inst, c, snippet(h.start(), c.end)), _may_be_cut(c), False)); continue
-        if h.start() > 0 and norm[h.start() - 1] != "\n": continue  # 'checking solution 2: ok' inside a line, nothing after it
+        if c is not None:
+            entries.append((_judge(inst, c, snippet(h.start(), c.end)), _may_be_cut(c), False))
+            continue
+        # 'checking solution 2: ok' inside a line, nothing after it
+        if h.start() > 0 and norm[h.start() - 1] != "\n": continue
         bare = not norm[start:stop].strip(" \t\r\n:.)-=")  # a heading with nothing after it
-        entries.append((ParsedSolution(None, "malformed", f"no subset after {h.group().strip()!r}", snippet(h.start(), stop)), last, bare))
+        entries.append((ParsedSolution(None, "malformed", f"no subset after {h.group().strip()!r}",
+                                       snippet(h.start(), stop)), last, bare))
     return entries
 
 def parse_answer(text: str,  # a model's answer

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import product
 
-from .core import (ParsedSolution, TooManySolutions, level_bins, max_count, attempt_rng,
+from .core import (ParsedSolution, TooManySolutions, level_bins, attempt_rng,
                                         valid_solutions, CUT_OFF)
 
 # %% auto #0
@@ -44,13 +44,16 @@ class TimeTablingInstance:
         "The instance as the reference data writes it (the `question` field)."
         fmt = lambda xs: "[" + ", ".join(map(str, xs)) + "]"
         lines = ["Constraints:"]
-        lines += [f"- Course{i} : Time {fmt(c.times)}, Room {fmt(c.rooms)}, Teacher [{c.teacher}]" for i, c in enumerate(self.courses)]
+        lines += [f"- Course{i} : Time {fmt(c.times)}, Room {fmt(c.rooms)}, Teacher [{c.teacher}]" for i,
+                  c in enumerate(self.courses)]
         lines += ["- Multiple courses cannot be scheduled in the same time slot and room.",
                   "- A teacher can only teach one course at a time."]
         return "\n".join(lines)
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #60147c74
-_COURSE_LINE = re.compile(r"^-\s*Course(\d+)\s*:\s*Time\s*\[([\d,\s]*)\],\s*Room\s*\[([\d,\s]*)\],\s*Teacher\s*\[(\d+)\]\s*$")
+_COURSE_LINE = re.compile(
+    r"^-\s*Course(\d+)\s*:\s*Time\s*\[([\d,\s]*)\],\s*Room\s*\[([\d,\s]*)\],\s*Teacher\s*\[(\d+)\]\s*$"
+)
 
 def _ints(s: str) -> tuple[int, ...]: return tuple(int(x) for x in re.findall(r"\d+", s))
 
@@ -61,7 +64,10 @@ def parse_question(text: str) -> TimeTablingInstance:
         if m := _COURSE_LINE.match(line.strip()):
             courses[int(m[1])] = Course(_ints(m[2]), _ints(m[3]), int(m[4]))
     if not courses or sorted(courses) != list(range(len(courses))):
-        raise ValueError(f"not a TimeTabling question (need lines '- CourseI : Time [..], Room [..], Teacher [p]' for I = 0..n-1): {text[:200]!r}")
+        raise ValueError(
+            "not a TimeTabling question (need lines '- CourseI : Time [..], Room [..], Teacher [p]' for I = 0..n-1): "
+            f"{text[:200]!r}"
+        )
     if any(not c.times or not c.rooms for c in courses.values()):
         raise ValueError("every course needs at least one time slot and one room")
     return TimeTablingInstance(tuple(courses[i] for i in range(len(courses))))
@@ -76,7 +82,12 @@ def _course(rng: random.Random, n_times: int, n_rooms: int, n_teachers: int) -> 
 
 def generate_instance(rng: random.Random) -> TimeTablingInstance:
     "One random instance with the reference generator's parameter ranges."
-    n_courses, n_times, n_rooms, n_teachers = rng.randint(3, 7), rng.randint(3, 10), rng.randint(2, 10), rng.randint(2, 5)
+    n_courses, n_times, n_rooms, n_teachers = (
+        rng.randint(3, 7),
+        rng.randint(3, 10),
+        rng.randint(2, 10),
+        rng.randint(2, 5),
+    )
     return TimeTablingInstance(tuple(_course(rng, n_times, n_rooms, n_teachers) for _ in range(n_courses)))
 
 def instance_key(inst: TimeTablingInstance) -> tuple:
@@ -110,7 +121,9 @@ def conflict_groups(inst: TimeTablingInstance) -> list[list[int]]:
     times, rooms = [set(c.times) for c in inst.courses], [set(c.rooms) for c in inst.courses]
     for i, a in enumerate(inst.courses):
         for j in range(i + 1, len(inst.courses)):
-            if not times[i].isdisjoint(times[j]) and (a.teacher == inst.courses[j].teacher or not rooms[i].isdisjoint(rooms[j])):
+            if not times[i].isdisjoint(times[j]) and (
+                a.teacher == inst.courses[j].teacher or not rooms[i].isdisjoint(rooms[j])
+            ):
                 group[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
     for i in range(len(inst.courses)): groups.setdefault(root(i), []).append(i)
@@ -122,9 +135,12 @@ def _option_bits(courses: list[Course]) -> list[list[int]]:
     pairs = n_times * n_rooms
     return [[1 << (t * n_rooms + r) | 1 << (pairs + c.teacher * n_times + t) for t, r in c.options()] for c in courses]
 
-def _search_group(inst: TimeTablingInstance, group: list[int], cap: int | None, listing: bool) -> tuple[list[int], int, list]:
+def _search_group(
+    inst: TimeTablingInstance, group: list[int], cap: int | None, listing: bool
+) -> tuple[list[int], int, list]:
     "(the group's courses in search order, count, schedules): a schedule gives (time, room) per course, in that order."
-    ordered = sorted(group, key=lambda i: len(inst.courses[i].times) * len(inst.courses[i].rooms))  # stable: ties keep course order
+    # stable: ties keep course order
+    ordered = sorted(group, key=lambda i: len(inst.courses[i].times) * len(inst.courses[i].rooms))
     options = [inst.courses[i].options() for i in ordered]
     bits = _option_bits([inst.courses[i] for i in ordered])
     last = len(ordered) - 1
@@ -132,19 +148,23 @@ def _search_group(inst: TimeTablingInstance, group: list[int], cap: int | None, 
     kills = [[sum(1 << j for j, b in enumerate(bits[last]) if b & m) for m in ms] for ms in bits[:last]]
     chosen, found, count = [None] * len(ordered), [], 0
 
-    def search(depth: int, taken: int, alive: int):  # taken: bits of the options chosen above; alive: the last course's free options
+    # taken: bits of the options chosen above; alive: the last course's free options
+    def search(depth: int, taken: int, alive: int):
         nonlocal count
         if depth == last:
             if listing:
                 for j, option in enumerate(options[last]):
-                    if alive >> j & 1: chosen[last] = option; found.append(tuple(chosen))
+                    if alive >> j & 1:
+                        chosen[last] = option
+                        found.append(tuple(chosen))
             count += alive.bit_count()
         elif depth == last - 1 and not listing:  # the last course's free options are counted, not searched
             count += sum((alive & ~k).bit_count() for m, k in zip(bits[depth], kills[depth]) if not taken & m)
         else:
             for option, m, k in zip(options[depth], bits[depth], kills[depth]):
                 if not taken & m and (left := alive & ~k):  # nothing left for the last course: no schedule below
-                    chosen[depth] = option; search(depth + 1, taken | m, left)
+                    chosen[depth] = option
+                    search(depth + 1, taken | m, left)
             return
         if cap is not None and count > cap: raise TooManySolutions(cap)
 
@@ -156,7 +176,9 @@ def _search(inst: TimeTablingInstance, cap: int | None, listing: bool) -> list[t
     results, too_many = [], False
     for group in conflict_groups(inst):
         try: found = _search_group(inst, group, cap, listing)
-        except TooManySolutions: too_many = True; continue
+        except TooManySolutions:
+            too_many = True
+            continue
         if found[1] == 0: return [(group, 0, [])]
         results.append(found)
     return None if too_many else results
@@ -178,9 +200,11 @@ def enumerate_solutions(inst: TimeTablingInstance, cap: int | None = None) -> li
     groups = _search(inst, cap, listing=True)
     if groups is None or (cap is not None and _total(groups) > cap): raise TooManySolutions(cap)
     if _total(groups) == 0: return []
-    joined = [course for courses, _, _ in groups for course in courses]  # the courses of a combination of the groups' schedules
+    # the courses of a combination of the groups' schedules
+    joined = [course for courses, _, _ in groups for course in courses]
     place = [joined.index(i) for i in range(len(inst.courses))]
-    return sorted(tuple([parts[p] for p in place]) for parts in map(_concat, product(*(found for _, _, found in groups))))
+    return sorted(tuple([parts[p] for p in place]) for parts in map(_concat,
+                                                                    product(*(found for _, _, found in groups))))
 
 def _concat(parts: tuple[tuple, ...]) -> tuple: return sum(parts, ())
 
@@ -201,9 +225,12 @@ def cpsat_enumerate(inst: TimeTablingInstance, cap: int | None = None) -> list[S
         if len(per_course) > 1: model.add(sum(v for vs in per_course.values() for v in vs) <= 1)
 
     class Collector(cp_model.CpSolverSolutionCallback):
-        def __init__(self): super().__init__(); self.found = []
+        def __init__(self):
+            super().__init__()
+            self.found = []
         def on_solution_callback(self):
-            self.found.append(tuple(next((t, r) for t, r in c.options() if self.value(x[i, t, r])) for i, c in enumerate(inst.courses)))
+            self.found.append(tuple(next((t, r) for t, r in c.options() if self.value(x[i, t, r])) for i,
+                                    c in enumerate(inst.courses)))
             if cap is not None and len(self.found) > cap: self.stop_search()
 
     solver, collector = cp_model.CpSolver(), Collector()
@@ -220,7 +247,8 @@ def _table_row(cells, widths) -> str: return "| " + " | ".join(c.ljust(w) for c,
 
 def render_solution(inst: TimeTablingInstance, schedule: Schedule, index: int) -> str:
     "One schedule as a 'Solution k:' markdown table."
-    rows = [(f"Course{i}", f"T{t}", f"R{r}", f"P{c.teacher}") for i, (c, (t, r)) in enumerate(zip(inst.courses, schedule))]
+    rows = [(f"Course{i}", f"T{t}", f"R{r}", f"P{c.teacher}") for i,
+            (c, (t, r)) in enumerate(zip(inst.courses, schedule))]
     widths = [max(len(h), *(len(row[k]) for row in rows)) for k, h in enumerate(_HEADER)]
     lines = [f"Solution {index}:", _table_row(_HEADER, widths), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     return "\n".join(lines + [_table_row(row, widths) for row in rows])
@@ -231,18 +259,25 @@ def render_solutions(inst: TimeTablingInstance, schedules: list[Schedule]) -> st
     return "\n\n".join(render_solution(inst, s, k) for k, s in enumerate(schedules, start=1))
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #4492b474
-_HEADING = re.compile(r"^[\s#>*_`\-]*(?:\d+[.)]\s*)?[*_`]*\s*(?:solution|schedule|option|assignment)\s*#?\s*(\d+)\b(?![ \t]*[A-Za-z])", re.I)
+_HEADING = re.compile(
+    r"^[\s#>*_`\-]*(?:\d+[.)]\s*)?[*_`]*\s*(?:solution|schedule|option|assignment)\s*#?\s*(\d+)\b(?![ \t]*[A-Za-z])",
+    re.I,
+)
 _COURSE_ID = re.compile(r"\bcourse\s*_?\s*(\d+)\b|\bC(\d+)\b", re.I)
-_TIME = re.compile(r"\b(?:time[ \t]*-?[ \t]*slot|time|slot|period)[\"']?[ \t]*[:=]?[ \t]*[\"']?T?(\d+)\b|\bT(\d+)\b", re.I)
+_TIME = re.compile(r"\b(?:time[ \t]*-?[ \t]*slot|time|slot|period)[\"']?[ \t]*[:=]?[ \t]*[\"']?T?(\d+)\b|\bT(\d+)\b",
+                   re.I)
 _ROOM = re.compile(r"\b(?:class[ \t]*room|room)[\"']?[ \t]*[:=]?[ \t]*[\"']?R?(\d+)\b|\bR(\d+)\b", re.I)
 _PAIR = re.compile(r"[(\[{][ \t]*(\d+)[ \t]*,[ \t]*(\d+)[ \t]*[)\]}]")
 _NAMES_A_SLOT = re.compile(r"time|slot|room|period|teacher", re.I)
-_HYPOTHETICAL = re.compile(r"\b(?:if|would|could|instead|try|tried|trying|suppose|alternatively|otherwise|cannot|can't|couldn't)\b", re.I)
+_HYPOTHETICAL = re.compile(
+    r"\b(?:if|would|could|instead|try|tried|trying|suppose|alternatively|otherwise|cannot|can't|couldn't)\b", re.I
+)
 
 def _number(m: re.Match) -> int: return int(next(g for g in m.groups() if g is not None))
 
 def _slot(text: str) -> tuple[int, int] | None:
-    "The (time, room) that `text` gives one course: exactly one time and one room ('T2, R1', 'Time 2, Room 1'), or a bare pair '(2, 1)'."
+    """The (time, room) that `text` gives one course: exactly one time and one room ('T2, R1', 'Time 2, Room 1'), or a
+    bare pair '(2, 1)'."""
     times, rooms = {_number(m) for m in _TIME.finditer(text)}, {_number(m) for m in _ROOM.finditer(text)}
     if len(times) == 1 and len(rooms) == 1: return times.pop(), rooms.pop()
     if not times and not rooms and not _NAMES_A_SLOT.search(text) and len(pairs := _PAIR.findall(text)) == 1:
@@ -250,7 +285,8 @@ def _slot(text: str) -> tuple[int, int] | None:
     return None
 
 def _line_assignments(line: str) -> list[tuple[int, int, int]]:
-    "The (course, time, room) assignments a line of prose or a list states: each course named, with the slot written after it."
+    """The (course, time, room) assignments a line of prose or a list states: each course named, with the slot written
+    after it."""
     if _HYPOTHETICAL.search(line): return []  # 'if Course0 took T1, R1 ...': a checking step, not a schedule
     ids = list(_COURSE_ID.finditer(line))
     segments = [(m, line[m.end():ids[k + 1].start() if k + 1 < len(ids) else len(line)]) for k, m in enumerate(ids)]
@@ -266,7 +302,10 @@ def _row_cells(line: str) -> list[str] | None:
 
 def _column_role(name: str) -> str | None:
     n = name.strip("*_` ").lower()
-    room, time = bool(re.search(r"room|venue|location", n)) or n == "r", bool(re.search(r"time|slot|period", n)) or n == "t"
+    room, time = (
+        bool(re.search(r"room|venue|location", n)) or n == "r",
+        bool(re.search(r"time|slot|period", n)) or n == "t",
+    )
     if room or time: return "time_room" if room and time else ("room" if room else "time")
     if re.search(r"course|class|subject", n) or n == "c": return "course"
     if re.search(r"solution|schedule|option", n) or n in ("#", "no", "no."): return "solution"
@@ -277,7 +316,8 @@ def _table_columns(cells: list[str]) -> dict | None:
     if any(re.search(r"\d", c) for c in cells): return None
     roles = [_column_role(c) for c in cells]
     first = lambda *wanted: next((k for k, r in enumerate(roles) if r in wanted), None)
-    columns = dict(course=first("course"), time=first("time", "time_room"), room=first("room", "time_room"), solution=first("solution"))
+    columns = dict(course=first("course"), time=first("time", "time_room"), room=first("room", "time_room"),
+                   solution=first("solution"))
     return None if None in (columns["course"], columns["time"], columns["room"]) else columns
 
 def _cell_int(cell: str) -> int | None:
@@ -295,19 +335,25 @@ def _combined_slot(cell: str) -> tuple[int | None, int | None]:
     return (int(numbers[0]), int(numbers[1])) if len(numbers) == 2 else (None, None)
 
 def _headerless_assignment(cells: list[str]) -> tuple[int, int | None, int | None] | None:
-    "A row of a table without a header: the first cell naming a course, then its slot (prefixed values, else the next two cells)."
+    """A row of a table without a header: the first cell naming a course, then its slot (prefixed values, else the next
+    two cells)."""
     k = next((i for i, c in enumerate(cells) if _COURSE_ID.search(c)), 0)
     if k >= len(cells) or (course := _cell_course(cells[k])) is None: return None
     rest = cells[k + 1:]
     if (slot := _slot(" | ".join(rest))) is not None: return course, *slot
-    if len(rest) >= 2 and all(re.fullmatch(r"[A-Za-z]?\d+", c) for c in rest[:2]): return course, _cell_int(rest[0]), _cell_int(rest[1])
+    if len(rest) >= 2 and all(re.fullmatch(r"[A-Za-z]?\d+", c) for c in rest[:2]):
+        return course, _cell_int(rest[0]), _cell_int(rest[1])
     return None
 
 def _table_assignment(cells: list[str], columns: dict | None) -> tuple[str, tuple | None]:
     "(the row's solution label or '', its (course, time, room) or None)."
     if all(_SEPARATOR_CELL.match(c) for c in cells): return "", None
     if columns is None: return "", _headerless_assignment(cells)
-    label = cells[columns["solution"]].strip("*_` ") if columns["solution"] is not None and columns["solution"] < len(cells) else ""
+    label = (
+        cells[columns["solution"]].strip("*_` ")
+        if columns["solution"] is not None and columns["solution"] < len(cells)
+        else ""
+    )
     if max(columns["course"], columns["time"], columns["room"]) >= len(cells): return label, None
     if (course := _cell_course(cells[columns["course"]])) is None: return label, None
     if columns["time"] == columns["room"]: return label, (course, *_combined_slot(cells[columns["time"]]))
@@ -330,28 +376,35 @@ def _blocks(text: str) -> list[_Block]:
 
     def start(heading: str, headed: bool):
         nonlocal current
-        current = _Block(heading, headed); blocks.append(current)
+        current = _Block(heading, headed)
+        blocks.append(current)
 
     def add(i: int, line: str, a: tuple):
-        if current is None or (not current.headed and any(a[0] == seen[0] for seen in current.assignments)): start("", False)
+        if current is None or (not current.headed and any(a[0] == seen[0] for seen in current.assignments)):
+            start("", False)
         if a not in current.assignments: current.assignments.append(a)  # the same slot written twice is one slot
         if not current.lines or current.lines[-1][0] != i: current.lines.append((i, line))
 
     for i, line in enumerate(lines):
         if m := _HEADING.match(line):
-            start(line.strip(), True); inside = True
-            current.lines.append((i, line)); current.written = bool(line[m.end():].strip(" \t*_:.`-"))
+            start(line.strip(), True)
+            inside = True
+            current.lines.append((i, line))
+            current.written = bool(line[m.end():].strip(" \t*_:.`-"))
             for a in _line_assignments(line[m.end():]): add(i, line, a)
             continue
         cells = _row_cells(line)
         if cells is not None and (header := _table_columns(cells)) is not None:
             columns = header
-            if current is not None and not current.headed and current.assignments: current = None  # a new table: a new schedule
+            # a new table: a new schedule
+            if current is not None and not current.headed and current.assignments: current = None
             continue
         if cells is None: found = _line_assignments(line)
         else:
             label, a = _table_assignment(cells, columns)
-            if label and (current is None or current.heading != label): start(label, True); inside = True
+            if label and (current is None or current.heading != label):
+                start(label, True)
+                inside = True
             found = [a] if a is not None else []
         if current is not None and line.strip(): current.written = True
         if inside:
@@ -362,17 +415,21 @@ def _judge(inst: TimeTablingInstance, block: _Block) -> ParsedSolution:
     text, assignments, n = "\n".join(line for _, line in block.lines), block.assignments, len(inst.courses)
     if not assignments: return ParsedSolution(None, "malformed", f"no assignments under {block.heading!r}", text)
     unknown = sorted({c for c, _, _ in assignments if c >= n})
-    if unknown: return ParsedSolution(None, "malformed", f"unknown course(s) {', '.join(f'Course{c}' for c in unknown)}", text)
+    if unknown:
+        return ParsedSolution(None, "malformed", f"unknown course(s) {', '.join(f'Course{c}' for c in unknown)}", text)
     missing_values = [f"Course{c}" for c, t, r in assignments if t is None or r is None]
-    if missing_values: return ParsedSolution(None, "malformed", f"no time or room for {', '.join(missing_values)}", text)
+    if missing_values:
+        return ParsedSolution(None, "malformed", f"no time or room for {', '.join(missing_values)}", text)
     slots = {}
     for c, t, r in assignments: slots.setdefault(c, []).append((t, r))
     missing = [f"Course{c}" for c in range(n) if c not in slots]
     if missing: return ParsedSolution(None, "malformed", f"missing {', '.join(missing)}", text)
     if doubled := [c for c in range(n) if len(slots[c]) > 1]:  # one schedule that gives a course two slots
         solution = tuple(slots[c][0] if len(slots[c]) == 1 else tuple(sorted(slots[c])) for c in range(n))
-        reason = "; ".join(f"Course{c} is given {len(slots[c])} slots ({', '.join(f'T{t} R{r}' for t, r in sorted(slots[c]))})"
-                           for c in doubled)
+        reason = "; ".join(
+            f"Course{c} is given {len(slots[c])} slots ({', '.join(f'T{t} R{r}' for t, r in sorted(slots[c]))})"
+            for c in doubled
+        )
         return ParsedSolution(solution, "violation", reason + ": one slot per course", text)
     schedule = tuple(slots[c][0] for c in range(n))
     problems = check_solution(inst, schedule)
@@ -380,13 +437,16 @@ def _judge(inst: TimeTablingInstance, block: _Block) -> ParsedSolution:
 
 def _may_be_cut(parsed: ParsedSolution, block: _Block, lines: list[str]) -> bool:
     "Could the end of a truncated reply have fallen inside this (last) schedule?"
-    if parsed.status == "malformed": return not parsed.reason.startswith("unknown course")  # missing courses, values or rows
+    # missing courses, values or rows
+    if parsed.status == "malformed": return not parsed.reason.startswith("unknown course")
     last = max(i for i, line in enumerate(lines) if line.strip())
-    return block.lines[-1][0] == last and lines[last].rstrip(" \t*_`")[-1:].isalnum()  # the reply stops inside its last row
+    # the reply stops inside its last row
+    return block.lines[-1][0] == last and lines[last].rstrip(" \t*_`")[-1:].isalnum()
 
 def parse_answer(text: str,  # a model's answer
                  inst: TimeTablingInstance,
-                 truncated: bool = False,  # the reply was cut off by the token limit: its last schedule may be unfinished
+                 # the reply was cut off by the token limit: its last schedule may be unfinished
+                 truncated: bool = False,
                  ) -> list[ParsedSolution]:
     "Every schedule written in a model's answer, each with its status (never raises)."
     try:

@@ -25,10 +25,10 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from ...backends.presets import check_backend_options, get_preset, ModelPreset, PRESETS
+from ...backends.presets import get_preset, ModelPreset
 from ...backends.request import chat, Completion, Request, SamplingParams
 from ...backends.transformers import TransformersBackend, from_preset, pick_next_token
-from ...metrics.attention import ARRAY_COLUMNS, ENTROPY, PHASES, RUN_COLUMNS, expand_entropies, generation_phase
+from ...metrics.attention import ENTROPY, expand_entropies, generation_phase
 from ...prompts.musobench import PARADIGMS, solve_prompt
 from ...store import GenerationRecord, GenerationStore, generation_key
 
@@ -56,7 +56,8 @@ def attention_entropies(probs: torch.Tensor,  # [..., heads, keys]: one query's 
 # %% ../../../nbs/80_studies.attention.recording.ipynb #4211293f
 def last_query_attention(query: torch.Tensor,  # [batch, heads, queries, head_dim]
                          key: torch.Tensor,  # [batch, kv_heads, keys, head_dim]
-                         attention_mask: torch.Tensor | None = None,  # None, bool (True = attend) or additive float, [batch, 1|heads, queries, >=keys]
+                         # None, bool (True = attend) or additive float, [batch, 1|heads, queries, >=keys]
+                         attention_mask: torch.Tensor | None = None,
                          scaling: float | None = None,  # score scale (default 1/sqrt(head_dim))
                         ) -> torch.Tensor:
     "The attention probabilities of the last query position, `[batch, heads, keys]`, in float32."
@@ -87,7 +88,8 @@ class EntropyRecorder:
 
     def add(self, layer: int, probs: torch.Tensor):
         "Record one layer of the current step from its last-query attention `[batch, heads, keys]`."
-        if layer in self._current: raise RuntimeError(f"layer {layer} recorded twice in one step: call end_step() after each forward pass")
+        if layer in self._current:
+            raise RuntimeError(f"layer {layer} recorded twice in one step: call end_step() after each forward pass")
         self._current[layer] = attention_entropies(probs)
 
     def end_step(self):
@@ -95,7 +97,8 @@ class EntropyRecorder:
         if not self._current: return
         layers = sorted(self._current)
         if self.recorded_layers is None: self.recorded_layers = layers
-        elif layers != self.recorded_layers: raise RuntimeError(f"step recorded layers {layers}, earlier steps {self.recorded_layers}")
+        elif layers != self.recorded_layers:
+            raise RuntimeError(f"step recorded layers {layers}, earlier steps {self.recorded_layers}")
         self.head_entropy.append(torch.stack([self._current[l][0] for l in layers], 1).cpu())
         self.head_avg_entropy.append(torch.stack([self._current[l][1] for l in layers], 1).cpu())
         self._current = {}
@@ -111,19 +114,26 @@ class EntropyRecorder:
 
 # %% ../../../nbs/80_studies.attention.recording.ipynb #55b12f56
 RECORDING_PREFIX = "entropy_"  # registered names: entropy_eager, entropy_sdpa
-_ACTIVE_RECORDER: contextvars.ContextVar[EntropyRecorder | None] = contextvars.ContextVar("entropy_recorder", default=None)
+_ACTIVE_RECORDER: contextvars.ContextVar[EntropyRecorder | None] = contextvars.ContextVar(
+    "entropy_recorder", default=None
+)
 
 def _base_attention(module: torch.nn.Module, base: str) -> Callable:
     "The attention function `base` names, for this layer's model family."
     if base == "eager":
         fn = getattr(inspect.getmodule(type(module)), "eager_attention_forward", None)
-        if fn is None: raise NotImplementedError(f"{type(module).__name__} has no eager_attention_forward to delegate to")
+        if fn is None:
+            raise NotImplementedError(f"{type(module).__name__} has no eager_attention_forward to delegate to")
         return fn
     return ALL_ATTENTION_FUNCTIONS[base]
 
 def _check_plain_softmax(module: torch.nn.Module):
-    if getattr(module, "sinks", None) is not None or getattr(getattr(module, "config", None), "attn_logit_softcapping", None):
-        raise NotImplementedError(f"{type(module).__name__} uses attention sinks or soft-capping: its entropies would not be those of a plain softmax")
+    if getattr(module, "sinks", None) is not None or getattr(getattr(module, "config", None), "attn_logit_softcapping",
+                                                             None):
+        raise NotImplementedError(
+            f"{type(module).__name__} uses attention sinks or soft-capping: its entropies would not be those of a "
+            "plain softmax"
+        )
 
 def _entropy_attention(base: str) -> Callable:
     def entropy_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
@@ -193,10 +203,12 @@ def _prompt_cache(backend: TransformersBackend, token_ids: Sequence[int]) -> Dyn
 @torch.inference_mode()
 def stream_entropies(backend: TransformersBackend,
                      prompt_ids: Sequence[int],  # the full prompt (chat template applied)
-                     choose: Callable[[torch.Tensor], int | None],  # next-token logits -> token to feed next, or None to stop
+                     # next-token logits -> token to feed next, or None to stop
+                     choose: Callable[[torch.Tensor], int | None],
                      recorder: EntropyRecorder,
                     ) -> EntropyRecorder:
-    "Feed the prompt's last token, then each token `choose` returns, one KV-cached step at a time, recording every step."
+    """Feed the prompt's last token, then each token `choose` returns, one KV-cached step at a time, recording every
+    step."""
     prompt_ids = list(prompt_ids)
     backend.check_fits(len(prompt_ids))
     cache = _prompt_cache(backend, prompt_ids[:-1])
@@ -246,25 +258,36 @@ def replay_entropies(backend: TransformersBackend,
     return _trace(recorder, prompt_ids, token_ids)
 
 # %% ../../../nbs/80_studies.attention.recording.ipynb #24355f28
-def entropies_from_attention_maps(attentions: Sequence[torch.Tensor],  # per layer: [1, heads, seq, seq] (output_attentions=True)
+# per layer: [1, heads, seq, seq] (output_attentions=True)
+def entropies_from_attention_maps(attentions: Sequence[torch.Tensor],
                                   prompt_len: int,  # P: the query of step t is row P - 1 + t
                                   n_steps: int,
                                  ) -> tuple[np.ndarray, np.ndarray]:
     "Per-head and head-averaged entropies `[steps, layers, heads]`, `[steps, layers]` from full attention maps."
     rows = slice(prompt_len - 1, prompt_len - 1 + n_steps)
-    per_layer = [attention_entropies(a[0, :, rows, :].transpose(0, 1).float().cpu()) for a in attentions]  # [steps, heads, keys]
+    # [steps, heads, keys]
+    per_layer = [attention_entropies(a[0, :, rows, :].transpose(0, 1).float().cpu()) for a in attentions]
     return (torch.stack([h for h, _ in per_layer], 1).numpy(), torch.stack([m for _, m in per_layer], 1).numpy())
 
 # %% ../../../nbs/80_studies.attention.recording.ipynb #1acf4e74
 def entropy_arrays(trace: EntropyTrace, **labels) -> pd.DataFrame:
-    "The compact table of a run: one row per recorded layer, its per-step entropies as float32 arrays, the run's `labels` first."
+    """The compact table of a run: one row per recorded layer, its per-step entropies as float32 arrays, the run's
+    `labels` first."""
     steps, n_layers, heads = trace.head_entropy.shape
     rows = lambda a: [np.ascontiguousarray(x, dtype=np.float32) for x in a]
-    return pd.DataFrame({**{k: [v] * n_layers for k, v in labels.items()},
-                         "layer": np.asarray(trace.layers, dtype=np.int64), "n_steps": steps, "prompt_tokens": len(trace.prompt_ids),
-                         "n_heads": heads, ENTROPY: rows(trace.head_avg_entropy.T), "mean_head_entropy": rows(trace.head_entropy.mean(-1).T),
-                         "entropy_per_head": rows(trace.head_entropy.transpose(1, 0, 2).reshape(n_layers, steps * heads)),
-                         "token_ids": [np.asarray(trace.token_ids, dtype=np.int32)] * n_layers})
+    return pd.DataFrame(
+        {
+            **{k: [v] * n_layers for k, v in labels.items()},
+            "layer": np.asarray(trace.layers, dtype=np.int64),
+            "n_steps": steps,
+            "prompt_tokens": len(trace.prompt_ids),
+            "n_heads": heads,
+            ENTROPY: rows(trace.head_avg_entropy.T),
+            "mean_head_entropy": rows(trace.head_entropy.mean(-1).T),
+            "entropy_per_head": rows(trace.head_entropy.transpose(1, 0, 2).reshape(n_layers, steps * heads)),
+            "token_ids": [np.asarray(trace.token_ids, dtype=np.int32)] * n_layers,
+        }
+    )
 
 def entropy_table(trace: EntropyTrace, **labels) -> pd.DataFrame:
     "The tidy table of a run: one row per (layer, step), the run's `labels` first, per-head entropies as a list column."
@@ -276,20 +299,24 @@ def paradigm_request(task: str,  # "timetabling" or "subsetsum"
                      paradigm: str,  # "short" or "long"
                      thinking_switch: str = "never",  # the model's ThinkingSwitch ("template": thinking on for long)
                      max_new_tokens: int = 128,
-                     sampling: SamplingParams | None = None,  # temperature, top_p, top_k, seed (None: greedy); one sample
+                     # temperature, top_p, top_k, seed (None: greedy); one sample
+                     sampling: SamplingParams | None = None,
                     ) -> Request:
     "The first-turn request of a paradigm, with the task instructions."
     thinking = (paradigm == "long") if thinking_switch == "template" else None
     sampling = replace(sampling or SamplingParams(temperature=0.0), max_tokens=max_new_tokens, n=1)
-    return chat(solve_prompt(task, question, paradigm), thinking=thinking, sampling=sampling, tag=f"attention:{task}:{paradigm}")
+    return chat(solve_prompt(task, question, paradigm), thinking=thinking, sampling=sampling,
+                tag=f"attention:{task}:{paradigm}")
 
-SHARED_OPTIONS = ("trust_remote_code", "model_dir", "allow_download", "max_model_len")  # options the transformers backend takes too
+# options the transformers backend takes too
+SHARED_OPTIONS = ("trust_remote_code", "model_dir", "allow_download", "max_model_len")
 
 def attention_preset(preset: str | ModelPreset, **options) -> ModelPreset:
     "The preset's model on the transformers backend (of its options, those that backend shares), with `options`."
     preset = get_preset(preset)
     kept = {k: v for k, v in preset.options if k in SHARED_OPTIONS}
-    return replace(preset, name=f"{preset.name}-attention", backend="transformers", options=tuple({**kept, **options}.items()))
+    return replace(preset, name=f"{preset.name}-attention", backend="transformers",
+                   options=tuple({**kept, **options}.items()))
 
 # %% ../../../nbs/80_studies.attention.recording.ipynb #d549ba84
 def _layers_tag(layers: Sequence[int] | None) -> str:
@@ -303,11 +330,13 @@ def entropy_study(backend: TransformersBackend,
                   store: GenerationStore | None = None,  # where the raw completions go (needed for reuse)
                   cache_dir: str | Path | None = None,  # where each run's entropy table is kept (needed for reuse)
                   progress: bool = True,
-                  sampling: SamplingParams | None = None,  # decoding of every run (None: greedy); max_new_tokens is its budget
+                  # decoding of every run (None: greedy); max_new_tokens is its budget
+                  sampling: SamplingParams | None = None,
                  ) -> tuple[pd.DataFrame, pd.DataFrame]:
     "(compact entropy table, run table) of every (instance, paradigm), generated with the entropies streamed."
     layers = check_layers(backend.model, layers)
-    if bad := [p for p in paradigms if p not in PARADIGMS]: raise ValueError(f"unknown paradigms {bad}; known: {PARADIGMS}")
+    if bad := [p for p in paradigms if p not in PARADIGMS]:
+        raise ValueError(f"unknown paradigms {bad}; known: {PARADIGMS}")
     if cache_dir is not None: Path(cache_dir).mkdir(parents=True, exist_ok=True)
     tables, runs = [], []
     jobs = [(item, paradigm) for item in items for paradigm in paradigms]
@@ -315,7 +344,9 @@ def entropy_study(backend: TransformersBackend,
         request = paradigm_request(item.task, item.question, paradigm, backend.thinking, max_new_tokens, sampling)
         key = generation_key(backend, request, 0)
         labels = dict(task=item.task, question_id=item.question_id, level=item.level, paradigm=paradigm)
-        path = Path(cache_dir) / f"{key[:32]}-{_layers_tag(layers)}.entropies.parquet" if cache_dir is not None else None
+        path = (
+            Path(cache_dir) / f"{key[:32]}-{_layers_tag(layers)}.entropies.parquet" if cache_dir is not None else None
+        )
         record = store.get(key) if store is not None else None
         if path is not None and record is not None and path.exists():
             table, completion = pd.read_parquet(path), record.to_completion()
@@ -326,7 +357,8 @@ def entropy_study(backend: TransformersBackend,
             if path is not None: table.to_parquet(path)
         tables.append(table)
         s = request.sampling
-        runs.append({**labels, "key": key, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k, "seed": s.seed,
+        runs.append({**labels, "key": key, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
+                     "seed": s.seed,
                      "prompt_tokens": completion.prompt_tokens, "n_steps": completion.completion_tokens,
                      "finish_reason": completion.finish_reason, "status": completion.status, "text": completion.text})
     return pd.concat(tables, ignore_index=True), pd.DataFrame(runs)

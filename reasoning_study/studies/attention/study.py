@@ -39,8 +39,13 @@ def _task_names() -> list[str]:
 @dataclass(frozen=True)
 class AttentionConfig:
     "The attention-entropy study's parameters."
-    preset: str = param("smollm2-135m", "model preset; run on the transformers backend whatever its usual backend", choices=lambda: PRESETS)
-    backend_options: dict = param({}, 'transformers backend options, e.g. {"dtype": "bfloat16", "attn_implementation": "sdpa"} or {"trust_remote_code": True}')
+    preset: str = param("smollm2-135m", "model preset; run on the transformers backend whatever its usual backend",
+                        choices=lambda: PRESETS)
+    backend_options: dict = param(
+        {},
+        'transformers backend options, e.g. {"dtype": "bfloat16", "attn_implementation": "sdpa"} or '
+        '{"trust_remote_code": True}',
+    )
     device: str | None = param(None, '"cpu", "cuda", or None (cuda when available)', choices=["cpu", "cuda"])
     tasks: list[str] = param(["timetabling", "subsetsum"], "MuSoBench tasks", choices=_task_names)
     levels: list[int] = param([1], "complexity levels the instances come from")
@@ -49,7 +54,8 @@ class AttentionConfig:
     paradigms: list[str] = param(["short", "long"], "Short-CoT and/or Long-CoT", choices=PARADIGMS)
     layers: list[int] | None = param(None, "layer indices to record, or None for all")
     max_new_tokens: int = param(96, "generated tokens per run (the reference: 16384)", minimum=1)
-    temperature: float | None = param(None, "decoding temperature (None: the preset's; the paper's Qwen3 runs: 0.6)", minimum=0)
+    temperature: float | None = param(None, "decoding temperature (None: the preset's; the paper's Qwen3 runs: 0.6)",
+                                      minimum=0)
     top_p: float | None = param(None, "None: the preset's (the paper's Qwen3 runs: 0.95)", minimum=0, maximum=1)
     top_k: int | None = param(None, "None: the preset's (the paper's Qwen3 runs: 20)", minimum=0)
     sample_seed: int = param(0, "seed of each run's sampling")
@@ -60,21 +66,31 @@ class AttentionConfig:
 
     def __post_init__(self):
         check_config(self)
-        problems = [f"parameter {name!r} must not be empty" for name in ("tasks", "paradigms", "levels") if not getattr(self, name)]
+        problems = [f"parameter {name!r} must not be empty" for name in ("tasks", "paradigms",
+                                                                         "levels") if not getattr(self, name)]
         for name in ("levels", "layers"):
-            if bad := [v for v in getattr(self, name) or [] if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "levels" else 0)]:
-                problems.append(f"parameter {name!r} must hold {'levels >= 1' if name == 'levels' else 'layer indices >= 0'}, got {bad}")
+            if bad := [
+                v
+                for v in getattr(self, name) or []
+                if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "levels" else 0)
+            ]:
+                problems.append(
+                    f"parameter {name!r} must hold {'levels >= 1' if name == 'levels' else 'layer indices >= 0'}, got "
+                    f"{bad}"
+                )
         if problems: raise ConfigError(problems, where="AttentionConfig parameters")
 
 def study_sampling(config: AttentionConfig) -> SamplingParams:
     "The decoding of every run: the preset's, each field the config sets replaced."
     as_float = lambda v: None if v is None else float(v)
-    return preset_sampling(config.preset, temperature=as_float(config.temperature), top_p=as_float(config.top_p), top_k=config.top_k,
+    return preset_sampling(config.preset, temperature=as_float(config.temperature), top_p=as_float(config.top_p),
+                           top_k=config.top_k,
                            seed=config.sample_seed)
 
 def study_items(config: AttentionConfig) -> list:
     "The config's MuSoBench instances, rebuilt from the seed."
-    return [it for task in config.tasks for it in build_task(task, seed=config.seed, per_level=config.per_level, levels=config.levels)]
+    return [it for task in config.tasks for it in build_task(task, seed=config.seed, per_level=config.per_level,
+                                                             levels=config.levels)]
 
 # %% ../../../nbs/81_studies.attention.study.ipynb #f09929bb
 RAW_TABLES = {"entropies": "entropy.parquet", "runs": "runs.parquet"}  # the raw tables of a run folder
@@ -83,7 +99,8 @@ def n_layers(backend) -> int: return backend.model.config.get_text_config().num_
 
 def run(config: AttentionConfig,
         backends=None,  # the model on the transformers backend (None: `load_backends`)
-        store: GenerationStore | None = None,  # where every generation is kept (None: the folder's generations.sqlite, if any)
+        # where every generation is kept (None: the folder's generations.sqlite, if any)
+        store: GenerationStore | None = None,
         folder: str | Path | None = None,  # where the raw tables go (None: nowhere)
         progress: bool = True,
        ) -> dict[str, pd.DataFrame]:
@@ -94,7 +111,8 @@ def run(config: AttentionConfig,
     if folder is not None: write_params(folder, run_params(config, sampling))
     backend = load_backends(config) if backends is None else backends
     with run_store(store, folder) as store:
-        entropies, runs = entropy_study(backend, study_items(config), config.paradigms, config.layers, config.max_new_tokens,
+        entropies, runs = entropy_study(backend, study_items(config), config.paradigms, config.layers,
+                                        config.max_new_tokens,
                                         store=store, cache_dir=None if folder is None else folder / "entropies",
                                         sampling=sampling)
     runs = runs.assign(model=backend.model_id, n_layers=n_layers(backend))
@@ -115,12 +133,15 @@ def run_counts(raw: dict[str, pd.DataFrame], folder: str | Path | None = None) -
 def score(raw: dict[str, pd.DataFrame], config: AttentionConfig) -> dict[str, pd.DataFrame]:
     "The summary per layer and phase, the curves along the relative position and the absolute step, and the model."
     entropies = raw["entropies"]
-    return {"summary": layer_phase_summary(entropies), "relative": relative_position_curves(entropies, bins=config.bins),
+    return {"summary": layer_phase_summary(entropies),
+            "relative": relative_position_curves(entropies, bins=config.bins),
             "absolute": absolute_step_curves(entropies, step_width=config.step_width),
             "model": raw["runs"][["model", "n_layers"]].drop_duplicates().reset_index(drop=True)}
 
-RESULT_FILES = {"summary": "summary_layer_phase.parquet", "relative": "curves_relative.parquet",  # what `score` returns, and where
-                "absolute": "curves_absolute.parquet", "model": "model.parquet"}                 # `report` writes it in a run folder
+# what `score` returns, and where
+RESULT_FILES = {"summary": "summary_layer_phase.parquet", "relative": "curves_relative.parquet",
+                # `report` writes it in a run folder
+                "absolute": "curves_absolute.parquet", "model": "model.parquet"}
 
 def per_layer_means(summary: pd.DataFrame) -> pd.DataFrame:
     "Mean entropy per layer and paradigm over the whole generation, with Long-CoT minus Short-CoT when both ran."
@@ -130,24 +151,35 @@ def per_layer_means(summary: pd.DataFrame) -> pd.DataFrame:
 
 def report(results: dict[str, pd.DataFrame], folder: str | Path, config: AttentionConfig) -> dict:
     "The tables (parquet, the summary also as CSV and Markdown) and Figures 7 and 14, written under `folder`."
+    # matplotlib: imported where a figure is drawn
     from reasoning_study.figures.attention import (plot_entropy_by_depth, plot_entropy_heatmap, plot_entropy_layer_grid,
                                                    plot_entropy_layers, representative_layers)
-    from reasoning_study.figures.core import save_figure
+    from reasoning_study.figures.core import save_figure  # matplotlib: imported where a figure is drawn
     folder = Path(folder)
     written = {}
-    for name, file in RESULT_FILES.items(): results[name].to_parquet(folder / file); written[name] = [folder / file]
+    for name, file in RESULT_FILES.items():
+        results[name].to_parquet(folder / file)
+        written[name] = [folder / file]
     summary, relative, model = results["summary"], results["relative"], results["model"].iloc[0]
     summary.to_csv(folder / "summary_layer_phase.csv", index=False)
-    (folder / "summary_layer_phase.md").write_text(f"# Attention entropy (bits, head-averaged distribution), {model.model}\n\n"
-                                                   f"Mean over runs of the per-run mean, whole generation:\n\n{per_layer_means(summary).round(3).to_markdown()}\n")
+    (folder / "summary_layer_phase.md").write_text(
+        f"# Attention entropy (bits, head-averaged distribution), {model.model}\n\n"
+        f"Mean over runs of the per-run mean, whole generation:\n\n{per_layer_means(summary).round(3).to_markdown()}\n"
+    )
     written["summary"] += [folder / "summary_layer_phase.csv", folder / "summary_layer_phase.md"]
     layers = config.layers
-    shown = [l for l in representative_layers(int(model.n_layers)) if layers is None or l in layers] or sorted(layers)[:3]
+    shown = [l for l in representative_layers(int(model.n_layers)) if layers is None or l in layers] or sorted(layers)[
+        :3
+    ]
     both = {"short", "long"} <= set(config.paradigms)
-    figures = {"fig7_attention_entropy_layers": lambda: plot_entropy_layers(relative, results["absolute"], layers=shown),
-               "fig14_attention_entropy_heatmap": lambda: plot_entropy_heatmap(relative, paradigm_difference(relative) if both else None),
-               "fig14_attention_entropy_grid": lambda: plot_entropy_layer_grid(relative),
-               "attention_entropy_by_depth": lambda: plot_entropy_by_depth(summary)}
+    figures = {
+        "fig7_attention_entropy_layers": lambda: plot_entropy_layers(relative, results["absolute"], layers=shown),
+        "fig14_attention_entropy_heatmap": lambda: plot_entropy_heatmap(
+            relative, paradigm_difference(relative) if both else None
+        ),
+        "fig14_attention_entropy_grid": lambda: plot_entropy_layer_grid(relative),
+        "attention_entropy_by_depth": lambda: plot_entropy_by_depth(summary),
+    }
     for name, draw in figures.items(): written[name] = save_figure(draw(), folder / "figures" / name)
     return written
 
@@ -155,7 +187,9 @@ def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The results of a run folder again, from its raw tables and the config in its run.json (no model)."
     folder = Path(folder)
     if (record := read_record(folder)) is None or not all((folder / f).is_file() for f in RAW_TABLES.values()):
-        raise FileNotFoundError(f"{folder} is not a finished attention-entropy run (needs run.json, {', '.join(RAW_TABLES.values())})")
+        raise FileNotFoundError(
+            f"{folder} is not a finished attention-entropy run (needs run.json, {', '.join(RAW_TABLES.values())})"
+        )
     raw = {name: pd.read_parquet(folder / file) for name, file in RAW_TABLES.items()}
     return score(raw, config_from(AttentionConfig, record["config"], where="run.json config"))
 
@@ -164,17 +198,20 @@ def study_preset(config: AttentionConfig) -> ModelPreset:
     "The config's model on the transformers backend, its options checked (no model is loaded)."
     import torch  # the model boundary: scoring and reporting a run folder need no torch
 
-    from reasoning_study.studies.attention.recording import attention_preset
-    if config.device == "cuda" and not torch.cuda.is_available(): raise ValueError("device='cuda' but no CUDA device is available")
-    preset = attention_preset(config.preset, **({"device": config.device} if config.device else {}), **config.backend_options)
+    from reasoning_study.studies.attention.recording import attention_preset  # torch: imported where a model is used
+    if config.device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' but no CUDA device is available")
+    preset = attention_preset(config.preset, **({"device": config.device} if config.device else {}),
+                              **config.backend_options)
     check_backend_options(preset)
     return preset
 
 def load_backends(config: AttentionConfig):
-    "The config's model on the transformers backend, loaded (after the checks, with the config's torch threads): what `run` takes."
+    """The config's model on the transformers backend, loaded (after the checks, with the config's torch threads): what
+    `run` takes."""
     import torch
 
-    from reasoning_study.backends.transformers import from_preset
+    from reasoning_study.backends.transformers import from_preset  # torch: imported where a model is used
     preset, _ = study_preset(config), study_sampling(config)
     if config.num_threads: torch.set_num_threads(config.num_threads)
     return from_preset(preset)
@@ -184,12 +221,15 @@ COUNTED = (RAW_TABLES["entropies"], ["paradigm"], ["task", "question_id"])  # wh
 
 def section(folders: Sequence[str | Path], out: str | Path, made: dict, bins: int = 10, step_width: int = 8):
     "Figures 7 and 14 (and entropy by depth) for each attention_entropy run."
+    # matplotlib: imported where a figure is drawn
     from reasoning_study.figures.attention import (plot_entropy_by_depth, plot_entropy_heatmap, plot_entropy_layer_grid,
                                                    plot_entropy_layers)
     draw = Drawer(out, "attention", made)
     for f in map(Path, folders):
         suffix = f"_{f.name}" if len(folders) > 1 else ""
-        if not (f / RAW_TABLES["entropies"]).is_file(): draw.skip(f"fig7_attention_entropy_layers{suffix}", f"no {RAW_TABLES['entropies']}"); continue
+        if not (f / RAW_TABLES["entropies"]).is_file():
+            draw.skip(f"fig7_attention_entropy_layers{suffix}", f"no {RAW_TABLES['entropies']}")
+            continue
         entropies = pd.read_parquet(f / RAW_TABLES["entropies"])
         relative = relative_position_curves(entropies, bins=bins)
         absolute = absolute_step_curves(entropies, step_width=step_width)

@@ -23,7 +23,8 @@ __all__ = ['RAW_TABLE', 'RESULT_FILES', 'COUNTED', 'MuSoBenchBuildConfig', 'load
 
 # %% ../../../nbs/71_studies.musobench.build.ipynb #9ca45d32
 RAW_TABLE = "instances.parquet"  # the raw table of a build's run folder
-RESULT_FILES = {"instances": RAW_TABLE, "summary": "summary.parquet"}  # what `score` returns, and where `report` / `run` keep it
+# what `score` returns, and where `report` / `run` keep it
+RESULT_FILES = {"instances": RAW_TABLE, "summary": "summary.parquet"}
 
 @dataclass(frozen=True)
 class MuSoBenchBuildConfig:
@@ -40,7 +41,9 @@ class MuSoBenchBuildConfig:
         problems = [] if self.tasks else ["parameter 'tasks' must not be empty"]
         for task in self.tasks:
             top = len(get_task(task).LEVELS)
-            if bad := [l for l in self.levels or [] if isinstance(l, bool) or not isinstance(l, int) or not 1 <= l <= top]:
+            if bad := [
+                l for l in self.levels or [] if isinstance(l, bool) or not isinstance(l, int) or not 1 <= l <= top
+            ]:
                 problems.append(f"parameter 'levels': {task} has levels 1..{top}, got {bad}")
         if problems: raise ConfigError(problems, where="MuSoBenchBuildConfig parameters")
 
@@ -55,12 +58,14 @@ def load_backends(config: MuSoBenchBuildConfig) -> None:
 
 def run(config: MuSoBenchBuildConfig, backends=None, store=None, folder: str | Path | None = None,
         progress: bool = True) -> dict[str, pd.DataFrame]:
-    "Build every task of `config`; into `folder` (when given) go `<task>.jsonl` and the raw table. Raw: the instances table."
+    """Build every task of `config`; into `folder` (when given) go `<task>.jsonl` and the raw table. Raw: the instances
+    table."""
     _no_model(backends, store)
     if folder is not None: write_params(folder, config_values(config))
     items = []
     for task in config.tasks:
-        built = build_task(task, seed=config.seed, per_level=config.per_level, levels=config.levels, workers=config.workers)
+        built = build_task(task, seed=config.seed, per_level=config.per_level, levels=config.levels,
+                           workers=config.workers)
         if folder is not None: write_jsonl(built, Path(folder) / f"{task}.jsonl")
         items += built
     raw = {"instances": benchmark_table(items)}
@@ -77,31 +82,36 @@ def score(raw: dict[str, pd.DataFrame], config: MuSoBenchBuildConfig | None = No
 
 def report(results: dict[str, pd.DataFrame], folder: str | Path, config: MuSoBenchBuildConfig | None = None) -> dict:
     "The summary table (parquet, CSV, Markdown) and the figure of solution counts per level, written under `folder`."
-    from reasoning_study.figures.core import save_figure
-    from reasoning_study.figures.musobench import plot_solution_counts
+    from reasoning_study.figures.core import save_figure  # matplotlib: imported where a figure is drawn
+    from reasoning_study.figures.musobench import plot_solution_counts  # matplotlib: imported where a figure is drawn
     folder, summary = Path(folder), results["summary"]
     summary.to_parquet(folder / RESULT_FILES["summary"])
     summary.to_csv(folder / "summary.csv", index=False)
     (folder / "summary.md").write_text(summary.to_markdown(index=False) + "\n")
     return {"summary": [folder / RESULT_FILES["summary"], folder / "summary.csv", folder / "summary.md"],
-            "solution_counts": save_figure(plot_solution_counts(results["instances"]), folder / "figures" / "solution_counts")}
+            "solution_counts": save_figure(plot_solution_counts(results["instances"]),
+                                           folder / "figures" / "solution_counts")}
 
 def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The results of a build's run folder again, from its raw table and the config in its run.json."
     folder = Path(folder)
     if (record := read_record(folder)) is None or not (folder / RAW_TABLE).is_file():
         raise FileNotFoundError(f"{folder} is not a finished MuSoBench build (needs run.json and {RAW_TABLE})")
-    return score({"instances": pd.read_parquet(folder / RAW_TABLE)}, config_from(MuSoBenchBuildConfig, record["config"], where="run.json config"))
+    return score({"instances": pd.read_parquet(folder / RAW_TABLE)},
+                 config_from(MuSoBenchBuildConfig, record["config"], where="run.json config"))
 
 # %% ../../../nbs/71_studies.musobench.build.ipynb #7a87d67b
-COUNTED = (RAW_TABLE, ["task", "level"], ["question_id"])  # the table a condition's instances are counted in, its columns, one instance's
+# the table a condition's instances are counted in, its columns, one instance's
+COUNTED = (RAW_TABLE, ["task", "level"], ["question_id"])
 
 def section(folders: Sequence[str | Path], out: str | Path, made: dict):
     "Solution counts per level and the summary table of the pooled benchmark builds."
-    from reasoning_study.figures.musobench import plot_solution_counts
+    from reasoning_study.figures.musobench import plot_solution_counts  # matplotlib: imported where a figure is drawn
     draw = Drawer(out, "musobench_build", made)
     table = read_tables(folders, RAW_TABLE)
-    if table.empty: draw.skip("solution_counts", f"no {RAW_TABLE} in the build runs"); return
+    if table.empty:
+        draw.skip("solution_counts", f"no {RAW_TABLE} in the build runs")
+        return
     draw.table("summary", benchmark_summary(table.drop(columns="run")))
     draw.figure("solution_counts", lambda: plot_solution_counts(table))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -16,13 +16,15 @@ import pandas as pd
 from ...backends.contract import Backend, stage_batch_size
 from ...backends.request import Request, SamplingParams
 from ...metrics.noveltybench import PATIENCE, prompt_scores
-from .protocol import (ParadigmSetup, ProtocolConfig, TurnJob, TurnRunner, add_stats, continues_prefill,
-                                                follow_up, reply_prefill)
-from .replies import parse_confidence  # the protocol's modules, not the study: musobench imports this one
-from ...prompts.noveltybench import (MODES, NOVELTY_K, equivalence_prompt, novelty_confidence_prompt, novelty_prompt,
-                                                  quality_prompt)
+from .protocol import (ProtocolConfig, TurnJob, TurnRunner, add_stats,
+                                                        continues_prefill, follow_up, reply_prefill)
+# the protocol's modules, not the study: musobench imports this one
+from .replies import parse_confidence
+from ...prompts.noveltybench import (MODES, NOVELTY_K, equivalence_prompt, novelty_confidence_prompt,
+                                                  novelty_prompt, quality_prompt)
 from ...store import CacheStats, GenerationStore, generate_cached
-from ...tasks.noveltybench import NoveltyPrompt, first_equivalent, lexical_equivalent, numbered_answers, partition
+from ...tasks.noveltybench import (NoveltyPrompt, first_equivalent, lexical_equivalent, numbered_answers,
+                                                partition)
 
 # %% auto #0
 __all__ = ['GENERATION_COLUMNS', 'JUDGE_SAMPLING', 'RATER_SAMPLING', 'RESULT_COLUMNS', 'JUDGEMENT_KEYS', 'JUDGEMENT_COLUMNS',
@@ -44,11 +46,13 @@ class NoveltyConfig:
         if not 0 < self.patience <= 1: raise ValueError(f"patience must be in (0, 1], got {self.patience}")
 
 # %% ../../../nbs/76_studies.musobench.noveltybench.ipynb #2eb35869
-GENERATION_COLUMNS = ["paradigm", "mode", "prompt_id", "category", "k", "status", "answers", "n_answers", "from_truncated", "reply_status",
+GENERATION_COLUMNS = ["paradigm", "mode", "prompt_id", "category", "k", "status", "answers", "n_answers",
+                      "from_truncated", "reply_status",
                       "confidence", "confidence_status", "reasoning_tokens", "completion_tokens"]
 
 def _answers(turns, mode: str, k: int, read_truncated: bool) -> tuple[list[str], str, bool]:
-    "The answers of a prompt's turn-1 generations, the status of the row, and whether they were read from a truncated reply."
+    """The answers of a prompt's turn-1 generations, the status of the row, and whether they were read from a truncated
+    reply."""
     if mode == "one_reply":
         [t] = turns
         if t.status == "answered": return (*numbered_answers(t.answer, k), False)
@@ -69,12 +73,16 @@ def generate_novelty(runner: TurnRunner,  # one backend and paradigm, with its s
     setup, protocol, k = runner.setup, config.protocol, config.k
     n = k if config.mode == "independent" else 1
     system = [{"role": "system", "content": setup.system}] if setup.system else []
-    chats = [system + [{"role": "user", "content": novelty_prompt(p.prompt, k, setup.paradigm, config.mode)}] for p in prompts]
-    first = runner.run([TurnJob(1, tuple(c), setup.prefill, protocol.sampling(n=n), tag=f"novelty:{p.id}:{setup.paradigm}:t1")
+    chats = [system + [{"role": "user",
+                        "content": novelty_prompt(p.prompt, k, setup.paradigm, config.mode)}] for p in prompts]
+    first = runner.run([TurnJob(1, tuple(c), setup.prefill, protocol.sampling(n=n),
+                                tag=f"novelty:{p.id}:{setup.paradigm}:t1")
                         for p, c in zip(prompts, chats)])
-    prefill, stop, opening, opening_stop = reply_prefill(setup, protocol, "confidence", "noveltybench", runner.continues)
+    prefill, stop, opening, opening_stop = reply_prefill(setup, protocol, "confidence", "noveltybench",
+                                                         runner.continues)
     asked = [i for i, turns in enumerate(first) if turns[-1].status == "answered"]
-    jobs = [TurnJob(2, tuple(follow_up(chats[i], first[i][-1].answer, novelty_confidence_prompt(k, config.mode))), prefill,
+    jobs = [TurnJob(2, tuple(follow_up(chats[i], first[i][-1].answer, novelty_confidence_prompt(k, config.mode))),
+                    prefill,
                     protocol.sampling(stop=stop), tag=f"novelty:{prompts[i].id}:{setup.paradigm}:t2", opening=opening,
                     opening_stop=opening_stop) for i in asked]
     second = dict(zip(asked, (turns[0] for turns in runner.run(jobs))))
@@ -82,9 +90,12 @@ def generate_novelty(runner: TurnRunner,  # one backend and paradigm, with its s
     for i, (p, turns) in enumerate(zip(prompts, first)):
         answers, status, from_truncated = _answers(turns, config.mode, k, protocol.read_truncated)
         t2 = second.get(i)
-        confidence, confidence_status = parse_confidence(t2.answer) if t2 is not None and t2.status == "answered" else (None, "missing")
+        confidence, confidence_status = (
+            parse_confidence(t2.answer) if t2 is not None and t2.status == "answered" else (None, "missing")
+        )
         tokens = [t.reasoning_tokens for t in turns if t.reasoning_tokens is not None]
-        rows.append(dict(paradigm=setup.paradigm, mode=config.mode, prompt_id=p.id, category=p.category, k=k, status=status,
+        rows.append(dict(paradigm=setup.paradigm, mode=config.mode, prompt_id=p.id, category=p.category, k=k,
+                         status=status,
                          answers=json.dumps(answers), n_answers=len(answers),
                          from_truncated=from_truncated, reply_status=",".join(sorted({t.status for t in turns})),
                          confidence=np.nan if confidence is None else confidence, confidence_status=confidence_status,
@@ -113,7 +124,8 @@ class LexicalJudge:
 
 @dataclass
 class ConstantRater:
-    "Every answer gets the same score (for Distinct-only studies; Utility is then score/10 × the discounted share of new classes)."
+    """Every answer gets the same score (for Distinct-only studies; Utility is then score/10 × the discounted share of
+    new classes)."""
     score: float = 10.0
     @property
     def label(self) -> str: return f"constant:{self.score:g}"
@@ -143,18 +155,21 @@ def backend_label(backend: Backend) -> str:
     "How an LLM judge or rater is named in the results: 'llm:<model id>'."
     return f"llm:{getattr(backend, 'model_id', type(backend).__name__)}"
 
-def _ask(backend: Backend, store: GenerationStore | None, requests: list[Request], batch_size: int, stats: CacheStats) -> list[str | None]:
+def _ask(backend: Backend, store: GenerationStore | None, requests: list[Request], batch_size: int,
+         stats: CacheStats) -> list[str | None]:
     "The answer text of each request (None for a backend error); the store's counts are added to `stats`."
     if not requests: return []
     if store is None: out = backend.generate(requests)
     else:
-        out = generate_cached(backend, requests, store, batch_size=stage_batch_size(backend, len(requests), batch_size), progress=False)
+        out = generate_cached(backend, requests, store,
+                              batch_size=stage_batch_size(backend, len(requests), batch_size), progress=False)
         add_stats(stats, store.last_stats)
     return [None if c.status == "error" else (c.answer or c.text) for [c] in out]
 
 @dataclass
 class LLMJudge:
-    "Equivalence decided by a model (`EQUIVALENCE_PROMPT`), batched across prompts; an unreadable reply falls back to `fallback`."
+    """Equivalence decided by a model (`EQUIVALENCE_PROMPT`), batched across prompts; an unreadable reply falls back to
+    `fallback`."""
     backend: Backend
     store: GenerationStore | None = None
     batch_size: int = 8
@@ -171,22 +186,31 @@ class LLMJudge:
         for step in range(max((len(a) for _, a in items), default=0)):
             live = [q for q, (_, a) in enumerate(items) if step < len(a)]
             pairs = [(q, j) for q in live for j in range(len(reps[q]))]
-            requests = [Request(messages=[{"role": "user", "content": equivalence_prompt(items[q][0], items[q][1][reps[q][j]], items[q][1][step])}],
+            requests = [Request(messages=[{"role": "user",
+                                           "content": equivalence_prompt(items[q][0], items[q][1][reps[q][j]],
+                                                                         items[q][1][step])}],
                                 sampling=self.sampling, thinking=False, tag="novelty:judge") for q, j in pairs]
             verdicts = {}
             for (q, j), text in zip(pairs, _ask(self.backend, self.store, requests, self.batch_size, self.stats)):
                 same, status = parse_equivalence(text)
                 failures[q] += status != "parsed"
-                verdicts[q, j] = same if same is not None else lexical_equivalent(items[q][1][reps[q][j]], items[q][1][step], self.fallback)
+                verdicts[q, j] = (
+                    same
+                    if same is not None
+                    else lexical_equivalent(items[q][1][reps[q][j]], items[q][1][step], self.fallback)
+                )
             for q in live:
                 found = next((j for j in range(len(reps[q])) if verdicts[q, j]), None)
-                if found is None: reps[q].append(step); found = len(reps[q]) - 1
+                if found is None:
+                    reps[q].append(step)
+                    found = len(reps[q]) - 1
                 classes[q].append(found)
         return list(zip(classes, failures))
 
 @dataclass
 class LLMRater:
-    "Quality 1-10 decided by a model (`QUALITY_PROMPT`); the reply opens with 'Score:' where the backend continues a prefill."
+    """Quality 1-10 decided by a model (`QUALITY_PROMPT`); the reply opens with 'Score:' where the backend continues a
+    prefill."""
     backend: Backend
     store: GenerationStore | None = None
     batch_size: int = 8
@@ -198,7 +222,8 @@ class LLMRater:
     def rate_many(self, items):
         opening = "Score:" if continues_prefill(self.backend) else ""
         flat = [(q, i) for q, (_, answers) in enumerate(items) for i in range(len(answers))]
-        requests = [Request(messages=[{"role": "user", "content": quality_prompt(items[q][0], items[q][1][i])}], prefill=opening,
+        requests = [Request(messages=[{"role": "user", "content": quality_prompt(items[q][0], items[q][1][i])}],
+                            prefill=opening,
                             sampling=self.sampling, thinking=False, tag="novelty:rater") for q, i in flat]
         out = [([np.nan] * len(a), ["unrated"] * len(a)) for _, a in items]
         for (q, i), text in zip(flat, _ask(self.backend, self.store, requests, self.batch_size, self.stats)):
@@ -207,9 +232,11 @@ class LLMRater:
         return out
 
 # %% ../../../nbs/76_studies.musobench.noveltybench.ipynb #7914dd82
-RESULT_COLUMNS = GENERATION_COLUMNS + ["classes", "distinct", "utility", "distinct_pct", "utility_pct", "judge", "judge_failures",
+RESULT_COLUMNS = GENERATION_COLUMNS + ["classes", "distinct", "utility", "distinct_pct", "utility_pct", "judge",
+                                       "judge_failures",
                                        "rater", "rater_failures"]
-JUDGEMENT_KEYS = ("model", "paradigm", "mode", "prompt_id")  # what names a generations row (those of its columns it has)
+# what names a generations row (those of its columns it has)
+JUDGEMENT_KEYS = ("model", "paradigm", "mode", "prompt_id")
 JUDGEMENT_COLUMNS = ["judge", "classes", "judge_failures", "rater", "opener_scores", "rater_statuses"]
 _RATED = ("parsed", "constant")  # rater statuses that are not failures
 
@@ -220,21 +247,26 @@ def judge_novelty(generations: pd.DataFrame,  # `generate_novelty` rows (several
                   judge: Judge,
                   rater: Rater,
                  ) -> pd.DataFrame:
-    "The judge's classes and the rater's scores of each generations row (the model step of scoring), keyed like the rows."
+    """The judge's classes and the rater's scores of each generations row (the model step of scoring), keyed like the
+    rows."""
     keys = _keys(generations)
     if generations.duplicated(keys).any(): raise ValueError(f"generations rows are not unique by {keys}")
     answers = [json.loads(a) for a in generations["answers"]]
     todo = [i for i, a in enumerate(answers) if a]
-    if missing := sorted({generations["prompt_id"].iloc[i] for i in todo} - set(prompts)): raise ValueError(f"no prompt text for {missing}")
+    if missing := sorted({generations["prompt_id"].iloc[i] for i in todo} - set(prompts)):
+        raise ValueError(f"no prompt text for {missing}")
     items = [(prompts[generations["prompt_id"].iloc[i]], answers[i]) for i in todo]
     parts = judge.partition_many(items)
-    openers = [[a[c.index(n)] for n in range(len(set(c)))] for (c, _), (_, a) in zip(parts, items)]  # classes are numbered as they open
+    # classes are numbered as they open
+    openers = [[a[c.index(n)] for n in range(len(set(c)))] for (c, _), (_, a) in zip(parts, items)]
     ratings = dict(zip(todo, zip(parts, rater.rate_many([(p, o) for (p, _), o in zip(items, openers)]))))
     rows = []
     for i, key in enumerate(generations[keys].itertuples(index=False)):
         (classes, failed), (scores, statuses) = ratings.get(i, ((None, None), (None, None)))
-        rows.append(dict(zip(keys, key), judge=judge.label, classes=None if classes is None else json.dumps(classes), judge_failures=failed,
-                         rater=rater.label, opener_scores=None if scores is None else json.dumps([float(s) for s in scores]),
+        rows.append(dict(zip(keys, key), judge=judge.label, classes=None if classes is None else json.dumps(classes),
+                         judge_failures=failed,
+                         rater=rater.label,
+                         opener_scores=None if scores is None else json.dumps([float(s) for s in scores]),
                          rater_statuses=None if statuses is None else json.dumps(list(statuses))))
     return pd.DataFrame(rows, columns=[*keys, *JUDGEMENT_COLUMNS])
 
@@ -242,32 +274,39 @@ def apply_judgements(generations: pd.DataFrame,  # `generate_novelty` rows
                      judgements: pd.DataFrame,  # `judge_novelty` of these rows (a superset is fine)
                      patience: float = PATIENCE,
                     ) -> pd.DataFrame:
-    "The generations with their classes, Distinct, Utility (and %), and the judge's and rater's labels and failures: no model."
+    """The generations with their classes, Distinct, Utility (and %), and the judge's and rater's labels and failures:
+    no model."""
     keys = _keys(generations)
-    if missing := sorted(set(keys) - set(judgements.columns)): raise ValueError(f"judgements lack the key columns {missing}")
+    if missing := sorted(set(keys) - set(judgements.columns)):
+        raise ValueError(f"judgements lack the key columns {missing}")
     by_key = {tuple(k): r for k, r in zip(judgements[keys].itertuples(index=False), judgements.to_dict("records"))}
     floats = ("distinct", "utility", "distinct_pct", "utility_pct", "judge_failures", "rater_failures")
     added = []
     for key, answers, k in zip(generations[keys].itertuples(index=False), generations["answers"], generations["k"]):
-        if (found := by_key.get(tuple(key))) is None: raise ValueError(f"no judgement for the row {dict(zip(keys, key))}")
+        if (found := by_key.get(tuple(key))) is None:
+            raise ValueError(f"no judgement for the row {dict(zip(keys, key))}")
         values = dict.fromkeys(floats, np.nan) | dict(classes=None, judge=found["judge"], rater=found["rater"])
         if isinstance(found["classes"], str) and json.loads(answers):  # a row without answers has no classes
-            classes, opener_scores, statuses = (json.loads(found[c]) for c in ("classes", "opener_scores", "rater_statuses"))
+            classes, opener_scores, statuses = (json.loads(found[c]) for c in ("classes", "opener_scores",
+                                                                               "rater_statuses"))
             scores = [np.nan] * len(classes)
             for c, s in enumerate(opener_scores): scores[classes.index(c)] = s  # class c opens at its first member
-            values |= dict(classes=found["classes"], judge_failures=found["judge_failures"], rater_failures=sum(s not in _RATED for s in statuses),
+            values |= dict(classes=found["classes"], judge_failures=found["judge_failures"],
+                           rater_failures=sum(s not in _RATED for s in statuses),
                            **prompt_scores(classes, scores, int(k), patience))
         added.append(values)
     out = generations.copy()
-    for column in ("classes", *floats, "judge", "rater"):  # whole columns, so a dtype does not depend on where the rows came from
+    # whole columns, so a dtype does not depend on where the rows came from
+    for column in ("classes", *floats, "judge", "rater"):
         out[column] = pd.Series([v[column] for v in added], index=out.index, dtype=float if column in floats else None)
     return out[list(dict.fromkeys([*generations.columns, *RESULT_COLUMNS]))]
 
-def score_novelty(generations: pd.DataFrame,  # `generate_novelty` rows (several runs stacked are fine)
-                  prompts: dict[str, str],  # prompt id -> prompt text (what the judge and rater are shown)
-                  judge: Judge,
-                  rater: Rater,
-                  patience: float = PATIENCE,
-                 ) -> pd.DataFrame:
+def score_novelty(
+    generations: pd.DataFrame,  # `generate_novelty` rows (several runs stacked are fine)
+    prompts: dict[str, str],  # prompt id -> prompt text (what the judge and rater are shown)
+    judge: Judge,
+    rater: Rater,
+    patience: float = PATIENCE,
+) -> pd.DataFrame:
     "The generations with their classes, Distinct, Utility (and %), and the judge's and rater's labels and failures."
     return apply_judgements(generations, judge_novelty(generations, prompts, judge, rater), patience)

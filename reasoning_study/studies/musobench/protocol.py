@@ -14,9 +14,11 @@ import pandas as pd
 from ...backends.contract import Backend, stage_batch_size, supports
 from ...backends.presets import get_preset, ModelPreset
 from ...backends.request import Request, SamplingParams, split_reasoning, THINK_CLOSE, THINK_OPEN
-from .replies import (checkpoint_prefill, close_thinking, exploration_prefill, reflection_markers)
+from .replies import (checkpoint_prefill, close_thinking, exploration_prefill,
+                                                       reflection_markers)
 from ...prompts.musobench import (CONFIDENCE_PROMPT, CONFIDENCE_STOP, EMULATED_LONG_COT_SYSTEM, PARADIGMS,
-                                               RECONSIDER_PROMPT, REFLECTION_MARKERS, REPLY_TURNS, reply_opening, solve_prompt)
+                                               RECONSIDER_PROMPT, REFLECTION_MARKERS, REPLY_TURNS, reply_opening,
+                                               solve_prompt)
 from ...store import CacheStats, GenerationStore, generate_cached, generation_key
 from ...tasks.core import well_formed_solutions
 from ...tasks.musobench import MuSoBenchItem, get_task
@@ -56,7 +58,8 @@ def paradigm_setup(preset: str | ModelPreset,  # a preset (or its name)
     if not emulate_long:
         raise ValueError(f"preset {preset.name!r} has no thinking mode: Long-CoT needs a reasoning model, a hybrid, "
                          "or emulate_long=True (which only exercises the code paths)")
-    return ParadigmSetup("long", None, system=EMULATED_LONG_COT_SYSTEM, prefill=THINK_OPEN + "\n", force_close=True, emulated=True)
+    return ParadigmSetup("long", None, system=EMULATED_LONG_COT_SYSTEM, prefill=THINK_OPEN + "\n", force_close=True,
+                         emulated=True)
 
 # %% ../../../nbs/73_studies.musobench.protocol.ipynb #608d16ba
 def solve_messages(item: MuSoBenchItem, setup: ParadigmSetup) -> list[dict]:
@@ -100,7 +103,8 @@ def split_turn(prefill: str, text: str,
               ) -> tuple[str, str]:
     "(reasoning, answer) of an assistant message made of a prefill and its continuation."
     full = prefill + text
-    if THINK_OPEN not in full and THINK_CLOSE not in full:  # no tags: the whole message is the answer, or a thinking never closed
+    # no tags: the whole message is the answer, or a thinking never closed
+    if THINK_OPEN not in full and THINK_CLOSE not in full:
         return (full.strip(), "") if untagged_thinking else ("", full.strip())
     if THINK_CLOSE in prefill:  # the prefill closed the thinking (a forced answer): everything after it is the answer
         head, _, tail = prefill.rpartition(THINK_CLOSE)
@@ -123,7 +127,8 @@ class TurnJob:
 def reopened_prefill(prefill: str, text: str,  # the first generation: its prefill and what the model wrote
                      opening: str,  # the reply opening its answer should start with
                     ) -> str | None:
-    "The prefill that opens the answer after the `</think>` the model wrote itself (None: no opening, no close, or opened already)."
+    """The prefill that opens the answer after the `</think>` the model wrote itself (None: no opening, no close, or
+    opened already)."""
     close = text.find(THINK_CLOSE)
     if not opening or close < 0 or thinking_is_open(prefill, text): return None
     if text[close + len(THINK_CLOSE):].lstrip().startswith(opening): return None
@@ -135,14 +140,16 @@ def add_stats(total: CacheStats, more: CacheStats) -> CacheStats:
     return total
 
 def token_counter(backend) -> Callable[[str], int] | None:
-    "A function counting a text's tokens with the backend's own tokenizer (None for a backend without one: a remote server)."
+    """A function counting a text's tokens with the backend's own tokenizer (None for a backend without one: a remote
+    server)."""
     if not supports(backend, "tokenizer"): return None
     return lambda text: len(backend.encode(text)) if text else 0
 
 class TurnRunner:
     "Generates turns for one backend and paradigm through a store, keeping the store's counts."
     def __init__(self, backend: Backend, setup: ParadigmSetup, store: GenerationStore,
-                 batch_size: int = 8,  # samples per backend call (a backend that batches continuously gets each stage whole)
+                 # samples per backend call (a backend that batches continuously gets each stage whole)
+                 batch_size: int = 8,
                  progress: bool = True,  # tqdm bars
                 ):
         self.backend, self.setup, self.store = backend, setup, store
@@ -157,14 +164,17 @@ class TurnRunner:
     def _generate(self, requests: list[Request]):
         if not requests: return []
         samples = sum(r.sampling.n for r in requests)
-        out = generate_cached(self.backend, requests, self.store, batch_size=stage_batch_size(self.backend, samples, self.batch_size),
+        out = generate_cached(self.backend, requests, self.store,
+                              batch_size=stage_batch_size(self.backend, samples, self.batch_size),
                               progress=self.progress)
         add_stats(self.stats, self.store.last_stats)
         return out
 
     def _turn(self, job: TurnJob, request: Request, sample: int, completion, first=None, forced: bool = False) -> Turn:
-        "A Turn from the final generation; `first` = (request, sample, completion) of a two-generation turn's first one."
-        untagged_thinking = bool(completion.reasoning) and not completion.answer  # the backend expected a thinking block
+        """A Turn from the final generation; `first` = (request, sample, completion) of a two-generation turn's first
+        one."""
+        # the backend expected a thinking block
+        untagged_thinking = bool(completion.reasoning) and not completion.answer
         reasoning, answer = split_turn(request.prefill, completion.text, untagged_thinking)
         keys = (generation_key(self.backend, request, sample),)
         text, prompt_tokens, tokens = completion.text, completion.prompt_tokens, completion.completion_tokens
@@ -189,10 +199,12 @@ class TurnRunner:
         requests = [self.request(j) for j in jobs]
         out = self._generate(requests)
         turns = [[self._turn(j, r, i, c) for i, c in enumerate(cs)] for j, r, cs in zip(jobs, requests, out)]
-        pending = [(q, i, *self.second_prefill(jobs[q], requests[q], c)) for q, cs in enumerate(out) for i, c in enumerate(cs)]
+        pending = [(q, i, *self.second_prefill(jobs[q], requests[q], c)) for q, cs in enumerate(out) for i,
+                   c in enumerate(cs)]
         pending = [p for p in pending if p[2] is not None]
         seconds = [replace(requests[q], prefill=prefill, tag=requests[q].tag + (":forced" if forced else ":opened"),
-                           sampling=replace(requests[q].sampling, n=1, stop=jobs[q].opening_stop, seed=requests[q].sampling.sample_seed(i)))
+                           sampling=replace(requests[q].sampling, n=1, stop=jobs[q].opening_stop,
+                                            seed=requests[q].sampling.sample_seed(i)))
                    for q, i, prefill, forced in pending]
         for (q, i, _, forced), request, [completion] in zip(pending, seconds, self._generate(seconds)):
             turns[q][i] = self._turn(jobs[q], request, 0, completion, first=(requests[q], i, out[q][i]), forced=forced)
@@ -210,19 +222,24 @@ class ProtocolConfig:
     sc_samples: int = 0  # self-consistency: n parallel samples of turn 1 (0 or 1: off; the paper: 32)
     sc_paradigms: tuple[str, ...] = ("long",)  # paradigms that get self-consistency (the paper: Long-CoT)
     batch_size: int = 8  # samples per backend call (vLLM: each stage in one call, whatever this says)
-    reply_openings: tuple[str, ...] = ("confidence",)  # turns whose reply opens with its format ("solve", "confidence", "reconsider")
+    # turns whose reply opens with its format ("solve", "confidence", "reconsider")
+    reply_openings: tuple[str, ...] = ("confidence",)
     read_truncated: bool = True  # read what a truncated reply completed (flagged); False: only answered replies
-    reflection_markers: tuple[str, ...] = REFLECTION_MARKERS  # line openings that start a reflection step (re-checking; add EXPLORATION_OPENINGS to count those)
+    # line openings that start a reflection step (re-checking; add EXPLORATION_OPENINGS to count those)
+    reflection_markers: tuple[str, ...] = REFLECTION_MARKERS
 
     def __post_init__(self):
         object.__setattr__(self, "reflection_ks", tuple(sorted(set(self.reflection_ks))))
         object.__setattr__(self, "sc_paradigms", tuple(self.sc_paradigms))
         object.__setattr__(self, "reply_openings", tuple(self.reply_openings))
         object.__setattr__(self, "reflection_markers", reflection_markers(self.reflection_markers))
-        if bad := [t for t in self.reply_openings if t not in REPLY_TURNS]: raise ValueError(f"reply_openings must be among {REPLY_TURNS}, got {bad}")
-        if any(not isinstance(k, int) or k < 0 for k in self.reflection_ks): raise ValueError(f"reflection_ks must be ints >= 0, got {self.reflection_ks}")
+        if bad := [t for t in self.reply_openings if t not in REPLY_TURNS]:
+            raise ValueError(f"reply_openings must be among {REPLY_TURNS}, got {bad}")
+        if any(not isinstance(k, int) or k < 0 for k in self.reflection_ks):
+            raise ValueError(f"reflection_ks must be ints >= 0, got {self.reflection_ks}")
         if self.sc_samples < 0: raise ValueError(f"sc_samples must be >= 0, got {self.sc_samples}")
-        if bad := [p for p in self.sc_paradigms if p not in PARADIGMS]: raise ValueError(f"unknown paradigms in sc_paradigms: {bad}")
+        if bad := [p for p in self.sc_paradigms if p not in PARADIGMS]:
+            raise ValueError(f"unknown paradigms in sc_paradigms: {bad}")
         SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)  # validates them
 
     def sampling(self, seed: int | None = None, n: int = 1, stop: tuple = ()) -> SamplingParams:
@@ -246,7 +263,8 @@ class Dialogue:
 
     def has_answer(self, read_truncated: bool) -> bool:
         "Whether turn 1 gave an answer to ask about (see `has_readable_answer`)."
-        return 1 in self.turns and has_readable_answer(self.item, self.turns[1].status, self.turns[1].answer, read_truncated)
+        return 1 in self.turns and has_readable_answer(self.item, self.turns[1].status, self.turns[1].answer,
+                                                       read_truncated)
 
 def has_readable_answer(item: MuSoBenchItem, status: str, answer: str,
                         read_truncated: bool,  # whether a truncated answer is read for its complete solutions
@@ -261,7 +279,8 @@ def _tag(d: Dialogue, turn: int) -> str:
 
 # %% ../../../nbs/73_studies.musobench.protocol.ipynb #75ef5fee
 def prompt_text(backend, request: Request) -> str | None:
-    "The exact prompt text a token-level backend feeds its model for `request` (None for a backend without a tokenizer)."
+    """The exact prompt text a token-level backend feeds its model for `request` (None for a backend without a
+    tokenizer)."""
     if not supports(backend, "tokenizer"): return None
     return backend.decode(backend.render_prompt_ids(request))
 
@@ -272,7 +291,8 @@ def thinking_opener(backend, request: Request) -> str:
 
 # %% ../../../nbs/73_studies.musobench.protocol.ipynb #a0ea4db1
 def continues_prefill(backend) -> bool:
-    "Whether `backend` continues an assistant prefill exactly (capability `prefill`: local backends, remote ones in prefix or tokens mode)."
+    """Whether `backend` continues an assistant prefill exactly (capability `prefill`: local backends, remote ones in
+    prefix or tokens mode)."""
     return supports(backend, "prefill")
 
 def reply_prefill(setup: ParadigmSetup, config: ProtocolConfig,
@@ -291,8 +311,10 @@ def _ask(runner: TurnRunner, dialogues: Sequence[Dialogue], number: int, prompt:
     "Turn `number` of every dialogue: the previous turn's answer, then `prompt`."
     jobs = []
     for d in dialogues:
-        prefill, stop, opening, opening_stop = reply_prefill(runner.setup, config, REPLY_TURNS[number - 1], d.item.task, runner.continues)
-        jobs.append(TurnJob(number, tuple(follow_up(list(d.turns[number - 1].messages), d.turns[number - 1].answer, prompt)),
+        prefill, stop, opening, opening_stop = reply_prefill(runner.setup, config, REPLY_TURNS[number - 1],
+                                                             d.item.task, runner.continues)
+        jobs.append(TurnJob(number,
+                            tuple(follow_up(list(d.turns[number - 1].messages), d.turns[number - 1].answer, prompt)),
                             prefill, config.sampling(d.seed, stop=stop), _tag(d, number), opening, opening_stop))
     for d, [turn] in zip(dialogues, runner.run(jobs)): d.turns[number] = turn
 
@@ -313,7 +335,8 @@ def exploration_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config:
     return out
 
 def reflection_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config: ProtocolConfig) -> list[Dialogue]:
-    "One dialogue per base and checkpoint k: the thinking cut after k reflection steps, `</think>` forced (then the reply opening, if any)."
+    """One dialogue per base and checkpoint k: the thinking cut after k reflection steps, `</think>` forced (then the
+    reply opening, if any)."""
     out, starts = [], []
     for b in bases:
         first = b.turns[1]
@@ -321,7 +344,8 @@ def reflection_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config: 
         opening = reply_prefill(runner.setup, config, "solve", b.item.task, runner.continues)[2]
         for k in config.reflection_ks:
             d = Dialogue(b.item, b.paradigm, f"reflection_k{k}", b.sample_index, b.seed)
-            prefill = checkpoint_prefill(first.reasoning, k, opener, config.reflection_markers) if first.status != "error" else None
+            prefill = checkpoint_prefill(first.reasoning, k, opener,
+                                         config.reflection_markers) if first.status != "error" else None
             d.checkpoint_cut = prefill is not None
             if prefill is None: d.turns[1] = first  # at most k reflections: the base answer is the answer at k
             else: starts.append((d, first, prefill + opening))
@@ -350,7 +374,9 @@ def run_protocol(backend: Backend,  # answers the turns
         base = Dialogue(item, setup.paradigm, "base", 0, sampling.sample_seed(0), {1: turns[0]})
         bases.append(base)
         dialogues.append(base)
-        if n > 1: dialogues += [Dialogue(item, setup.paradigm, "sc_sample", i, sampling.sample_seed(i), {1: t}) for i, t in enumerate(turns)]
+        if n > 1:
+            dialogues += [Dialogue(item, setup.paradigm, "sc_sample", i, sampling.sample_seed(i), {1: t}) for i,
+                          t in enumerate(turns)]
     if config.exploration and setup.paradigm == "short": dialogues += exploration_dialogues(runner, bases, config)
     if config.reflection_ks and setup.paradigm == "long": dialogues += reflection_dialogues(runner, bases, config)
     answered = [d for d in dialogues if d.has_answer(config.read_truncated)]
@@ -375,7 +401,8 @@ def turns_table(dialogues: Iterable[Dialogue],
                              question_id=d.item.question_id, sample_index=d.sample_index, level=d.item.level,
                              answer_count=d.item.answer_count, temperature=config.temperature, seed=config.seed,
                              dialogue_seed=d.seed, long_cot_emulated=emulated, checkpoint_cut=d.checkpoint_cut,
-                             read_truncated=config.read_truncated, reflection_markers=json.dumps(list(config.reflection_markers)),
+                             read_truncated=config.read_truncated,
+                             reflection_markers=json.dumps(list(config.reflection_markers)),
                              turn=number, status=t.status, finish_reason=t.finish_reason, prompt_tokens=t.prompt_tokens,
                              completion_tokens=t.completion_tokens, reasoning_tokens=t.reasoning_tokens,
                              thinking_forced=t.thinking_forced, error=t.error, keys=json.dumps(list(t.keys)),

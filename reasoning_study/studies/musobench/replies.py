@@ -74,10 +74,13 @@ def complete_part(text: str | None) -> str:
 # %% ../../../nbs/72_studies.musobench.replies.ipynb #5abf80a0
 def reflection_markers(markers: Sequence[str]) -> tuple[str, ...]:
     "The line openings that start a reflection step, checked: a non-empty sequence of non-empty strings."
-    if isinstance(markers, str): raise ValueError(f"markers must be a sequence of line openings, not one string: ({markers!r},)")
+    if isinstance(markers, str):
+        raise ValueError(f"markers must be a sequence of line openings, not one string: ({markers!r},)")
     markers = tuple(markers)
     if not markers or not all(isinstance(m, str) and m.strip() for m in markers):
-        raise ValueError(f"markers must be non-empty strings, at least one (an empty marker would open every line); got {markers!r}")
+        raise ValueError(
+            f"markers must be non-empty strings, at least one (an empty marker would open every line); got {markers!r}"
+        )
     return markers
 
 def _marker_lines(markers: Sequence[str]) -> re.Pattern:
@@ -95,7 +98,8 @@ def count_reflections(text: str,
     "The number of reflection steps in a text."
     return len(reflection_offsets(text, markers))
 
-def close_thinking(open_thinking: str,  # an open thinking block, from its `<think>` on (or without it, if the template opened it)
+# an open thinking block, from its `<think>` on (or without it, if the template opened it)
+def close_thinking(open_thinking: str,
                   ) -> str:
     "The block closed by force: the text ends with `</think>` and a blank line, where the answer starts."
     return f"{open_thinking.rstrip()}\n{THINK_CLOSE}\n\n"
@@ -105,7 +109,8 @@ def checkpoint_prefill(thinking: str,  # the full thinking trace of the Long-CoT
                        opener: str = THINK_OPEN + "\n",  # what opens the block ("" when the chat template already did)
                        markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
                       ) -> str | None:
-    "The assistant prefill that keeps k reflection steps of the thinking and forces the answer; None with no (k+1)-th step to cut at."
+    """The assistant prefill that keeps k reflection steps of the thinking and forces the answer; None with no (k+1)-th
+    step to cut at."""
     if k < 0: raise ValueError(f"k counts the reflections kept, from 0; got k={k}")
     offsets = reflection_offsets(thinking, markers)
     if len(offsets) <= k: return None

@@ -5,7 +5,6 @@
 # %% ../../../nbs/75_studies.musobench.report.ipynb #325df623
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -36,26 +35,42 @@ def main_temperature(results: pd.DataFrame) -> float:
     return 0.2 if any(np.isclose(temperatures, 0.2)) else float(temperatures[0])
 
 def main_rows(results: pd.DataFrame) -> pd.DataFrame:
-    "The rows of the main figures and tables: each preset at its own main temperature (o4-mini takes only 1, its pair 0.2)."
+    """The rows of the main figures and tables: each preset at its own main temperature (o4-mini takes only 1, its pair
+    0.2)."""
     key = "preset" if "preset" in results else "model"  # tables written without a preset column: one per model
     mains = {preset: main_temperature(rows) for preset, rows in results.groupby(key, sort=False)}
     return results[np.isclose(results["temperature"], results[key].map(mains).astype(float))]
 
 def status_table(results: pd.DataFrame) -> pd.DataFrame:
-    "Per run condition: how many rows were answered, truncated or failed, how many confidences and decisions could be read."
+    """Per run condition: how many rows were answered, truncated or failed, how many confidences and decisions could be
+    read."""
     def count(sub: pd.DataFrame) -> dict:
-        return dict(rows=len(sub), **{s: int((sub["status"] == s).sum()) for s in ("answered", "truncated", "error")},
-                    scored=len(metrics.scored_rows(sub)), unscored_replies=int(metrics.unscored_replies(sub).sum()),
-                    scored_from_truncated=int(sub["scored_from_truncated"].fillna(False).astype(bool).sum()) if "scored_from_truncated" in sub else 0,
-                    **{f"confidence_{s}": int((sub["confidence_status"] == s).sum()) for s in ("parsed", "unparsable", "missing")},
-                    confidence_from_truncated=int(((sub["confidence_status"] == "parsed") & (sub["status_2"] == "truncated")).sum()) if "status_2" in sub else 0,
-                    **{f"decision_{d}": int((sub["decision"] == d).sum()) for d in ("unchanged", "changed", "unparsable")})
+        return dict(
+            rows=len(sub),
+            **{s: int((sub["status"] == s).sum()) for s in ("answered", "truncated", "error")},
+            scored=len(metrics.scored_rows(sub)),
+            unscored_replies=int(metrics.unscored_replies(sub).sum()),
+            scored_from_truncated=int(sub["scored_from_truncated"].fillna(False).astype(bool).sum())
+            if "scored_from_truncated" in sub
+            else 0,
+            **{
+                f"confidence_{s}": int((sub["confidence_status"] == s).sum())
+                for s in ("parsed", "unparsable", "missing")
+            },
+            confidence_from_truncated=int(
+                ((sub["confidence_status"] == "parsed") & (sub["status_2"] == "truncated")).sum()
+            )
+            if "status_2" in sub
+            else 0,
+            **{f"decision_{d}": int((sub["decision"] == d).sum()) for d in ("unchanged", "changed", "unparsable")},
+        )
     return metrics.per_group(results, REPORT_BY, count)
 
 def _calibrated(rows: pd.DataFrame) -> pd.DataFrame: return metrics.calibration_rows(rows)
 
 def study_tables(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    "The summary, statuses, reconsideration rates, Table 1 (CSR/ESC/NSD) and Table 2 (self-consistency) of a results table, under both `unscored` policies."
+    """The summary, statuses, reconsideration rates, Table 1 (CSR/ESC/NSD) and Table 2 (self-consistency) of a results
+    table, under both `unscored` policies."""
     from reasoning_study.figures import musobench as figs  # the tables' paper layout (imports matplotlib)
     results = metrics.current_conditions(results)
     both = lambda table, rows, by: metrics.under_both_policies(table, rows, by)
@@ -63,11 +78,14 @@ def study_tables(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
     base = main[main["condition"] == "base"]
     tables = dict(summary=both(metrics.summary_table, results, REPORT_BY), statuses=status_table(results),
                   reconsideration=both(metrics.reconsideration_rates, results, REPORT_BY))
-    if len(base): tables["table1_reconsideration"] = figs.table_reconsideration(both(metrics.reconsideration_rates, base, ["model", "paradigm", "task"]))
+    if len(base):
+        tables["table1_reconsideration"] = figs.table_reconsideration(both(metrics.reconsideration_rates, base,
+                                                                           ["model", "paradigm", "task"]))
     sc = main[(main["paradigm"] == "long") & main["condition"].isin(SC_CONDITIONS)]
     if sc["condition"].str.startswith("sc_").any():
         tables["table2_self_consistency"] = pd.concat(
-            {m: figs.table_self_consistency(both(metrics.summary_table, rows, ["task", "condition"])) for m, rows in sc.groupby("model")}, names=["Model"])
+            {m: figs.table_self_consistency(both(metrics.summary_table, rows, ["task", "condition"])) for m,
+             rows in sc.groupby("model")}, names=["Model"])
     return tables
 
 # %% ../../../nbs/75_studies.musobench.report.ipynb #6b8c1339
@@ -106,22 +124,27 @@ def _factors(main: pd.DataFrame, swept: pd.DataFrame, task: str) -> dict | str:
                        "the temperature panel also needs several temperatures")
 
 def study_figures(results: pd.DataFrame,
-                  unscored: metrics.Unscored = "zero",  # unscored model replies: scored as empty answers (the paper's N), or "exclude"
+                  # unscored model replies: scored as empty answers (the paper's N), or "exclude"
+                  unscored: metrics.Unscored = "zero",
                  ) -> dict[str, object]:
     "Every figure the results support (name -> Figure), and the others (name -> the reason it is missing)."
-    from reasoning_study.figures import musobench as figs
-    results = metrics.apply_unscored(metrics.current_conditions(results), unscored)  # every figure reads this one row set
+    from reasoning_study.figures import musobench as figs  # matplotlib: imported where a figure is drawn
+    # every figure reads this one row set
+    results = metrics.apply_unscored(metrics.current_conditions(results), unscored)
     out, main = {}, main_rows(results)
     base = main[main["condition"] == "base"]
     models = list(dict.fromkeys(main["model"]))
-    named = lambda stem, model, task=None: "_".join([stem] + ([slug(model)] if len(models) > 1 else []) + ([task] if task else []))
+    named = lambda stem, model, task=None: "_".join(
+        [stem] + ([slug(model)] if len(models) > 1 else []) + ([task] if task else [])
+    )
     for task in dict.fromkeys(results["task"]):
         rows = base[base["task"] == task]
         calibrated = _calibrated(rows)
         if len(calibrated):  # one panel per model
             out[f"recall_confidence_{task}"] = figs.plot_recall_confidence(rows, task=task)
             by = ["model", "paradigm", "task"]
-            out[f"calibration_{task}"] = figs.plot_calibration(metrics.reliability_bins(rows, by), metrics.summary_table(rows, by), task=task)
+            out[f"calibration_{task}"] = figs.plot_calibration(metrics.reliability_bins(rows, by),
+                                                               metrics.summary_table(rows, by), task=task)
         else:
             out[f"recall_confidence_{task}"] = out[f"calibration_{task}"] = "no scored base answer with a confidence"
         pairs = metrics.movement_pairs(rows) if len(calibrated) else pd.DataFrame()
@@ -129,11 +152,17 @@ def study_figures(results: pd.DataFrame,
                                    else "needs scored base answers with a confidence in both paradigms of one model")
         for model in models:  # one figure per model: colours are the paradigms
             factors = _factors(main[main["model"] == model], results[results["model"] == model], task)
-            out[named("factors", model, task)] = figs.plot_factors(**factors, task=task) if isinstance(factors, dict) else factors
+            out[named("factors", model, task)] = (
+                figs.plot_factors(**factors, task=task) if isinstance(factors, dict) else factors
+            )
             found = _mitigation_panels(main[main["model"] == model], task)
-            out[named("mitigations", model, task)] = figs.plot_mitigations(**found["panels"], task=task) if found["panels"] else "; ".join(found["reasons"])
+            out[named("mitigations", model, task)] = (
+                figs.plot_mitigations(**found["panels"], task=task) if found["panels"] else "; ".join(found["reasons"])
+            )
     for model in models:
-        explored = main[(main["model"] == model) & (main["paradigm"] == "short") & main["condition"].isin(["base", "exploration"])]
+        explored = main[
+            (main["model"] == model) & (main["paradigm"] == "short") & main["condition"].isin(["base", "exploration"])
+        ]
         out[named("exploration_calibration", model)] = (
             figs.plot_exploration_calibration(metrics.reliability_bins(explored, by=["paradigm", "condition", "task"]))
             if set(_calibrated(explored)["condition"]) == {"base", "exploration"}
@@ -144,10 +173,11 @@ def write_study_report(results: pd.DataFrame,  # one run's results, or several s
                        folder: str | Path,  # where `tables/` and `figures/` go
                        unscored: metrics.Unscored = "zero",  # the figures' row set (the tables show both policies)
                       ) -> dict[str, object]:
-    "Write the tables (CSV, markdown) and figures (PNG, PDF) of a results table; name -> paths written, or why a figure is missing."
+    """Write the tables (CSV, markdown) and figures (PNG, PDF) of a results table; name -> paths written, or why a
+    figure is missing."""
     import matplotlib.pyplot as plt
 
-    from reasoning_study.figures.core import save_figure
+    from reasoning_study.figures.core import save_figure  # matplotlib: imported where a figure is drawn
     folder = Path(folder)
     (folder / "tables").mkdir(parents=True, exist_ok=True)
     report = {}
@@ -157,10 +187,16 @@ def write_study_report(results: pd.DataFrame,  # one run's results, or several s
         md.write_text(table.to_markdown(index=not isinstance(table.index, pd.RangeIndex)) + "\n")
         report[f"table:{name}"] = [csv, md]
     figures = study_figures(results, unscored)
-    lines = ["# Figures", "", f"Unscored model replies: {UNSCORED_NOTES[unscored]} (`unscored={unscored!r}`); the tables show both policies.", ""]
+    lines = [
+        "# Figures",
+        "",
+        f"Unscored model replies: {UNSCORED_NOTES[unscored]} (`unscored={unscored!r}`); the tables show both policies.",
+        "",
+    ]
     for name, figure in figures.items():
         if isinstance(figure, str):
-            report[name] = f"skipped: {figure}"; lines.append(f"- `{name}`: not drawn: {figure}")
+            report[name] = f"skipped: {figure}"
+            lines.append(f"- `{name}`: not drawn: {figure}")
             continue
         report[name] = save_figure(figure, folder / "figures" / name)
         plt.close(figure)
@@ -174,7 +210,8 @@ NOVELTY_BY = ["model", "paradigm", "mode", "judge", "rater"]  # one Table 4 row 
 SMALL_NOVELTY = 5  # fewer scored prompts than this behind a row: the table says so
 NOVELTY_TABLE = "table4_noveltybench"
 
-def novelty_table(novelty: pd.DataFrame,  # NoveltyBench rows of one run, or several stacked (`musobench.score`'s "novelty")
+# NoveltyBench rows of one run, or several stacked (`musobench.score`'s "novelty")
+def novelty_table(novelty: pd.DataFrame,
                  ) -> pd.DataFrame:
     "Table 4 of the rows (percent), with the paper's rows below them; `source` says which is which."
     ours = table4(novelty, by=[c for c in NOVELTY_BY if c in novelty.columns]).assign(source="this study")
@@ -182,11 +219,15 @@ def novelty_table(novelty: pd.DataFrame,  # NoveltyBench rows of one run, or sev
     return pd.concat([ours, paper], ignore_index=True)[["source", *[c for c in ours.columns if c != "source"]]]
 
 def novelty_note(table: pd.DataFrame) -> str | None:
-    "The small-data note of a `novelty_table` (None when every row of this study rests on SMALL_NOVELTY prompts or more)."
+    """The small-data note of a `novelty_table` (None when every row of this study rests on SMALL_NOVELTY prompts or
+    more)."""
     n = table.loc[table["source"] == "this study", "n_scored"]
     if len(n) and n.min() >= SMALL_NOVELTY: return None
-    return (f"small data: n = {int(n.min()) if len(n) else 0} scored prompts behind a row at least once (< {SMALL_NOVELTY}); "
-            "illustrative only, not comparable with the paper's rows")
+    return (
+        f"small data: n = {int(n.min()) if len(n) else 0} scored prompts behind a row at least once (< "
+        f"{SMALL_NOVELTY}); "
+        "illustrative only, not comparable with the paper's rows"
+    )
 
 def novelty_markdown(table: pd.DataFrame) -> str:
     "A `novelty_table` in Markdown, opened by its small-data note when it has one."
@@ -196,7 +237,8 @@ def novelty_markdown(table: pd.DataFrame) -> str:
 def write_novelty_report(novelty: pd.DataFrame, folder: str | Path) -> dict[str, list[Path]]:
     "Table 4 (CSV, and Markdown with its small-data note) under folder/tables; name -> paths."
     table = novelty_table(novelty)
-    folder = Path(folder) / "tables"; folder.mkdir(parents=True, exist_ok=True)
+    folder = Path(folder) / "tables"
+    folder.mkdir(parents=True, exist_ok=True)
     csv, md = folder / f"{NOVELTY_TABLE}.csv", folder / f"{NOVELTY_TABLE}.md"
     table.to_csv(csv, index=False)
     md.write_text(novelty_markdown(table) + "\n")
@@ -206,15 +248,22 @@ def write_novelty_report(novelty: pd.DataFrame, folder: str | Path) -> dict[str,
 @dataclass(frozen=True)
 class MuSoBenchFiguresConfig:
     "The parameters of the MuSoBench figures notebook: which run folders, which models, which row set."
-    run_dirs: list[str] = param(["outputs/musobench-study"], "run folders of nbs/experiments/musobench.ipynb (relative to the project root)")
+    run_dirs: list[str] = param(["outputs/musobench-study"],
+                                "run folders of nbs/experiments/musobench.ipynb (relative to the project root)")
     models: list[str] | None = param(None, "optional list of model labels to keep (None: all)")
-    unscored: str = param("zero", "the figures' row set: \"zero\" scores an unscored reply as an empty answer (the paper's N), \"exclude\" leaves it out; the tables show both",
-                          choices=UNSCORED_POLICIES)
+    unscored: str = param(
+        "zero",
+        'the figures\' row set: "zero" scores an unscored reply as an empty answer (the paper\'s N), "exclude" leaves '
+        'it out; the tables show both',
+        choices=UNSCORED_POLICIES,
+    )
     out_dir: str = param("outputs/musobench-figures", "where tables/ and figures/ go (relative to the project root)")
 
     def __post_init__(self):
         check_config(self)
-        if not self.run_dirs: raise ConfigError(["parameter 'run_dirs' must name at least one run folder"], where="MuSoBenchFiguresConfig parameters")
+        if not self.run_dirs:
+            raise ConfigError(["parameter 'run_dirs' must name at least one run folder"],
+                              where="MuSoBenchFiguresConfig parameters")
 
     @property
     def folders(self) -> list[Path]: return [resolve_path(f) for f in self.run_dirs]
@@ -222,5 +271,6 @@ class MuSoBenchFiguresConfig:
 def keep_models(results: pd.DataFrame, models: Iterable[str] | None) -> pd.DataFrame:
     "The rows of the models asked for (None: all); a clear error naming a model the results do not have."
     if models is None: return results
-    if unknown := sorted(set(models) - set(results["model"])): raise ValueError(f"models {unknown} are not in the results: {sorted(set(results['model']))}")
+    if unknown := sorted(set(models) - set(results["model"])):
+        raise ValueError(f"models {unknown} are not in the results: {sorted(set(results['model']))}")
     return results[results["model"].isin(list(models))]

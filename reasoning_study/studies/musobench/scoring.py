@@ -23,18 +23,22 @@ from ...tasks.musobench import MuSoBenchItem, get_task
 __all__ = ['EXTRA_COLUMNS', 'score_dialogue', 'aggregate_rows', 'score_turns']
 
 # %% ../../../nbs/74_studies.musobench.scoring.ipynb #081bbfb2
-EXTRA_COLUMNS = ["preset", "long_cot_emulated", "checkpoint_cut", "completion_tokens", "status_2", "status_3", "n_samples",
+EXTRA_COLUMNS = ["preset", "long_cot_emulated", "checkpoint_cut", "completion_tokens", "status_2", "status_3",
+                 "n_samples",
                  "scored_from_truncated"]
 
 def _solution_sets(item: MuSoBenchItem, text: str,
-                   truncated: bool = False,  # the reply was cut off by the token limit: its last entry may be unfinished
+                   # the reply was cut off by the token limit: its last entry may be unfinished
+                   truncated: bool = False,
                   ) -> tuple[list, set, set]:
     "(parsed candidates, listed set Y, valid set) of an answer text."
     parsed = get_task(item.task).parse_answer(text, item.instance, truncated=truncated)
     listed, valid = listed_solutions(parsed), valid_solutions(parsed)
     if stray := valid - set(item.solutions):
-        raise ValueError(f"{item.task} question {item.question_id}: the checker accepts {len(stray)} solution(s) missing from the "
-                         f"ground truth, e.g. {next(iter(stray))!r}: checker and enumeration disagree")
+        raise ValueError(
+            f"{item.task} question {item.question_id}: the checker accepts {len(stray)} solution(s) missing from the "
+            f"ground truth, e.g. {next(iter(stray))!r}: checker and enumeration disagree"
+        )
     return parsed, listed, valid
 
 _NAN = float("nan")
@@ -45,11 +49,14 @@ _EMPTY_ROUND_2 = dict(n_correct_2=_NAN, n_listed_2=_NAN, precision_2=_NAN, recal
 def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the turns table
                    item: MuSoBenchItem,
                   ) -> tuple[dict, tuple[set, set] | None]:
-    "The results columns of one dialogue (round 1, confidence, round 2), and its round-1 (listed, valid) sets when scored."
+    """The results columns of one dialogue (round 1, confidence, round 2), and its round-1 (listed, valid) sets when
+    scored."""
     t1, t2, t3 = turns[1], turns.get(2), turns.get(3)
     read = bool(t1.get("read_truncated", False))  # the run reads truncated replies
-    markers = t1.get("reflection_markers")  # the run's reflection markers (turns tables written before they were recorded: the default)
-    markers = REFLECTION_MARKERS if markers is None or (isinstance(markers, float) and pd.isna(markers)) else json.loads(markers)
+    # the run's reflection markers (turns tables written before they were recorded: the default)
+    markers = t1.get("reflection_markers")
+    markers = REFLECTION_MARKERS if markers is None or (isinstance(markers,
+                                                                   float) and pd.isna(markers)) else json.loads(markers)
     readable = lambda t: t["status"] == "answered" or (read and t["status"] == "truncated")
     text_of = lambda t: t["answer"] if t["status"] == "answered" else complete_part(t["answer"])
     row, sets = dict(status=t1["status"], scored_from_truncated=False, **_EMPTY_ROUND_1), None
@@ -71,12 +78,17 @@ def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the tu
         decision, rest = parse_decision(text_of(t3)) if readable(t3) else ("unparsable", "")
         row["decision"] = decision
         if sets is not None and decision != "unparsable":
-            listed_2, valid_2 = sets if decision == "unchanged" else _solution_sets(item, rest, truncated=t3["status"] == "truncated")[1:]
+            listed_2, valid_2 = (
+                sets
+                if decision == "unchanged"
+                else _solution_sets(item, rest, truncated=t3["status"] == "truncated")[1:]
+            )
             row.update(reconsideration_counts(sets[0], sets[1], listed_2, valid_2, item.answer_count))
     return row, sets
 
 # %% ../../../nbs/74_studies.musobench.scoring.ipynb #aacb0135
-def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],  # (results row, round-1 sets) per sample of one instance
+# (results row, round-1 sets) per sample of one instance
+def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],
                    answer_count: int,
                    vote_threshold: float = 0.5,  # share of the samples a solution needs to pass our threshold vote
                   ) -> list[dict]:
@@ -84,12 +96,15 @@ def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],  # (r
     usable = [(row, sets) for row, sets in samples if sets is not None]  # the scored samples
     out = []
     for method, condition in SC_METHODS.items():
-        row = dict(condition=condition, n_samples=len(usable), decision=None, status_2=None, status_3=None, **_EMPTY_ROUND_2)
+        row = dict(condition=condition, n_samples=len(usable), decision=None, status_2=None, status_3=None,
+                   **_EMPTY_ROUND_2)
         if not usable:
             statuses = {r["status"] for r, _ in samples}
-            out.append(row | dict(_EMPTY_ROUND_1, status="truncated" if "truncated" in statuses else "error", sample_index=0,
+            out.append(row | dict(_EMPTY_ROUND_1, status="truncated" if "truncated" in statuses else "error",
+                                  sample_index=0,
                                   scored_from_truncated=False,
-                                  confidence=_NAN, confidence_status="missing", reasoning_tokens=_NAN, reflection_count=_NAN,
+                                  confidence=_NAN, confidence_status="missing", reasoning_tokens=_NAN,
+                                  reflection_count=_NAN,
                                   completion_tokens=_NAN))
             continue
         agg = aggregate_samples([(sets[0], r["confidence"]) for r, sets in usable], method, vote_threshold)
@@ -98,18 +113,24 @@ def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],  # (r
         scores = score_aggregate(agg, valid, answer_count)
         if method == "median" and chosen is None:  # no sample has a confidence: nothing to select
             scores.update(precision=_NAN, recall=_NAN, n_listed=_NAN, n_correct=_NAN)
-        pick = lambda column, total: chosen[column] if chosen is not None else (sum(r[column] for r, _ in usable) if total else _NAN)
-        out.append(row | dict(status="answered", scored_from_truncated=any(r["scored_from_truncated"] for r, _ in usable),
+        pick = lambda column, total: (
+            chosen[column] if chosen is not None else (sum(r[column] for r, _ in usable) if total else _NAN)
+        )
+        out.append(row | dict(status="answered",
+                              scored_from_truncated=any(r["scored_from_truncated"] for r, _ in usable),
                               n_listed=scores["n_listed"], n_correct=scores["n_correct"], n_malformed=_NAN,
                               precision=scores["precision"], recall=scores["recall"], confidence=scores["confidence"],
                               confidence_status="missing" if np.isnan(scores["confidence"]) else "parsed",
                               sample_index=chosen["sample_index"] if chosen is not None else 0,
-                              claimed_total=pick("claimed_total", False), reflection_count=pick("reflection_count", False),
-                              reasoning_tokens=pick("reasoning_tokens", True), completion_tokens=pick("completion_tokens", True)))
+                              claimed_total=pick("claimed_total", False),
+                              reflection_count=pick("reflection_count", False),
+                              reasoning_tokens=pick("reasoning_tokens", True),
+                              completion_tokens=pick("completion_tokens", True)))
     return out
 
 # %% ../../../nbs/74_studies.musobench.scoring.ipynb #7e650cbc
-_RUN_COLUMNS = ["model", "preset", "paradigm", "task", "question_id", "level", "answer_count", "temperature", "seed", "long_cot_emulated"]
+_RUN_COLUMNS = ["model", "preset", "paradigm", "task", "question_id", "level", "answer_count", "temperature", "seed",
+                "long_cot_emulated"]
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).reindex(columns=RESULT_COLUMNS + EXTRA_COLUMNS)
@@ -118,7 +139,8 @@ def score_turns(turns: pd.DataFrame,  # the turns table of a run
                 items: Mapping[tuple[str, int], MuSoBenchItem],  # (task, question_id) -> instance
                 vote_threshold: float = 0.5,  # self-consistency vote threshold
                ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    "(results, samples): one results row per dialogue plus the self-consistency aggregates; one row per self-consistency sample."
+    """(results, samples): one results row per dialogue plus the self-consistency aggregates; one row per
+    self-consistency sample."""
     if not 0 < vote_threshold <= 1: raise ValueError(f"vote_threshold must be in (0, 1], got {vote_threshold}")
     results, samples, by_instance = [], [], {}
     for key, group in turns.groupby(DIALOGUE_KEYS, sort=False, dropna=False):
@@ -127,7 +149,8 @@ def score_turns(turns: pd.DataFrame,  # the turns table of a run
             raise KeyError(f"no instance for {first['task']} question {first['question_id']}: pass the run's instances")
         item = items[(first["task"], first["question_id"])]
         scored, sets = score_dialogue({int(r["turn"]): r for _, r in group.iterrows()}, item)
-        row = {c: first[c] for c in _RUN_COLUMNS} | dict(condition=first["condition"], sample_index=int(first["sample_index"]),
+        row = {c: first[c] for c in _RUN_COLUMNS} | dict(condition=first["condition"],
+                                                         sample_index=int(first["sample_index"]),
                                                          checkpoint_cut=first["checkpoint_cut"], n_samples=1) | scored
         if first["condition"] == "sc_sample":
             samples.append(row)

@@ -25,7 +25,8 @@ from ...prompts.musobench import PARADIGMS, REFLECTION_MARKERS, REPLY_TURNS
 from ...store import CacheStats, GenerationStore, run_store
 from ...runs import run_dir, write_params
 
-from ...tasks.musobench import TASKS, MuSoBenchItem, build_task, from_record, get_task, read_jsonl, to_record, write_jsonl
+from ...tasks.musobench import (TASKS, MuSoBenchItem, build_task, from_record, get_task, read_jsonl,
+                                             to_record, write_jsonl)
 
 # the study's own modules: what the entry points below use
 from .protocol import (ProtocolConfig, TurnRunner, add_stats, paradigm_setup,
@@ -38,6 +39,7 @@ from .noveltybench import (ConstantRater, LLMJudge, LLMRater, LexicalJudge,
                                                             judge_novelty)
 from ...provenance import read_record
 from ...tasks.noveltybench import SUBSET_FILES as NOVELTY_SUBSETS, load_noveltybench
+from ...backends.vllm import EngineRole, co_resident_options, gpu_memory_bytes
 
 # %% auto #0
 __all__ = ['NOVELTY_TASK', 'RUN_FILES', 'NOVELTY_RAW', 'RESULT_FILES', 'COUNTED', 'HYPERPARAMETERS', 'MuSoBenchConfig',
@@ -48,53 +50,108 @@ __all__ = ['NOVELTY_TASK', 'RUN_FILES', 'NOVELTY_RAW', 'RESULT_FILES', 'COUNTED'
 
 # %% ../../../nbs/77_studies.musobench.study.ipynb #9a7f1bf5
 _P = ProtocolConfig  # the protocol's defaults, where the study keeps them
-NOVELTY_TASK = "noveltybench"  # the open-ended task of the paper's Table 4 (`noveltybench`), run beside the MuSoBench tasks
+# the open-ended task of the paper's Table 4 (`noveltybench`), run beside the MuSoBench tasks
+NOVELTY_TASK = "noveltybench"
 
 @dataclass(frozen=True)
 class MuSoBenchConfig:
     "The MuSoBench study's parameters (one source: defaults, types, allowed values, docs)."
     model: str | None = param(None, "the run's label; None: the preset name (or \"short/long\" for two presets)")
-    short_preset: str = param("smollm2-135m", "Short-CoT: an instruction model, or a hybrid with thinking off", choices=lambda: PRESETS)
-    long_preset: str = param("smollm2-135m", "Long-CoT: a reasoning model, or a hybrid with thinking on (an instruction model is emulated)",
-                             choices=lambda: PRESETS)
-    backend_options: dict = param({}, "load_backend options for both presets, e.g. {\"max_model_len\": 32768} or {\"base_url\": \"...\"}")
+    short_preset: str = param("smollm2-135m", "Short-CoT: an instruction model, or a hybrid with thinking off",
+                              choices=lambda: PRESETS)
+    long_preset: str = param(
+        "smollm2-135m",
+        "Long-CoT: a reasoning model, or a hybrid with thinking on (an instruction model is emulated)",
+        choices=lambda: PRESETS,
+    )
+    backend_options: dict = param(
+        {}, 'load_backend options for both presets, e.g. {"max_model_len": 32768} or {"base_url": "..."}'
+    )
     gpu_memory_budget: float = param(0.9, "share of the GPU the run's vLLM engines hold together", minimum=0, maximum=1)
-    cpu_threads: int | None = param(1, "torch CPU threads of the transformers backend (None: torch's default); 1 is fastest when processes share the cores",
-                                    minimum=1)
+    cpu_threads: int | None = param(
+        1,
+        "torch CPU threads of the transformers backend (None: torch's default); 1 is fastest when processes share the "
+        "cores",
+        minimum=1,
+    )
     paradigms: list[str] = param(["short", "long"], "which paradigms to run", choices=PARADIGMS)
-    tasks: list[str] = param(["subsetsum", "timetabling"], "MuSoBench tasks, and \"noveltybench\" for the open-ended check (the paper's Table 4)",
+    tasks: list[str] = param(["subsetsum", "timetabling"],
+                             "MuSoBench tasks, and \"noveltybench\" for the open-ended check (the paper's Table 4)",
                              choices=lambda: [*TASKS, NOVELTY_TASK])
     levels: list[int] | None = param([1], "complexity levels (1-based); None for all")
     per_level: int = param(1, "instances per level (the paper: 100)", minimum=1)
     benchmark_seed: int = param(0, "seed of the benchmark build (ignored with data_dir)")
-    data_dir: str | None = param(None, "a folder with <task>.jsonl in the reference format (e.g. from musobench_build); None: build the instances")
-    novelty_subset: str = param("curated", "NoveltyBench prompt set: \"curated\" (100 prompts, the paper's) or \"wildchat\" (1,000)", choices=NOVELTY_SUBSETS)
-    novelty_prompts: int | None = param(2, "NoveltyBench: the first N prompts of the set (None: all, as the paper)", minimum=1)
-    novelty_categories: list[str] | None = param(None, "NoveltyBench curated: keep these categories only (None: all, as the paper)")
+    data_dir: str | None = param(
+        None,
+        "a folder with <task>.jsonl in the reference format (e.g. from musobench_build); None: build the instances",
+    )
+    novelty_subset: str = param(
+        "curated",
+        'NoveltyBench prompt set: "curated" (100 prompts, the paper\'s) or "wildchat" (1,000)',
+        choices=NOVELTY_SUBSETS,
+    )
+    novelty_prompts: int | None = param(2, "NoveltyBench: the first N prompts of the set (None: all, as the paper)",
+                                        minimum=1)
+    novelty_categories: list[str] | None = param(
+        None, "NoveltyBench curated: keep these categories only (None: all, as the paper)"
+    )
     novelty_k: int = param(3, "NoveltyBench: answers per prompt (NoveltyBench and the paper: 10)", minimum=1)
-    novelty_mode: str = param("one_reply", "NoveltyBench: k numbered answers in one reply, or k independent samples; then the confidence turn (our reading)",
-                              choices=NOVELTY_MODES)
-    novelty_judge: str = param("llm", "NoveltyBench equivalence judge: \"llm\" (the Short-CoT backend), a preset name, or \"lexical\" (NoveltyBench: a fine-tuned classifier)",
-                               choices=lambda: ["llm", "lexical", *PRESETS])
-    novelty_rater: str = param("llm", "NoveltyBench quality rater: \"llm\" (the Short-CoT backend), a preset name, or \"constant\" (NoveltyBench: a 27B reward model)",
-                               choices=lambda: ["llm", "constant", *PRESETS])
-    novelty_patience: float = param(PATIENCE, "NoveltyBench: Utility's patience, in (0, 1] (NoveltyBench's default)", minimum=0, maximum=1)
-    temperature: float = param(0.7, "decoding temperature (the paper: 0.2; the embedded 135M model loops at low temperatures)", minimum=0)
+    novelty_mode: str = param(
+        "one_reply",
+        "NoveltyBench: k numbered answers in one reply, or k independent samples; then the confidence turn (our "
+        "reading)",
+        choices=NOVELTY_MODES,
+    )
+    novelty_judge: str = param(
+        "llm",
+        'NoveltyBench equivalence judge: "llm" (the Short-CoT backend), a preset name, or "lexical" (NoveltyBench: a '
+        'fine-tuned classifier)',
+        choices=lambda: ["llm", "lexical", *PRESETS],
+    )
+    novelty_rater: str = param(
+        "llm",
+        'NoveltyBench quality rater: "llm" (the Short-CoT backend), a preset name, or "constant" (NoveltyBench: a 27B '
+        'reward model)',
+        choices=lambda: ["llm", "constant", *PRESETS],
+    )
+    novelty_patience: float = param(PATIENCE, "NoveltyBench: Utility's patience, in (0, 1] (NoveltyBench's default)",
+                                    minimum=0, maximum=1)
+    temperature: float = param(
+        0.7, "decoding temperature (the paper: 0.2; the embedded 135M model loops at low temperatures)", minimum=0
+    )
     top_p: float = param(_P.top_p, "nucleus sampling", minimum=0, maximum=1)
     max_tokens: int = param(256, "new tokens per turn, thinking included (the paper: 20480)", minimum=1)
     seed: int = param(_P.seed, "sampling seed")
-    exploration: bool = param(True, "Short-CoT: the exploration cue (the paper's mitigation; the protocol's default: off)")
-    reflection_ks: list[int] = param([0], "Long-CoT: answer after k reflection steps, the thinking cut before the next one ([] for none)")
-    reflection_markers: list[str] | None = param(None, "line openings that start a reflection step; None: prompts.musobench.REFLECTION_MARKERS")
+    exploration: bool = param(True,
+                              "Short-CoT: the exploration cue (the paper's mitigation; the protocol's default: off)")
+    reflection_ks: list[int] = param(
+        [0], "Long-CoT: answer after k reflection steps, the thinking cut before the next one ([] for none)"
+    )
+    reflection_markers: list[str] | None = param(
+        None, "line openings that start a reflection step; None: prompts.musobench.REFLECTION_MARKERS"
+    )
     sc_samples: int = param(2, "self-consistency samples of turn 1 (0 or 1: off; the paper: 32)", minimum=0)
-    sc_paradigms: list[str] = param(list(_P.sc_paradigms), "paradigms that get self-consistency (the paper: Long-CoT)", choices=PARADIGMS)
-    vote_threshold: float = param(0.5, "self-consistency vote: share of samples a solution needs, in (0, 1]", minimum=0, maximum=1)
+    sc_paradigms: list[str] = param(list(_P.sc_paradigms), "paradigms that get self-consistency (the paper: Long-CoT)",
+                                    choices=PARADIGMS)
+    vote_threshold: float = param(0.5, "self-consistency vote: share of samples a solution needs, in (0, 1]",
+                                  minimum=0, maximum=1)
     emulate_long_cot: bool = param(True, "allow emulated Long-CoT on an instruction model (code paths only)")
-    batch_size: int = param(_P.batch_size, "samples per backend call on the transformers backend (vLLM gets each stage in one call)", minimum=1)
-    reply_openings: list[str] = param(list(REPLY_TURNS), "replies opened with their format (the paper's runs: [\"confidence\"])", choices=REPLY_TURNS)
-    read_truncated: bool = param(_P.read_truncated, "score a truncated answer from its complete solutions (flagged); False: answered replies only")
-    unscored: str = param("zero", "the figures' row set: \"zero\" scores an unscored reply as an empty answer (the paper's N), \"exclude\" leaves it out",
-                          choices=UNSCORED_POLICIES)
+    batch_size: int = param(_P.batch_size,
+                            "samples per backend call on the transformers backend (vLLM gets each stage in one call)",
+                            minimum=1)
+    reply_openings: list[str] = param(list(REPLY_TURNS),
+                                      "replies opened with their format (the paper's runs: [\"confidence\"])",
+                                      choices=REPLY_TURNS)
+    read_truncated: bool = param(
+        _P.read_truncated,
+        "score a truncated answer from its complete solutions (flagged); False: answered replies only",
+    )
+    unscored: str = param(
+        "zero",
+        'the figures\' row set: "zero" scores an unscored reply as an empty answer (the paper\'s N), "exclude" leaves '
+        'it out',
+        choices=UNSCORED_POLICIES,
+    )
     out_dir: str = param("outputs/musobench-study", "run folder (relative to the project root)")
 
     def __post_init__(self):
@@ -114,15 +171,20 @@ class MuSoBenchConfig:
     def protocol(self) -> ProtocolConfig:
         "The protocol's parameters: the fields of `ProtocolConfig`, by name, from this config."
         values = {f.name: getattr(self, f.name) for f in fields(ProtocolConfig) if f.name != "reflection_markers"}
-        return ProtocolConfig(**values, reflection_markers=REFLECTION_MARKERS if self.reflection_markers is None else self.reflection_markers)
+        return ProtocolConfig(
+            **values,
+            reflection_markers=REFLECTION_MARKERS if self.reflection_markers is None else self.reflection_markers,
+        )
 
 def study_problems(cfg: MuSoBenchConfig) -> list[str]:
     "What is wrong with a config across its fields, or with its presets (the per-field checks have passed)."
     problems = []
     if not cfg.paradigms: problems.append("parameter 'paradigms' must not be empty")
     if not cfg.tasks: problems.append("parameter 'tasks' must not be empty")
-    if not cfg.vote_threshold > 0: problems.append(f"parameter 'vote_threshold' must be in (0, 1], got {cfg.vote_threshold}")
-    if not cfg.novelty_patience > 0: problems.append(f"parameter 'novelty_patience' must be in (0, 1], got {cfg.novelty_patience}")
+    if not cfg.vote_threshold > 0:
+        problems.append(f"parameter 'vote_threshold' must be in (0, 1], got {cfg.vote_threshold}")
+    if not cfg.novelty_patience > 0:
+        problems.append(f"parameter 'novelty_patience' must be in (0, 1], got {cfg.novelty_patience}")
     if NOVELTY_TASK in cfg.tasks:  # its prompts and categories are checked before any model loads
         try: load_noveltybench(cfg.novelty_subset, limit=1, categories=cfg.novelty_categories)
         except (ValueError, FileNotFoundError) as e: problems.append(f"noveltybench: {e}")
@@ -141,8 +203,10 @@ def study_problems(cfg: MuSoBenchConfig) -> list[str]:
             check_provider_rules(name, protocol.sampling())  # e.g. o4-mini takes no temperature but 1
         except ValueError as e: problems.append(f"{paradigm} ({name}): {e}")
     if cfg.reflection_ks and "long" in cfg.presets and get_preset(cfg.presets["long"]).thinking == "api":
-        problems.append(f"reflection checkpoints need a backend that continues a thinking block; {cfg.presets['long']!r} returns "
-                        "its reasoning separately: use reflection_ks=[]")
+        problems.append(
+            f"reflection checkpoints need a backend that continues a thinking block; {cfg.presets['long']!r} returns "
+            "its reasoning separately: use reflection_ks=[]"
+        )
     return problems
 
 # %% ../../../nbs/77_studies.musobench.study.ipynb #b59d55b2
@@ -152,8 +216,10 @@ def model_label(presets: Mapping[str, str]) -> str:
 
 def load_paradigm_backends(presets: Mapping[str, str],  # paradigm -> preset name
                            options: Mapping | None = None,  # backend options for every preset (load_backend keywords)
-                           cpu_threads: int | None = None,  # torch CPU threads of transformers backends (None: torch's default)
-                           paradigm_options: Mapping[str, Mapping] | None = None,  # per paradigm, replacing `options` (co_resident_options)
+                           # torch CPU threads of transformers backends (None: torch's default)
+                           cpu_threads: int | None = None,
+                           # per paradigm, replacing `options` (co_resident_options)
+                           paradigm_options: Mapping[str, Mapping] | None = None,
                           ) -> dict[str, Backend]:
     "One backend per paradigm; presets of the same model and thinking switch share one backend."
     loaded, out = {}, {}
@@ -161,7 +227,8 @@ def load_paradigm_backends(presets: Mapping[str, str],  # paradigm -> preset nam
         given = paradigm_options[paradigm] if paradigm_options and paradigm in paradigm_options else options
         preset, chosen = get_preset(name), dict(given or {})
         if cpu_threads and preset.backend == "transformers": chosen.setdefault("num_threads", cpu_threads)
-        key = (preset.model_id, preset.backend, preset.thinking, preset.revision, json.dumps(chosen, sort_keys=True, default=str))
+        key = (preset.model_id, preset.backend, preset.thinking, preset.revision,
+               json.dumps(chosen, sort_keys=True, default=str))
         if key not in loaded: loaded[key] = load_backend(preset, **chosen)
         out[paradigm] = loaded[key]
     return out
@@ -180,11 +247,13 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
               config: ProtocolConfig = ProtocolConfig(),
               model: str | None = None,  # the run's label (default: `model_label(presets)`)
               backend_options: Mapping | None = None,  # passed to `load_backend` for every preset
-              paradigm_options: Mapping[str, Mapping] | None = None,  # per paradigm instead (e.g. from backends.vllm.co_resident_options)
+              # per paradigm instead (e.g. from backends.vllm.co_resident_options)
+              paradigm_options: Mapping[str, Mapping] | None = None,
               cpu_threads: int | None = None,  # torch CPU threads of transformers backends (None: torch's default)
               emulate_long: bool = True,  # allow emulated Long-CoT on an instruction model (code paths only)
               vote_threshold: float = 0.5,  # self-consistency vote threshold
-              backends: Mapping[str, Backend] | None = None,  # already loaded backends per paradigm (default: load them)
+              # already loaded backends per paradigm (default: load them)
+              backends: Mapping[str, Backend] | None = None,
               progress: bool = True,
               score: bool = True,  # False: the turns only (`results` and `samples` are left empty)
              ) -> StudyRun:
@@ -208,7 +277,9 @@ RUN_FILES = dict(store="generations.sqlite", turns="turns.parquet", results="res
                  novelty_generations="novelty_generations.parquet", novelty_judgements="novelty_judgements.parquet",
                  novelty="novelty.parquet")
 NOVELTY_RAW = ("novelty_generations", "novelty_judgements")
-RESULT_FILES = {name: RUN_FILES[name] for name in ("results", "samples", "novelty")}  # what `score` gives, where the folder keeps it (the sweep's rs-rescore writes these)  # the raw tables of a run with noveltybench among its tasks
+# what `score` gives, where the folder keeps it (the sweep's rs-rescore writes these)  # the raw tables of a run with
+# noveltybench among its tasks
+RESULT_FILES = {name: RUN_FILES[name] for name in ("results", "samples", "novelty")}
 
 def write_instances(items: Iterable[MuSoBenchItem], folder: str | Path) -> list[Path]:
     "The instances of a run, one reference-format JSONL per task."
@@ -229,7 +300,8 @@ def write_run(run: StudyRun, folder: str | Path) -> dict[str, Path]:
     run.turns.to_parquet(paths["turns"], index=False)
     run.results.to_parquet(paths["results"], index=False)
     run.samples.to_parquet(paths["samples"], index=False)
-    paths["stats"].write_text(json.dumps({f.name: getattr(run.stats, f.name) for f in fields(CacheStats)}, indent=2) + "\n")
+    paths["stats"].write_text(json.dumps({f.name: getattr(run.stats, f.name) for f in fields(CacheStats)},
+                                         indent=2) + "\n")
     return paths
 
 def rescore_run(folder: str | Path, vote_threshold: float = 0.5) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -237,11 +309,13 @@ def rescore_run(folder: str | Path, vote_threshold: float = 0.5) -> tuple[pd.Dat
     return score_turns(pd.read_parquet(Path(folder) / RUN_FILES["turns"]), read_instances(folder), vote_threshold)
 
 def read_results(folders: Iterable[str | Path]) -> pd.DataFrame:
-    "The results tables of several run folders, stacked, with the folder name in `run` (older condition names renamed: `metrics.current_conditions`)."
+    """The results tables of several run folders, stacked, with the folder name in `run` (older condition names renamed:
+    `metrics.current_conditions`)."""
     tables = []
     for folder in map(Path, folders):
         path = folder / RUN_FILES["results"]
-        if not path.is_file(): raise FileNotFoundError(f"{path} does not exist: run nbs/experiments/musobench.ipynb with out_dir={folder}")
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist: run nbs/experiments/musobench.ipynb with out_dir={folder}")
         tables.append(pd.read_parquet(path).assign(run=folder.name))
     if not tables: raise ValueError("no run folders given")
     return metrics.current_conditions(pd.concat(tables, ignore_index=True))
@@ -250,19 +324,21 @@ def read_results(folders: Iterable[str | Path]) -> pd.DataFrame:
 def study_instances(config: MuSoBenchConfig) -> list[MuSoBenchItem]:
     "The instances of a run: built from `benchmark_seed`, or the first `per_level` of each level read from `data_dir`."
     def of_task(task: str) -> list[MuSoBenchItem]:
-        if config.data_dir is None: return build_task(task, seed=config.benchmark_seed, per_level=config.per_level, levels=config.levels)
+        if config.data_dir is None:
+            return build_task(task, seed=config.benchmark_seed, per_level=config.per_level, levels=config.levels)
         path = run_dir(config.data_dir) / f"{task}.jsonl"
         if not path.is_file(): raise FileNotFoundError(f"{path} does not exist (data_dir={config.data_dir!r})")
         chosen, counts = [], {}
         for it in read_jsonl(path, task=task):
             if (config.levels is None or it.level in config.levels) and counts.get(it.level, 0) < config.per_level:
-                chosen.append(it); counts[it.level] = counts.get(it.level, 0) + 1
+                chosen.append(it)
+                counts[it.level] = counts.get(it.level, 0) + 1
         return chosen
     return [it for task in config.combinatorial_tasks for it in of_task(task)]
 
 def paradigm_options(config: MuSoBenchConfig) -> dict[str, dict]:
-    "The backend options of each paradigm: two different vLLM models share the GPU by their needs (`backends.vllm.co_resident_options`)."
-    from reasoning_study.backends.vllm import EngineRole, co_resident_options, gpu_memory_bytes
+    """The backend options of each paradigm: two different vLLM models share the GPU by their needs
+    (`backends.vllm.co_resident_options`)."""
     on_vllm = any(get_preset(name).backend == "vllm" for name in config.presets.values())
     return co_resident_options({p: EngineRole(name, config.backend_options) for p, name in config.presets.items()},
                                config.gpu_memory_budget, gpu_memory_bytes() if on_vllm else None)
@@ -272,41 +348,61 @@ def load_backends(config: MuSoBenchConfig) -> dict[str, Backend]:
     return load_paradigm_backends(config.presets, config.backend_options, config.cpu_threads, paradigm_options(config))
 
 def study_params(config: MuSoBenchConfig, options: Mapping[str, Mapping] | None = None) -> dict:
-    "What `params.json` records: the config's values, the presets, the backend options per paradigm, and what each provider ignores."
+    """What `params.json` records: the config's values, the presets, the backend options per paradigm, and what each
+    provider ignores."""
     protocol = config.protocol()
     options = paradigm_options(config) if options is None else options
     return config_values(config) | dict(presets=config.presets, paradigm_options=options,
                                         reflection_markers=list(protocol.reflection_markers),
-                                        ignored_parameters={p: ignored_parameters(n, protocol.sampling()) for p, n in config.presets.items()})
+                                        ignored_parameters={p: ignored_parameters(n, protocol.sampling()) for p,
+                                                            n in config.presets.items()})
 
-def _stats_table(stats: CacheStats) -> pd.DataFrame: return pd.DataFrame([{f.name: getattr(stats, f.name) for f in fields(CacheStats)}])
+def _stats_table(stats: CacheStats) -> pd.DataFrame:
+    return pd.DataFrame([{f.name: getattr(stats, f.name) for f in fields(CacheStats)}])
 
 def _raw(turns: pd.DataFrame, items: Sequence[MuSoBenchItem], stats: CacheStats) -> dict[str, pd.DataFrame]:
     return dict(turns=turns, instances=pd.DataFrame([to_record(it) for it in items]), stats=_stats_table(stats))
 
 def novelty_config(config: MuSoBenchConfig):
     "NoveltyBench's settings of a study: the study's protocol (temperature, budget, seed, openings), k, mode, patience."
-    return NoveltyConfig(config.protocol(), k=config.novelty_k, mode=config.novelty_mode, patience=config.novelty_patience)
+    return NoveltyConfig(
+        config.protocol(), k=config.novelty_k, mode=config.novelty_mode, patience=config.novelty_patience
+    )
 
 def novelty_scorers(config: MuSoBenchConfig, backends: Mapping[str, Backend], store: GenerationStore) -> tuple:
-    "(judge, rater) of a study: lexical/constant, or an LLM through the store: the Short-CoT backend (\"llm\"), or a preset's (loaded once)."
+    """(judge, rater) of a study: lexical/constant, or an LLM through the store: the Short-CoT backend (\"llm\"), or a
+    preset's (loaded once)."""
     loaded = {}
     def backend_of(name: str) -> Backend:
         if name == "llm": return backends["short"] if "short" in backends else next(iter(backends.values()))
         if same := [p for p, n in config.presets.items() if n == name]: return backends[same[0]]
-        if name not in loaded: loaded[name] = load_paradigm_backends({"scorer": name}, None, config.cpu_threads)["scorer"]
+        if name not in loaded:
+            loaded[name] = load_paradigm_backends({"scorer": name}, None, config.cpu_threads)["scorer"]
         return loaded[name]
-    judge = LexicalJudge() if config.novelty_judge == "lexical" else LLMJudge(backend_of(config.novelty_judge), store, config.batch_size)
-    rater = ConstantRater() if config.novelty_rater == "constant" else LLMRater(backend_of(config.novelty_rater), store, config.batch_size)
+    judge = (
+        LexicalJudge()
+        if config.novelty_judge == "lexical"
+        else LLMJudge(backend_of(config.novelty_judge), store, config.batch_size)
+    )
+    rater = (
+        ConstantRater()
+        if config.novelty_rater == "constant"
+        else LLMRater(backend_of(config.novelty_rater), store, config.batch_size)
+    )
     return judge, rater
 
 def run_novelty(config: MuSoBenchConfig, backends: Mapping[str, Backend], store: GenerationStore, progress: bool = True
                ) -> tuple[dict[str, pd.DataFrame], CacheStats]:
-    "NoveltyBench under every paradigm of the study (same backends, protocol, confidence turn, store), judged and rated: its raw tables and counts."
-    prompts = load_noveltybench(config.novelty_subset, limit=config.novelty_prompts, categories=config.novelty_categories)
-    settings, label, stats, tables = novelty_config(config), config.model or model_label(config.presets), CacheStats(), []
+    """NoveltyBench under every paradigm of the study (same backends, protocol, confidence turn, store), judged and
+    rated: its raw tables and counts."""
+    prompts = load_noveltybench(
+        config.novelty_subset, limit=config.novelty_prompts, categories=config.novelty_categories
+    )
+    settings, label, stats, tables = (novelty_config(config), config.model or model_label(config.presets),
+                                      CacheStats(), [])
     for paradigm, name in config.presets.items():
-        runner = TurnRunner(backends[paradigm], paradigm_setup(name, paradigm, config.emulate_long_cot), store, config.batch_size, progress)
+        runner = TurnRunner(backends[paradigm], paradigm_setup(name, paradigm, config.emulate_long_cot), store,
+                            config.batch_size, progress)
         tables.append(generate_novelty(runner, prompts, settings).assign(model=label, preset=get_preset(name).name))
         add_stats(stats, runner.stats)
     generations = pd.concat(tables, ignore_index=True)
@@ -317,26 +413,31 @@ def run_novelty(config: MuSoBenchConfig, backends: Mapping[str, Backend], store:
     return dict(novelty_generations=generations, novelty_judgements=judgements), stats
 
 def run(config: MuSoBenchConfig,
-        backends: Backend | Mapping[str, Backend] | None = None,  # one for every paradigm, one per paradigm, or None: `load_backends`
+        # one for every paradigm, one per paradigm, or None: `load_backends`
+        backends: Backend | Mapping[str, Backend] | None = None,
         store: GenerationStore | None = None,  # where every generation is kept (None: the folder's generations.sqlite)
         folder: str | Path | None = None,  # where the raw tables go (None: nowhere, and a store must be given)
         progress: bool = True,
        ) -> dict[str, pd.DataFrame]:
     "Every turn of the study through the store: the raw tables `turns`, `instances` and `stats` (and NoveltyBench's)."
-    if store is None and folder is None: raise ValueError("run needs a store or a folder (its generations.sqlite is the store)")
+    if store is None and folder is None:
+        raise ValueError("run needs a store or a folder (its generations.sqlite is the store)")
     folder = None if folder is None else run_dir(folder)
     options = paradigm_options(config)
     if folder is not None: write_params(folder, study_params(config, options))
     items = study_instances(config)
-    if not items and config.combinatorial_tasks: raise ValueError("no instances to run: check levels, per_level and data_dir")
-    if backends is None: backends = load_paradigm_backends(config.presets, config.backend_options, config.cpu_threads, options)
+    if not items and config.combinatorial_tasks:
+        raise ValueError("no instances to run: check levels, per_level and data_dir")
+    if backends is None:
+        backends = load_paradigm_backends(config.presets, config.backend_options, config.cpu_threads, options)
     if not isinstance(backends, Mapping): backends = dict.fromkeys(config.presets, backends)
     with run_store(store, folder) as store:
         raw, stats = {}, CacheStats()
         if items:
-            done = run_study(items, config.presets, store, config.protocol(), model=config.model, paradigm_options=options,
-                             cpu_threads=config.cpu_threads, emulate_long=config.emulate_long_cot,
-                             vote_threshold=config.vote_threshold, backends=backends, progress=progress, score=False)
+            done = run_study(items, config.presets, store, config.protocol(), model=config.model,
+                             paradigm_options=options, cpu_threads=config.cpu_threads,
+                             emulate_long=config.emulate_long_cot, vote_threshold=config.vote_threshold,
+                             backends=backends, progress=progress, score=False)
             raw, stats = _raw(done.turns, items, done.stats), done.stats
         if NOVELTY_TASK in config.tasks:
             novelty, counts = run_novelty(config, backends, store, progress)
@@ -350,7 +451,8 @@ def run_counts(raw: Mapping[str, pd.DataFrame], folder: str | Path | None = None
     return dict(generated=int(stats["generated"]), reused=int(stats["cached"]))
 
 def write_raw(raw: Mapping[str, pd.DataFrame], items: Iterable[MuSoBenchItem], folder: str | Path) -> dict[str, Path]:
-    "The raw tables in a run folder: turns.parquet, instances/<task>.jsonl, the NoveltyBench tables and generation_stats.json."
+    """The raw tables in a run folder: turns.parquet, instances/<task>.jsonl, the NoveltyBench tables and
+    generation_stats.json."""
     folder = Path(folder)
     paths = {name: folder / RUN_FILES[name] for name in ("turns", *NOVELTY_RAW, "stats") if name in raw}
     for name, path in paths.items():
@@ -360,18 +462,24 @@ def write_raw(raw: Mapping[str, pd.DataFrame], items: Iterable[MuSoBenchItem], f
     return paths
 
 def score(raw: Mapping[str, pd.DataFrame], config: MuSoBenchConfig) -> dict[str, pd.DataFrame]:
-    "The results (one row per dialogue, plus the self-consistency aggregates), samples and NoveltyBench rows of the raw tables: no model."
+    """The results (one row per dialogue, plus the self-consistency aggregates), samples and NoveltyBench rows of the
+    raw tables: no model."""
     out = {}
     if "turns" in raw:
         items = [from_record(r) for r in raw["instances"].to_dict("records")]
-        results, samples = score_turns(raw["turns"], {(it.task, it.question_id): it for it in items}, config.vote_threshold)
+        results, samples = score_turns(
+            raw["turns"], {(it.task, it.question_id): it for it in items}, config.vote_threshold
+        )
         out |= dict(results=results, samples=samples)
     if "novelty_generations" in raw:  # the judge's and rater's verdicts are raw tables: applying them needs no model
-        out["novelty"] = apply_judgements(raw["novelty_generations"], raw["novelty_judgements"], config.novelty_patience)
+        out["novelty"] = apply_judgements(
+            raw["novelty_generations"], raw["novelty_judgements"], config.novelty_patience
+        )
     return out
 
 def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: MuSoBenchConfig) -> dict[str, object]:
-    "Write the results tables and the study report (tables, figures) into a run folder; name -> paths, or why a figure is missing."
+    """Write the results tables and the study report (tables, figures) into a run folder; name -> paths, or why a figure
+    is missing."""
     folder = run_dir(folder)
     written = {}
     for name, file in RESULT_FILES.items():
@@ -387,8 +495,11 @@ def read_raw(folder: str | Path) -> dict[str, pd.DataFrame]:
     folder = Path(folder)
     stats = folder / RUN_FILES["stats"]
     stats = CacheStats(**json.loads(stats.read_text())) if stats.is_file() else CacheStats()
-    novelty = {name: pd.read_parquet(folder / RUN_FILES[name]) for name in NOVELTY_RAW if (folder / RUN_FILES[name]).is_file()}
-    if novelty and not (folder / RUN_FILES["turns"]).is_file(): return novelty | dict(stats=_stats_table(stats))  # a NoveltyBench-only run
+    novelty = {
+        name: pd.read_parquet(folder / RUN_FILES[name]) for name in NOVELTY_RAW if (folder / RUN_FILES[name]).is_file()
+    }
+    # a NoveltyBench-only run
+    if novelty and not (folder / RUN_FILES["turns"]).is_file(): return novelty | dict(stats=_stats_table(stats))
     return _raw(pd.read_parquet(folder / RUN_FILES["turns"]), list(read_instances(folder).values()), stats) | novelty
 
 def read_config(folder: str | Path) -> MuSoBenchConfig:
@@ -399,33 +510,43 @@ def read_config(folder: str | Path) -> MuSoBenchConfig:
     elif (folder / "params.json").is_file(): values = json.loads((folder / "params.json").read_text())
     else: raise FileNotFoundError(f"{folder} has neither run.json nor params.json: not a MuSoBench run folder")
     known = {f.name for f in fields(MuSoBenchConfig)}
-    return config_from(MuSoBenchConfig, {k: v for k, v in values.items() if k in known}, where=f"parameters of {folder}")
+    return config_from(
+        MuSoBenchConfig, {k: v for k, v in values.items() if k in known}, where=f"parameters of {folder}"
+    )
 
 def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The results of a run folder scored again from its raw tables and config: no model, no generation, no torch."
     return score(read_raw(folder), read_config(folder))
 
 # %% ../../../nbs/77_studies.musobench.study.ipynb #29f15e43
-COUNTED = (RUN_FILES["results"], ["model", "paradigm", "condition", "task"], ["question_id", "temperature"])  # where a condition's instances are counted
+# where a condition's instances are counted
+COUNTED = (RUN_FILES["results"], ["model", "paradigm", "condition", "task"], ["question_id", "temperature"])
 
-HYPERPARAMETERS = ["model", "presets", "temperature", "top_p", "max_tokens", "per_level", "levels", "sc_samples", "reflection_ks", "exploration"]
+HYPERPARAMETERS = ["model", "presets", "temperature", "top_p", "max_tokens", "per_level", "levels", "sc_samples",
+                   "reflection_ks", "exploration"]
 
 def hyperparameter_table(folders: Sequence[str | Path]) -> pd.DataFrame:
     "Table 3: the decoding and protocol settings of each run (from its params.json)."
     rows = []
     for f in map(Path, folders):
         p = json.loads((f / "params.json").read_text()) if (f / "params.json").is_file() else {}
-        rows.append({"run": f.name, **{k: json.dumps(p[k]) if isinstance(p.get(k), (list, dict)) else p.get(k) for k in HYPERPARAMETERS if k in p}})
+        rows.append({"run": f.name,
+                     **{k: json.dumps(p[k]) if isinstance(p.get(k),
+                                                          (list,
+                                                           dict)) else p.get(k) for k in HYPERPARAMETERS if k in p}})
     return pd.DataFrame(rows)
 
 def section(folders: Sequence[str | Path], out: str | Path, made: dict):
     "Every MuSoBench figure and table the pooled study runs support, and Table 4 of their NoveltyBench rows."
     draw = Drawer(out, "musobench", made)
-    combinatorial = [f for f in folders if (Path(f) / RUN_FILES["results"]).is_file()]  # a NoveltyBench-only run has no results.parquet
+    # a NoveltyBench-only run has no results.parquet
+    combinatorial = [f for f in folders if (Path(f) / RUN_FILES["results"]).is_file()]
     if combinatorial or not folders:
         written = write_study_report(read_results(combinatorial), draw.folder)  # closes each figure it draws
         for name, value in written.items():
-            made[draw.key(name.removeprefix("table:"))] = value.removeprefix("skipped: ") if isinstance(value, str) else value
+            made[draw.key(name.removeprefix("table:"))] = (
+                value.removeprefix("skipped: ") if isinstance(value, str) else value
+            )
     novelty = read_tables(folders, RUN_FILES["novelty"])  # stacked over the runs, as results.parquet is
     if novelty.empty: draw.skip(NOVELTY_TABLE, "no musobench run with noveltybench among its tasks")
     else:

@@ -5,7 +5,6 @@
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #8b591502
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import Sequence
@@ -22,16 +21,33 @@ from ...metrics.stopping import default_policies, policy_table, solution_set_tab
 from ...probing.judge import taxonomy_table
 
 # %% auto #0
-__all__ = ['COUNTED', 'harmful_examples', 'section', 'counted_rows']
+__all__ = ['RAW_TABLES', 'COUNTED', 'raw_file', 'harmful_examples', 'section', 'strategies_section', 'stopping_section',
+           'dynamics_section', 'conditions_section', 'taxonomy_section', 'copy_recall_figures', 'counted_rows']
+
+# %% ../../../nbs/78_studies.overthinking.report.ipynb #cd7e320c
+RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
+
+def raw_file(name: str) -> str:
+    """The file of a raw table in a run folder (`study.run` writes them: the last two of `RAW_TABLES` when there are
+    any)."""
+    return f"{name}.parquet"
 
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #055170a9
 def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3) -> str:
-    "Figure 5 as text: harmful trajectories with the forced answer after each prefix (✓ correct, ✗ wrong, ? failed probe)."
+    """Figure 5 as text: harmful trajectories with the forced answer after each prefix (✓ correct, ✗ wrong, ? failed
+    probe)."""
     lines = []
     for r in traj[traj["harmful"]].head(limit).itertuples():
-        t = prefixes[(prefixes.item_id == r.item_id) & (prefixes.model == r.model) & (prefixes.seed == r.seed)
-                     & (prefixes.sample_index == r.sample_index) & (prefixes.template == r.template) & (prefixes.extractor == r.extractor)]
-        if "granularity" in traj.columns: t = t[granularity_of(t) == granularity_of(traj.loc[[r.Index]]).iloc[0]]  # one path per granularity
+        t = prefixes[
+            (prefixes.item_id == r.item_id)
+            & (prefixes.model == r.model)
+            & (prefixes.seed == r.seed)
+            & (prefixes.sample_index == r.sample_index)
+            & (prefixes.template == r.template)
+            & (prefixes.extractor == r.extractor)
+        ]
+        # one path per granularity
+        if "granularity" in traj.columns: t = t[granularity_of(t) == granularity_of(traj.loc[[r.Index]]).iloc[0]]
         t = t.sort_values("prefix_index")
         path = " ".join(f"{'?' if pd.isna(c) else '✓' if c else '✗'}{p!s:.12}" for p, c in zip(t.prediction, t.correct))
         lines.append(f"- {r.model} / {r.item_id}: {path}")
@@ -39,92 +55,149 @@ def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3)
     return "\n".join(lines)
 
 def section(folders: Sequence[str | Path], out: str | Path, made: dict,
-                         own_folder: bool = True,  # False: write into `out` itself (the experiment notebook, on its own run)
-                         failed_probes: str = "exclude",  # trajectories with a failed probe: "exclude" or "cut" (metrics.overthinking)
-                        ):
+            own_folder: bool = True,  # False: write into `out` itself (the experiment notebook, on its own run)
+            # trajectories with a failed probe: "exclude" or "cut" (metrics.overthinking)
+            failed_probes: str = "exclude",
+           ):
     "Every overthinking figure and table the pooled runs support."
-    from reasoning_study.figures.core import plot_table, table_markdown
-    from reasoning_study.figures.overthinking import (best_strategy_mask, plot_cross_model, plot_format_breakdown,
-        plot_length_histograms, plot_robustness, plot_stability_curve, plot_strategy_accuracy, plot_test_time_scaling,
-        plot_token_statistics, plot_transition_matrix, plot_wasted_budget, results_table, stopping_table, taxonomy_results_table)
     draw = Drawer(out, "overthinking", made, own_folder)
-    prefixes, traces = read_tables(folders, "prefixes.parquet"), read_tables(folders, "traces.parquet")
-    utterances, verdicts = read_tables(folders, "utterances.parquet"), read_tables(folders, "judgements.parquet")
-    if prefixes.empty: draw.skip("fig1_strategy_accuracy", "no prefixes.parquet in the overthinking runs"); return
-    all_traj = trajectories(prefixes.drop(columns="run"), failed_probes=failed_probes)
-    draw.table("failed_probes", failed_probe_table(prefixes.drop(columns="run"), failed_probes, by=["model", "benchmark", "template", "extractor"]))
+    prefixes = read_tables(folders, raw_file("prefixes")).drop(columns="run", errors="ignore")
+    if prefixes.empty:
+        draw.skip("fig1_strategy_accuracy", "no prefixes.parquet in the overthinking runs")
+        return
+    traces = read_tables(folders, raw_file("traces"))
+    all_traj = trajectories(prefixes, failed_probes=failed_probes)
+    by_condition = ["model", "benchmark", "template", "extractor"]
+    draw.table("failed_probes", failed_probe_table(prefixes, failed_probes, by=by_condition))
     condition = main_condition(prefixes)
-    in_main = lambda t: in_condition(t, condition)
-    traj, main_prefixes = in_main(all_traj), in_main(prefixes.drop(columns="run"))
-    strategies = strategy_table(traj, by=["model", "benchmark"], traces=in_main(traces.drop(columns="run")) if len(traces) else None)
+    traj, main_prefixes = in_condition(all_traj, condition), in_condition(prefixes, condition)
+    main_traces = in_condition(traces.drop(columns="run"), condition) if len(traces) else None
+    strategies_section(draw, traj, main_prefixes, main_traces, failed_probes)
+    stopping_section(draw, traj, main_prefixes, read_tables(folders, raw_file("musobench_prefixes")), failed_probes)
+    dynamics_section(draw, traj, main_prefixes, read_tables(folders, raw_file("utterances")), failed_probes)
+    conditions_section(draw, all_traj, traj, traces, main_traces)
+    taxonomy_section(draw, read_tables(folders, raw_file("judgements")))
+    copy_recall_figures(draw, folders, made)
+
+def strategies_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, main_traces, failed_probes: str):
+    "Table 1 and Figures 1-4 (the strategies, lengths, answer formats, stability) and Figure 5's harmful examples."
+    from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
+    # matplotlib: imported where a figure is drawn
+    from reasoning_study.figures.overthinking import (best_strategy_mask, plot_format_breakdown, plot_length_histograms,
+                                                      plot_stability_curve, plot_strategy_accuracy, results_table)
+    strategies = strategy_table(traj, by=["model", "benchmark"], traces=main_traces)
     draw.table("strategies", strategies)
     results = results_table(strategies, rows="model", columns="benchmark")
     draw.table("table1_results", results, table_markdown(results, best_strategy_mask(results)))
     draw.figure("fig1_strategy_accuracy", lambda: plot_strategy_accuracy(strategies))
-    draw.figure("table1_results_figure", lambda: plot_table(results, best_strategy_mask(results), "Accuracy, length and H per strategy"))
-    draw.figure("fig2_lengths_utterances", lambda: plot_length_histograms(length_distribution(traj)), "needs a solved trajectory")
-    draw.figure("fig3_format_breakdown", lambda: plot_format_breakdown(overthinking_table(traj, by=["model", "format"])), "needs a solved trajectory")
-    draw.figure("fig4_stability_curve", lambda: plot_stability_curve(stability_curve(main_prefixes, failed_probes=failed_probes)), "needs a solved trajectory")
+    draw.figure("table1_results_figure",
+                lambda: plot_table(results, best_strategy_mask(results), "Accuracy, length and H per strategy"))
+    solved = "needs a solved trajectory"
+    draw.figure("fig2_lengths_utterances", lambda: plot_length_histograms(length_distribution(traj)), solved)
+    draw.figure("fig3_format_breakdown",
+                lambda: plot_format_breakdown(overthinking_table(traj, by=["model", "format"])), solved)
+    draw.figure("fig4_stability_curve",
+                lambda: plot_stability_curve(stability_curve(main_prefixes, failed_probes=failed_probes)), solved)
     try: draw.table("harmful_examples", pd.DataFrame({"example": harmful_examples(traj, main_prefixes).splitlines()}))
     except ValueError as e: draw.skip("harmful_examples", str(e))
+
+def stopping_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, solution_rows: pd.DataFrame,
+                     failed_probes: str):
+    "Table 2 (Stopping@K), and beyond the paper: stopping policies without the answer key, and the MuSoBench lens."
+    from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
+    from reasoning_study.figures.overthinking import stopping_table  # matplotlib: imported where a figure is drawn
+    from reasoning_study.figures.stopping import plot_policy_pareto  # matplotlib: imported where a figure is drawn
     try:
-        table2 = stopping_table(stopping_at_k(main_prefixes, failed_probes=failed_probes), strategy_table(traj, by=["model"]))
+        table2 = stopping_table(
+            stopping_at_k(main_prefixes, failed_probes=failed_probes), strategy_table(traj, by=["model"])
+        )
         draw.table("table2_stopping", table2, table_markdown(table2))
         draw.figure("table2_stopping_figure", lambda: plot_table(table2, title="Stopping@K"))
     except ValueError as e: draw.skip("table2_stopping", str(e))
-    try:  # beyond the paper: stopping without the answer key, scored against Actual and Optimal on the same trajectories
-        from reasoning_study.figures.stopping import plot_policy_pareto
+    try:  # scored against Actual and Optimal on the same trajectories
         with_logprobs = "answer_logprobs" in main_prefixes.columns and main_prefixes["answer_logprobs"].notna().any()
-        policies = policy_table(main_prefixes, default_policies(with_logprobs), by=["model", "benchmark"], failed_probes=failed_probes)
+        policies = policy_table(main_prefixes, default_policies(with_logprobs), by=["model", "benchmark"],
+                                failed_probes=failed_probes)
         draw.table("stopping_policies", policies)
         draw.figure("stopping_pareto", lambda: plot_policy_pareto(policies))
         draw.figure("stopping_pareto_utterances", lambda: plot_policy_pareto(policies, x="utterances"))
     except ValueError as e: draw.skip("stopping_policies", str(e))
-    solution_rows = read_tables(folders, "musobench_prefixes.parquet")
-    if len(solution_rows):  # the MuSoBench lens: stop when the valid solution set has settled; recall lost vs tokens saved
-        try: draw.table("musobench_set_stopping", solution_set_table(solution_rows.drop(columns="run"), failed_probes=failed_probes))
+    if len(solution_rows):  # stop when the valid solution set has settled: recall lost vs tokens saved
+        try:
+            settled = solution_set_table(solution_rows.drop(columns="run"), failed_probes=failed_probes)
+            draw.table("musobench_set_stopping", settled)
         except ValueError as e: draw.skip("musobench_set_stopping", str(e))
+
+def dynamics_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, utterances: pd.DataFrame,
+                     failed_probes: str):
+    "Along the trace: the transitions (Figure 9), the token statistics (Figure 10) and the wasted budget (Figure 11)."
+    # matplotlib: imported where a figure is drawn
+    from reasoning_study.figures.overthinking import plot_token_statistics, plot_transition_matrix, plot_wasted_budget
     transitions = transition_matrix(main_prefixes, failed_probes)
     draw.table("transitions", transitions)
     draw.figure("fig9_transition_matrix", lambda: plot_transition_matrix(transitions))
     if len(utterances):
-        draw.figure("fig10_token_statistics", lambda: plot_token_statistics(utterances, length_distribution(traj, unit="tokens")),
+        draw.figure("fig10_token_statistics",
+                    lambda: plot_token_statistics(utterances, length_distribution(traj, unit="tokens")),
                     "needs a solved trajectory")
     try:
         wasted = wasted_budget_table(traj)
         draw.table("wasted_budget", wasted)
         draw.figure("fig11_wasted_budget", lambda: plot_wasted_budget(wasted))
     except ValueError as e: draw.skip("fig11_wasted_budget", f"needs a solved trajectory: {e}")
-    pairs = robustness(all_traj, by=["model", "benchmark"]) if all_traj.groupby(["template", "extractor", "seed"]).ngroups > 1 else None
-    if pairs is None or pairs.empty: draw.skip("fig6_robustness", "needs at least two conditions (templates x extractors x seeds)")
+
+def conditions_section(draw: Drawer, all_traj: pd.DataFrame, traj: pd.DataFrame, traces: pd.DataFrame, main_traces):
+    """Across conditions, models and samples: robustness (Figure 6), cross-model (Figure 7), test-time scaling (Figure
+    8)."""
+    # matplotlib: imported where a figure is drawn
+    from reasoning_study.figures.overthinking import plot_cross_model, plot_robustness, plot_test_time_scaling
+    several = all_traj.groupby(["template", "extractor", "seed"]).ngroups > 1
+    pairs = robustness(all_traj, by=["model", "benchmark"]) if several else None
+    if pairs is None or pairs.empty:
+        draw.skip("fig6_robustness", "needs at least two conditions (templates x extractors x seeds)")
     else:
         draw.table("robustness_summary", robustness_summary(pairs))
         for (model, benchmark), group in pairs.groupby(["model", "benchmark"]):
             draw.figure(f"fig6_robustness_{slug(model)}_{slug(benchmark)}", lambda: plot_robustness(group))
-    if traj["model"].nunique() < 2: draw.skip("fig7_cross_model", "needs overthinking runs of at least two models on the same items")
+    if traj["model"].nunique() < 2:
+        draw.skip("fig7_cross_model", "needs overthinking runs of at least two models on the same items")
     else: draw.figure("fig7_cross_model", lambda: plot_cross_model(cross_model_spearman(traj)))
-    if len(traces) == 0 or traces["sample_index"].max() < 1: draw.skip("fig8_test_time_scaling", "needs several samples per question (n_samples > 1)")
-    else:  # Table 1's Actual (the probed z_N), with the own-answer curves labelled as such
-        try:
-            scaling = optimal_vs_test_time_scaling(traj, traces=in_main(traces.drop(columns="run")))
-            draw.table("test_time_scaling", scaling)
-            draw.figure("fig8_test_time_scaling", lambda: plot_test_time_scaling(scaling))
-        except ValueError as e: draw.skip("fig8_test_time_scaling", f"needs several probed samples per question: {e}")
-    if verdicts.empty: draw.skip("table4_taxonomy", "no judged harmful trajectory in the runs (needs a judge and a harmful trajectory)")
-    else:
-        table4 = taxonomy_results_table(taxonomy_table(verdicts.drop(columns="run")))
-        draw.table("table4_taxonomy", table4, table_markdown(table4))
-        draw.figure("table4_taxonomy_figure", lambda: plot_table(table4, title="Failure modes of harmful overthinking (%)"))
-    for f in map(Path, folders):  # beyond the paper: the runs' own MuSoBench recall trajectories
+    if len(traces) == 0 or traces["sample_index"].max() < 1:
+        draw.skip("fig8_test_time_scaling", "needs several samples per question (n_samples > 1)")
+        return
+    try:  # Table 1's Actual (the probed z_N), with the own-answer curves labelled as such
+        scaling = optimal_vs_test_time_scaling(traj, traces=main_traces)
+        draw.table("test_time_scaling", scaling)
+        draw.figure("fig8_test_time_scaling", lambda: plot_test_time_scaling(scaling))
+    except ValueError as e: draw.skip("fig8_test_time_scaling", f"needs several probed samples per question: {e}")
+
+def taxonomy_section(draw: Drawer, verdicts: pd.DataFrame):
+    "Table 4: the judge's failure modes of harmful overthinking."
+    from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
+    # matplotlib: imported where a figure is drawn
+    from reasoning_study.figures.overthinking import taxonomy_results_table
+    if verdicts.empty:
+        draw.skip(
+            "table4_taxonomy", "no judged harmful trajectory in the runs (needs a judge and a harmful trajectory)"
+        )
+        return
+    table4 = taxonomy_results_table(taxonomy_table(verdicts.drop(columns="run")))
+    draw.table("table4_taxonomy", table4, table_markdown(table4))
+    draw.figure("table4_taxonomy_figure", lambda: plot_table(table4, title="Failure modes of harmful overthinking (%)"))
+
+def copy_recall_figures(draw: Drawer, folders: Sequence[str | Path], made: dict):
+    "Beyond the paper: each run's own MuSoBench recall trajectories, copied beside the pooled figures."
+    for f in map(Path, folders):
         if f.resolve() == draw.folder.resolve(): continue  # a run's own figure is already in place
         for png in sorted((f / "figures").glob("musobench_recall_trajectories.*")):
             target = draw.folder / "figures" / f"{png.stem}_{f.name}{png.suffix}"
-            target.parent.mkdir(parents=True, exist_ok=True); shutil.copy2(png, target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(png, target)
             made.setdefault(draw.key(f"{png.stem}_{f.name}"), []).append(target)
 
-
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #378dc5c4
-COUNTED = ("traces.parquet", ["model", "benchmark"], ["item_id", "seed", "sample_index"])  # where a condition's instances are counted
+# where a condition's instances are counted
+COUNTED = (raw_file("traces"), ["model", "benchmark"], ["item_id", "seed", "sample_index"])
 
 def counted_rows(traces: pd.DataFrame) -> pd.DataFrame:
     "The traces of the main condition (the rows `COUNTED` counts)."

@@ -15,11 +15,15 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from ...config import ConfigError, check_config, config_from, config_values, param
-from ...metrics.overthinking import (FAILED_PROBE_POLICIES, FAILED_PROBE_STATUSES, PREFIX_COLUMNS, TRACE_COLUMNS,
-    UTTERANCE_COLUMNS, failed_probe_table, granularity_of, in_condition, overthinking_table, recall_trajectories, robustness, robustness_summary, stopping_at_k,
-    strategy_table, trajectories, transition_matrix, wasted_budget_table)
+from ...metrics.overthinking import (FAILED_PROBE_POLICIES, FAILED_PROBE_STATUSES, PREFIX_COLUMNS,
+                                                  TRACE_COLUMNS, UTTERANCE_COLUMNS, failed_probe_table, granularity_of,
+                                                  in_condition, overthinking_table, recall_trajectories, robustness,
+                                                  robustness_summary, stopping_at_k, strategy_table, trajectories,
+                                                  transition_matrix, wasted_budget_table)
 
-from .report import COUNTED, counted_rows, section  # its section of a sweep's report
+# the study's part of the contract that its report holds: its section of a sweep's report, what a condition counts,
+# and the raw tables' files
+from .report import COUNTED, RAW_TABLES, counted_rows, raw_file, section
 
 from ...backends.contract import require, stage_batch_size, supports
 from ...backends.presets import get_preset, load_backend, PRESETS
@@ -37,16 +41,18 @@ from ...runs import write_params
 from ...store import GenerationStore, generate_cached, run_store
 from ...tasks.musobench import build_task
 from ...tasks.qa import BENCHMARKS, QAItem, has_images, load_benchmark
+from ...backends.vllm import (EngineRole, co_resident_options, fit_max_model_len, gpu_memory_bytes,
+                                           prompt_lengths)
 
 # %% auto #0
-__all__ = ['MUSOBENCH_TASKS', 'EXTRACTOR_CONTEXT', 'JUDGE_CONTEXT_EXTRA', 'RAW_TABLES', 'RUN_STATS', 'RESULT_FILES',
-           'FAILED_COUNTS', 'preset_choices', 'extractor_choices', 'OverthinkingConfig', 'study_problems', 'RolePlan',
-           'extractor_role', 'plan_roles', 'RoleBackends', 'Trace', 'TraceRun', 'load_items', 'trace_sampling',
-           'generate_traces', 'utterance_rows', 'Probed', 'probe_tag', 'wants_logprobs', 'probe_sampling',
-           'sum_probe_stats', 'probe_all', 'probe_status', 'correctness', 'extract_all', 'answer_logprobs',
-           'prefix_table', 'trace_table', 'judge_cases', 'judge_harmful', 'portable_solutions', 'musobench_prefixes',
-           'generation_stats', 'write_raw', 'load_backends', 'run', 'run_counts', 'score', 'write_results', 'report',
-           'summary_markdown', 'read_raw', 'run_config', 'rescore']
+__all__ = ['MUSOBENCH_TASKS', 'EXTRACTOR_CONTEXT', 'JUDGE_CONTEXT_EXTRA', 'RUN_STATS', 'RESULT_FILES', 'FAILED_COUNTS',
+           'preset_choices', 'extractor_choices', 'OverthinkingConfig', 'study_problems', 'RolePlan', 'extractor_role',
+           'plan_roles', 'RoleBackends', 'Trace', 'TraceRun', 'load_items', 'trace_sampling', 'generate_traces',
+           'utterance_rows', 'Probed', 'probe_tag', 'wants_logprobs', 'probe_sampling', 'sum_probe_stats', 'probe_all',
+           'probe_status', 'correctness', 'extract_all', 'answer_logprobs', 'prefix_table', 'trace_table',
+           'judge_cases', 'judge_harmful', 'portable_solutions', 'musobench_prefixes', 'generation_stats', 'write_raw',
+           'load_backends', 'run', 'run_counts', 'score', 'write_results', 'report', 'summary_markdown', 'read_raw',
+           'run_config', 'rescore']
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #6d21ce17
 MUSOBENCH_TASKS = ("subsetsum", "timetabling")  # multi-solution tasks whose traces can be probed too
@@ -56,36 +62,71 @@ def extractor_choices(): return ["rules"] + [f"llm:{p}" for p in PRESETS]
 @dataclass(frozen=True)
 class OverthinkingConfig:
     "The overthinking study's parameters (one source: defaults, types, allowed values, docs)."
-    preset: str = param("smollm2-135m", "the reasoning model (a name from backends.presets.PRESETS)", choices=preset_choices)
-    backend_options: dict = param({}, 'load_backend options of the reasoning model, e.g. {"max_model_len": 40960} or {"trust_remote_code": True}')
-    benchmarks: list[str] = param(["champ", "mmlu-sample"], "free-form and multiple-choice sets (the offline ones by default)", choices=BENCHMARKS)
+    preset: str = param("smollm2-135m", "the reasoning model (a name from backends.presets.PRESETS)",
+                        choices=preset_choices)
+    backend_options: dict = param(
+        {}, 'load_backend options of the reasoning model, e.g. {"max_model_len": 40960} or {"trust_remote_code": True}'
+    )
+    benchmarks: list[str] = param(["champ", "mmlu-sample"],
+                                  "free-form and multiple-choice sets (the offline ones by default)",
+                                  choices=BENCHMARKS)
     n_items: int = param(4, "questions per benchmark (a seeded sample)", minimum=1)
     seed: int = param(0, "sampling seed of the traces and probes")
-    item_seed: int = param(0, "seed of the question sample and the MuSoBench instances (fixed: runs at several `seed`s see the same items)")
+    item_seed: int = param(
+        0, "seed of the question sample and the MuSoBench instances (fixed: runs at several `seed`s see the same items)"
+    )
     n_samples: int = param(1, "traces per question", minimum=1)
     temperature: float | None = param(None, "trace sampling temperature (None: the preset's)", minimum=0)
-    thinking: bool | None = param(None, "thinking switch (None: on for hybrid 'template' models, the model's default otherwise)")
+    thinking: bool | None = param(
+        None, "thinking switch (None: on for hybrid 'template' models, the model's default otherwise)"
+    )
     max_tokens: int = param(192, "trace budget (new tokens)", minimum=1)
-    templates: list[str] = param(["stop_now", "time_up"], "termination templates (two wordings: the robustness check)", choices=TERMINATION_TEMPLATES)
+    templates: list[str] = param(["stop_now", "time_up"], "termination templates (two wordings: the robustness check)",
+                                 choices=TERMINATION_TEMPLATES)
     probe_max_tokens: int = param(12, "new tokens per probe (the answer lead ends inside \\boxed{)", minimum=1)
-    granularity: list[str] = param(["utterance"], 'where traces are cut into prefixes: "utterance" (the paper), "tokens:<k>" (every k tokens, Dynasor\'s 32 or 64), or both on the same traces (the first gives the main results)')
-    probe_logprobs: bool | None = param(None, "store the probes' token log-probabilities as `answer_logprobs` (for Confidence policies); None: where the backend declares 'logprobs'")
-    extractors: list[str] = param(["rules", "llm:smollm2-135m"], '"rules" alone, or rules then an LLM extractor "llm:<preset>"', choices=extractor_choices)
-    failed_probes: str = param("exclude", 'trajectories with a failed probe (backend or extractor error): "exclude" them, or "cut" them at the last good prefix', choices=FAILED_PROBE_POLICIES)
+    granularity: list[str] = param(
+        ["utterance"],
+        'where traces are cut into prefixes: "utterance" (the paper), "tokens:<k>" (every k tokens, Dynasor\'s 32 or '
+        '64), or both on the same traces (the first gives the main results)',
+    )
+    probe_logprobs: bool | None = param(
+        None,
+        "store the probes' token log-probabilities as `answer_logprobs` (for Confidence policies); None: where the "
+        "backend declares 'logprobs'",
+    )
+    extractors: list[str] = param(["rules", "llm:smollm2-135m"],
+                                  '"rules" alone, or rules then an LLM extractor "llm:<preset>"',
+                                  choices=extractor_choices)
+    failed_probes: str = param(
+        "exclude",
+        'trajectories with a failed probe (backend or extractor error): "exclude" them, or "cut" them at the last good '
+        'prefix',
+        choices=FAILED_PROBE_POLICIES,
+    )
     extractor_options: dict = param({}, "load_backend options of the LLM extractor(s)")
-    judge: str | None = param("smollm2-135m", "failure-taxonomy judge preset for harmful traces (None: skip)", choices=preset_choices)
+    judge: str | None = param("smollm2-135m", "failure-taxonomy judge preset for harmful traces (None: skip)",
+                              choices=preset_choices)
     judge_max_tokens: int = param(256, "judge reply budget", minimum=1)
-    judge_options: dict = param({}, "load_backend options of the judge (without max_model_len, a vLLM judge's context is fitted to its prompts)")
-    gpu_memory_budget: float = param(0.9, "share of the GPU the run's vLLM engines hold together, split by their needs", minimum=0, maximum=1)
-    musobench_tasks: list[str] = param(["subsetsum", "timetabling"], "multi-solution tasks whose traces are probed too ([] to skip)", choices=MUSOBENCH_TASKS)
+    judge_options: dict = param(
+        {}, "load_backend options of the judge (without max_model_len, a vLLM judge's context is fitted to its prompts)"
+    )
+    gpu_memory_budget: float = param(0.9,
+                                     "share of the GPU the run's vLLM engines hold together, split by their needs",
+                                     minimum=0, maximum=1)
+    musobench_tasks: list[str] = param(["subsetsum", "timetabling"],
+                                       "multi-solution tasks whose traces are probed too ([] to skip)",
+                                       choices=MUSOBENCH_TASKS)
     musobench_per_level: int = param(1, "MuSoBench instances per level and task (built from `item_seed`)", minimum=1)
     musobench_levels: list[int] = param([1], "complexity levels (1-based)")
     musobench_max_tokens: int = param(256, "trace budget for a MuSoBench answer", minimum=1)
-    musobench_probe_tokens: int = param(96, "new tokens per MuSoBench probe (a list of solutions is longer than one answer)", minimum=1)
+    musobench_probe_tokens: int = param(
+        96, "new tokens per MuSoBench probe (a list of solutions is longer than one answer)", minimum=1
+    )
     data_paths: dict = param({}, "benchmark -> local file or folder, for the paper's benchmarks (gpqa, aime2025, ...)")
     allow_hub: bool = param(False, "let `datasets` download a benchmark from the Hugging Face hub")
     num_threads: int = param(1, "torch CPU threads (transformers backend)", minimum=1)
-    batch_size: int = param(8, "rows decoded together (transformers backend); vLLM takes each stage in one call", minimum=1)
+    batch_size: int = param(8, "rows decoded together (transformers backend); vLLM takes each stage in one call",
+                            minimum=1)
     out_dir: str = param("outputs/overthinking", "run folder (relative to the project root)")
 
     def __post_init__(self):
@@ -95,7 +136,8 @@ class OverthinkingConfig:
 
     @property
     def main_condition(self) -> dict:
-        "The condition of the main results, like the paper's: the first template with the last extractor (rules, then the LLM), at the first granularity."
+        """The condition of the main results, like the paper's: the first template with the last extractor (rules, then
+        the LLM), at the first granularity."""
         return dict(template=self.templates[0], extractor=self.extractors[-1], granularity=self.granularity[0])
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #5d9339e0
@@ -104,22 +146,33 @@ def study_problems(config: OverthinkingConfig) -> list[str]:
     problems = []
     for name in ("benchmarks", "templates", "extractors", "granularity"):
         values = getattr(config, name)
-        if not values or len(set(values)) != len(values): problems.append(f"parameter {name!r} must list distinct values, got {values!r}")
+        if not values or len(set(values)) != len(values):
+            problems.append(f"parameter {name!r} must list distinct values, got {values!r}")
     for name in config.granularity:
         try: parse_granularity(name)
         except ValueError as e: problems.append(f"parameter 'granularity': {e}")
     if any(isinstance(level, bool) or not isinstance(level, int) or level < 1 for level in config.musobench_levels):
-        problems.append(f"parameter 'musobench_levels' must list 1-based level numbers, got {config.musobench_levels!r}")
+        problems.append(
+            f"parameter 'musobench_levels' must list 1-based level numbers, got {config.musobench_levels!r}"
+        )
     preset = get_preset(config.preset)
     if preset.backend not in ("transformers", "vllm"):
-        problems.append(f"preset {config.preset!r} runs on the {preset.backend} backend; probes are token-exact prompts, "
-                        "which need a local model (a transformers or vllm preset)")
+        problems.append(
+            f"preset {config.preset!r} runs on the {preset.backend} backend; probes are token-exact prompts, "
+            "which need a local model (a transformers or vllm preset)"
+        )
     with_images = [b for b in config.benchmarks if has_images(b)]
     if with_images and not preset.multimodal:
-        problems.append(f"benchmarks {with_images} show the model an image with each question, and preset {config.preset!r} is text-only: "
-                        f"choose a multimodal preset ({', '.join(sorted(p.name for p in PRESETS.values() if p.multimodal))})")
+        problems.append(
+            f"benchmarks {with_images} show the model an image with each question, and preset {config.preset!r} is "
+            "text-only: "
+            f"choose a multimodal preset ({', '.join(sorted(p.name for p in PRESETS.values() if p.multimodal))})"
+        )
     elif with_images and preset.backend == "transformers":
-        problems.append(f"preset {config.preset!r} runs on the transformers backend, which is text-only: image questions need a vllm preset")
+        problems.append(
+            f"preset {config.preset!r} runs on the transformers backend, which is text-only: image questions need a "
+            "vllm preset"
+        )
     temperature = config.temperature if config.temperature is not None else preset.sampling.temperature
     if config.n_samples > 1 and temperature == 0:
         problems.append("n_samples > 1 needs a temperature > 0 (greedy samples are all the same trace)")
@@ -138,12 +191,14 @@ class RolePlan:
 def extractor_role(extractor: str) -> str: return f"extractor:{extractor.split(':', 1)[1]}"
 
 def plan_roles(config: OverthinkingConfig, gpu_bytes: int | None | Callable[[], int | None] = None) -> RolePlan:
-    "The run's roles and their co-resident options; fails (before any model loads) on options that cannot work together."
-    from reasoning_study.backends.vllm import EngineRole, co_resident_options, gpu_memory_bytes
+    """The run's roles and their co-resident options; fails (before any model loads) on options that cannot work
+    together."""
     roles = {"model": EngineRole(config.preset, config.backend_options)}
     for e in config.extractors:
         if e.startswith("llm:") and e != f"llm:{config.preset}":
-            roles[extractor_role(e)] = EngineRole(e.split(":", 1)[1], config.extractor_options, context=EXTRACTOR_CONTEXT)
+            roles[extractor_role(e)] = EngineRole(
+                e.split(":", 1)[1], config.extractor_options, context=EXTRACTOR_CONTEXT
+            )
     if config.judge is not None and config.judge != config.preset:
         judge_context = 2 * config.max_tokens + JUDGE_CONTEXT_EXTRA + config.judge_max_tokens
         roles["judge"] = EngineRole(config.judge, config.judge_options, context=judge_context)
@@ -170,7 +225,9 @@ class RoleBackends:
         "The backend of `role` (the reasoning model's for a role on the same preset)."
         if role != "model" and role not in self.plan.roles: return self.get("model")
         if role not in self.loaded:
-            self.loaded[role] = self.loader(self.plan.roles[role].preset, **(self.options(role) if options is None else options))
+            self.loaded[role] = self.loader(
+                self.plan.roles[role].preset, **(self.options(role) if options is None else options)
+            )
         return self.loaded[role]
 
     @property
@@ -181,12 +238,19 @@ class RoleBackends:
         return None if name == "rules" else self.get(extractor_role(name))
 
     def fitted_options(self, role: str, requests: list, max_tokens: int) -> dict:
-        "A vLLM role's options with its context fitted to its requests (unless given, or shared with another role's engine)."
-        from reasoning_study.backends.vllm import fit_max_model_len, prompt_lengths
+        """A vLLM role's options with its context fitted to its requests (unless given, or shared with another role's
+        engine)."""
         options, preset = self.options(role), get_preset(self.plan.roles[role].preset)
         shared = sum(get_preset(r.preset).model_id == preset.model_id for r in self.plan.roles.values()) > 1
-        if preset.backend == "vllm" and not shared and not preset.multimodal and "max_model_len" not in self.plan.roles[role].options:
-            options["max_model_len"] = fit_max_model_len(prompt_lengths(preset, requests), max_tokens, limit=options.get("max_model_len"))
+        if (
+            preset.backend == "vllm"
+            and not shared
+            and not preset.multimodal
+            and "max_model_len" not in self.plan.roles[role].options
+        ):
+            options["max_model_len"] = fit_max_model_len(
+                prompt_lengths(preset, requests), max_tokens, limit=options.get("max_model_len")
+            )
         return options
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #b57a524e
@@ -215,7 +279,8 @@ class TraceRun:
 def load_items(config: OverthinkingConfig) -> list[QAItem]:
     "The seeded question sample of every benchmark."
     return [it for name in config.benchmarks for it in load_benchmark(name, n=config.n_items, seed=config.item_seed,
-                                                                      path=config.data_paths.get(name), allow_hub=config.allow_hub)]
+                                                                      path=config.data_paths.get(name),
+                                                                      allow_hub=config.allow_hub)]
 
 def trace_sampling(config: OverthinkingConfig):
     "The preset's sampling with the run's budget, samples, seed and temperature."
@@ -226,12 +291,18 @@ def trace_sampling(config: OverthinkingConfig):
 def generate_traces(config: OverthinkingConfig, backend, store, items: list[QAItem]) -> TraceRun:
     "One trace per question and sample, through the store (a question's figure, if any, goes with it)."
     sampling = trace_sampling(config)
-    switch = config.thinking if config.thinking is not None else (True if get_preset(config.preset).thinking == "template" else None)
-    requests = [trace_request(backend, question_prompt(it.question, it.options), sampling, switch, tag=f"trace:{it.id}", images=it.images)
+    switch = (
+        config.thinking
+        if config.thinking is not None
+        else (True if get_preset(config.preset).thinking == "template" else None)
+    )
+    requests = [trace_request(backend, question_prompt(it.question, it.options), sampling, switch,
+                              tag=f"trace:{it.id}", images=it.images)
                 for it in items]
     thinks = is_thinking(backend, requests[0])
     generations = generate_cached(backend, requests, store,
-                                  batch_size=stage_batch_size(backend, len(requests) * config.n_samples, config.batch_size))
+                                  batch_size=stage_batch_size(backend, len(requests) * config.n_samples,
+                                                              config.batch_size))
     traces = []
     for it, request, completions in zip(items, requests, generations):
         prompt_ids = render_prompt(backend, request)
@@ -242,8 +313,10 @@ def generate_traces(config: OverthinkingConfig, backend, store, items: list[QAIt
 
 def utterance_rows(traces: list[Trace], config: OverthinkingConfig) -> pd.DataFrame:
     "The utterance table: one row per utterance of every trace."
-    return pd.concat([utterance_table(t.split, model=config.preset, benchmark=t.item.benchmark, item_id=t.item.id, seed=config.seed,
-                                      sample_index=t.sample_index) for t in traces], ignore_index=True)[list(UTTERANCE_COLUMNS)]
+    return pd.concat([utterance_table(t.split, model=config.preset, benchmark=t.item.benchmark, item_id=t.item.id,
+                                      seed=config.seed,
+                                      sample_index=t.sample_index) for t in traces],
+                                      ignore_index=True)[list(UTTERANCE_COLUMNS)]
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #022df6fb
 @dataclass
@@ -272,14 +345,19 @@ def wants_logprobs(config: OverthinkingConfig, backend) -> bool:
 def probe_sampling(config: OverthinkingConfig, backend, run: TraceRun):
     "The probes' sampling: the traces' with the probe budget, one sample, and log-probabilities when asked for."
     sampling = replace(run.sampling, max_tokens=config.probe_max_tokens, n=1)
-    if wants_logprobs(config, backend) and "logprobs" in type(sampling).__dataclass_fields__: sampling = replace(sampling, logprobs=True)
+    if wants_logprobs(config, backend) and "logprobs" in type(sampling).__dataclass_fields__:
+        sampling = replace(sampling, logprobs=True)
     return sampling
 
 def sum_probe_stats(parts: list):
     "One ProbeStats of several prober calls (prefill_tokens unknown if any call's is)."
     if len(parts) == 1: return parts[0]
-    total = ProbeStats(**{f: sum(getattr(s, f) for s in parts) for f in ProbeStats.__dataclass_fields__ if f != "prefill_tokens"})
-    total.prefill_tokens = None if any(s.prefill_tokens is None for s in parts) else sum(s.prefill_tokens for s in parts)
+    total = ProbeStats(
+        **{f: sum(getattr(s, f) for s in parts) for f in ProbeStats.__dataclass_fields__ if f != "prefill_tokens"}
+    )
+    total.prefill_tokens = (
+        None if any(s.prefill_tokens is None for s in parts) else sum(s.prefill_tokens for s in parts)
+    )
     return total
 
 def probe_all(config: OverthinkingConfig, backend, store, run: TraceRun) -> tuple[list[Probed], Any]:
@@ -288,7 +366,8 @@ def probe_all(config: OverthinkingConfig, backend, store, run: TraceRun) -> tupl
     probed, stats = [], []
     for granularity in config.granularity:  # one prober call each: a later one finds the probes they share in the store
         planned = [(t, template, plan_probes(backend, t.prompt_ids, cut_trace(t.split, granularity, decode),
-                                             termination_suffix(template, close_thinking=run.thinks), images=t.item.images))
+                                             termination_suffix(template, close_thinking=run.thinks),
+                                             images=t.item.images))
                    for template in config.templates for t in run.traces if not t.failed]
         completions, part = probe_traces(backend, [p for _, _, p in planned], sampling, store,
                                          tags=[probe_tag(t, template, granularity) for t, template, _ in planned])
@@ -298,7 +377,8 @@ def probe_all(config: OverthinkingConfig, backend, store, run: TraceRun) -> tupl
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #ed7fa4f3
 def probe_status(completion, extraction) -> str:
-    "error (the probe failed), extractor_error (the extractor failed), answered, truncated (the answer did not close in time) or no_answer."
+    """error (the probe failed), extractor_error (the extractor failed), answered, truncated (the answer did not close
+    in time) or no_answer."""
     if completion.status == "error": return "error"
     if extraction.failed: return "extractor_error"
     if extraction.answer is not None: return "answered"
@@ -339,17 +419,21 @@ def prefix_table(config: OverthinkingConfig, probed: list[Probed], extracted: di
         answers = iter(extracted[name][0])
         for p in probed:
             t, split = p.trace, p.split
-            key = dict(model=config.preset, benchmark=t.item.benchmark, item_id=t.item.id, format=t.item.format, seed=config.seed,
+            key = dict(model=config.preset, benchmark=t.item.benchmark, item_id=t.item.id, format=t.item.format,
+                       seed=config.seed,
                        sample_index=t.sample_index, template=p.template, extractor=name)
             for i, c in enumerate(p.completions):
                 e = next(answers)
                 status = probe_status(c, e)
-                rows.append({**key, "prefix_index": i, "n_utterances": len(split), "prefix_tokens": split.prefix_tokens(i),
-                             "trace_tokens": len(split.token_ids), "prediction": e.answer, "extraction_method": e.method,
+                rows.append({**key, "prefix_index": i, "n_utterances": len(split),
+                             "prefix_tokens": split.prefix_tokens(i),
+                             "trace_tokens": len(split.token_ids), "prediction": e.answer,
+                             "extraction_method": e.method,
                              "correct": correctness(status, e.answer, t.item), "probe_status": status,
                              "forced_answer": forced_answer_text(c) if c.status != "error" else None,
                              "finish_reason": c.finish_reason, "cached_prompt_tokens": c.cached_prompt_tokens,
-                             "granularity": p.granularity, **({"answer_logprobs": answer_logprobs(c)} if logprobs else {})})
+                             "granularity": p.granularity,
+                             **({"answer_logprobs": answer_logprobs(c)} if logprobs else {})})
     columns = list(PREFIX_COLUMNS) + (["answer_logprobs"] if logprobs else [])
     return pd.DataFrame(rows, columns=columns).astype({"correct": "boolean"})  # <NA> for a failed probe
 
@@ -360,27 +444,34 @@ def trace_table(config: OverthinkingConfig, run: TraceRun, extracted: dict) -> p
         for template in config.templates:
             for t, e in zip(run.traces, extracted[name][1]):
                 c = t.completion
-                rows.append(dict(model=config.preset, benchmark=t.item.benchmark, item_id=t.item.id, format=t.item.format,
+                rows.append(dict(model=config.preset, benchmark=t.item.benchmark, item_id=t.item.id,
+                                 format=t.item.format,
                                  seed=config.seed, template=template, extractor=name, sample_index=t.sample_index,
                                  n_utterances=len(t.split), trace_tokens=len(t.split.token_ids), trace_status=c.status,
-                                 final_prediction=e.answer, final_correct=None if c.status == "error" or e.failed else verify(e.answer, t.item),
+                                 final_prediction=e.answer,
+                                 final_correct=None if c.status == "error" or e.failed else verify(e.answer, t.item),
                                  completion_tokens=c.completion_tokens))
-    return pd.DataFrame(rows, columns=list(TRACE_COLUMNS)).astype({"final_correct": "boolean"})  # <NA> for a failed trace
+    # <NA> for a failed trace
+    return pd.DataFrame(rows, columns=list(TRACE_COLUMNS)).astype({"final_correct": "boolean"})
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #9118fee6
 def judge_cases(config: OverthinkingConfig, prefixes: pd.DataFrame, traces: list[Trace],
-                decode: Callable | None = None,  # token ids -> text: places token-granularity prefixes in the trace's text
+                # token ids -> text: places token-granularity prefixes in the trace's text
+                decode: Callable | None = None,
                ) -> list[dict]:
     "One judge case per harmful trajectory of the main condition (a cut trajectory ends early)."
     main = config.main_condition
-    if main["granularity"] != UTTERANCE and decode is None: raise ValueError(f"judge cases at granularity {main['granularity']!r} need `decode`")
+    if main["granularity"] != UTTERANCE and decode is None:
+        raise ValueError(f"judge cases at granularity {main['granularity']!r} need `decode`")
     prefixes = prefixes[granularity_of(prefixes) == main["granularity"]]
     traj = in_condition(trajectories(prefixes, failed_probes=config.failed_probes), main)
-    of = {(t.item.id, t.sample_index): replace(t, split=cut_trace(t.split, main["granularity"], decode)) for t in traces}
+    of = {(t.item.id, t.sample_index): replace(t,
+                                               split=cut_trace(t.split, main["granularity"], decode)) for t in traces}
     final_pred = prefixes.set_index(["item_id", "sample_index", "template", "extractor", "prefix_index"])["prediction"]
     multimodal = config.judge is not None and get_preset(config.judge).multimodal
     return [dict(case_id=f"{r.model}/{r.item_id}/{r.sample_index}", model=r.model, benchmark=r.benchmark,
-                 question=of[(r.item_id, r.sample_index)].item.question, gold=of[(r.item_id, r.sample_index)].item.answer,
+                 question=of[(r.item_id, r.sample_index)].item.question,
+                 gold=of[(r.item_id, r.sample_index)].item.answer,
                  final_answer=str(final_pred[(r.item_id, r.sample_index, r.template, r.extractor, r.n_utterances)]),
                  correct_prefix=of[(r.item_id, r.sample_index)].split.prefix_text(int(r.last_correct_index)),
                  final_trace=of[(r.item_id, r.sample_index)].split.prefix_text(int(r.n_utterances)),
@@ -393,7 +484,9 @@ def judge_harmful(config: OverthinkingConfig, backends: RoleBackends, store, cas
     if not cases: return "no harmful trajectory to judge"
     sampling = replace(JUDGE_SAMPLING, max_tokens=config.judge_max_tokens)
     if config.judge == config.preset: judge = backends.model
-    else: judge = backends.get("judge", backends.fitted_options("judge", [judge_request(c, sampling) for c in as_cases(cases)],
+    else:
+        judge = backends.get("judge",
+                             backends.fitted_options("judge", [judge_request(c, sampling) for c in as_cases(cases)],
                                                                 config.judge_max_tokens))
     return judge_traces(judge, cases, store, retries=0, sampling=sampling, batch_size=config.batch_size, progress=True)
 
@@ -407,50 +500,60 @@ def musobench_prefixes(config: OverthinkingConfig, backend, store, run: TraceRun
     "The probes of a MuSoBench trace per instance, scored per prefix (None when no task is given), and the ProbeStats."
     if not config.musobench_tasks: return None, None
     items = [it for task in config.musobench_tasks
-             for it in build_task(task, seed=config.item_seed, per_level=config.musobench_per_level, levels=config.musobench_levels)]
+             for it in build_task(task, seed=config.item_seed, per_level=config.musobench_per_level,
+                                  levels=config.musobench_levels)]
     paradigm, template = ("long" if run.thinks else "short"), config.templates[0]
-    requests = [trace_request(backend, solve_prompt(it.task, it.question, paradigm), replace(run.sampling, n=1, max_tokens=config.musobench_max_tokens),
+    requests = [trace_request(backend, solve_prompt(it.task, it.question, paradigm),
+                              replace(run.sampling, n=1, max_tokens=config.musobench_max_tokens),
                               run.thinking_switch, tag=f"musobench-trace:{it.task}/{it.question_id}") for it in items]
     completions = [cs[0] for cs in generate_cached(backend, requests, store,
-                                                   batch_size=stage_batch_size(backend, len(requests), config.batch_size))]
-    splits = [split_trace(trace_text(c, run.thinks) if c.status != "error" else "", backend.tokenizer) for c in completions]
+                                                   batch_size=stage_batch_size(backend, len(requests),
+                                                                               config.batch_size))]
+    splits = [split_trace(trace_text(c, run.thinks) if c.status != "error" else "",
+                          backend.tokenizer) for c in completions]
     probes = [plan_probes(backend, render_prompt(backend, r), sp, solution_list_suffix(it.task, template, run.thinks))
               for it, r, sp in zip(items, requests, splits)]
-    probed, stats = probe_traces(backend, probes, replace(run.sampling, n=1, max_tokens=config.musobench_probe_tokens), store,
+    probed, stats = probe_traces(backend, probes, replace(run.sampling, n=1, max_tokens=config.musobench_probe_tokens),
+                                 store,
                                  tags=[f"musobench-probe:{it.task}/{it.question_id}" for it in items])
     table = pd.concat([solution_probe_table(it, sp, cs, model=config.preset, template=template)
                        for it, sp, cs in zip(items, splits, probed)], ignore_index=True)
     return table.assign(valid=table["valid"].map(portable_solutions)), stats
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #6b099cfc
-RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # what `run` returns (the last two when there are any)
-
 def generation_stats(store, stored_before: int, probe_stats, timings: dict, counts: dict) -> dict:
     "What a run generated and reused: the store's rows, the prober's work, the stages' seconds, the tables' sizes."
-    return {"new_generations": len(store) - stored_before, "stored_generations": len(store), "probes": probe_stats.probes,
-            "probes_generated": probe_stats.generated, "probe_prefill_tokens": probe_stats.prefill_tokens,
-            "probe_prefill_lower_bound": probe_stats.prefill_lower_bound, "probe_naive_prefill_tokens": probe_stats.naive_prefill_tokens,
+    return {"new_generations": len(store) - stored_before, "stored_generations": len(store),
+            "probes": probe_stats.probes, "probes_generated": probe_stats.generated,
+            "probe_prefill_tokens": probe_stats.prefill_tokens,
+            "probe_prefill_lower_bound": probe_stats.prefill_lower_bound,
+            "probe_naive_prefill_tokens": probe_stats.naive_prefill_tokens,
             "seconds": {k: round(v, 1) for k, v in timings.items()}, **counts}
 
 def write_raw(raw: Mapping[str, pd.DataFrame], folder: str | Path) -> list[Path]:
     "The raw tables as parquet in the run folder."
     paths = []
     for name, table in raw.items():
-        table.to_parquet(Path(folder) / f"{name}.parquet", index=False); paths.append(Path(folder) / f"{name}.parquet")
+        paths.append(Path(folder) / raw_file(name))
+        table.to_parquet(paths[-1], index=False)
     return paths
 
 def load_backends(config: OverthinkingConfig) -> RoleBackends:
-    "The run's roles (model, extractors, judge) planned for the target (fails before any model loads); each loads on first use."
+    """The run's roles (model, extractors, judge) planned for the target (fails before any model loads); each loads on
+    first use."""
     return RoleBackends(config, plan_roles(config))
 
 def run(config: OverthinkingConfig,
-        backends: RoleBackends | Any = None,  # the roles (`load_backends`), or one backend for the reasoning model, or None
+        # the roles (`load_backends`), or one backend for the reasoning model, or None
+        backends: RoleBackends | Any = None,
         store: GenerationStore | None = None,  # where every generation is kept (None: the folder's generations.sqlite)
         folder: str | Path | None = None,  # where the raw tables go (None: nowhere, and a store must be given)
         progress: bool = True,  # print what each stage did
        ) -> dict[str, pd.DataFrame]:
-    "Traces, probes, extraction, judge and the MuSoBench probes of a config: the raw tables (written to `folder` when given)."
-    if store is None and folder is None: raise ValueError("run needs a store or a folder (its generations.sqlite is the store)")
+    """Traces, probes, extraction, judge and the MuSoBench probes of a config: the raw tables (written to `folder` when
+    given)."""
+    if store is None and folder is None:
+        raise ValueError("run needs a store or a folder (its generations.sqlite is the store)")
     if not isinstance(backends, RoleBackends): backends = RoleBackends(config, model=backends)
     if folder is not None: write_params(folder, {**config_values(config), "role_options": backends.plan.options})
     with run_store(store, folder) as store:
@@ -491,7 +594,8 @@ def _run_stages(config: OverthinkingConfig, backends: RoleBackends, store, folde
 RUN_STATS = "run_stats.json"  # what a run generated and reused, its stages' seconds
 
 def run_counts(raw: Mapping[str, pd.DataFrame], folder: str | Path | None = None) -> dict[str, int]:
-    "The run's table sizes, and what it generated and found stored (from the folder's run_stats.json), for its run.json."
+    """The run's table sizes, and what it generated and found stored (from the folder's run_stats.json), for its
+    run.json."""
     counts = {"traces": len(raw["traces"]), "probe_rows": len(raw["prefixes"])}
     if folder is not None and (path := Path(folder) / RUN_STATS).is_file():
         stats = json.loads(path.read_text())
@@ -511,16 +615,20 @@ def score(raw: Mapping[str, pd.DataFrame], config: OverthinkingConfig) -> dict[s
                "overthinking_by_format": overthinking_table(traj, by=["model", "format"]),
                "transitions": transition_matrix(in_condition(prefixes, main), policy).reset_index(),
                "stopping_at_k": stopping_at_k(in_condition(prefixes, main), failed_probes=policy),
-               "failed_probes": failed_probe_table(prefixes, policy, by=["model", "benchmark", "template", "extractor"])}
+               "failed_probes": failed_probe_table(prefixes, policy,
+                                                   by=["model", "benchmark", "template", "extractor"])}
     try: results["wasted_budget"] = wasted_budget_table(traj)
     except ValueError: pass  # needs a solved trajectory (report says so)
     if len(config.templates) * len(config.extractors) > 1:
         results["robustness"] = pairs = robustness(all_traj, by=["model", "benchmark"])
         results["robustness_summary"] = robustness_summary(pairs)
-    if len(config.granularity) > 1:  # the same traces at every granularity, side by side (the main template and extractor)
+    # the same traces at every granularity, side by side (the main template and extractor)
+    if len(config.granularity) > 1:
         same = {k: v for k, v in main.items() if k != "granularity"}
-        results["strategies_by_granularity"] = strategy_table(in_condition(all_traj, same), by=["model", "benchmark", "granularity"])
-        results["stopping_at_k_by_granularity"] = stopping_at_k(in_condition(prefixes, same), by=["granularity"], failed_probes=policy)
+        results["strategies_by_granularity"] = strategy_table(in_condition(all_traj, same),
+                                                              by=["model", "benchmark", "granularity"])
+        results["stopping_at_k_by_granularity"] = stopping_at_k(in_condition(prefixes, same), by=["granularity"],
+                                                                failed_probes=policy)
     if "judgements" in raw: results["taxonomy"] = taxonomy_table(raw["judgements"])
     if "musobench_prefixes" in raw:
         results["musobench_recall_trajectories"] = recall_trajectories(
@@ -544,9 +652,10 @@ FAILED_COUNTS = ("n_trajectories", "n_with_failed_probes", "n_failed_probes", "n
 def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: OverthinkingConfig) -> dict:
     "The run's tables, summary and figures in `folder`; figure name -> paths (or the reason it was not drawn)."
     import matplotlib.pyplot as plt
-    from reasoning_study.figures.core import save_figure, table_markdown
-    from reasoning_study.figures.overthinking import (best_strategy_mask, plot_recall_trajectories, results_table, stopping_table,
-                                                      taxonomy_results_table)
+    from reasoning_study.figures.core import save_figure, table_markdown  # matplotlib: imported where a figure is drawn
+    # matplotlib: imported where a figure is drawn
+    from reasoning_study.figures.overthinking import (best_strategy_mask, plot_recall_trajectories, results_table,
+                                                      stopping_table, taxonomy_results_table)
     out = Path(folder)
     write_results(results, out)
     traj = in_condition(results["trajectories"], config.main_condition)
@@ -554,13 +663,18 @@ def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: Over
     (out / "table1_results.md").write_text(table_markdown(table1, best_strategy_mask(table1)) + "\n")
     table2 = stopping_table(results["stopping_at_k"], strategy_table(traj, by=["model"]))
     (out / "table2_stopping.md").write_text(table_markdown(table2) + "\n")
-    if "taxonomy" in results: (out / "table4_taxonomy.md").write_text(table_markdown(taxonomy_results_table(results["taxonomy"])) + "\n")
+    if "taxonomy" in results:
+        (out / "table4_taxonomy.md").write_text(table_markdown(taxonomy_results_table(results["taxonomy"])) + "\n")
     drawn = {}
     section([out], out, drawn, own_folder=False, failed_probes=config.failed_probes)
-    made = {k.split("/", 1)[1]: [Path(p) for p in v] for k, v in drawn.items() if not isinstance(v, str) and Path(v[0]).suffix == ".png"}
+    made = {
+        k.split("/", 1)[1]: [Path(p) for p in v]
+        for k, v in drawn.items()
+        if not isinstance(v, str) and Path(v[0]).suffix == ".png"
+    }
     skipped = {k.split("/", 1)[1]: v for k, v in drawn.items() if isinstance(v, str)}
-    if (out / "musobench_prefixes.parquet").is_file():
-        figure = plot_recall_trajectories(pd.read_parquet(out / "musobench_prefixes.parquet"))
+    if (out / raw_file("musobench_prefixes")).is_file():
+        figure = plot_recall_trajectories(pd.read_parquet(out / raw_file("musobench_prefixes")))
         made["musobench_recall_trajectories"] = save_figure(figure, out / "figures" / "musobench_recall_trajectories")
         plt.close(figure)
     stats_path = out / RUN_STATS
@@ -569,36 +683,56 @@ def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: Over
     stats.update(failed_probes={"policy": config.failed_probes, **{k: int(failed[k].sum()) for k in FAILED_COUNTS}},
                  figures=sorted(made), skipped_figures=skipped)
     stats_path.write_text(json.dumps(stats, indent=2, default=str) + "\n")
-    (out / "summary.md").write_text(summary_markdown(results, config, stats, table1, best_strategy_mask(table1), table2))
+    (out / "summary.md").write_text(
+        summary_markdown(results, config, stats, table1, best_strategy_mask(table1), table2)
+    )
     return {**{k: [str(p) for p in v] for k, v in made.items()}, **skipped}
 
 def summary_markdown(results, config: OverthinkingConfig, stats: dict, table1, bold1, table2) -> str:
     "The run's Markdown summary: what it ran, the main tables, the figures drawn and the ones not drawn."
-    from reasoning_study.figures.core import table_markdown
+    from reasoning_study.figures.core import table_markdown  # matplotlib: imported where a figure is drawn
     main = config.main_condition
-    sections = [(f"Strategies (Table 1)", table_markdown(table1, bold1)),
-                ("Overthinking by answer format", results["overthinking_by_format"].to_markdown(index=False)),
-                ("Stopping@K (Table 2)", table_markdown(table2)),
-                ("Transitions (Fig. 9)", results["transitions"].to_markdown(index=False)),
-                (f"Failed probes (`failed_probes={config.failed_probes!r}`)", results["failed_probes"].to_markdown(index=False))]
-    for name, title in (("strategies_by_granularity", "Strategies per granularity"), ("stopping_at_k_by_granularity", "Stopping@K per granularity")):
+    sections = [
+        (f"Strategies (Table 1)", table_markdown(table1, bold1)),
+        ("Overthinking by answer format", results["overthinking_by_format"].to_markdown(index=False)),
+        ("Stopping@K (Table 2)", table_markdown(table2)),
+        ("Transitions (Fig. 9)", results["transitions"].to_markdown(index=False)),
+        (
+            f"Failed probes (`failed_probes={config.failed_probes!r}`)",
+            results["failed_probes"].to_markdown(index=False),
+        ),
+    ]
+    for name, title in (
+        ("strategies_by_granularity", "Strategies per granularity"),
+        ("stopping_at_k_by_granularity", "Stopping@K per granularity"),
+    ):
         if name in results: sections.append((title, results[name].to_markdown(index=False)))
     if "musobench_recall_trajectories" in results:
-        sections.append(("MuSoBench recall trajectories", results["musobench_recall_trajectories"].to_markdown(index=False)))
-    sections += [("Figures", "\n".join(f"- {n}" for n in stats["figures"])),
-                 ("Not drawn (needs more data)", "\n".join(f"- {n}: {r}" for n, r in sorted(stats["skipped_figures"].items())))]
-    head = (f"# Thinking past the answer: {config.preset}\n\n{stats.get('questions', '?')} questions ({', '.join(config.benchmarks)}), "
-            f"{stats.get('traces', '?')} traces, {stats.get('probe_rows', '?')} probe rows ({len(config.templates)} templates x "
-            f"{len(config.extractors)} extractors). Main condition: template `{main['template']}`, extractor `{main['extractor']}`.")
+        sections.append(
+            ("MuSoBench recall trajectories", results["musobench_recall_trajectories"].to_markdown(index=False))
+        )
+    sections += [
+        ("Figures", "\n".join(f"- {n}" for n in stats["figures"])),
+        ("Not drawn (needs more data)", "\n".join(f"- {n}: {r}" for n, r in sorted(stats["skipped_figures"].items()))),
+    ]
+    head = (
+        f"# Thinking past the answer: {config.preset}\n\n{stats.get('questions', '?')} questions "
+        f"({', '.join(config.benchmarks)}), "
+        f"{stats.get('traces', '?')} traces, {stats.get('probe_rows', '?')} probe rows ({len(config.templates)} "
+        "templates x "
+        f"{len(config.extractors)} extractors). Main condition: template `{main['template']}`, extractor "
+        f"`{main['extractor']}`."
+    )
     return head + "".join(f"\n\n## {title}\n\n{body}" for title, body in sections) + "\n"
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #aa3ccec9
 def read_raw(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The raw tables of a run folder (the optional ones when present)."
     folder = Path(folder)
-    missing = [n for n in ("utterances", "prefixes", "traces") if not (folder / f"{n}.parquet").is_file()]
-    if missing: raise FileNotFoundError(f"{folder} is no overthinking run folder: no {', '.join(n + '.parquet' for n in missing)}")
-    return {n: pd.read_parquet(folder / f"{n}.parquet") for n in RAW_TABLES if (folder / f"{n}.parquet").is_file()}
+    missing = [n for n in RAW_TABLES[:3] if not (folder / raw_file(n)).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{folder} is no overthinking run folder: no {', '.join(raw_file(n) for n in missing)}")
+    return {n: pd.read_parquet(folder / raw_file(n)) for n in RAW_TABLES if (folder / raw_file(n)).is_file()}
 
 def run_config(folder: str | Path) -> OverthinkingConfig:
     "The config a run folder was made with (its run.json)."
