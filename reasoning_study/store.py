@@ -286,7 +286,7 @@ class GenerationStore:
     def __exit__(self, *exc): self.close()
     def __repr__(self): return f"GenerationStore({str(self.path)!r})"
 
-# %% ../nbs/20_store.ipynb #dd8103f0
+# %% ../nbs/20_store.ipynb #061b61a6
 RUN_STORE = "generations.sqlite"  # a run folder's store
 
 @contextmanager

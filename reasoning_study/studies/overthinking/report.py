@@ -24,7 +24,7 @@ from ...probing.judge import taxonomy_table
 __all__ = ['RAW_TABLES', 'COUNTED', 'raw_file', 'harmful_examples', 'section', 'strategies_section', 'stopping_section',
            'dynamics_section', 'conditions_section', 'taxonomy_section', 'copy_recall_figures', 'counted_rows']
 
-# %% ../../../nbs/78_studies.overthinking.report.ipynb #075f02d5
+# %% ../../../nbs/78_studies.overthinking.report.ipynb #f5151821
 RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
 
 def raw_file(name: str) -> str:
