@@ -190,8 +190,9 @@ def run_notebook(notebook: str | Path,  # an experiment notebook (name or path; 
 
 def run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rs-run",
-                                description="Check the parameters, then run one experiment notebook with papermill "
-                                "(the output notebook's folder is created; relative paths are from the project root).")
+                                description="Check the parameters, then run one experiment notebook with papermill (the"
+                                            " output notebook's folder is created; relative paths are from the project "
+                                            "root).")
     p.add_argument(
         "notebook",
         help="an experiment notebook, e.g. nbs/experiments/musobench_build.ipynb (or its name: musobench_build)",
@@ -305,7 +306,7 @@ def rescore_main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="rs-rescore",
         description="Re-score run folders from their raw tables and run.json (no model), "
-        "write the tables that differ back to the files their study declares, and say what changed.",
+                    "write the tables that differ back to the files their study declares, and say what changed.",
     )
     p.add_argument("folders", nargs="+", help="run folders (each with a run.json)")
     p.add_argument("--check", action="store_true",

@@ -335,7 +335,7 @@ def memory_rows(shape: str, backend, cfg: CheckConfig, deadline: float, meter=No
         else:
             rows.append(CheckRow(shape, name,
                                  f"{m.above_kv / MIB:.1f} MiB (peak {m.peak_bytes / MIB:.1f} MiB above the weights, "
-                                              f"KV cache {m.kv_bytes / MIB:.1f} MiB; {n / m.seconds:.1f} steps/s)"))
+                                 f"KV cache {m.kv_bytes / MIB:.1f} MiB; {n / m.seconds:.1f} steps/s)"))
     measured = {m.tokens: m.above_kv for m in marks if m.peak_bytes is not None}
     name, goal = "entropy peak flat in length", "growth <= allowance"
     if len(measured) < 2:

@@ -70,10 +70,9 @@ OPENAI_REASONING = ProviderRules(
     max_tokens_cap=100_000,
     max_tokens_field="max_completion_tokens",
     source="OpenAI reasoning-models guide and o4-mini model page: temperature and top_p only at their default 1 "
-           "(another value "
-    "is HTTP 400 'unsupported value'), no stop sequences, max_tokens refused for max_completion_tokens (reasoning "
-    "tokens included), at most 100,000 output tokens, no logprobs; top_k is no OpenAI parameter (unknown fields are "
-    "HTTP 400)",
+           "(another value is HTTP 400 'unsupported value'), no stop sequences, max_tokens refused for "
+           "max_completion_tokens (reasoning tokens included), at most 100,000 output tokens, no logprobs; top_k is no "
+           "OpenAI parameter (unknown fields are HTTP 400)",
 )
 OPENAI_GPT_4O_MINI = ProviderRules(
     "OpenAI",
@@ -81,9 +80,8 @@ OPENAI_GPT_4O_MINI = ProviderRules(
     max_tokens_cap=16_384,
     max_tokens_field="max_completion_tokens",
     source="OpenAI chat-completions reference and gpt-4o-mini model page: temperature, top_p, seed (best-effort "
-           "determinism) "
-    "and stop honoured, logprobs returned, at most 16,384 output tokens; top_k is no OpenAI parameter (unknown fields "
-    "are HTTP 400)",
+           "determinism) and stop honoured, logprobs returned, at most 16,384 output tokens; top_k is no OpenAI "
+           "parameter (unknown fields are HTTP 400)",
 )
 DEEPSEEK_CHAT = ProviderRules(
     "DeepSeek",
@@ -91,9 +89,9 @@ DEEPSEEK_CHAT = ProviderRules(
     max_tokens_cap=8_192,
     max_tokens_field="max_tokens",
     source="DeepSeek chat-completion reference and 'Models & Pricing': the budget is max_tokens (a "
-           "max_completion_tokens "
-    "field is ignored: the default of 4K applies), deepseek-chat writes at most 8K tokens; temperature, top_p and "
-    "stop honoured, logprobs returned; no seed and no top_k parameter (unknown fields are ignored)",
+           "max_completion_tokens field is ignored: the default of 4K applies), deepseek-chat writes at most 8K tokens;"
+           " temperature, top_p and stop honoured, logprobs returned; no seed and no top_k parameter (unknown fields "
+           "are ignored)",
 )
 DEEPSEEK_REASONER = ProviderRules(
     "DeepSeek",
@@ -102,8 +100,8 @@ DEEPSEEK_REASONER = ProviderRules(
     max_tokens_cap=65_536,
     max_tokens_field="max_tokens",
     source="DeepSeek reasoning-model guide: temperature and top_p (and the penalties) are accepted without effect; "
-    "max_tokens covers the chain of thought and the answer, at most 64K (default 32K); logprobs is an error; no seed, "
-    "no top_k",
+           "max_tokens covers the chain of thought and the answer, at most 64K (default 32K); logprobs is an error; no "
+           "seed, no top_k",
 )
 
 # %% ../../nbs/12_backends.presets.ipynb #3b0431ed

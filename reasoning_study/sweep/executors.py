@@ -80,7 +80,7 @@ def run_cell(cell: Cell,
     if unset := [k for k in cell.keys if not os.environ.get(k)]:  # before anything is written or sent
         return CellResult(cell.id, cell.notebook_name, "failed", host=host,
                           error=f"key variable(s) {', '.join(unset)} not set where the "
-                          "cell runs: export them (keys come from the environment only); nothing was sent")
+                                "cell runs: export them (keys come from the environment only); nothing was sent")
     told = on_wait or (lambda holder: print(f"[wait] {cell.id}: locked by {holder or 'another process'}",
                                             file=sys.stderr))
     lock = acquire_cell_lock(sweep_dir, cell, stop, told)
