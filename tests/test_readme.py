@@ -197,7 +197,7 @@ def test_environment_yml_installs_what_make_install_installs(tmp_path):
 
 def test_the_readme_names_what_the_makefile_installs():
     wheels = make_variable("NO_DEPS_WHEELS").split()
-    assert len(wheels) == 3 and "three wheels" in README
+    assert len(wheels) == 4 and "four wheels" in README
     for wheel in wheels: assert f"`{wheel.split('==')[0]}`" in README, wheel
     assert make_variable("CONSTRAINTS") in README
     dev = next(line for line in (ROOT / "settings.ini").read_text().splitlines() if line.startswith("dev_requirements"))
