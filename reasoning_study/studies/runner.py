@@ -15,7 +15,7 @@ from ..runs import run_dir
 from .registry import study_config, study_module
 
 # %% auto #0
-__all__ = ['RUN_STATUSES', 'backend_roles', 'StudyRun', 'StudyOutcome', 'execute', 'run_finished']
+__all__ = ['backend_roles', 'StudyRun', 'StudyOutcome', 'execute', 'run_finished']
 
 # %% ../../nbs/83_studies.runner.ipynb #bc67447a
 def backend_roles(backends: Any) -> dict[str, Any]:
@@ -27,8 +27,6 @@ def backend_roles(backends: Any) -> dict[str, Any]:
     return {"model": backends}
 
 # %% ../../nbs/83_studies.runner.ipynb #10f5e947
-RUN_STATUSES = ("running", "failed", "finished")  # a run.json's `status`
-
 @dataclass
 class StudyRun:
     "One run of a study in its folder; the stages are the study's own, the run.json is written here."

@@ -22,7 +22,7 @@ from ...metrics.musobench import UNSCORED_POLICIES
 from ...metrics.noveltybench import PATIENCE
 from ...prompts.noveltybench import MODES as NOVELTY_MODES
 from ...prompts.musobench import PARADIGMS, REFLECTION_MARKERS, REPLY_TURNS
-from ...store import CacheStats, GenerationStore, run_store
+from ...store import RUN_STORE, CacheStats, GenerationStore, run_store
 from ...runs import run_dir, write_params
 
 from ...tasks.musobench import (TASKS, MuSoBenchItem, build_task, from_record, get_task, read_jsonl,
@@ -272,7 +272,7 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
     return StudyRun(turns, results, samples, stats)
 
 # %% ../../../nbs/77_studies.musobench.study.ipynb #2b4daf79
-RUN_FILES = dict(store="generations.sqlite", turns="turns.parquet", results="results.parquet",
+RUN_FILES = dict(store=RUN_STORE, turns="turns.parquet", results="results.parquet",
                  samples="sc_samples.parquet", stats="generation_stats.json", instances="instances",
                  novelty_generations="novelty_generations.parquet", novelty_judgements="novelty_judgements.parquet",
                  novelty="novelty.parquet")
