@@ -23,7 +23,7 @@ PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || tr
 phase = @echo "== phase $(1) started $$(date +%s) =="
 
 .PHONY: browser install install-core study bench test test-fast export check-export nbdev-test pytest pytest-fast clean-venv lab install-vllm \
-	test-vllm gpu-check
+	test-vllm gpu-check rehearse
 
 install: $(STAMP)
 
@@ -121,9 +121,15 @@ test-vllm: install-vllm
 	$(call phase,vllm-pytest)
 	@# two workers: the engine tests (one shared engine: xdist_group "vllm-engines") beside the server tests
 	$(VLLM_ENV) OMP_NUM_THREADS=1 $(VLLM_BIN)/python -m pytest tests/test_backends_vllm.py tests/test_vllm_parity.py tests/test_qwen3_vllm.py \
-	  tests/test_vllm_server.py -n 2 --dist loadgroup -ra --durations=10
+	  tests/test_vllm_server.py tests/test_rehearsal.py -n 2 --dist loadgroup -ra --durations=10
 	$(call phase,vllm-notebooks)
 	@for nb in $(VLLM_NBS); do echo "nbdev_test --flags vllm $$nb"; $(VLLM_ENV) $(VLLM_BIN)/nbdev_test --flags vllm --path $$nb || exit 1; done
+
+# rehearse a paper grid on this machine (sweep.rehearsal: tiny stand-in models, the sizes cut, the protocol kept) in the
+# vLLM venv: make rehearse GRID=nbs/sweeps/musobench.yaml [ONLY=cell,cell] -> outputs/rehearsal/<name>/rehearsal.md
+rehearse: install-vllm
+	$(VLLM_ENV) VLLM_CPU_KVCACHE_SPACE=1 OMP_NUM_THREADS=1 $(VLLM_BIN)/python -m reasoning_study.cli $(or $(GRID),nbs/sweeps/musobench.yaml) \
+	  --rehearse --report --jobs $(or $(JOBS),1) $(if $(ONLY),--only $(ONLY))
 
 PAPERMILL := $(BIN)/papermill --cwd nbs --progress-bar
 # the default study: the default sweep (nbs/sweeps/default.yaml: every experiment on the embedded CPU model,

@@ -31,8 +31,8 @@ from .sweep.spec import (cell_keys, check_values, config_problems, experiments_d
 from .runs import project_root, redact_file, redact_text, resolve_path
 
 # %% auto #0
-__all__ = ['compile_report', 'parser', 'main', 'papermill_value', 'run_problems', 'run_notebook', 'run_parser', 'run_main',
-           'result_files', 'stored_table', 'write_back', 'rescore_folder', 'rescore_sweep', 'rescore_main',
+__all__ = ['compile_report', 'parser', 'rehearse_main', 'main', 'papermill_value', 'run_problems', 'run_notebook', 'run_parser',
+           'run_main', 'result_files', 'stored_table', 'write_back', 'rescore_folder', 'rescore_sweep', 'rescore_main',
            'report_runs', 'report_main']
 
 # %% ../nbs/96_cli.ipynb #5bf7ed67
@@ -63,7 +63,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rs-sweep",
                                 description="Run a sweep of experiment notebooks (resumable) and compile its report.")
     p.add_argument("sweep_file", help="a sweep YAML file (e.g. nbs/sweeps/default.yaml)")
-    p.add_argument("--out", default="outputs", help="output root; the sweep folder is <out>/<name> (default: outputs)")
+    p.add_argument("--out", default=None,
+                   help="output root; the sweep folder is <out>/<name> (default: outputs; outputs/rehearsal with --rehearse)")
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--gpus", default=None, help="local: comma-separated GPU ids; each run sees one (default: no GPU)")
     p.add_argument("--per-gpu", type=int, default=1, help="local: runs at a time on each GPU")
@@ -76,9 +77,26 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--report", action="store_true", help="compile the report after the sweep")
     p.add_argument("--report-only", action="store_true", help="compile the report of what has finished, run nothing")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
+    p.add_argument("--rehearse", action="store_true",
+                   help="run every cell here with tiny stand-in models and cut sizes (sweep.rehearsal; where vLLM "
+                        "imports: make rehearse); writes rehearsal.md")
     return p
 
 def _raise_interrupt(signum, frame): raise KeyboardInterrupt
+
+def rehearse_main(sweep, args) -> int:
+    "`rs-sweep GRID --rehearse`: the rehearsal's cells table, then the report over its run folders (with --report)."
+    from reasoning_study.sweep.rehearsal import REHEARSAL_FILE, rehearse  # vLLM and the stand-ins: only here
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try: table = rehearse(sweep, args.out, args.jobs, args.only.split(",") if args.only else None)
+    except KeyboardInterrupt:
+        print("\ninterrupted: the rehearsal resumes on the next start", file=sys.stderr)
+        return 130
+    finally: signal.signal(signal.SIGTERM, previous)
+    print(table[["cell", "status", "stage", "seconds", "error"]].to_string(index=False))
+    print(f"rehearsal: {sweep.folder(args.out) / REHEARSAL_FILE}")
+    if args.report and (table["status"] == "ran").any(): print(f"report: {compile_report(sweep.folder(args.out))}")
+    return int((table["status"] == "failed").any())
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
@@ -86,12 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SweepError as e:
         print(e, file=sys.stderr)
         return 2
+    args.out = args.out or ("outputs/rehearsal" if args.rehearse else "outputs")
     sweep_dir = sweep.folder(args.out)
     if args.only and (unknown := set(args.only.split(",")) - {c.id for c in sweep.cells}):
         print(f"--only names unknown cells {sorted(unknown)}; cells: {', '.join(c.id for c in sweep.cells)}",
               file=sys.stderr)
         return 2
     chosen = [c for c in sweep.cells if not args.only or c.id in args.only.split(",")]
+    if args.rehearse and not args.dry_run: return rehearse_main(sweep, args)
     missing = missing_keys([c for c in chosen if not is_finished(sweep_dir, c)])
     unset = "".join(f"\n  - {k}: {', '.join(cells)}" for k, cells in missing.items())
     if missing:

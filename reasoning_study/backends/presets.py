@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import importlib
+import json
+import os
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
 
@@ -14,9 +16,10 @@ from .request import SamplingParams
 
 # %% auto #0
 __all__ = ['TOKEN_BUDGET_FIELDS', 'SAMPLING_FIELDS', 'NOT_ASKED', 'OPENAI_REASONING', 'OPENAI_GPT_4O_MINI', 'DEEPSEEK_CHAT',
-           'DEEPSEEK_REASONER', 'DEEPSEEK_API', 'OPENAI_API', 'PRESETS', 'PRESET_ALIASES', 'ProviderRules',
-           'ModelPreset', 'get_preset', 'register_preset', 'key_variables', 'load_backend', 'check_backend_options',
-           'provider_problems', 'check_provider_rules', 'ignored_parameters']
+           'DEEPSEEK_REASONER', 'DEEPSEEK_API', 'OPENAI_API', 'PRESETS', 'PRESET_ALIASES', 'PRESETS_FILE_ENV',
+           'ProviderRules', 'ModelPreset', 'get_preset', 'register_preset', 'key_variables', 'load_backend',
+           'check_backend_options', 'preset_override', 'apply_preset_file', 'provider_problems', 'check_provider_rules',
+           'ignored_parameters']
 
 # %% ../../nbs/12_backends.presets.ipynb #9aabf934
 TOKEN_BUDGET_FIELDS = ("max_completion_tokens", "max_tokens")  # how APIs name the completion-token budget
@@ -222,6 +225,32 @@ def check_backend_options(preset: str | ModelPreset, options: Mapping | None = N
     module's `check_options`)."""
     preset = get_preset(preset).with_options(**(options or {}))
     importlib.import_module(f"reasoning_study.backends.{preset.backend}").check_options(preset)
+
+# %% ../../nbs/12_backends.presets.ipynb #b76ff9d4
+PRESETS_FILE_ENV = "REASONING_STUDY_PRESETS"  # a JSON file of preset overrides, read at import
+
+def preset_override(preset: ModelPreset, changes: Mapping) -> ModelPreset:
+    "`preset` with the fields in `changes` replaced (options and sampling given as mappings)."
+    known = {f.name for f in fields(ModelPreset)} - {"name", "rules"}
+    if unknown := sorted(set(changes) - known):
+        raise ValueError(f"preset {preset.name!r}: cannot override {unknown}; fields: {sorted(known)}")
+    changes = dict(changes)
+    if isinstance(changes.get("options"), Mapping): changes["options"] = tuple(changes["options"].items())
+    if isinstance(changes.get("sampling"), Mapping):
+        changes["sampling"] = replace(preset.sampling, **{k: tuple(v) if isinstance(v, list) else v
+                                                          for k, v in changes["sampling"].items()})
+    return replace(preset, **changes)
+
+def apply_preset_file(path: str | os.PathLike) -> list[str]:
+    "Replace the registered presets a JSON file names (`{name: {field: value}}`); returns the names replaced."
+    entries = json.loads(open(path).read())
+    if not isinstance(entries, dict): raise ValueError(f"{path}: expected a mapping of preset name -> fields")
+    if unknown := sorted(set(entries) - set(PRESETS)):
+        raise ValueError(f"{path}: unknown preset(s) {unknown}; known: {', '.join(sorted(PRESETS))}")
+    for name, changes in entries.items(): PRESETS[name] = preset_override(PRESETS[name], changes)
+    return list(entries)
+
+if os.environ.get(PRESETS_FILE_ENV): apply_preset_file(os.environ[PRESETS_FILE_ENV])
 
 # %% ../../nbs/12_backends.presets.ipynb #0d9fc0e9
 def provider_problems(preset: str | ModelPreset,

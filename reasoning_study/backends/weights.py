@@ -155,14 +155,18 @@ def random_qwen3(shape: str = "tiny",  # a name from QWEN3_SHAPES
     model.generation_config.pad_token_id = QWEN3_COMMON["pad_token_id"]
     return model.eval()
 
-def save_random_qwen3(out_dir: Path, shape: str = "tiny", seed: int = 0) -> Path:
+def save_random_qwen3(out_dir: Path, shape: str = "tiny", seed: int = 0,
+                      edit=None,  # edit(model) changes the weights before they are saved (recorded by its name)
+                     ) -> Path:
     "Save a random-weight Qwen3 with the real tokenizer files (copied byte for byte) as a Hugging Face folder."
     import torch
     model = random_qwen3(shape, seed)
+    if edit is not None: edit(model)
     model.config.architectures = [type(model).__name__]
     model.save_pretrained(out_dir)
     for name in QWEN3_TOKENIZER_FILES: shutil.copyfile(qwen3_tokenizer_dir() / name, Path(out_dir) / name)
     source = {"random_init": "Qwen3", "shape": shape, "seed": seed, "torch": torch.__version__,
+              **({"edit": getattr(edit, "__name__", repr(edit))} if edit is not None else {}),
               "tokenizer_sha256": file_sha256(qwen3_tokenizer_dir() / "tokenizer.json")}
     (Path(out_dir) / "reasoning_study_source.json").write_text(json.dumps(source))
     return Path(out_dir)

@@ -287,6 +287,7 @@ def run_sweep(sweep: Sweep,
               only: Sequence[str] | None = None,  # cell ids to run (None: all)
               root: str | Path | None = None,
               progress: bool = True,
+              env: dict | None = None,  # local: environment variables added to every cell's (e.g. a presets file)
              ) -> pd.DataFrame:
     "Run every unfinished cell of a sweep; returns (and writes) the summary table. Raises SweepInterrupted on Ctrl-C."
     from tqdm.auto import tqdm
@@ -327,8 +328,11 @@ def run_sweep(sweep: Sweep,
     write_summary(sweep_dir, current())
     try:
         if executor == "local":
-            run_local(todo, sweep_dir, local_slots(gpus, per_gpu, jobs), ended, started, root, waiting)
-        elif executor == "ray": run_ray(todo, sweep_dir, ray_address, ended, root, ray_options)
+            slots = [{**(env or {}), **slot} for slot in local_slots(gpus, per_gpu, jobs)]
+            run_local(todo, sweep_dir, slots, ended, started, root, waiting)
+        elif executor == "ray":
+            if env: raise ValueError("run_sweep(env=...) is for the local executor (a Ray task takes its worker's environment)")
+            run_ray(todo, sweep_dir, ray_address, ended, root, ray_options)
         else: raise ValueError(f"unknown executor {executor!r}: 'local' or 'ray'")
     except SweepInterrupted as e:
         for r in e.results: results.setdefault(r.cell, r)

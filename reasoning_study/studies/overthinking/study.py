@@ -41,8 +41,8 @@ from ...runs import write_params
 from ...store import GenerationStore, generate_cached, run_store
 from ...tasks.musobench import build_task
 from ...tasks.qa import BENCHMARKS, QAItem, has_images, load_benchmark
-from ...backends.vllm import (EngineRole, co_resident_options, fit_max_model_len, gpu_memory_bytes,
-                                           prompt_lengths)
+from ...backends.vllm import (EngineMemory, EngineRole, co_resident_options, fit_max_model_len,
+                                           gpu_memory_bytes, model_memory, prompt_lengths)
 
 # %% auto #0
 __all__ = ['MUSOBENCH_TASKS', 'EXTRACTOR_CONTEXT', 'JUDGE_CONTEXT_EXTRA', 'RUN_STATS', 'RESULT_FILES', 'FAILED_COUNTS',
@@ -190,7 +190,10 @@ class RolePlan:
 
 def extractor_role(extractor: str) -> str: return f"extractor:{extractor.split(':', 1)[1]}"
 
-def plan_roles(config: OverthinkingConfig, gpu_bytes: int | None | Callable[[], int | None] = None) -> RolePlan:
+def plan_roles(config: OverthinkingConfig,
+               gpu_bytes: int | None | Callable[[], int | None] = None,  # None: this host's GPU
+               memory: Callable[..., EngineMemory] = model_memory,  # how an engine's need is read
+              ) -> RolePlan:
     """The run's roles and their co-resident options; fails (before any model loads) on options that cannot work
     together."""
     roles = {"model": EngineRole(config.preset, config.backend_options)}
@@ -204,8 +207,8 @@ def plan_roles(config: OverthinkingConfig, gpu_bytes: int | None | Callable[[], 
         roles["judge"] = EngineRole(config.judge, config.judge_options, context=judge_context)
     on_vllm = any(get_preset(r.preset).backend == "vllm" for r in roles.values())
     if gpu_bytes is None: gpu_bytes = gpu_memory_bytes
-    memory = (gpu_bytes() if callable(gpu_bytes) else gpu_bytes) if on_vllm else None
-    return RolePlan(roles, co_resident_options(roles, config.gpu_memory_budget, memory))
+    gpu = (gpu_bytes() if callable(gpu_bytes) else gpu_bytes) if on_vllm else None
+    return RolePlan(roles, co_resident_options(roles, config.gpu_memory_budget, gpu, memory))
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #ffb9065a
 class RoleBackends:

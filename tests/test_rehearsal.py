@@ -1,0 +1,105 @@
+"""`rs-sweep GRID --rehearse` on one cell of each distinct path of the two paper grids (in `make test-vllm`).
+
+The cells are the grids' own (`nbs/sweeps/*.yaml`), rehearsed by `sweep.rehearsal.rehearse`: vLLM text with
+thinking on and off (the hybrid Qwen3-8B pair of MuSoBench), the DeepSeek-shaped API pair (the reasoning in its
+own field, prefix mode) and the o-series-shaped cell (no reasoning returned, `max_completion_tokens`) against
+vLLM servers on 127.0.0.1 through the real `openai` client, the overthinking study's engine trio (model,
+extractor, judge: three co-resident vLLM engines in one kernel), and a multimodal cell, which is named as not
+rehearsed. Each rehearsal is one sweep of real papermill runs; the report compiles over its run folders.
+Skipped without vLLM; `make test-vllm` runs it with the CPU build (about six minutes on two cores)."""
+import json
+
+import pandas as pd
+import pytest
+from conftest import need_vllm
+
+from reasoning_study.sweep.rehearsal import PRESETS_FILE, REHEARSAL_FILE, rehearse
+from reasoning_study.sweep.spec import load_sweep
+
+pytestmark = pytest.mark.xdist_group("rehearsal")  # one rehearsal at a time: each holds vLLM engines
+
+MUSOBENCH = ["qwen3-8b__tasks=subsetsum", "api__deepseek-r1-v3__tasks=subsetsum", "api__o4-mini__tasks=subsetsum"]
+OVERTHINKING = ["language-gpqa__qwen3-8b__seed=0", "multimodal__instruct"]
+
+
+@pytest.fixture(scope="module")
+def musobench(tmp_path_factory):
+    need_vllm()
+    out = tmp_path_factory.mktemp("rehearsal")
+    table = rehearse(load_sweep("nbs/sweeps/musobench.yaml"), out, only=MUSOBENCH, progress=False)
+    return table.set_index("cell"), out / "musobench-paper"
+
+
+@pytest.fixture(scope="module")
+def overthinking(tmp_path_factory):
+    need_vllm()
+    out = tmp_path_factory.mktemp("rehearsal")
+    table = rehearse(load_sweep("nbs/sweeps/overthinking.yaml"), out, only=OVERTHINKING, progress=False)
+    return table.set_index("cell"), out / "overthinking-paper"
+
+
+def turns(folder):
+    return pd.read_parquet(folder / "turns.parquet")
+
+
+def test_every_musobench_path_runs(musobench):
+    table, _ = musobench
+    assert table.loc[MUSOBENCH, "status"].tolist() == ["ran"] * 3, table[["status", "stage", "error"]]
+
+
+def test_the_hybrid_runs_thinking_off_and_on_through_every_turn_of_short_cot(musobench):
+    table, folder = musobench
+    run = json.loads((folder / MUSOBENCH[0] / "run.json").read_text())
+    assert {r["backend"] for r in run["backends"].values()} == {"vllm"}
+    assert all(r["revision"].startswith("stand-in:qwen3-tiny-ending-") for r in run["backends"].values())
+    t = turns(folder / MUSOBENCH[0])
+    assert set(t["paradigm"]) == {"short", "long"}
+    assert set(t.loc[t.paradigm == "long", "condition"]) >= {"base", "sc_sample", "reflection_k0", "reflection_k16"}
+    assert set(t.loc[t.paradigm == "short", "turn"]) == {1, 2, 3}  # the stand-in ends its replies: turns 2 and 3
+    assert table.loc[MUSOBENCH[0], "plan H200"] == "qwen3-8b 0.9"
+
+
+def test_the_deepseek_cell_gets_the_reasoning_in_its_own_field(musobench):
+    table, folder = musobench
+    t = turns(folder / MUSOBENCH[1])
+    long, short = t[t.paradigm == "long"], t[t.paradigm == "short"]
+    assert (long["reasoning"].fillna("").str.len() > 0).all()  # the server's reasoning parser filled the field
+    assert (short["reasoning"].fillna("") == "").all() and set(short["turn"]) == {1, 2, 3}
+    # the provider's rules, applied before sending: deepseek-reasoner gets no temperature, deepseek-chat does
+    requests = table.loc[MUSOBENCH[1], "requests"]
+    assert 'deepseek-r1: {"max_tokens": 48}' in requests and '"temperature": 0.2' in requests
+    record = json.loads((folder / MUSOBENCH[1] / "sweep_cell.json").read_text())
+    assert record["parameters"]["backend_options"] == {"prefill_mode": "prefix"}  # the real base_url is dropped
+
+
+def test_the_o_series_cell_returns_no_reasoning_and_sends_max_completion_tokens(musobench):
+    table, folder = musobench
+    t = turns(folder / MUSOBENCH[2])
+    assert set(t["paradigm"]) == {"long"} and (t["reasoning"].fillna("") == "").all()
+    requests = table.loc[MUSOBENCH[2], "requests"]
+    assert '"max_completion_tokens": 48' in requests and "temperature" not in requests and "top_p" not in requests
+
+
+def test_the_rehearsal_writes_its_record_and_the_presets_it_ran(musobench):
+    _, folder = musobench
+    text = (folder / REHEARSAL_FILE).read_text()
+    assert "3 ran" in text and "## Stand-ins" in text and "reasoning field" in text
+    presets = json.loads((folder / PRESETS_FILE).read_text())
+    assert set(presets) == {"qwen3-8b", "deepseek-r1", "deepseek-v3", "o4-mini"}
+    assert presets["deepseek-r1"]["options"]["base_url"].startswith("http://127.0.0.1:")
+
+
+def test_the_overthinking_trio_runs_and_multimodal_is_named(overthinking):
+    table, folder = overthinking
+    assert table.loc[OVERTHINKING[0], "status"] == "ran", table[["status", "stage", "error"]]
+    assert table.loc[OVERTHINKING[1], "status"] == "not rehearsed"
+    assert "no offline processor for Qwen/Qwen2.5-VL-7B-Instruct" in table.loc[OVERTHINKING[1], "error"]
+    run = json.loads((folder / OVERTHINKING[0] / "run.json").read_text())
+    assert len(run["backends"]) == 3 and {r["backend"] for r in run["backends"].values()} == {"vllm"}
+    assert table.loc[OVERTHINKING[0], "plan H100 80GB"].startswith("does not fit")
+
+
+def test_the_report_compiles_over_the_rehearsal(musobench):
+    from reasoning_study.cli import compile_report
+    _, folder = musobench
+    assert compile_report(folder, progress=False).is_file()
