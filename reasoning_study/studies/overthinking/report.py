@@ -21,8 +21,9 @@ from ...metrics.stopping import default_policies, policy_table, solution_set_tab
 from ...probing.judge import taxonomy_table
 
 # %% auto #0
-__all__ = ['RAW_TABLES', 'COUNTED', 'raw_file', 'harmful_examples', 'section', 'strategies_section', 'stopping_section',
-           'dynamics_section', 'conditions_section', 'taxonomy_section', 'copy_recall_figures', 'counted_rows']
+__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'COUNTED', 'raw_file', 'later_copies', 'without_copies', 'repeated_traces',
+           'harmful_examples', 'section', 'strategies_section', 'stopping_section', 'dynamics_section',
+           'conditions_section', 'taxonomy_section', 'copy_recall_figures', 'counted_rows']
 
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #f5151821
 RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
@@ -31,6 +32,29 @@ def raw_file(name: str) -> str:
     """The file of a raw table in a run folder (`study.run` writes them: the last two of `RAW_TABLES` when there are
     any)."""
     return f"{name}.parquet"
+
+# %% ../../../nbs/78_studies.overthinking.report.ipynb #2231a6ab
+TRACE_KEYS = ("model", "benchmark", "item_id", "seed", "sample_index")  # one generated trace
+
+def later_copies(table: pd.DataFrame) -> pd.DataFrame:
+    """The traces of `table` (pooled by `read_tables`, with its `run` column) that an earlier run also holds: their
+    keys, the later `run` and the `kept_run` whose copy stays."""
+    keys = [c for c in TRACE_KEYS if c in table.columns]
+    held = table.drop_duplicates([*keys, "run"])[[*keys, "run"]]
+    first = held.drop_duplicates(keys).rename(columns={"run": "kept_run"})
+    copies = held.merge(first, on=keys)
+    return copies[copies["run"] != copies["kept_run"]].reset_index(drop=True)
+
+def without_copies(table: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
+    "`table` without the rows of the traces in `copies` (matched on the run and the trace keys both have)."
+    if table.empty or copies.empty: return table
+    on = ["run", *[c for c in TRACE_KEYS if c in table.columns and c in copies.columns]]
+    hit = table[on].merge(copies[on].drop_duplicates().assign(_copy=True), on=on, how="left")["_copy"]
+    return table[hit.isna().to_numpy()].reset_index(drop=True)
+
+def repeated_traces(copies: pd.DataFrame) -> pd.DataFrame:
+    "Per run whose copies were left out: the run kept instead and the number of traces."
+    return copies.groupby(["run", "kept_run"], sort=False).size().rename("n_traces").reset_index()
 
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #055170a9
 def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3) -> str:
@@ -61,11 +85,15 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict,
            ):
     "Every overthinking figure and table the pooled runs support."
     draw = Drawer(out, "overthinking", made, own_folder)
-    prefixes = read_tables(folders, raw_file("prefixes")).drop(columns="run", errors="ignore")
+    prefixes = read_tables(folders, raw_file("prefixes"))
     if prefixes.empty:
         draw.skip("fig1_strategy_accuracy", "no prefixes.parquet in the overthinking runs")
         return
-    traces = read_tables(folders, raw_file("traces"))
+    copies = later_copies(prefixes)  # one copy of each trace (above)
+    if len(copies): draw.table("repeated_traces", repeated_traces(copies))
+    tables = {name: without_copies(read_tables(folders, raw_file(name)), copies)
+              for name in ("traces", "musobench_prefixes", "utterances", "judgements")}
+    prefixes, traces = without_copies(prefixes, copies).drop(columns="run"), tables["traces"]
     all_traj = trajectories(prefixes, failed_probes=failed_probes)
     by_condition = ["model", "benchmark", "template", "extractor"]
     draw.table("failed_probes", failed_probe_table(prefixes, failed_probes, by=by_condition))
@@ -73,10 +101,10 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict,
     traj, main_prefixes = in_condition(all_traj, condition), in_condition(prefixes, condition)
     main_traces = in_condition(traces.drop(columns="run"), condition) if len(traces) else None
     strategies_section(draw, traj, main_prefixes, main_traces, failed_probes)
-    stopping_section(draw, traj, main_prefixes, read_tables(folders, raw_file("musobench_prefixes")), failed_probes)
-    dynamics_section(draw, traj, main_prefixes, read_tables(folders, raw_file("utterances")), failed_probes)
+    stopping_section(draw, traj, main_prefixes, tables["musobench_prefixes"], failed_probes)
+    dynamics_section(draw, traj, main_prefixes, tables["utterances"], failed_probes)
     conditions_section(draw, all_traj, traj, traces, main_traces)
-    taxonomy_section(draw, read_tables(folders, raw_file("judgements")))
+    taxonomy_section(draw, tables["judgements"])
     copy_recall_figures(draw, folders, made)
 
 def strategies_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, main_traces, failed_probes: str):
