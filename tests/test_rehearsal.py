@@ -4,8 +4,8 @@ The cells are the grids' own (`nbs/sweeps/*.yaml`), rehearsed by `sweep.rehearsa
 thinking on and off (the hybrid Qwen3-8B pair of MuSoBench), the DeepSeek-shaped API pair (the reasoning in its
 own field, prefix mode) and the o-series-shaped cell (no reasoning returned, `max_completion_tokens`) against
 vLLM servers on 127.0.0.1 through the real `openai` client, the overthinking study's engine trio (model,
-extractor, judge: co-resident vLLM engines in one kernel, planned together; the judge loads only for a harmful trace), and a multimodal cell, which is named as not
-rehearsed. Each rehearsal is one sweep of real papermill runs; the report compiles over its run folders.
+extractor, judge: co-resident vLLM engines in one kernel, planned together; the judge loads only for a harmful
+trace), and a multimodal cell, which is named as not rehearsed. Each rehearsal is one sweep of real papermill runs; the report compiles over its run folders.
 Skipped without vLLM; `make test-vllm` runs it with the CPU build (about six minutes on two cores)."""
 import json
 
