@@ -133,3 +133,35 @@ def test_weights_and_server_modules_and_no_old_names():
     assert not hasattr(vb, "serve_with_vllm")  # the server lifecycle lives in backends.server only (no circle back)
     source = open(vb.__file__).read()
     assert "backends.transformers" not in source and "backends.openai" not in source  # issue 14: no reach into other backends
+
+
+class KilledEngine:
+    "A continuously batching stand-in killed once it has worked on `killed_after` samples (the kill comes mid-call)."
+    name, model_id, revision, capabilities, stage_chunk = "engine", "m", "r", frozenset({"continuous_batching"}), 100
+
+    def __init__(self, killed_after=None):
+        self.calls, self.killed_after, self.asked = 0, killed_after, 0
+
+    def generate(self, requests):
+        from reasoning_study.backends.request import make_completion
+        self.calls += 1
+        if self.killed_after is not None and self.asked + len(requests) > self.killed_after:
+            raise KeyboardInterrupt  # the job is killed while this call runs: none of its samples came back
+        self.asked += len(requests)
+        return [[make_completion(f"answer {r.tag}", "stop", seed=r.sampling.sample_seed(0))] for r in requests]
+
+
+def test_a_killed_stage_keeps_every_chunk_it_finished(tmp_path):
+    "Issue 30, point 1: a stage on a continuously batching backend goes in chunks, each stored before the next starts."
+    from reasoning_study.backends.request import SamplingParams, chat
+    from reasoning_study.store import GenerationStore, generate_cached
+    stage = [chat(f"q{i}", sampling=SamplingParams(max_tokens=4), tag=f"q{i}") for i in range(450)]
+    engine = KilledEngine(killed_after=250)
+    with GenerationStore(tmp_path / "s.sqlite") as store:
+        with pytest.raises(KeyboardInterrupt):
+            generate_cached(engine, stage, store, batch_size=stage_batch_size(engine, len(stage), 8), progress=False)
+        assert len(store.keys()) == 200  # two chunks of 100 stored; the kill lost only the third
+        rerun = KilledEngine()
+        out = generate_cached(rerun, stage, store, batch_size=stage_batch_size(rerun, len(stage), 8), progress=False)
+        assert rerun.asked == 250 and rerun.calls == 3  # the rest, in chunks of 100, nothing generated twice
+        assert [cs[0].text for cs in out] == [f"answer q{i}" for i in range(450)]

@@ -13,20 +13,31 @@ from .request import Completion, Request, SamplingParams, template_messages
 ThinkingSwitch = Literal["template", "always", "never", "api"]
 
 # %% auto #0
-__all__ = ['ThinkingSwitch', 'DESCRIBE_KEYS', 'CAPABILITIES', 'LEGACY_FLAGS', 'stage_batch_size', 'tokenize_continuation',
-           'render_prompt_ids', 'expected_thinking', 'Backend', 'TokenBackend', 'MissingCapability',
-           'check_capabilities', 'capabilities_of', 'supports', 'backend_label', 'require', 'describe_backend',
-           'generate_token_prompts']
+__all__ = ['ThinkingSwitch', 'DEFAULT_STAGE_CHUNK', 'DESCRIBE_KEYS', 'CAPABILITIES', 'LEGACY_FLAGS', 'stage_chunk',
+           'stage_batch_size', 'tokenize_continuation', 'render_prompt_ids', 'expected_thinking', 'Backend',
+           'TokenBackend', 'MissingCapability', 'check_capabilities', 'capabilities_of', 'supports', 'backend_label',
+           'require', 'describe_backend', 'generate_token_prompts']
 
 # %% ../../nbs/11_backends.contract.ipynb #36da4902
+DEFAULT_STAGE_CHUNK = 1024  # samples per call for a continuously batching backend that names no `stage_chunk`
+
+def stage_chunk(backend) -> int:
+    "How many samples one call of a stage hands a continuously batching backend: its `stage_chunk`, or the default."
+    chunk = getattr(backend, "stage_chunk", None)
+    if chunk is None: return DEFAULT_STAGE_CHUNK
+    if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
+        raise ValueError(f"{backend_label(backend)}: stage_chunk must be an int >= 1, got {chunk!r}")
+    return chunk
+
 def stage_batch_size(backend,  # the backend that answers the stage
                      samples: int,  # samples in the stage (sum of n over its requests)
                      batch_size: int = 8,  # samples per call on a backend that decodes fixed batches
                     ) -> int:
-    """Samples per `generate` call for a stage: all of them where the backend batches continuously (vLLM), else
-    `batch_size`."""
+    """Samples per `generate` call for a stage: chunks of `stage_chunk` where the backend batches continuously (vLLM,
+    API servers), else `batch_size`."""
     if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    return max(samples, 1) if supports(backend, "continuous_batching") else batch_size
+    if not supports(backend, "continuous_batching"): return batch_size
+    return max(min(samples, stage_chunk(backend)), 1)
 
 # %% ../../nbs/11_backends.contract.ipynb #732be50d
 def tokenize_continuation(tokenizer, text: str) -> list[int]:
@@ -114,7 +125,7 @@ CAPABILITIES = {  # what a backend may declare (`Backend.capabilities`), and wha
     "response_schema": "constrains decoding to Request.response_schema",
     "images": "shows Request.images to the model",
     "logprobs": "returns token log-probabilities",
-    "continuous_batching": "schedules a whole stage at once (stage_batch_size hands it every sample)",
+    "continuous_batching": "schedules many requests at once (stage_batch_size hands it a stage in chunks of stage_chunk)",
 }
 # flags of stand-ins from before
 LEGACY_FLAGS = {"supports_images": "images", "supports_response_schema": "response_schema",
