@@ -182,9 +182,9 @@ def api_cells() -> dict:
 
 def test_the_paper_grids_api_cases_read_two_variables():
     cells = api_cells()
-    assert {c.keys for i, c in cells.items() if i.startswith("api__deepseek-r1-v3__")} == {("DEEPSEEK_API_KEY",)}
+    assert {c.keys for i, c in cells.items() if i.startswith(("api__deepseek-r1__", "api__deepseek-v3__"))} == {("DEEPSEEK_API_KEY",)}
     assert {c.keys for i, c in cells.items() if i.startswith(("api__o4-mini__", "api__gpt-4o-mini__"))} == {("OPENAI_API_KEY",)}
-    assert len(cells) == 6
+    assert len(cells) == 8
     assert {c.keys for c in load_sweep(PAPER_GRID).cells if not c.id.startswith("api__")} == {()}  # GPU cells need no key
 
 
@@ -194,7 +194,7 @@ def test_the_paper_grids_api_cases_validate_with_two_variables_set(tmp_path, cap
     assert main([str(PAPER_GRID), "--dry-run", "--out", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     lines = {line.split()[0]: line for line in captured.out.splitlines() if line.strip().startswith("api__")}
-    assert len(lines) == 6
+    assert len(lines) == 8
     for cell, line in lines.items():
         expected = "DEEPSEEK_API_KEY (set)" if cell.startswith("api__deepseek") else "OPENAI_API_KEY (set)"
         assert expected in line, line
@@ -208,11 +208,11 @@ def test_one_unset_variable_is_named_and_fails_only_the_cells_that_need_it(tmp_p
     monkeypatch.setenv("OPENAI_API_KEY", OTHER_KEY)
     assert main([str(PAPER_GRID), "--dry-run", "--out", str(tmp_path)]) == 0  # listed, not run
     err = capsys.readouterr().err
-    assert "DEEPSEEK_API_KEY: api__deepseek-r1-v3__tasks=timetabling, api__deepseek-r1-v3__tasks=subsetsum" in err, err
+    assert "DEEPSEEK_API_KEY: api__deepseek-r1__tasks=timetabling, api__deepseek-r1__tasks=subsetsum, api__deepseek-v3__tasks=timetabling, api__deepseek-v3__tasks=subsetsum" in err, err
     assert "OPENAI_API_KEY:" not in err
     assert not any(tmp_path.iterdir())
     # a real run of a DeepSeek cell: it fails before its notebook starts, naming the variable (nothing is sent)
-    cell = "api__deepseek-r1-v3__tasks=subsetsum"
+    cell = "api__deepseek-r1__tasks=subsetsum"
     assert main([str(PAPER_GRID), "--out", str(tmp_path), "--only", cell]) == 1
     captured = capsys.readouterr()
     assert f"[failed] {cell}" in captured.out and "DEEPSEEK_API_KEY not set" in captured.out, captured.out

@@ -22,7 +22,9 @@ from reasoning_study.sweep.spec import load_sweep
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS = sorted((ROOT / "nbs" / "sweeps").glob("*.yaml"))
 PAPER_GRIDS = [p for p in GRIDS if yaml.safe_load(p.read_text()).get("name", "").endswith("-paper")]
-PAIR_SETTINGS = ("reply_openings", "read_truncated", "unscored", "max_tokens", "tasks", "levels", "per_level")
+# the same for both models of a pair; the budget is each model's own (test_each_model_gets_the_papers_budget_or_its_cap)
+PAIR_SETTINGS = ("reply_openings", "read_truncated", "unscored", "tasks", "levels", "per_level")
+PAPER_BUDGET = 20480  # Beware of Reasoning Overconfidence, Table 3: max_completion_tokens 20480 for all experiments
 
 
 def musobench_cells(path: Path) -> list:
@@ -65,6 +67,18 @@ def test_both_models_of_a_pair_get_the_same_protocol(path):
 
 
 @pytest.mark.parametrize("path", PAPER_GRIDS, ids=lambda p: p.stem)
+def test_each_model_gets_the_papers_budget_or_its_cap(path):
+    """Issue 30, point 2: each model of a MuSoBench cell writes at most the paper's 20,480 tokens, or its provider's
+    documented cap where that is lower (deepseek-chat 8,192, gpt-4o-mini 16,384): never a partner's smaller cap."""
+    for cell in musobench_cells(path):
+        p = cell.parameters
+        presets = {"short": p["short_preset"], "long": p["long_preset"]}
+        for paradigm in p.get("paradigms", ["short", "long"]):
+            cap = get_preset(presets[paradigm]).rules.max_tokens_cap
+            assert p["max_tokens"] == min(PAPER_BUDGET, cap or PAPER_BUDGET), (cell.id, paradigm, p["max_tokens"], cap)
+
+
+@pytest.mark.parametrize("path", PAPER_GRIDS, ids=lambda p: p.stem)
 def test_paper_grids_name_each_model_once(path):
     "Issue 14 point 8: presets by their registry names (no old alias); a pair of one model has a template switch the paradigm sets."
     for cell in musobench_cells(path):
@@ -95,7 +109,7 @@ def changed_grid(tmp_path: Path, case: str, **values) -> Path:
 @pytest.mark.parametrize("case, values, message", [
     ("o4-mini", {"temperature": 0.2}, "preset 'o4-mini' (OpenAI model 'o4-mini-2025-04-16'): temperature=0.2 is rejected"),
     ("gpt-4o-mini", {"max_tokens": 20480}, "preset 'gpt-4o-mini' (OpenAI model 'gpt-4o-mini-2024-07-18'): max_tokens=20480 is above"),
-    ("deepseek-r1-v3", {"max_tokens": 20480}, "preset 'deepseek-v3' (DeepSeek model 'deepseek-chat'): max_tokens=20480 is above"),
+    ("deepseek-v3", {"max_tokens": 20480}, "preset 'deepseek-v3' (DeepSeek model 'deepseek-chat'): max_tokens=20480 is above"),
     ("o4-mini", {"top_p": 0.95}, "top_p=0.95 is rejected"),
 ])
 def test_a_parameter_the_provider_rejects_fails_validation(case, values, message, tmp_path, capsys):
@@ -109,5 +123,5 @@ def test_a_parameter_the_provider_rejects_fails_validation(case, values, message
 def test_every_paper_musobench_cell_scores_unscored_replies_as_zero():
     "Point 4 of issue 13: the paper grid counts every instance (an unscored reply as an empty answer), in all its MuSoBench cells."
     cells = musobench_cells(ROOT / "nbs" / "sweeps" / "musobench.yaml")
-    assert len(cells) >= 8  # qwen3-8b (2 tasks), the API pairs (3 cases x 2 tasks), the temperature sweep (2 x 4)
+    assert len(cells) >= 8  # qwen3-8b (2 tasks), the API pairs (4 cases x 2 tasks), the temperature sweep (2 x 4)
     assert {c.parameters.get("unscored") for c in cells} == {"zero"}

@@ -35,7 +35,7 @@ SKIPPED = {  # command as written in the README (comments dropped) -> why CI doe
     ".venv/bin/rs-sweep nbs/sweeps/overthinking.yaml --executor ray --ray-address auto":
         "the paper's overthinking grid: a Ray cluster with GPUs and the benchmarks' files",
     "export DEEPSEEK_API_KEY=sk-... OPENAI_API_KEY=sk-...": "sets the reader's API keys (placeholders)",
-    ".venv/bin/rs-sweep nbs/sweeps/musobench.yaml --report --only api__deepseek-r1-v3__tasks=timetabling,api__deepseek-r1-v3__tasks=subsetsum,"
+    ".venv/bin/rs-sweep nbs/sweeps/musobench.yaml --report --only api__deepseek-r1__tasks=timetabling,api__deepseek-r1__tasks=subsetsum,api__deepseek-v3__tasks=timetabling,api__deepseek-v3__tasks=subsetsum,"
     "api__o4-mini__tasks=timetabling,api__o4-mini__tasks=subsetsum,api__gpt-4o-mini__tasks=timetabling,api__gpt-4o-mini__tasks=subsetsum":
         "calls DeepSeek's and OpenAI's APIs: needs DEEPSEEK_API_KEY and OPENAI_API_KEY (and spends money)",
 }

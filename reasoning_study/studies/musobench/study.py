@@ -46,7 +46,8 @@ __all__ = ['NOVELTY_TASK', 'RUN_FILES', 'NOVELTY_RAW', 'RESULT_FILES', 'COUNTED'
            'study_problems', 'model_label', 'load_paradigm_backends', 'StudyRun', 'run_study', 'write_instances',
            'read_instances', 'write_run', 'rescore_run', 'read_results', 'study_instances', 'paradigm_options',
            'load_backends', 'study_params', 'novelty_config', 'novelty_scorers', 'run_novelty', 'run', 'run_counts',
-           'write_raw', 'score', 'report', 'read_raw', 'read_config', 'rescore', 'hyperparameter_table', 'section']
+           'write_raw', 'score', 'report', 'read_raw', 'read_config', 'rescore', 'hyperparameter_table', 'budget_note',
+           'section']
 
 # %% ../../../nbs/77_studies.musobench.study.ipynb #9a7f1bf5
 _P = ProtocolConfig  # the protocol's defaults, where the study keeps them
@@ -137,7 +138,7 @@ class MuSoBenchConfig:
                                   minimum=0, maximum=1)
     emulate_long_cot: bool = param(True, "allow emulated Long-CoT on an instruction model (code paths only)")
     batch_size: int = param(_P.batch_size,
-                            "samples per backend call on the transformers backend (vLLM gets each stage in one call)",
+                            "samples per call on the transformers backend (vLLM, APIs: a stage in chunks, stage_chunk)",
                             minimum=1)
     reply_openings: list[str] = param(list(REPLY_TURNS),
                                       "replies opened with their format (the paper's runs: [\"confidence\"])",
@@ -522,8 +523,8 @@ def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
 # where a condition's instances are counted
 COUNTED = (RUN_FILES["results"], ["model", "paradigm", "condition", "task"], ["question_id", "temperature"])
 
-HYPERPARAMETERS = ["model", "presets", "temperature", "top_p", "max_tokens", "per_level", "levels", "sc_samples",
-                   "reflection_ks", "exploration"]
+HYPERPARAMETERS = ["model", "paradigms", "short_preset", "long_preset", "temperature", "top_p", "max_tokens",
+                   "per_level", "levels", "sc_samples", "reflection_ks", "exploration"]
 
 def hyperparameter_table(folders: Sequence[str | Path]) -> pd.DataFrame:
     "Table 3: the decoding and protocol settings of each run (from its params.json)."
@@ -535,6 +536,25 @@ def hyperparameter_table(folders: Sequence[str | Path]) -> pd.DataFrame:
                                                           (list,
                                                            dict)) else p.get(k) for k in HYPERPARAMETERS if k in p}})
     return pd.DataFrame(rows)
+
+def budget_note(table: pd.DataFrame,  # `hyperparameter_table` of the runs
+               ) -> str:
+    "One line per model whose runs wrote under different budgets, naming each paradigm's budget; '' when none."
+    if table.empty or not {"model", "max_tokens"} <= set(table.columns): return ""
+    lines = []
+    for model, runs in table.dropna(subset=["max_tokens"]).groupby("model", sort=True):
+        if runs["max_tokens"].nunique() < 2: continue
+        budgets = {}
+        for _, run in runs.iterrows():
+            for paradigm in json.loads(run.get("paradigms") or '["short", "long"]'):
+                preset = run.get(f"{paradigm}_preset")
+                budgets.setdefault(f"{paradigm} ({preset})" if isinstance(preset, str) else paradigm,
+                                   set()).add(int(run["max_tokens"]))
+        stated = ", ".join(f"{name} {'/'.join(map(str, sorted(b)))}" for name, b in sorted(budgets.items()))
+        lines.append(f"- {model}: the paradigms ran with different token budgets ({stated}): a reply cut at its "
+                     "budget is unscored, so the comparison is not at equal budgets")
+    return "\n".join(["**Budgets differ within a pair** (a provider caps one model below the paper's 20,480):",
+                      *lines]) if lines else ""
 
 def section(folders: Sequence[str | Path], out: str | Path, made: dict):
     "Every MuSoBench figure and table the pooled study runs support, and Table 4 of their NoveltyBench rows."
@@ -552,5 +572,7 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict):
     else:
         table = novelty_table(novelty.drop(columns="run"))
         draw.table(NOVELTY_TABLE, table, novelty_markdown(table))
-    draw.table("table3_hyperparameters", hyperparameter_table(folders))
+    table3 = hyperparameter_table(folders)
+    note = budget_note(table3)
+    draw.table("table3_hyperparameters", table3, f"{note}\n\n{table3.to_markdown(index=False)}" if note else None)
 
