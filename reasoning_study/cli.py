@@ -24,7 +24,7 @@ from .report import render_page
 from .studies.registry import config_import, study_module
 from .studies.runner import run_finished
 from .sweep.executors import run_sweep
-from .sweep.index import DONE_FILE, finished_runs, is_finished, write_atomic
+from .sweep.index import DONE_FILE, MAX_ERROR_SHARE, finished_runs, is_finished, write_atomic
 from .sweep.spec import (cell_keys, check_values, config_problems, experiments_dir, load_sweep,
                                        missing_keys, notebook_parameters, notebook_path, provider_check,
                                        registered_config, SweepError)
@@ -74,6 +74,9 @@ def parser() -> argparse.ArgumentParser:
                    help="ray: cluster address ('auto', 'ray://head:10001'); default: a local instance")
     p.add_argument("--ray-cpus", type=int, default=None, help="ray: CPUs of a local instance")
     p.add_argument("--only", default=None, help="comma-separated cell ids to run")
+    p.add_argument("--max-error-share", type=float, default=MAX_ERROR_SHARE,
+                   help="a cell whose error rows exceed this share of its generations is incomplete, not finished, and "
+                        f"runs again next time (default: {MAX_ERROR_SHARE:g}; 0: no error allowed)")
     p.add_argument("--report", action="store_true", help="compile the report after the sweep")
     p.add_argument("--report-only", action="store_true", help="compile the report of what has finished, run nothing")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
@@ -132,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             table = run_sweep(sweep, args.out, args.executor, args.gpus.split(",") if args.gpus else None,
                               args.per_gpu, args.jobs,
                               args.ray_address, {"num_cpus": args.ray_cpus} if args.ray_cpus else None,
-                              args.only.split(",") if args.only else None)
+                              args.only.split(",") if args.only else None, max_error_share=args.max_error_share)
         except KeyboardInterrupt:
             print(
                 f"\ninterrupted: unfinished cells run on the next start; summary in {sweep_dir / 'sweep_summary.md'}",
@@ -141,7 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
         finally: signal.signal(signal.SIGTERM, previous)
         print(table[["cell", "notebook", "status", "seconds", "error"]].to_string(index=False))
-        status = int((table["status"] == "failed").any())
+        status = int(table["status"].isin(["failed", "incomplete"]).any())
+        if (table["status"] == "incomplete").any():
+            print("incomplete cells (too many error rows) run again on the next start: their stores keep every answer "
+                  "and regenerate the errors", file=sys.stderr)
     if args.report or args.report_only:
         html = compile_report(sweep_dir)
         print(f"report: {html}")

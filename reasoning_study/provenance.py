@@ -74,9 +74,13 @@ def finish_record(record: dict,
     "The record completed at the end of a run: the backends that answered, the counts, the end time and duration."
     described = {role: dict(b) if isinstance(b, Mapping) else describe_backend(b) for role,
                  b in (backends or {}).items() if b is not None}
+    served = {role: list(b.served_models) for role, b in (backends or {}).items()
+              if getattr(b, "served_models", None)}
     ended = _now()
     seconds = (_dt.datetime.fromisoformat(ended) - _dt.datetime.fromisoformat(record["started"])).total_seconds()
     return {**record, "backends": {**record.get("backends", {}), **described},
+            **({"served_models": {**record.get("served_models", {}), **served}} if served or "served_models" in record
+               else {}),
             "counts": {**record.get("counts", {}), **(counts or {})},
             "ended": ended, "seconds": seconds}
 

@@ -260,3 +260,25 @@ def test_thread_comparisons_never_keep_a_forked_worker_from_exiting():
     if alive: worker.kill()
     assert not alive and worker.exitcode == 0
     assert result.get(timeout=5) is True
+
+
+class CountingExtractor:
+    "An extractor stand-in that answers 7 to every request and counts them."
+    def __init__(self): self.asked = 0
+
+    def generate(self, requests):
+        self.asked += len(requests)
+        return [[make_completion("7", "stop")] for _ in requests]
+
+
+def test_llm_extraction_all_sends_every_text_to_the_extractor():
+    "Issue 30 point 5: the paper's extractor reads every trace and every prefix; the rules-first cascade stays the default."
+    item = QAItem("demo/1", "demo", "6 * 7?", "42")
+    texts = ["So it is \\boxed{42}.", "forty-two, I think", "", None]
+    fallback, every = CountingExtractor(), CountingExtractor()
+    assert [e.method for e in extract_answers(texts, [item] * 4, fallback)] == ["rules", "llm", "none", "none"]
+    read = extract_answers(texts, [item] * 4, every, llm_extraction="all")
+    assert [(e.answer, e.method) for e in read] == [("7", "llm"), ("7", "llm"), (None, "none"), (None, "none")]
+    assert (fallback.asked, every.asked) == (1, 2)
+    with pytest.raises(ValueError, match="llm_extraction must be one of"):
+        extract_answers(texts, [item] * 4, every, llm_extraction="rules-then-llm")

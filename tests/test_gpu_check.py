@@ -41,10 +41,11 @@ def table_rows(markdown: str) -> dict[tuple[str, str], dict]:
 
 @pytest.fixture(scope="module")
 def cpu_report(tmp_path_factory):
-    "`make gpu-check` on a machine without CUDA (hidden when there is one): the CPU smoke run, as CI runs it."
+    "`make gpu-check GPU_CHECK_CPU=1` on a machine without CUDA (hidden when there is one): the CPU smoke run, as CI runs it."
     out = tmp_path_factory.mktemp("gpu_check") / "gpu_check.md"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}  # the machine's cores are shared
-    done = subprocess.run(["make", "-s", "gpu-check", f"GPU_CHECK_MD={out}"], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(["make", "-s", "gpu-check", "GPU_CHECK_CPU=1", f"GPU_CHECK_MD={out}"], cwd=ROOT, env=env, capture_output=True,
+                          text=True)
     assert "no CUDA here" in done.stdout, done.stdout + done.stderr
     return done.returncode, out.read_text()
 
@@ -75,3 +76,26 @@ def test_bad_configuration_fails_fast(tmp_path, capsys):
     assert main(["--device", "cpu", "--shapes", "70b", "--out", str(tmp_path / "x.md")]) == 1
     assert "unknown shapes" in capsys.readouterr().err
     assert not (tmp_path / "x.md").exists()
+
+
+def test_without_cuda_the_check_refuses_unless_the_cpu_run_is_asked_for(tmp_path):
+    "Issue 30, point 7: a host whose torch sees no CUDA does not pass for a GPU host: exit status 2, nothing run."
+    out = tmp_path / "gpu_check.md"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    env.pop("GPU_CHECK_CPU", None)
+    done = subprocess.run(["make", "-s", "gpu-check", f"GPU_CHECK_MD={out}"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "no CUDA here" in done.stderr and "GPU_CHECK_CPU=1" in done.stderr, done.stderr
+    assert not out.exists()  # nothing ran
+
+
+def test_a_missing_tokenizer_is_a_row_per_stage_not_a_traceback(tmp_path, capsys):
+    out = tmp_path / "gpu_check.md"
+    code = main(["--device", "cpu", "--shapes", "tiny", "--tokenizer-dir", str(tmp_path / "nowhere"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" not in err and "no Qwen3 tokenizer" in err and len(err.strip().splitlines()) == 1, err
+    rows = table_rows(out.read_text())
+    names = measure_names(CheckConfig(**vars(config_parser().parse_args(["--shapes", "tiny"]))))
+    assert [m for s, m in rows] == names
+    assert all(r["status"] == "FAIL" and "no Qwen3 tokenizer" in r["value"] for r in rows.values())

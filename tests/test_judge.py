@@ -297,3 +297,15 @@ def test_embedded_model_as_judge(embedded, tmp_path):
     again = judge_traces(embedded, [case("real")], store=store, retries=1, sampling=sampling)
     assert store.last_stats.generated == 0
     pd.testing.assert_frame_equal(result, again)
+
+
+def test_image_questions_need_a_judge_that_sees_the_figure():
+    "Issue 30 point 5: a text-only judge of image questions is refused before any model loads, unless asked for."
+    from reasoning_study.config import ConfigError
+    from reasoning_study.studies.overthinking.study import OverthinkingConfig
+    image_questions = dict(preset="qwen2.5-vl-7b-instruct", benchmarks=["mathvision"], extractors=["rules"], musobench_tasks=[])
+    with pytest.raises(ConfigError, match="judge 'qwen3-judge' is text-only"):
+        OverthinkingConfig(**image_questions, judge="qwen3-judge")
+    assert OverthinkingConfig(**image_questions, judge="qwen3-judge", text_only_judge=True).text_only_judge
+    assert OverthinkingConfig(**image_questions, judge="qwen3-vl-judge").judge == "qwen3-vl-judge"
+    OverthinkingConfig(benchmarks=["champ"], judge="qwen3-judge")  # text questions: a text judge is fine

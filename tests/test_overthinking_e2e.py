@@ -130,6 +130,10 @@ def parameter_check(params: dict):
     ({"judge": "qwen3-tiny-random", "judge_options": {"batch_sise": 2}}, "unknown option(s) ['batch_sise'] for the transformers backend"),
     ({"extractors": ["rules", "llm:qwen3-4b-extractor"], "judge": "qwen3-4b-extractor", "extractor_options": {"max_model_len": 4096},
       "judge_options": {"max_model_len": 8192}}, "same weights"),  # one engine, two contexts
+    ({"preset": "qwen2.5-vl-7b-instruct", "benchmarks": ["ai2d"], "extractors": ["rules"], "judge": "qwen3-judge"},
+     "judge 'qwen3-judge' is text-only"),  # issue 30 point 5: the judge of an image question must see the figure
+    ({"llm_extraction": "every"}, "'llm_extraction'"),
+    ({"extractors": ["rules"], "llm_extraction": "all"}, 'llm_extraction="all" needs an "llm:<preset>" extractor'),
 ])
 def test_bad_parameters_and_models_are_refused_before_any_model_loads(tmp_path, params, message):
     "Values, benchmarks a text-only preset cannot see, engine options and budgets: refused by the parameter check, in-process."

@@ -125,3 +125,64 @@ def test_every_paper_musobench_cell_scores_unscored_replies_as_zero():
     cells = musobench_cells(ROOT / "nbs" / "sweeps" / "musobench.yaml")
     assert len(cells) >= 8  # qwen3-8b (2 tasks), the API pairs (4 cases x 2 tasks), the temperature sweep (2 x 4)
     assert {c.parameters.get("unscored") for c in cells} == {"zero"}
+
+
+# --- the overthinking paper grid (issue 30, points 4 and 5) ---
+OVERTHINKING_GRID = ROOT / "nbs" / "sweeps" / "overthinking.yaml"
+
+
+def overthinking_cells(path: Path = OVERTHINKING_GRID) -> list:
+    from reasoning_study.config import config_from
+    from reasoning_study.studies.overthinking.study import OverthinkingConfig
+    return [(c, config_from(OverthinkingConfig, c.parameters)) for c in load_sweep(path).cells if c.notebook_name == "overthinking"]
+
+
+def check_the_llm_extractor_reads_everything(path: Path = OVERTHINKING_GRID):
+    "The paper applies its LLM extractor to every trace and every prefix (Appendix A, C): no rules in the paper grid."
+    for cell, config in overthinking_cells(path):
+        assert config.llm_extraction == "all", cell.id
+        assert config.extractors and all(e.startswith("llm:") for e in config.extractors), (cell.id, config.extractors)
+        assert config.main_condition["extractor"] == "llm:qwen3-4b-extractor", cell.id  # the paper's default extractor
+
+
+def check_the_robustness_cell_is_the_papers(path: Path = OVERTHINKING_GRID):
+    "Appendix A: VL-Rethinker on MathVision, three seeds x two termination prompts x two extractors; only there."
+    robust = [(c, config) for c, config in overthinking_cells(path) if len(config.templates) * len(config.extractors) > 1]
+    assert robust, "no cell runs the robustness study"
+    assert {config.preset for _, config in robust} == {"vl-rethinker-7b"}
+    assert {tuple(config.benchmarks) for _, config in robust} == {("mathvision",)}
+    assert len({config.seed for _, config in robust}) == 3
+    for cell, config in robust:
+        assert set(config.templates) == {"stop_now", "time_up"}, cell.id
+        assert set(config.extractors) == {"llm:qwen3-4b-extractor", "llm:qwen3.5-4b-extractor"}, cell.id
+    seeds = defaultdict(set)  # the other cells run one seed per model and benchmark (their seeds are not the study's)
+    for cell, config in overthinking_cells(path):
+        if (cell, config) not in robust and config.n_samples == 1: seeds[(config.preset, tuple(config.benchmarks))].add(config.seed)
+    assert all(len(s) == 1 for s in seeds.values()), dict(seeds)
+    main_seeds = {config.seed for _, config in overthinking_cells(path) if config.preset == "vl-rethinker-7b" and "mathvision" in config.benchmarks
+                  and (_, config) not in robust}
+    assert not main_seeds & {config.seed for _, config in robust}  # no trace generated twice
+
+
+def check_image_questions_have_a_judge_that_sees_them(path: Path = OVERTHINKING_GRID):
+    from reasoning_study.tasks.qa import has_images
+    for cell, config in overthinking_cells(path):
+        if config.judge is not None and any(has_images(b) for b in config.benchmarks):
+            assert get_preset(config.judge).multimodal and not config.text_only_judge, (cell.id, config.judge)
+
+
+def check_every_cell_fits_an_h200(path: Path = OVERTHINKING_GRID):
+    "Issue 30 point 4: every cell's engines fit an H200 together, each sized from the study's budgets, not the model's context."
+    from reasoning_study.studies.overthinking.study import model_context, plan_roles
+    from reasoning_study.sweep.rehearsal import GPUS, paper_model_memory
+    for cell, config in overthinking_cells(path):
+        plan = plan_roles(config, GPUS["H200"], paper_model_memory)  # raises when they do not fit
+        assert plan.roles["model"].context == model_context(config) < 65536, cell.id
+        assert plan.options["model"]["max_model_len"] <= model_context(config), cell.id
+
+
+@pytest.mark.parametrize("check", [check_the_llm_extractor_reads_everything, check_the_robustness_cell_is_the_papers,
+                                   check_image_questions_have_a_judge_that_sees_them, check_every_cell_fits_an_h200],
+                         ids=lambda f: f.__name__.removeprefix("check_"))
+def test_the_overthinking_grid_runs_the_papers_protocol(check):
+    check()

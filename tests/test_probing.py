@@ -231,3 +231,31 @@ def test_solution_probes_of_a_timetabling_trace(backend):
     assert rows["probe_status"].tolist() == ["no_answer", "answered", "answered", "answered"]
     [r] = recall_trajectories(rows, by=["model", "template", "task", "question_id"]).to_dict("records")
     assert (r["first_complete_index"], r["solutions_found"], r["solutions_lost"]) == (2, item.answer_count, item.answer_count - 1)
+
+
+class ServedBackend:
+    "The embedded model behind a stand-in server that reports which model answered (as an API response names it)."
+    def __init__(self, inner, served="model-a"):
+        self.inner, self.served, self.calls = inner, served, 0
+
+    def __getattr__(self, name): return getattr(self.inner, name)
+
+    def identify_served_model(self): return self.served
+
+    def generate(self, requests):
+        self.calls += 1
+        return [[replace(c, served_model=self.served) for c in cs] for cs in self.inner.generate(requests)]
+
+
+def test_stored_probes_are_reused_only_for_the_model_the_server_serves_now(backend, traces, tmp_path):
+    "Issue 30, point 3: an API alias repointed to a newer model must not have its old probe answers reused."
+    probes = all_probes(backend, traces[:1])
+    served = ServedBackend(backend)
+    with GenerationStore(tmp_path / "probes.sqlite") as store:
+        first, stats = probe_traces(served, probes, GREEDY, store, method="naive", progress=False)
+        assert stats.generated == len(probes[0]) and {c.served_model for c in first[0]} == {"model-a"}
+        _, stats = probe_traces(served, probes, GREEDY, store, method="naive", progress=False)
+        assert (stats.cached, stats.generated) == (len(probes[0]), 0)  # the same model: reused
+        served.served = "model-b"  # the provider repointed the alias
+        again, stats = probe_traces(served, probes, GREEDY, store, method="naive", progress=False)
+        assert (stats.cached, stats.generated) == (0, len(probes[0])) and {c.served_model for c in again[0]} == {"model-b"}

@@ -24,15 +24,20 @@ TRACE = ("First, list the numbers that are small enough.\n\nWait, 12 is too larg
 
 
 @pytest.fixture(scope="module")
-def hf():
-    return load_backend("qwen3-tiny-random", num_threads=1, batch_size=8)
-
-
-@pytest.fixture(scope="module")
 def engine(vllm_engine):  # after the shared engine, so that the session fixture shuts both down
     need_vllm()
     preset = ModelPreset("qwen3-tiny-random-vllm", "embedded:qwen3-tiny-random", "vllm", "template", GREEDY)
     return load_backend(preset, max_model_len=2048, gpu_memory_utilization=0.3, dtype="float32", enforce_eager=True)
+
+
+@pytest.fixture(scope="module")
+def hf(engine):
+    """The transformers backend in the engine's numerics (dtype and device: float32 on the CPU build, float32 on CUDA on
+    a GPU host), not its own default (bfloat16 on CUDA): exact greedy tokens are compared only between like numerics."""
+    dtype, device = engine.numerics.split("/")
+    backend = load_backend("qwen3-tiny-random", num_threads=1, batch_size=8, dtype=dtype, device=device)
+    assert backend.numerics == engine.numerics
+    return backend
 
 
 def rows(completions):

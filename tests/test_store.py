@@ -522,3 +522,63 @@ def test_crash_and_resume_embedded_model(tmp_path):
     before, after = crash_and_resume(tmp_path, "smollm2-135m", kill_at=8, batch_size=8)
     assert (after.model_id.str.contains("SmolLM2")).all()
     assert after.completion_tokens.between(1, 4).all() and (after.status != "error").all()
+
+
+# ---------------------------------------------------------------- issue 30, point 3: which model answered
+
+V2_SCHEMA = """CREATE TABLE generations (
+  key TEXT NOT NULL PRIMARY KEY, model_id TEXT NOT NULL, revision TEXT NOT NULL, backend TEXT NOT NULL,
+  prompt_json TEXT NOT NULL, sampling_json TEXT NOT NULL, sample_index INTEGER NOT NULL, seed INTEGER, tag TEXT NOT NULL,
+  text TEXT NOT NULL, reasoning TEXT NOT NULL, answer TEXT NOT NULL, prompt_tokens INTEGER NOT NULL,
+  completion_tokens INTEGER NOT NULL, cached_prompt_tokens INTEGER, finish_reason TEXT NOT NULL, status TEXT NOT NULL,
+  error TEXT, latency_s REAL NOT NULL, created_at REAL NOT NULL, token_logprobs TEXT,
+  CHECK (status IN ('answered', 'truncated', 'error')))"""  # a store written before the served-model columns
+
+
+def test_a_store_from_before_the_served_model_columns_opens(tmp_path):
+    path = tmp_path / "v2.sqlite"
+    with sqlite3.connect(path) as old:
+        old.execute(V2_SCHEMA)
+        old.execute("INSERT INTO generations VALUES ('k', 'm', 'r', 'b', '{}', '{}', 0, 0, 't', 'x', '', 'x', 1, 1, NULL, "
+                    "'stop', 'answered', NULL, 0.1, 1.0, NULL)")
+        old.execute("PRAGMA user_version = 2")
+    old.close()
+    with GenerationStore(path) as store:
+        row = store.get("k")
+        assert (row.text, row.served_model, row.system_fingerprint) == ("x", None, None)
+        store.put(replace(record("n"), served_model="model-2024", system_fingerprint="fp_1"))
+        assert (store.get("n").served_model, store.get("n").system_fingerprint) == ("model-2024", "fp_1")
+        assert {"served_model", "system_fingerprint"} <= set(store.to_pandas().columns)
+
+
+class ReportingBackend(ToyBackend):
+    "A stand-in for an API backend: its server reports `served` as the model behind the name (pure reuse logic)."
+    def __init__(self, served, **kw):
+        super().__init__(**kw)
+        self.served_model, self.identified = served, 0
+
+    def identify_served_model(self):
+        self.identified += 1
+        return self.served_model
+
+    def generate(self, requests):
+        return [[replace(c, served_model=self.served_model) for c in cs] for cs in super().generate(requests)]
+
+
+def test_only_answers_of_the_reported_model_are_reused(tmp_path):
+    with GenerationStore(tmp_path / "s.sqlite") as store:
+        generate_cached(ToyBackend(), requests(2), store, progress=False)  # no model reported: rows keep None
+        assert generate_cached(ToyBackend(), requests(2), store, progress=False) and store.last_stats.cached == 2
+        api = ReportingBackend("a-2024")
+        generate_cached(api, requests(2), store, progress=False)  # None is not "a-2024": generated again
+        assert (store.last_stats.cached, store.last_stats.generated, api.identified) == (0, 2, 1)
+        same = ReportingBackend("a-2024")
+        generate_cached(same, requests(2), store, progress=False)
+        assert (store.last_stats.cached, len(same.asked)) == (2, 0)
+        moved = ReportingBackend("a-2025")
+        generate_cached(moved, requests(2), store, progress=False)
+        assert (store.last_stats.cached, len(moved.asked)) == (0, 2)
+        assert set(store.to_pandas()["served_model"]) == {"a-2025"}
+        fresh = ReportingBackend("a-2025")
+        generate_cached(fresh, requests(3, seed=9), store, progress=False)  # nothing stored to judge: nothing asked
+        assert fresh.identified == 0

@@ -156,6 +156,50 @@ def test_failed_cell_is_recorded_and_the_others_run(tmp_path):
     assert "failed" in (tmp_path / "mixed" / "sweep_summary.md").read_text()
 
 
+STORE_NOTEBOOK = """from pathlib import Path
+import time
+from reasoning_study.store import RUN_STORE, GenerationRecord, GenerationStore
+marker = Path(out_dir) / 'ran_before'
+first = not marker.exists()
+marker.write_text('')
+def row(k, error):
+    return GenerationRecord(key=f'k{k}', model_id='m', revision='r', backend='b', prompt_json='{}', sampling_json='{}',
+                            sample_index=0, seed=0, tag='', text='' if error else 'ok', reasoning='', answer='',
+                            prompt_tokens=1, completion_tokens=1, cached_prompt_tokens=None,
+                            finish_reason='error' if error else 'stop', status='error' if error else 'answered',
+                            error='HTTP 429: rate limited' if error else None, latency_s=0.0, created_at=time.time())
+with GenerationStore(Path(out_dir) / RUN_STORE) as store:  # a rerun answers what failed before (as generate_cached does)
+    store.put_many([row(k, first and k < errors) for k in range(100)])"""
+
+
+@pytest.mark.slow
+def test_a_cell_with_too_many_error_rows_is_incomplete_and_rerun(tmp_path):
+    "Issue 30, point 6: error rows above the threshold (1 % by default) leave the cell unfinished; a rerun retries it."
+    (tmp_path / "settings.ini").write_text("[DEFAULT]\nlib_name = reasoning_study\n")
+    (tmp_path / "nbs" / "experiments").mkdir(parents=True)
+    cell = lambda i, text, tags=(): dict(cell_type="code", id=f"c{i}", metadata={"tags": list(tags)}, source=text, outputs=[], execution_count=None)
+    notebook = dict(nbformat=4, nbformat_minor=5, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                    cells=[cell(0, "out_dir = '.'  # the run folder\nerrors = 0  # error rows among 100", ["parameters"]), cell(1, STORE_NOTEBOOK)])
+    (tmp_path / "nbs" / "experiments" / "api.ipynb").write_text(json.dumps(notebook))
+    spec = tmp_path / "api.yaml"
+    spec.write_text("name: api\nexperiments:\n  - notebook: api\n    grid: {errors: [1, 2]}\n")
+    first = subprocess.run(sweep_command(spec, tmp_path), cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=600)
+    assert first.returncode == 1, first.stdout + first.stderr
+    table = summary(tmp_path, "api").set_index("cell")
+    assert table.loc["api__errors=1", "status"] == "done"  # 1 of 100: at the threshold, not above it
+    assert table.loc["api__errors=2", "status"] == "incomplete"
+    assert "2 of 100 generations are errors" in table.loc["api__errors=2", "error"] and "HTTP 429" in table.loc["api__errors=2", "error"]
+    assert list(finished_runs(tmp_path / "api")["cell"]) == ["api__errors=1"]  # not counted as finished
+    assert (tmp_path / "api" / WORK / "api__errors=2" / "generations.sqlite").is_file()  # its store waits for the rerun
+    assert "1 incomplete" in (tmp_path / "api" / "sweep_summary.md").read_text()
+
+    second = subprocess.run(sweep_command(spec, tmp_path), cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "[start] api__errors=2" in second.stdout and "[start] api__errors=1" not in second.stdout
+    assert statuses(tmp_path, "api") == {"api__errors=1": "skipped", "api__errors=2": "done"}
+    assert sorted(finished_runs(tmp_path / "api")["cell"]) == ["api__errors=1", "api__errors=2"]
+
+
 BAD_FILES = {
     "unknown notebook": ("experiments:\n  - notebook: musobench_study\n", "experiments[0] (musobench_study): unknown notebook 'musobench_study'"),
     "unknown parameter": ("experiments:\n  - notebook: overthinking\n    parameters: {n_item: 2}\n",

@@ -20,12 +20,17 @@ PROMPTS = ["What is 2+2?", "Name three primary colours.", "Write one sentence ab
 
 
 @pytest.fixture(scope="module")
-def hf():
-    return load_backend("smollm2-135m", num_threads=1, batch_size=8)
+def engine(vllm_engine): return vllm_engine
 
 
 @pytest.fixture(scope="module")
-def engine(vllm_engine): return vllm_engine
+def hf(engine):
+    """The transformers backend in the engine's numerics (dtype and device: float32 on the CPU build; on a GPU host the
+    engine's dtype on CUDA), not its own default: exact greedy tokens are compared only between like numerics."""
+    dtype, device = engine.numerics.split("/")
+    backend = load_backend("smollm2-135m", num_threads=1, batch_size=8, dtype=dtype, device=device)
+    assert backend.numerics == engine.numerics
+    return backend
 
 
 def rows(completions):

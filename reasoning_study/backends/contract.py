@@ -125,7 +125,7 @@ CAPABILITIES = {  # what a backend may declare (`Backend.capabilities`), and wha
     "response_schema": "constrains decoding to Request.response_schema",
     "images": "shows Request.images to the model",
     "logprobs": "returns token log-probabilities",
-    "continuous_batching": "schedules many requests at once (stage_batch_size hands it a stage in chunks of stage_chunk)",
+    "continuous_batching": "schedules many requests at once (stage_batch_size: a stage in chunks of stage_chunk)",
 }
 # flags of stand-ins from before
 LEGACY_FLAGS = {"supports_images": "images", "supports_response_schema": "response_schema",

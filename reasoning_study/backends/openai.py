@@ -29,9 +29,10 @@ __all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'LOCAL_HOSTS', 'REASONING_FIELD
            'ApiOptions', 'is_local_url', 'key_variable', 'server_url', 'missing_key', 'api_options', 'check_options',
            'sampling_fields', 'prefill_problem', 'response_format', 'chat_messages', 'chat_body', 'token_prompt_body',
            'tokenize_url', 'tokenize_bodies', 'token_ids_of', 'prefilled_token_request', 'reasoning_field',
-           'join_reasoning', 'finish_of', 'usage_counts', 'token_logprobs_of', 'completion_from_response',
-           'is_retryable', 'backoff_delay', 'retry_after_seconds', 'describe_error', 'ApiCallFailed', 'with_retries',
-           'run_sync', 'api_capabilities', 'OpenAIBackend', 'from_preset']
+           'join_reasoning', 'finish_of', 'usage_counts', 'token_logprobs_of', 'served_model_of',
+           'completion_from_response', 'is_retryable', 'backoff_delay', 'retry_after_seconds', 'is_rate_limit',
+           'describe_error', 'ApiCallFailed', 'with_retries', 'run_sync', 'api_capabilities', 'OpenAIBackend',
+           'from_preset']
 
 # %% ../../nbs/15_backends.openai.ipynb #e659975e
 MAX_TOKENS_FIELDS = TOKEN_BUDGET_FIELDS  # ("max_completion_tokens", "max_tokens")
@@ -50,6 +51,9 @@ class ApiOptions:
     timeout: float = 600.0  # seconds for one HTTP request
     retry_base_delay: float = 1.0  # first backoff delay in seconds; doubles with each retry
     retry_max_delay: float = 30.0  # cap on one backoff delay
+    # rate limits (HTTP 429) have a budget of their own: a provider's quota refills in minutes, not seconds
+    rate_limit_retries: int = 10  # retries after a 429, counted apart from max_retries
+    rate_limit_max_delay: float = 300.0  # cap on one wait after a 429, and on any server's Retry-After
     max_tokens_field: str = "max_completion_tokens"  # "max_tokens" for servers that only know the old name
     # "continue": vLLM/SGLang continue_final_message; "prefix": DeepSeek beta; "tokens": vLLM /tokenize
     prefill_mode: str = "continue"
@@ -60,6 +64,10 @@ class ApiOptions:
             raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
         if self.max_concurrency < 1: raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
         if self.max_retries < 0: raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.rate_limit_retries < 0:
+            raise ValueError(f"rate_limit_retries must be >= 0, got {self.rate_limit_retries}")
+        if self.rate_limit_max_delay < 0:
+            raise ValueError(f"rate_limit_max_delay must be >= 0, got {self.rate_limit_max_delay}")
         if self.timeout <= 0: raise ValueError(f"timeout must be > 0, got {self.timeout}")
         if self.max_tokens_field not in MAX_TOKENS_FIELDS:
             raise ValueError(f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}, got {self.max_tokens_field!r}")
@@ -325,6 +333,11 @@ def token_logprobs_of(choice: Any,  # one choice of a chat or /completions respo
     if not values or any(v is None for v in values) or len(values) != completion_tokens: return None
     return [float(v) for v in values]
 
+def served_model_of(response: Any) -> tuple[str | None, str | None]:
+    "(model, system_fingerprint) a response says answered it (None where it says nothing)."
+    text = lambda v: v if isinstance(v, str) and v else None
+    return text(getattr(response, "model", None)), text(getattr(response, "system_fingerprint", None))
+
 def completion_from_response(response: Any,  # a ChatCompletion or a (text) Completion from the openai client
                              prefill: str = "",  # the request's prefill
                              thinking: bool | None = None,  # whether a thinking block is expected
@@ -339,10 +352,12 @@ def completion_from_response(response: Any,  # a ChatCompletion or a (text) Comp
     else: text = choice.text or ""  # the /completions endpoint
     finish, error = finish_of(choice.finish_reason)
     prompt_tokens, completion_tokens, cached = usage_counts(response.usage)
+    served, fingerprint = served_model_of(response)
     return make_completion(text, finish, prefill, thinking, prompt_tokens=prompt_tokens,
                            completion_tokens=completion_tokens,
                            cached_prompt_tokens=cached, error=error,
-                           token_logprobs=token_logprobs_of(choice, completion_tokens), **kwargs)
+                           token_logprobs=token_logprobs_of(choice, completion_tokens), served_model=served,
+                           system_fingerprint=fingerprint, **kwargs)
 
 # %% ../../nbs/15_backends.openai.ipynb #898e4416
 RETRY_STATUS = (408, 409, 429)  # plus every 5xx
@@ -363,11 +378,18 @@ def backoff_delay(retry: int,  # 0 for the first retry
     return min(cap, base * 2 ** retry) * (rng or random).uniform(0.5, 1.0)
 
 def retry_after_seconds(error: BaseException) -> float | None:
-    "The server's `Retry-After` (in seconds), when it sent one."
+    "The server's `Retry-After` in seconds (OpenAI's `retry-after-ms` first), when it sent one."
     response = getattr(error, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    try: return float(value) if value is not None else None
-    except ValueError: return None  # an HTTP date: fall back to our own backoff
+    headers = response.headers if response is not None else {}
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        try: value = float(headers.get(name)) * scale
+        except (TypeError, ValueError): continue  # absent, or an HTTP date: fall back to our own backoff
+        if value >= 0: return value
+    return None
+
+def is_rate_limit(error: BaseException) -> bool:
+    "Whether the server refused for rate (HTTP 429), which gets its own, longer patience."
+    return isinstance(error, openai.APIStatusError) and getattr(error, "status_code", None) == 429
 
 def describe_error(error: BaseException) -> str:
     "A one-line account of a failed call, with the server's own explanation when it gave one."
@@ -382,19 +404,30 @@ class ApiCallFailed(RuntimeError):
 
 async def with_retries(
     call: Callable[[], Awaitable[Any]],  # makes one attempt
-    max_retries: int = 4,
-    base: float = 1.0,
-    cap: float = 30.0,
+    max_retries: int = 4,  # retries of errors other than rate limits
+    base: float = 1.0,  # the first backoff delay
+    cap: float = 30.0,  # the longest backoff delay (errors other than rate limits)
+    rate_limit_retries: int | None = None,  # retries of rate limits (429), counted apart (None: max_retries)
+    rate_limit_cap: float | None = None,  # the longest wait after a 429, and for any Retry-After (None: cap)
 ) -> Any:
     "Await `call()` until it succeeds, retrying retryable errors with backoff; raise `ApiCallFailed` when done."
-    for retry in range(max_retries + 1):
+    limited_budget = max_retries if rate_limit_retries is None else rate_limit_retries
+    limited_cap = cap if rate_limit_cap is None else rate_limit_cap
+    retries = limited = 0  # of each kind so far
+    while True:
         try: return await call()
         except Exception as error:
-            if retry == max_retries or not is_retryable(error):
-                attempts = f"{retry + 1} attempt{'s' * (retry > 0)}"
-                raise ApiCallFailed(f"{describe_error(error)} ({attempts})") from error
-            delay = backoff_delay(retry, base, cap)
-            if (asked := retry_after_seconds(error)) is not None: delay = min(cap, max(delay, asked))
+            rate = is_rate_limit(error)
+            if not is_retryable(error) or (limited if rate else retries) >= (limited_budget if rate else max_retries):
+                attempts = retries + limited + 1
+                said = f"{attempts} attempt{'s' * (attempts > 1)}"
+                if limited + rate: said += f", {limited + rate} rate-limited"
+                raise ApiCallFailed(f"{describe_error(error)} ({said})") from error
+            delay = backoff_delay(limited if rate else retries, base, limited_cap if rate else cap)
+            # the server knows when it will answer: honoured up to the long cap
+            if (asked := retry_after_seconds(error)) is not None: delay = min(limited_cap, max(delay, asked))
+            if rate: limited += 1
+            else: retries += 1
             await asyncio.sleep(delay)
 
 # %% ../../nbs/15_backends.openai.ipynb #b244a264
@@ -427,8 +460,44 @@ class OpenAIBackend:
         self.preset, self.options = preset, options
         self.model_id = options.model or preset.model_id  # the name the server knows the model by
         self.revision = preset.revision
+        self.served_model: str | None = None  # the model the server last said answered (None: not heard yet)
+        self._served: dict[tuple[str, str | None], None] = {}  # every (model, fingerprint) reported, in order
 
     def __repr__(self): return f"OpenAIBackend({self.model_id!r} at {self.options.base_url})"
+
+    @property
+    def stage_chunk(self) -> int:
+        """Samples per `generate` call of a stage (`backends.contract.stage_batch_size`): four times what is in flight
+        at once, so the server stays busy while a kill loses little."""
+        return 4 * self.options.max_concurrency
+
+    @property
+    def served_models(self) -> list[dict]:
+        "Every (model, system_fingerprint) the server reported to this backend, in order (for run.json)."
+        return [{"model": m, "system_fingerprint": f} for m, f in self._served]
+
+    def _heard(self, completion: Completion) -> Completion:
+        "Note which model the server said answered."
+        if completion.served_model is not None:
+            self.served_model = completion.served_model
+            self._served.setdefault((completion.served_model, completion.system_fingerprint))
+        return completion
+
+    def identify_served_model(self) -> str | None:
+        """The model the server serves under `model_id` now: the last one it reported, else asked with one 1-token
+        request (None: the server names none). Raises `ApiCallFailed` when the server does not answer."""
+        if self.served_model is None: run_sync(self._identify())
+        return self.served_model
+
+    async def _identify(self):
+        o = self.options
+        body = {"model": self.model_id, "messages": [{"role": "user", "content": "Hi"}], o.max_tokens_field: 1}
+        async with openai.AsyncOpenAI(base_url=o.base_url, api_key=o.api_key, timeout=o.timeout,
+                                      max_retries=0) as client:
+            response = await with_retries(lambda: client.chat.completions.create(**body), o.max_retries,
+                                          o.retry_base_delay, o.retry_max_delay, o.rate_limit_retries,
+                                          o.rate_limit_max_delay)
+        self._heard(completion_from_response(response))
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -482,7 +551,8 @@ class OpenAIBackend:
         chat, prefill = tokenize_bodies(request, self.model_id, self.preset.thinking)
         async with gate:
             ids = [token_ids_of(await with_retries(lambda b=b: client.post(url, cast_to=object, body=b), o.max_retries,
-                                                   o.retry_base_delay, o.retry_max_delay)) for b in (chat, prefill)]
+                                                   o.retry_base_delay, o.retry_max_delay, o.rate_limit_retries,
+                                                   o.rate_limit_max_delay)) for b in (chat, prefill)]
         return ids[0] + ids[1]
 
     async def _sample(self, client: openai.AsyncOpenAI, gate: asyncio.Semaphore, request: Request, index: int,
@@ -505,9 +575,10 @@ class OpenAIBackend:
                 call = lambda: client.completions.create(**body)
             async with gate:
                 started = time.perf_counter()
-                response = await with_retries(call, o.max_retries, o.retry_base_delay, o.retry_max_delay)
-            return completion_from_response(response, request.prefill, thinking,
-                                            latency_s=time.perf_counter() - started, **meta)
+                response = await with_retries(call, o.max_retries, o.retry_base_delay, o.retry_max_delay,
+                                              o.rate_limit_retries, o.rate_limit_max_delay)
+            return self._heard(completion_from_response(response, request.prefill, thinking,
+                                                        latency_s=time.perf_counter() - started, **meta))
         except Exception as error:  # one failed sample must not sink the batch
             message = str(error) if isinstance(error, ApiCallFailed) else describe_error(error)
             latency = time.perf_counter() - started if started is not None else 0.0

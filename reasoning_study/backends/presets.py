@@ -172,6 +172,16 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
     ModelPreset("qwen3-judge", "Qwen/Qwen3-30B-A3B-Instruct-2507", "vllm", "never",
                 SamplingParams(temperature=0.0, max_tokens=1024),
                 description="Failure-taxonomy judge (the paper used a larger Qwen3 model)"),
+    # the second extractor of the paper's robustness study
+    # (Appendix A: "Qwen/Qwen3-4B-Instruct-2507 and Qwen/Qwen3.5-4B"),
+    # a hybrid asked with thinking off, as every extractor request is
+    ModelPreset("qwen3.5-4b-extractor", "Qwen/Qwen3.5-4B", "vllm", "template",
+                SamplingParams(temperature=0.0, max_tokens=64),
+                description="Second answer extractor of the overthinking paper's robustness study (thinking off)"),
+    # the judge of image questions: the paper's judge (Qwen3.6-35B) receives "when available, the image" (Appendix C.2)
+    ModelPreset("qwen3-vl-judge", "Qwen/Qwen3-VL-30B-A3B-Instruct", "vllm", "never",
+                SamplingParams(temperature=0.0, max_tokens=1024), multimodal=True,
+                description="Failure-taxonomy judge of image questions: sees the figure (the paper used Qwen3.6-35B)"),
     # Thinking Past the Answer: multimodal models
     ModelPreset("qwen3-vl-8b-thinking", "Qwen/Qwen3-VL-8B-Thinking", "vllm", "always",
                 SamplingParams(temperature=1.0, max_tokens=16384), multimodal=True),

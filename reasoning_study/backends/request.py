@@ -194,6 +194,8 @@ class Completion:
     latency_s: float = 0.0
     error: str | None = None
     token_logprobs: tuple[float, ...] | None = None  # with sampling.logprobs: ln p of each generated token (see below)
+    served_model: str | None = None  # the model a server says answered (an API response's `model`; None: not said)
+    system_fingerprint: str | None = None  # the server's configuration tag of that response, when it sends one
 
     def __post_init__(self):
         if self.token_logprobs is None: return

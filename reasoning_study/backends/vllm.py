@@ -10,7 +10,9 @@ import importlib.util
 import json
 import math
 import os
+import functools
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -23,11 +25,13 @@ from .request import Completion, make_completion, Request, request_images, Sampl
 from .weights import hub_commit, resolve_weights
 
 # %% auto #0
-__all__ = ['VLLM_INSTALL_HINT', 'GIB', 'DTYPE_BYTES', 'vllm_available', 'import_vllm', 'VllmOptions', 'vllm_options',
-           'sample_params_kwargs', 'structured_output_kwargs', 'sampled_logprobs_of', 'completion_from_output',
-           'resolve_model', 'engine_for', 'engine_numerics', 'VllmBackend', 'from_preset', 'EngineMemory',
-           'model_folder', 'model_memory', 'model_context_limit', 'split_gpu_memory', 'check_options', 'EngineRole',
-           'co_resident_options', 'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'gpu_memory_bytes',
+__all__ = ['VLLM_INSTALL_HINT', 'STAGE_CHUNK_PER_SEQUENCE', 'STAGE_CHUNK_FALLBACK', 'GIB', 'DTYPE_BYTES', 'vllm_available',
+           'import_vllm', 'VllmOptions', 'vllm_options', 'sample_params_kwargs', 'structured_output_kwargs',
+           'sampled_logprobs_of', 'completion_from_output', 'resolve_model', 'engine_for', 'isolate_failures',
+           'expanded_prompt_length', 'model_processor', 'stage_chunk_of', 'engine_numerics', 'VllmBackend',
+           'from_preset', 'EngineMemory', 'model_folder', 'model_memory', 'model_context_limit', 'split_gpu_memory',
+           'check_options', 'EngineRole', 'co_resident_options', 'fit_max_model_len', 'preset_tokenizer',
+           'prompt_lengths', 'nvidia_smi_memory_bytes', 'torch_memory_bytes', 'gpu_memory_bytes', 'unsized_on_cpu_host',
            'cacheable_tokens']
 
 # %% ../../nbs/14_backends.vllm.ipynb #f757f987
@@ -154,6 +158,53 @@ def engine_for(source: str,  # what vLLM loads: a local folder or a hub id
             trust_remote_code=o.trust_remote_code, **o.engine_kwargs)
     return _ENGINES[key]
 
+# %% ../../nbs/14_backends.vllm.ipynb #f4c35267
+def isolate_failures(jobs: Sequence,  # the batch, in order
+                     run: Callable[[list], list],  # the batched call: one result per job, or it raises
+                     error: Callable[[Any, Exception], Any],  # the result of a job that fails alone
+                    ) -> list:
+    "One result per job: `run` on the whole batch, and on halves of a failing batch, down to the jobs that fail alone."
+    jobs = list(jobs)
+    if not jobs: return []
+    try: return list(run(jobs))
+    except Exception as e:
+        if len(jobs) == 1: return [error(jobs[0], e)]
+        half = len(jobs) // 2
+        return isolate_failures(jobs[:half], run, error) + isolate_failures(jobs[half:], run, error)
+
+# %% ../../nbs/14_backends.vllm.ipynb #00dffd09
+def expanded_prompt_length(prompt: Sequence[int],  # the rendered prompt's token ids (one placeholder per image)
+                           images: Sequence,  # the request's images
+                           processor: Any = None,  # the model's HF processor (None: text tokens only)
+                           decode: Callable[[Sequence[int]], str] | None = None,  # token ids -> the prompt's text
+                          ) -> int:
+    """The prompt's length once each image placeholder is expanded to the image's tokens (its text length without
+    images)."""
+    if not images or processor is None or decode is None: return len(prompt)
+    try: expanded = processor(text=[decode(prompt)], images=list(images), add_special_tokens=False)["input_ids"][0]
+    except Exception: return len(prompt)  # the engine checks it, and the bisection isolates it
+    return max(len(expanded), len(prompt))
+
+def model_processor(source: str,  # what vLLM loads: a local folder or a hub id
+                    options: VllmOptions,
+                   ) -> Any:
+    "The model's HF processor, loaded offline alone; None when there is none (a text-only model) or it cannot load."
+    try:
+        from transformers import AutoProcessor
+        return AutoProcessor.from_pretrained(source, trust_remote_code=options.trust_remote_code,
+                                             local_files_only=Path(source).is_dir() or not options.allow_download)
+    except Exception: return None
+
+# %% ../../nbs/14_backends.vllm.ipynb #34114c9e
+STAGE_CHUNK_PER_SEQUENCE = 4  # a chunk holds this many times the sequences the engine runs at once
+STAGE_CHUNK_FALLBACK = 1024  # samples per call when the scheduler's max_num_seqs cannot be read
+
+def stage_chunk_of(llm: Any) -> int:
+    "Samples one `generate` call of a stage carries: 4 x the scheduler's max_num_seqs (1024 when it cannot be read)."
+    try: seqs = int(llm.llm_engine.vllm_config.scheduler_config.max_num_seqs)
+    except (AttributeError, TypeError, ValueError): return STAGE_CHUNK_FALLBACK
+    return STAGE_CHUNK_PER_SEQUENCE * seqs if seqs > 0 else STAGE_CHUNK_FALLBACK
+
 # %% ../../nbs/14_backends.vllm.ipynb #92b2a3e7
 @dataclass
 class _Job:
@@ -190,6 +241,7 @@ class VllmBackend:
         self.preset, self.options = preset, options or vllm_options(preset)
         self.model_id = preset.model_id
         source, self.revision = resolve_model(preset, self.options)
+        self.source, self._processor = source, None  # the HF processor: loaded for the first request with images
         self.llm = engine_for(source, None if Path(source).is_dir() else self.revision, self.options)
         if self.options.allow_download and not Path(source).is_dir():  # now in the cache: record its commit
             self.revision = hub_commit(preset.model_id, preset.revision)
@@ -200,6 +252,18 @@ class VllmBackend:
         self.numerics = engine_numerics(self.llm)
 
     def __repr__(self): return f"VllmBackend({self.model_id!r}, revision={self.revision!r})"
+
+    @property
+    def stage_chunk(self) -> int:
+        "Samples one call of a stage carries (`stage_chunk_of`): the engine saturated, a kill loses at most a chunk."
+        return stage_chunk_of(self.llm)
+
+    def prompt_length(self, prompt: list[int], images: Sequence) -> int:
+        """The prompt's length as the engine counts it: images expanded by the model's processor
+        (`expanded_prompt_length`)."""
+        if not images: return len(prompt)
+        if self._processor is None: self._processor = model_processor(self.source, self.options) or False
+        return expanded_prompt_length(prompt, images, self._processor or None, self.decode)
 
     def describe(self) -> dict:
         "What a run records of this backend (`backends.contract.DESCRIBE_KEYS`)."
@@ -222,14 +286,16 @@ class VllmBackend:
         jobs = []
         for q, request in enumerate(requests):
             try:
-                prompt = self.render_prompt_ids(request)
-                if len(prompt) >= self.max_model_len:
-                    raise ValueError(f"prompt of {len(prompt)} tokens does not fit max_model_len={self.max_model_len}")
+                prompt, images = self.render_prompt_ids(request), request_images(request)
+                length = self.prompt_length(prompt, images)
+                if length >= self.max_model_len:
+                    raise ValueError(f"prompt of {length} tokens{' (images expanded)' if length != len(prompt) else ''} "
+                                     f"does not fit max_model_len={self.max_model_len}")
             except Exception as e:
                 results[q] = [self._error(request, i, e) for i in range(request.sampling.n)]
                 continue
             # once per request
-            images, structured = request_images(request), structured_output_kwargs(self.vllm, request.response_schema)
+            structured = structured_output_kwargs(self.vllm, request.response_schema)
             for i in range(request.sampling.n):
                 params = self.vllm.SamplingParams(**sample_params_kwargs(request.sampling, i,
                                                                          self.options.skip_special_tokens),
@@ -258,12 +324,10 @@ class VllmBackend:
                 for j, out in zip(jobs, outputs)]
 
     def _run_isolated(self, jobs: list[_Job], requests: Sequence[Request]) -> list[Completion]:
-        "Run all jobs in one call; if that fails, run them one by one so that only the failing ones become errors."
-        if not jobs: return []
-        try: return self._run(jobs, requests)
-        except Exception as e:
-            if len(jobs) == 1: return [self._error(requests[jobs[0].request], jobs[0].sample, e)]
-            return [c for j in jobs for c in self._run_isolated([j], requests)]
+        """Run all jobs in one call; if that fails, bisect (`isolate_failures`) so that only the failing ones become
+        errors."""
+        return isolate_failures(jobs, lambda batch: self._run(batch, requests),
+                                lambda job, e: self._error(requests[job.request], job.sample, e))
 
 def from_preset(preset: str | ModelPreset) -> VllmBackend:
     "A `VllmBackend` for a preset (what `load_backend` calls); needs the vllm extra."
@@ -380,6 +444,8 @@ def co_resident_options(roles: Mapping[str, EngineRole],  # role -> model; the f
                         budget: float = 0.9,  # share of the GPU the run's vLLM engines may hold together
                         gpu_bytes: int | None = None,  # the GPU's memory (None: unknown; the budget is split evenly)
                         memory: Callable[..., EngineMemory] = model_memory,  # how an engine's need is read
+                        # GPU size unknown: split the budget evenly (a CPU host: the vLLM CPU build) instead of refusing
+                        split_unsized_evenly: bool = False,
                        ) -> dict[str, dict]:
     """load_backend options per role, so that the run's vLLM engines fit on one GPU together; errors before any model
     loads."""
@@ -428,7 +494,15 @@ def co_resident_options(roles: Mapping[str, EngineRole],  # role -> model; the f
             if not unsized:
                 shares = dict(zip(auto,
                                   split_gpu_memory({engines[k][0]: needs[k] for k in auto}, gpu_bytes, room).values()))
-            elif gpu_bytes is None: shares = even(auto, room)
+            elif gpu_bytes is None:
+                if not split_unsized_evenly:
+                    raise ValueError(
+                        f"{len(engines)} vLLM engines share this GPU and its size is unknown (neither nvidia-smi nor "
+                        "torch.cuda.mem_get_info could read it), so the roles "
+                        f"{[engines[k][0] for k in auto]} cannot be sized: an even split would fail when a larger model "
+                        "loads, hours later. Give each role a gpu_memory_utilization, or make the GPU visible"
+                    )
+                shares = even(auto, room)
             else:  # the sized engines get what they need, the others share the rest
                 shares = {
                     key: math.ceil(needs[key].needed / gpu_bytes * 1000) / 1000
@@ -481,12 +555,8 @@ def prompt_lengths(preset: str | ModelPreset, requests: Sequence[Request]) -> li
     return [len(render_prompt_ids(tokenizer, replace(r, images=()) if r.images else r,
                                   preset.thinking)) for r in requests]
 
-def gpu_memory_bytes(device: int | None = None,  # index of the device (None: the first visible one)
-                    ) -> int | None:
-    "The total memory of a CUDA device from `nvidia-smi` (no CUDA context is created); None without one."
-    if device is None:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-        device = int(visible) if visible.isdigit() else 0
+def nvidia_smi_memory_bytes(device: int) -> int | None:
+    "The total memory of CUDA device `device` (a physical index) from `nvidia-smi`; None without it."
     try:
         out = subprocess.run(["nvidia-smi", f"--id={device}", "--query-gpu=memory.total",
                               "--format=csv,noheader,nounits"],
@@ -494,6 +564,42 @@ def gpu_memory_bytes(device: int | None = None,  # index of the device (None: th
     except (OSError, subprocess.TimeoutExpired): return None
     first = out.stdout.strip().splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else ""
     return int(float(first)) * (1 << 20) if first.replace(".", "", 1).isdigit() else None  # MiB
+
+# run in a child process: the CUDA context torch creates there dies with it (vLLM's workers can still fork here)
+_MEM_GET_INFO = ("import sys, torch\n"
+                 "if not torch.cuda.is_available(): print('no-cuda')\n"
+                 "else: print(torch.cuda.mem_get_info(0)[1])")
+
+@functools.lru_cache(maxsize=None)
+def torch_memory_bytes(device: int | None = None,  # a physical index (None: the first visible device)
+                      ) -> int | None:
+    """The total memory of a CUDA device from `torch.cuda.mem_get_info` in a child process (no CUDA context stays
+    here); 0 when torch there sees no CUDA device (a CPU host), None when it cannot tell."""
+    env = dict(os.environ) if device is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(device)}
+    try:
+        out = subprocess.run([sys.executable, "-c", _MEM_GET_INFO], capture_output=True, text=True, timeout=120,
+                             env=env)
+    except (OSError, subprocess.TimeoutExpired): return None
+    last = out.stdout.strip().splitlines()[-1].strip() if out.returncode == 0 and out.stdout.strip() else ""
+    if last == "no-cuda": return 0
+    return int(last) if last.isdigit() else None
+
+def gpu_memory_bytes(device: int | None = None,  # index of the device (None: the first visible one)
+                    ) -> int | None:
+    """The total memory of a CUDA device: from `nvidia-smi`, else (a container without the NVIDIA utilities) from
+    `torch.cuda.mem_get_info` in a child process; no CUDA context is created here. None when neither can tell."""
+    physical = device
+    if device is None:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+        physical = int(visible) if visible.isdigit() else 0
+    return nvidia_smi_memory_bytes(physical) or torch_memory_bytes(device) or None
+
+def unsized_on_cpu_host(gpu_bytes: int | None) -> bool:
+    """Whether a plan whose GPU size is unknown runs on a host without CUDA (the vLLM CPU build, whose engines share
+    RAM): there an even split of the budget is safe (`co_resident_options(split_unsized_evenly=...)`), on a GPU it is
+    refused."""
+    return gpu_bytes is None and torch_memory_bytes() == 0
+
 
 # %% ../../nbs/14_backends.vllm.ipynb #144d0e2e
 def cacheable_tokens(prompt_tokens: int,  # the prompt's length

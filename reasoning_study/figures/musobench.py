@@ -373,6 +373,18 @@ def _policy_wide(cells: pd.DataFrame, index: list[str], outer: list[str], metric
         for column in [c for c in table.columns if c[-2] == "Rows"]: table[column] = table[column].astype("Int64")
     return table
 
+def _percent_cells(table: pd.DataFrame, names: Sequence[str], metrics: Sequence[str]) -> dict:
+    """Each metric ×100 under its paper name; as '41.1 [38.2, 44.0]' text when the table has its `_lo`/`_hi`
+    bounds (`metrics.intervals`)."""
+    from reasoning_study.metrics.intervals import format_interval
+    cells = {}
+    for name, m in zip(names, metrics):
+        if f"{m}_lo" in table and f"{m}_hi" in table:
+            cells[name] = [format_interval(v * 100, lo * 100, hi * 100) for v, lo, hi in
+                           zip(table[m], table[f"{m}_lo"], table[f"{m}_hi"])]
+        else: cells[name] = (table[m] * 100).to_numpy()
+    return cells
+
 # `reconsideration_rates` output, or `under_both_policies(reconsideration_rates, ...)`
 def table_reconsideration(rates: pd.DataFrame,
                           row: str = "model",  # the row label column (model or family)
@@ -386,7 +398,7 @@ def table_reconsideration(rates: pd.DataFrame,
     long = rates.assign(Paradigm=rates["paradigm"].map(lambda p: PARADIGM_LABELS.get(p, p)),
                         Task=rates["task"].map(lambda t: TASK_LABELS.get(t, t)))
     names = [f"{METRIC_LABELS[m]} (%)" for m in ("csr", "esc", "nsd")]
-    long = long.assign(**{name: long[m] * 100 for name, m in zip(names, ("csr", "esc", "nsd"))})
+    long = long.assign(**_percent_cells(long, names, ("csr", "esc", "nsd")))
     if policies:
         require_columns(rates, ["n_rows", "n_unscored"], "table_reconsideration (both policies)")
         long = long.assign(Unscored=long["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)),
@@ -416,12 +428,10 @@ def table_self_consistency(summary: pd.DataFrame,
     rows = rows.assign(task_order=rows["task"].map(task_order),
                        order=rows["condition"].map({c: i for i, c in enumerate(conditions)}))
     rows = rows.sort_values(["task_order", "order"], kind="stable")
+    names = ["Precision (%)", "Recall (%)", "ECE (r)"]
     cells = pd.DataFrame({"Task": rows["task"].map(lambda t: TASK_LABELS.get(t, t)).to_numpy(),
                           "Method": rows["condition"].map(lambda c: run_label("long", c)).to_numpy(),
-                          "Precision (%)": rows["precision"].to_numpy() * 100,
-                          "Recall (%)": rows["recall"].to_numpy() * 100,
-                          "ECE (r)": rows["ece_recall"].to_numpy() * 100})
-    names = ["Precision (%)", "Recall (%)", "ECE (r)"]
+                          **_percent_cells(rows, names, ("precision", "recall", "ece_recall"))})
     if not policies: return cells.set_index(["Task", "Method"]).round(2)
     require_columns(summary, ["n_scored"], "table_self_consistency (both policies)")
     cells = cells.assign(Unscored=rows["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)).to_numpy(),

@@ -13,20 +13,23 @@ from typing import Hashable, Iterable, Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .intervals import (RESAMPLES, SEED, Statistic, bootstrap_interval, paired_difference, seed_for,
+                                               unit_labels, weighted_ece, weighted_mean)
 from ..tasks.core import ParsedSolution, listed_solutions, valid_solutions
 
 # %% auto #0
 __all__ = ['RESULT_COLUMNS', 'DEFAULT_BY', 'Unscored', 'UNSCORED_POLICIES', 'Undefined', 'DECISIONS', 'BIN_TOLERANCE', 'Variant',
-           'METRICS', 'PERCENT_COLUMNS', 'REFLECTION_CONDITION', 'SC_METHODS', 'LEGACY_CONDITIONS', 'require_columns',
-           'scored_mask', 'scored_rows', 'unscored_replies', 'apply_unscored', 'set_scores', 'score_answer',
-           'reconsideration_counts', 'correct_retention', 'error_correction', 'new_solution_discovery',
-           'instance_reconsideration', 'group_index', 'group_count', 'group_mean', 'group_sem', 'repeat_keys',
-           'per_group', 'reconsideration_rates', 'confidence_bin', 'bin_edges', 'calibration_rows', 'binned_ece',
-           'group_ece', 'reliability_bins', 'ece', 'as_percent', 'summary_table', 'under_both_policies',
-           'length_confidence', 'length_bins', 'by_level', 'temperature_sweep', 'reflection_sweep', 'movement_pairs',
-           'movement_grid', 'median_confidence_index', 'solution_frequencies', 'vote_solutions', 'union_solutions',
-           'voting_confidence', 'Aggregate', 'current_conditions', 'aggregate_samples', 'score_aggregate',
-           'aggregate_questions', 'mitigation_table', 'synthetic_results']
+           'METRICS', 'PERCENT_COLUMNS', 'REFLECTION_CONDITION', 'SC_METHODS', 'LEGACY_CONDITIONS', 'INSTANCE',
+           'INTERVAL_METRICS', 'INTERVAL_COLUMNS', 'COMPARISON_COLUMNS', 'require_columns', 'scored_mask',
+           'scored_rows', 'unscored_replies', 'apply_unscored', 'set_scores', 'score_answer', 'reconsideration_counts',
+           'correct_retention', 'error_correction', 'new_solution_discovery', 'instance_reconsideration', 'group_index',
+           'group_count', 'group_mean', 'group_sem', 'repeat_keys', 'per_group', 'reconsideration_rates',
+           'confidence_bin', 'bin_edges', 'calibration_rows', 'binned_ece', 'group_ece', 'reliability_bins', 'ece',
+           'as_percent', 'summary_table', 'under_both_policies', 'length_confidence', 'length_bins', 'by_level',
+           'temperature_sweep', 'reflection_sweep', 'movement_pairs', 'movement_grid', 'median_confidence_index',
+           'solution_frequencies', 'vote_solutions', 'union_solutions', 'voting_confidence', 'Aggregate',
+           'current_conditions', 'aggregate_samples', 'score_aggregate', 'aggregate_questions', 'mitigation_table',
+           'synthetic_results', 'headline_statistics', 'interval_table', 'comparison_table']
 
 # %% ../../nbs/60_metrics.musobench.ipynb #16968877
 RESULT_COLUMNS = ["model", "paradigm", "condition", "task", "question_id", "level", "answer_count", "sample_index",
@@ -770,3 +773,102 @@ def synthetic_results(n_questions: int = 12,  # instances per task
                         )
                     rows += [run | item | row for row in _synthetic_self_consistency(rng, answer_count, 0.32 / harder)]
     return pd.DataFrame(rows).reindex(columns=RESULT_COLUMNS)
+
+# %% ../../nbs/60_metrics.musobench.ipynb #e89f45e1
+INSTANCE = ("task", "question_id")  # the unit MuSoBench samples: one instance of one task
+INTERVAL_METRICS = ("precision", "recall", "confidence", "ece_recall", "ece_precision", "csr", "esc", "nsd")
+
+def headline_statistics(results: pd.DataFrame,  # rows of one group (or of two conditions, for a comparison)
+                        variant: Variant = "paper",  # ECE variant
+                        n_bins: int = 10,  # M
+                        require_confidence: bool = False,  # precision and recall only on rows with a confidence
+                       ) -> dict[str, Statistic]:
+    """The statistics of `summary_table` and `reconsideration_rates` on their row sets, as row weightings of
+    `results` (CSR/ESC/NSD only when it has the reconsideration columns)."""
+    require_columns(results, ["status", "precision", "recall", "confidence"], "headline_statistics")
+    scored = scored_mask(results)
+    confidence = results["confidence"].to_numpy(dtype=float)
+    calibrated = scored & ~np.isnan(confidence)
+    base = calibrated if require_confidence else scored
+    out = {m: weighted_mean(results[m].to_numpy(dtype=float), base) for m in ("precision", "recall")}
+    out["confidence"] = weighted_mean(confidence, calibrated)
+    bins = np.zeros(len(results), dtype=int)
+    bins[calibrated] = confidence_bin(confidence[calibrated], n_bins)
+    for metric in METRICS:
+        performance = _performance(results[metric].to_numpy(dtype=float), variant)
+        out[f"ece_{metric}"] = weighted_ece(np.where(calibrated, confidence, np.nan),
+                                            np.where(calibrated, performance, np.nan), bins, n_bins)
+    if all(c in results for c in _RECONSIDERATION_NEEDS):
+        included, values = _reconsideration(results, "exclude", "exclude")
+        for rate in ("csr", "esc", "nsd"):
+            per_row = np.full(len(results), np.nan)
+            per_row[included] = values[rate]
+            out[rate] = weighted_mean(per_row)
+    return {m: out[m] for m in INTERVAL_METRICS if m in out}
+
+INTERVAL_COLUMNS = ["unscored", "metric", "value", "lo", "hi", "n_units"]
+
+def interval_table(results: pd.DataFrame,  # the results table
+                   by: Sequence[str] = DEFAULT_BY,  # grouping columns
+                   unit: Sequence[str] = INSTANCE,  # the columns naming the sampled unit
+                   policies: Sequence[str] = UNSCORED_POLICIES,  # `unscored` policies, each its own rows
+                   resamples: int = RESAMPLES,
+                   seed: int = SEED,
+                   variant: Variant = "paper",
+                   n_bins: int = 10,
+                  ) -> pd.DataFrame:
+    "Each group's headline numbers with their 95 % cluster-bootstrap interval: one row per group, policy and metric."
+    rows = []
+    for policy in policies:
+        table = apply_unscored(results, policy)
+        group, keys = group_index(table, by)
+        units = unit_labels(table, unit).to_numpy()
+        for g, key in enumerate(keys.to_dict("records")):
+            mask = group == g
+            for metric, statistic in headline_statistics(table[mask], variant, n_bins).items():
+                found = bootstrap_interval(units[mask], statistic, resamples,
+                                           seed=seed_for("musobench", policy, metric, *key.values(), seed=seed))
+                rows.append({**key, "unscored": policy, "metric": metric, "value": found.value, "lo": found.lo,
+                             "hi": found.hi, "n_units": found.n_units})
+    return pd.DataFrame(rows, columns=[*by, *INTERVAL_COLUMNS])
+
+def _paired_conditions(rows: pd.DataFrame):
+    "(comparison, pairing, rows of A, rows of B) for every paired design the rows of one model and task hold."
+    base, paradigm = (rows["condition"] == "base").to_numpy(), rows["paradigm"].to_numpy()
+    if {"short", "long"} <= set(paradigm[base]):
+        yield ("Long-CoT − Short-CoT", "the same instances, base condition", base & (paradigm == "long"),
+               base & (paradigm == "short"))
+    for side in ("short", "long"):
+        conditions = sorted(set(rows.loc[paradigm == side, "condition"]) - {"base", "sc_sample"})
+        for condition in conditions if (base & (paradigm == side)).any() else []:
+            treated = (paradigm == side) & (rows["condition"] == condition).to_numpy()
+            yield (f"{condition} − base ({side})", f"the same instances, {side} paradigm", treated,
+                   base & (paradigm == side))
+
+COMPARISON_COLUMNS = ["model", "task", "unscored", "comparison", "pairing", "metric", "difference", "lo", "hi",
+                      "p_value", "n_units", "n_unpaired", "excludes_zero"]
+
+def comparison_table(results: pd.DataFrame,  # the rows to compare (one temperature per preset)
+                     unit: Sequence[str] = INSTANCE,
+                     policies: Sequence[str] = UNSCORED_POLICIES,
+                     resamples: int = RESAMPLES,
+                     seed: int = SEED,
+                     variant: Variant = "paper",
+                     n_bins: int = 10,
+                    ) -> pd.DataFrame:
+    """Long-CoT − Short-CoT and each mitigation − base on the same instances, per model and task: the difference of
+    every headline number, its interval and sign-flip p-value."""
+    rows = []
+    for policy in policies:
+        table = apply_unscored(results, policy)
+        for (model, task), sub in table.groupby(["model", "task"], sort=True):
+            units = unit_labels(sub, unit).to_numpy()
+            for comparison, pairing, a, b in _paired_conditions(sub):
+                both = a | b
+                for metric, statistic in headline_statistics(sub[both], variant, n_bins).items():
+                    seeded = seed_for("musobench", policy, comparison, metric, model, task, seed=seed)
+                    d = paired_difference(units[both], a[both], statistic, resamples, seed=seeded)
+                    rows.append(dict(model=model, task=task, unscored=policy, comparison=comparison, pairing=pairing,
+                                     metric=metric, difference=d.value, lo=d.lo, hi=d.hi, p_value=d.p_value,
+                                     n_units=d.n_units, n_unpaired=d.n_unpaired, excludes_zero=d.excludes_zero))
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)

@@ -23,10 +23,11 @@ from ..store import GenerationStore, generate_cached
 from ..tasks.qa import QAItem
 
 # %% auto #0
-__all__ = ['MAX_RULE_ANSWER_CHARS', 'MATH_TIMEOUT_S', 'MAX_MATH_CHARS', 'EXTRACTOR_SAMPLING', 'clean_answer', 'last_boxed',
-           'rule_answer', 'extract_by_rules', 'safe_parse', 'safe_verify', 'normalize_text', 'is_textual',
-           'serve_comparisons', 'MathHelper', 'math_equal', 'free_form_correct', 'predicted_letter', 'verify',
-           'extractor_question', 'extractor_request', 'parse_extractor_reply', 'Extraction', 'extract_answers']
+__all__ = ['MAX_RULE_ANSWER_CHARS', 'MATH_TIMEOUT_S', 'MAX_MATH_CHARS', 'EXTRACTOR_SAMPLING', 'LLM_EXTRACTION_MODES',
+           'clean_answer', 'last_boxed', 'rule_answer', 'extract_by_rules', 'safe_parse', 'safe_verify',
+           'normalize_text', 'is_textual', 'serve_comparisons', 'MathHelper', 'math_equal', 'free_form_correct',
+           'predicted_letter', 'verify', 'extractor_question', 'extractor_request', 'parse_extractor_reply',
+           'Extraction', 'extract_answers']
 
 # %% ../../nbs/51_probing.answers.ipynb #c6bd929d
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"), ("`", "`"), ('"', '"'))
@@ -256,6 +257,8 @@ def parse_extractor_reply(reply: str | None, item: QAItem) -> str | None:
     return answer
 
 # %% ../../nbs/51_probing.answers.ipynb #8fdb69a4
+LLM_EXTRACTION_MODES = ("fallback", "all")  # the rules first and the LLM for the rest, or the LLM for every text
+
 @dataclass(frozen=True)
 class Extraction:
     answer: str | None  # the extracted answer (None: no answer)
@@ -274,14 +277,20 @@ def extract_answers(texts: Sequence[str | None],  # model outputs (full traces o
                     tail_chars: int | None = 6000,  # the extractor sees at most this many final characters
                     batch_size: int = 8,  # extractor samples per backend call
                     progress: bool = False,
+                    # "fallback": the rules first, the extractor reads what they cannot; "all": the extractor reads
+                    # every text (the paper's protocol; without an extractor backend the rules read them all the same)
+                    llm_extraction: str = "fallback",
                    ) -> list[Extraction]:
-    "The answer of every text: by the rule cascade, else by the extractor model."
+    "The answer of every text: by the rule cascade, else (or always, `llm_extraction='all'`) by the extractor model."
+    if llm_extraction not in LLM_EXTRACTION_MODES:
+        raise ValueError(f"llm_extraction must be one of {LLM_EXTRACTION_MODES}, got {llm_extraction!r}")
     texts, items = list(texts), list(items)
     if len(texts) != len(items): raise ValueError(f"{len(texts)} texts but {len(items)} items")
     results: list[Extraction | None] = [None] * len(texts)
     pending = []
+    rules_first = llm_extraction == "fallback" or extractor_backend is None
     for k, (text, item) in enumerate(zip(texts, items)):
-        found = rule_answer(text, item) if text and text.strip() else None
+        found = rule_answer(text, item) if rules_first and text and text.strip() else None
         if found: results[k] = Extraction(found[0], "rules", found[2], found[1])
         elif extractor_backend is None or not text or not text.strip(): results[k] = Extraction(None, "none")
         else: pending.append(k)

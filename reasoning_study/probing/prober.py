@@ -20,7 +20,7 @@ from .trace import SplitTrace, split_trace
 from ..prompts.overthinking import ANSWER_LEAD, solution_list_head
 from ..tasks.core import valid_solutions
 from ..tasks.musobench import MuSoBenchItem, get_task
-from ..store import GenerationRecord, GenerationStore, generation_key
+from ..store import GenerationRecord, GenerationStore, generation_key, reusable_records
 
 # %% auto #0
 __all__ = ['ProbeMethod', 'PROBE_NEEDS', 'token_backend', 'render_prompt', 'encode_text', 'decode_ids', 'is_thinking',
@@ -259,8 +259,10 @@ def probe_traces(backend,
     if len(tags) != len(probes): raise ValueError(f"{len(tags)} tags for {len(probes)} traces")
     requests = [[p.request(i, sampling, tag) for i in range(len(p))] for p, tag in zip(probes, tags)]
     keys = [[generation_key(backend, r, 0) for r in rs] for rs in requests]
-    stored = store.get_many(k for ks in keys for k in ks) if store is not None else {}
-    usable = lambda k: k in stored and not (retry_errors and stored[k].status == "error")
+    # stored probes the model the server serves now wrote (an API alias may have moved), errors retried
+    stored = (reusable_records(backend, store.get_many(k for ks in keys for k in ks), retry_errors)
+              if store is not None else {})
+    usable = lambda k: k in stored
     missing = [[i for i, k in enumerate(ks) if not usable(k)] for ks in keys]
     stats = ProbeStats(traces=len(probes), probes=sum(map(len, keys)))
     stats.cached = stats.probes - sum(map(len, missing))

@@ -25,8 +25,8 @@ import pandas as pd
 import yaml
 
 from ..runs import project_root, redact, redact_file, redact_text
-from .index import (CELLS_FILE, DONE_FILE, ERROR_FILE, WORK, cell_folder, is_finished,
-                                         work_folder, write_atomic)
+from .index import (CELLS_FILE, DONE_FILE, ERROR_FILE, MAX_ERROR_SHARE, WORK, cell_folder,
+                                         incomplete_reason, is_finished, work_folder, write_atomic)
 from .locks import acquire_cell_lock, guard_command, release_cell_lock, stop_process_tree
 from .spec import Cell, Sweep
 
@@ -39,7 +39,7 @@ __all__ = ['SUMMARY_COLUMNS', 'CellResult', 'notebook_error', 'run_cell', 'local
 class CellResult:
     cell: str
     notebook: str
-    status: str  # done | skipped | failed | interrupted | not started
+    status: str  # done | skipped | failed | incomplete | interrupted | not started
     seconds: float = 0.0
     folder: str = ""  # the run folder (done, skipped) or the work folder (failed, interrupted)
     error: str = ""
@@ -69,6 +69,8 @@ def run_cell(cell: Cell,
              on_wait: Callable[[str], None] | None = None,
              # called when the notebook starts (the lock held, the cell unfinished)
              on_start: Callable[[], None] = lambda: None,
+             # more error rows than this share of the run's generations: incomplete (`index.incomplete_reason`)
+             max_error_share: float = MAX_ERROR_SHARE,
             ) -> CellResult:
     """Run one cell with papermill in its work folder, holding the cell's lock; move it into place when the notebook
     finished."""
@@ -88,11 +90,11 @@ def run_cell(cell: Cell,
     try:
         if is_finished(sweep_dir, cell): return skipped()  # finished by the sweep we waited for
         on_start()
-        return _run_locked(cell, sweep_dir, lock, env, stop, Path(root or project_root()), poll)
+        return _run_locked(cell, sweep_dir, lock, env, stop, Path(root or project_root()), poll, max_error_share)
     finally: release_cell_lock(sweep_dir, cell, lock)
 
 def _run_locked(cell: Cell, sweep_dir: Path, lock: int, env: dict | None, stop: threading.Event | None, root: Path,
-                poll: float) -> CellResult:
+                poll: float, max_error_share: float = MAX_ERROR_SHARE) -> CellResult:
     final, work = cell_folder(sweep_dir, cell), work_folder(sweep_dir, cell)
     host = socket.gethostname()
     work.mkdir(parents=True, exist_ok=True)
@@ -130,6 +132,10 @@ def _run_locked(cell: Cell, sweep_dir: Path, lock: int, env: dict | None, stop: 
         write_atomic(work / ERROR_FILE,
                      f"{result.error}\n\n--- end of papermill.log ---\n{_tail(work / 'papermill.log')}\n")
         return result
+    if reason := incomplete_reason(work, max_error_share):  # finished with too many error rows: not done
+        result.status, result.error = "incomplete", redact_text(reason)
+        write_atomic(work / ERROR_FILE, result.error + "\n")
+        return result
     record = dict(cell=cell.id, notebook=cell.notebook_name, notebook_path=cell.notebook, parameters=cell.parameters,
                   started=began,
                   seconds=round(result.seconds, 1), host=host, devices=result.devices,
@@ -157,6 +163,7 @@ def run_local(cells: Sequence[Cell],
               on_start: Callable[[Cell, dict], None] = lambda c, e: None,
               root: str | Path | None = None,
               on_wait: Callable[[Cell, str], None] = lambda c, holder: None,  # a cell is locked by another sweep
+              max_error_share: float = MAX_ERROR_SHARE,  # `run_cell`'s threshold of error rows
              ) -> list[CellResult]:
     "Run cells on local slots, as many at a time as there are slots; Ctrl-C stops them cleanly."
     free: Queue = Queue()
@@ -171,7 +178,7 @@ def run_local(cells: Sequence[Cell],
             try:
                 result = run_cell(cell, sweep_dir, env=slot, stop=stop, root=root,
                                   on_wait=lambda holder: on_wait(cell, holder),
-                                   on_start=lambda: on_start(cell, slot))
+                                  on_start=lambda: on_start(cell, slot), max_error_share=max_error_share)
             except Exception as e:
                 result = CellResult(cell.id, cell.notebook_name, "failed", error=f"{type(e).__name__}: {e}")
             if not stop.is_set():
@@ -224,6 +231,7 @@ def run_ray(cells: Sequence[Cell],
             on_result: Callable[[CellResult], None] = lambda r: None,
             root: str | Path | None = None,
             init_options: dict | None = None,  # more `ray.init` options (e.g. num_cpus for a local instance)
+            max_error_share: float = MAX_ERROR_SHARE,  # `run_cell`'s threshold of error rows
            ) -> list[CellResult]:
     "Run cells as Ray tasks (on a cluster, or a local Ray instance)."
     try: import ray
@@ -231,8 +239,9 @@ def run_ray(cells: Sequence[Cell],
     root = str(Path(root or project_root()))
     if not ray.is_initialized(): start_ray(address, init_options)
     task = ray.remote(max_retries=0)(run_cell)
-    refs = {task.options(num_gpus=c.gpus, num_cpus=c.cpus, name=c.id).remote(c, str(sweep_dir), None, None,
-                                                                             root): c for c in cells}
+    refs = {task.options(num_gpus=c.gpus, num_cpus=c.cpus, name=c.id).remote(c, str(sweep_dir), None, None, root,
+                                                                             max_error_share=max_error_share): c
+            for c in cells}
     results: dict[str, CellResult] = {}
     try:
         pending = list(refs)
@@ -288,6 +297,8 @@ def run_sweep(sweep: Sweep,
               root: str | Path | None = None,
               progress: bool = True,
               env: dict | None = None,  # local: environment variables added to every cell's (e.g. a presets file)
+              # a cell with more error rows than this share of its generations is incomplete (rerun next time)
+              max_error_share: float = MAX_ERROR_SHARE,
              ) -> pd.DataFrame:
     "Run every unfinished cell of a sweep; returns (and writes) the summary table. Raises SweepInterrupted on Ctrl-C."
     from tqdm.auto import tqdm
@@ -329,10 +340,10 @@ def run_sweep(sweep: Sweep,
     try:
         if executor == "local":
             slots = [{**(env or {}), **slot} for slot in local_slots(gpus, per_gpu, jobs)]
-            run_local(todo, sweep_dir, slots, ended, started, root, waiting)
+            run_local(todo, sweep_dir, slots, ended, started, root, waiting, max_error_share)
         elif executor == "ray":
             if env: raise ValueError("run_sweep(env=...) is for the local executor (a Ray task takes its worker's environment)")
-            run_ray(todo, sweep_dir, ray_address, ended, root, ray_options)
+            run_ray(todo, sweep_dir, ray_address, ended, root, ray_options, max_error_share)
         else: raise ValueError(f"unknown executor {executor!r}: 'local' or 'ray'")
     except SweepInterrupted as e:
         for r in e.results: results.setdefault(r.cell, r)

@@ -14,8 +14,8 @@ import pandas as pd
 from .spec import Cell
 
 # %% auto #0
-__all__ = ['DONE_FILE', 'ERROR_FILE', 'WORK', 'CELLS_FILE', 'cell_folder', 'work_folder', 'is_finished', 'write_atomic',
-           'finished_runs']
+__all__ = ['DONE_FILE', 'ERROR_FILE', 'WORK', 'CELLS_FILE', 'MAX_ERROR_SHARE', 'cell_folder', 'work_folder', 'is_finished',
+           'write_atomic', 'finished_runs', 'generation_errors', 'incomplete_reason']
 
 # %% ../../nbs/91_sweep.index.ipynb #d22cfb32
 DONE_FILE = "sweep_cell.json"  # written last, inside the run folder
@@ -55,3 +55,27 @@ def finished_runs(sweep_dir: str | Path,
                          parameters=done["parameters"],
                          seconds=done.get("seconds")))
     return pd.DataFrame(rows, columns=["cell", "notebook", "folder", "parameters", "seconds"])
+
+# %% ../../nbs/91_sweep.index.ipynb #96c9920d
+MAX_ERROR_SHARE = 0.01  # a run with more error rows than this share of its generations is incomplete
+
+def generation_errors(folder: str | Path,  # a run folder (or work folder)
+                     ) -> tuple[int, int, list[tuple[str, int]]]:
+    "(error rows, stored generations, the most frequent error message) of a run folder's store; (0, 0, []) if none."
+    from reasoning_study.store import RUN_STORE, GenerationStore  # the store only where a run is judged
+    path = Path(folder) / RUN_STORE
+    if not path.is_file(): return 0, 0, []
+    with GenerationStore(path) as store:
+        counts = store.status_counts()
+        return counts["error"], sum(counts.values()), store.error_examples(1) if counts["error"] else []
+
+def incomplete_reason(folder: str | Path,
+                      max_error_share: float = MAX_ERROR_SHARE,  # more error rows than this share: incomplete
+                     ) -> str:
+    "Why a run whose notebook finished is not complete ('': it is): more error rows than `max_error_share` allows."
+    if not 0 <= max_error_share <= 1: raise ValueError(f"max_error_share must be in [0, 1], got {max_error_share}")
+    errors, samples, examples = generation_errors(folder)
+    if not samples or errors <= max_error_share * samples: return ""
+    first = f"; most frequent: {examples[0][0][:300]} ({examples[0][1]} rows)" if examples else ""
+    return (f"{errors} of {samples} generations are errors ({errors / samples:.1%}, above the {max_error_share:.0%} "
+            f"allowed): incomplete, run the sweep again to retry them{first}")

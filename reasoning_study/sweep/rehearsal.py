@@ -204,6 +204,11 @@ PAPER_MODEL_SHAPES = {
     "Qwen/Qwen3-8B": (8.19e9, 36, 8, 128, 40_960),
     "Qwen/Qwen3-4B-Instruct-2507": (4.02e9, 36, 8, 128, 262_144),
     "Qwen/Qwen3-30B-A3B-Instruct-2507": (30.5e9, 48, 4, 128, 262_144),
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": (31.1e9, 48, 4, 128, 262_144),  # the judge of image questions
+    # the robustness study's second extractor: its config is not written down here; an upper bound instead (Qwen3-4B's
+    # attention on every layer, where Qwen3.5 keeps a KV cache on a quarter of them, and 5.5B parameters with its
+    # vision encoder), so the plan reserves at least what it needs
+    "Qwen/Qwen3.5-4B": (5.5e9, 36, 8, 128, 262_144),
     "internlm/Intern-S1-mini": (8.5e9, 36, 8, 128, 40_960),
     "Qwen/Qwen3-VL-8B-Thinking": (8.77e9, 36, 8, 128, 262_144),
     **{model: (8.29e9, 28, 4, 128, 128_000) for model in (  # Qwen2.5-VL-7B and the reasoning models tuned from it

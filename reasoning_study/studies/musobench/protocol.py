@@ -221,7 +221,7 @@ class ProtocolConfig:
     reflection_ks: tuple[int, ...] = ()  # Long-CoT: answer after k reflection steps (k >= 0)
     sc_samples: int = 0  # self-consistency: n parallel samples of turn 1 (0 or 1: off; the paper: 32)
     sc_paradigms: tuple[str, ...] = ("long",)  # paradigms that get self-consistency (the paper: Long-CoT)
-    batch_size: int = 8  # samples per backend call (vLLM: each stage in one call, whatever this says)
+    batch_size: int = 8  # samples per backend call (vLLM, APIs: chunks of stage_chunk, whatever this says)
     # turns whose reply opens with its format ("solve", "confidence", "reconsider")
     reply_openings: tuple[str, ...] = ("confidence",)
     read_truncated: bool = True  # read what a truncated reply completed (flagged); False: only answered replies

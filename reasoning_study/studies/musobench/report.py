@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
 from ...metrics import musobench as metrics
 from ...config import ConfigError, check_config, param
+from ...metrics.intervals import RESAMPLES, SEED, few_units_note, format_interval, interval_text
 from ...metrics.musobench import SC_METHODS, UNSCORED_POLICIES
 from ...figures.sections import slug
 from ...runs import resolve_path
@@ -21,8 +22,9 @@ from ...metrics.noveltybench import PAPER_TABLE4, table4
 
 # %% auto #0
 __all__ = ['REPORT_BY', 'SC_CONDITIONS', 'UNSCORED_NOTES', 'NOVELTY_BY', 'SMALL_NOVELTY', 'NOVELTY_TABLE', 'main_temperature',
-           'main_rows', 'status_table', 'study_tables', 'study_figures', 'write_study_report', 'novelty_table',
-           'novelty_note', 'novelty_markdown', 'write_novelty_report', 'MuSoBenchFiguresConfig', 'keep_models']
+           'main_rows', 'status_table', 'uncertainty_tables', 'with_bounds', 'comparison_text', 'study_tables',
+           'table_markdown', 'study_figures', 'write_study_report', 'novelty_table', 'novelty_note', 'novelty_markdown',
+           'write_novelty_report', 'MuSoBenchFiguresConfig', 'keep_models']
 
 # %% ../../../nbs/75_studies.musobench.report.ipynb #00dbc794
 REPORT_BY = ["model", "paradigm", "condition", "task", "temperature"]  # one summary row per run condition
@@ -68,25 +70,82 @@ def status_table(results: pd.DataFrame) -> pd.DataFrame:
 
 def _calibrated(rows: pd.DataFrame) -> pd.DataFrame: return metrics.calibration_rows(rows)
 
-def study_tables(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
+def uncertainty_tables(results: pd.DataFrame,  # one run's results, or several stacked
+                       resamples: int = RESAMPLES,
+                       seed: int = SEED,
+                      ) -> dict[str, pd.DataFrame]:
+    """The 95 % interval of every summary and Table 1 number (groups of REPORT_BY, both `unscored` policies), and the
+    paired comparisons on each preset's main temperature: what `score` stores as `intervals` and `comparisons`."""
+    results = metrics.current_conditions(results)
+    return dict(intervals=metrics.interval_table(results, REPORT_BY, resamples=resamples, seed=seed),
+                comparisons=metrics.comparison_table(main_rows(results), resamples=resamples, seed=seed))
+
+def with_bounds(table: pd.DataFrame,  # one row per group of `by` and `unscored` policy
+                intervals: pd.DataFrame,  # `metrics.musobench.interval_table` of the same rows
+                by: Sequence[str],
+               ) -> pd.DataFrame:
+    "`table` with `<metric>_lo`, `<metric>_hi` for each metric the intervals have, and `n_units`."
+    keys = [*by, "unscored"]
+    out = table.copy()
+    for metric, rows in intervals.groupby("metric", sort=False):
+        if metric not in out: continue
+        out = out.merge(rows[keys + ["lo", "hi"]].rename(columns={"lo": f"{metric}_lo", "hi": f"{metric}_hi"}),
+                        on=keys, how="left")
+    units = intervals.drop_duplicates(keys)[keys + ["n_units"]]
+    return out.merge(units, on=keys, how="left") if len(units) else out.assign(n_units=0)
+
+def comparison_text(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """The paired comparisons for reading: the difference in points (×100) with its interval, the p-value, and whether
+    the interval excludes zero."""
+    return comparisons.assign(
+        difference=[format_interval(d * 100, lo * 100, hi * 100) for d, lo, hi in
+                    zip(comparisons["difference"], comparisons["lo"], comparisons["hi"])],
+        p_value=comparisons["p_value"].map(lambda p: "" if pd.isna(p) else f"{p:.3g}"),
+        excludes_zero=comparisons["excludes_zero"].map({True: "yes", False: "no"}),
+    ).drop(columns=["lo", "hi"]).rename(columns={"difference": "difference (points) [95 % CI]"})
+
+def study_tables(results: pd.DataFrame,
+                 # `uncertainty_tables(results)`, when already computed (a run's `score`); None: computed here
+                 uncertainty: dict[str, pd.DataFrame] | None = None,
+                ) -> dict[str, pd.DataFrame]:
     """The summary, statuses, reconsideration rates, Table 1 (CSR/ESC/NSD) and Table 2 (self-consistency) of a results
-    table, under both `unscored` policies."""
+    table, under both `unscored` policies, each number with its interval; and the tidy intervals and comparisons."""
     from reasoning_study.figures import musobench as figs  # the tables' paper layout (imports matplotlib)
     results = metrics.current_conditions(results)
+    uncertainty = uncertainty if uncertainty is not None else uncertainty_tables(results)
+    intervals = uncertainty["intervals"]
     both = lambda table, rows, by: metrics.under_both_policies(table, rows, by)
     main = main_rows(results)
     base = main[main["condition"] == "base"]
-    tables = dict(summary=both(metrics.summary_table, results, REPORT_BY), statuses=status_table(results),
-                  reconsideration=both(metrics.reconsideration_rates, results, REPORT_BY))
+    tables = dict(summary=with_bounds(both(metrics.summary_table, results, REPORT_BY), intervals, REPORT_BY),
+                  statuses=status_table(results),
+                  reconsideration=with_bounds(both(metrics.reconsideration_rates, results, REPORT_BY), intervals,
+                                              REPORT_BY))
     if len(base):
-        tables["table1_reconsideration"] = figs.table_reconsideration(both(metrics.reconsideration_rates, base,
-                                                                           ["model", "paradigm", "task"]))
+        by = ["model", "paradigm", "task"]
+        rates = with_bounds(both(metrics.reconsideration_rates, base, by),
+                            metrics.interval_table(base, by, policies=UNSCORED_POLICIES), by)
+        tables["table1_reconsideration"] = figs.table_reconsideration(rates)
     sc = main[(main["paradigm"] == "long") & main["condition"].isin(SC_CONDITIONS)]
     if sc["condition"].str.startswith("sc_").any():
+        by = ["task", "condition"]
         tables["table2_self_consistency"] = pd.concat(
-            {m: figs.table_self_consistency(both(metrics.summary_table, rows, ["task", "condition"])) for m,
-             rows in sc.groupby("model")}, names=["Model"])
+            {m: figs.table_self_consistency(with_bounds(both(metrics.summary_table, rows, by),
+                                                        metrics.interval_table(rows, by), by))
+             for m, rows in sc.groupby("model")}, names=["Model"])
+    tables["intervals"], tables["comparisons"] = intervals, uncertainty["comparisons"]
     return tables
+
+def table_markdown(name: str, table: pd.DataFrame, intervals: pd.DataFrame) -> str:
+    """A study table in Markdown: the tidy ones with their numbers as '0.411 [0.382, 0.440]', opened by the few-units
+    note of the intervals behind them."""
+    index = not isinstance(table.index, pd.RangeIndex)
+    if name == "comparisons": body = comparison_text(table).to_markdown(index=False)
+    elif name in ("summary", "reconsideration"): body = interval_text(table, digits=3).to_markdown(index=index)
+    else: body = table.to_markdown(index=index)
+    note = few_units_note(intervals.drop_duplicates([*REPORT_BY, "unscored"]), REPORT_BY[:4], "instances") \
+        if name != "statuses" and len(intervals) else ""
+    return (f"*{note}*\n\n" if note else "") + body
 
 # %% ../../../nbs/75_studies.musobench.report.ipynb #6b8c1339
 UNSCORED_NOTES = {"zero": "scored as empty answers, precision = recall = 0", "exclude": "left out of the means"}
@@ -172,6 +231,8 @@ def study_figures(results: pd.DataFrame,
 def write_study_report(results: pd.DataFrame,  # one run's results, or several stacked (`read_results`)
                        folder: str | Path,  # where `tables/` and `figures/` go
                        unscored: metrics.Unscored = "zero",  # the figures' row set (the tables show both policies)
+                       # `uncertainty_tables(results)` when already computed (a run's `score`); None: computed here
+                       uncertainty: dict[str, pd.DataFrame] | None = None,
                       ) -> dict[str, object]:
     """Write the tables (CSV, markdown) and figures (PNG, PDF) of a results table; name -> paths written, or why a
     figure is missing."""
@@ -181,10 +242,11 @@ def write_study_report(results: pd.DataFrame,  # one run's results, or several s
     folder = Path(folder)
     (folder / "tables").mkdir(parents=True, exist_ok=True)
     report = {}
-    for name, table in study_tables(results).items():
+    tables = study_tables(results, uncertainty)
+    for name, table in tables.items():
         csv, md = folder / "tables" / f"{name}.csv", folder / "tables" / f"{name}.md"
         table.to_csv(csv, index=not isinstance(table.index, pd.RangeIndex))
-        md.write_text(table.to_markdown(index=not isinstance(table.index, pd.RangeIndex)) + "\n")
+        md.write_text(table_markdown(name, table, tables["intervals"]) + "\n")
         report[f"table:{name}"] = [csv, md]
     figures = study_figures(results, unscored)
     lines = [

@@ -32,14 +32,14 @@ from ...tasks.musobench import (TASKS, MuSoBenchItem, build_task, from_record, g
 from .protocol import (ProtocolConfig, TurnRunner, add_stats, paradigm_setup,
                                                         run_protocol, turns_table)
 from .scoring import score_turns
-from .report import (write_novelty_report, write_study_report, NOVELTY_TABLE,
+from .report import (uncertainty_tables, write_novelty_report, write_study_report, NOVELTY_TABLE,
                                                       novelty_markdown, novelty_table)
 from .noveltybench import (ConstantRater, LLMJudge, LLMRater, LexicalJudge,
                                                             NoveltyConfig, apply_judgements, generate_novelty,
                                                             judge_novelty)
 from ...provenance import read_record
 from ...tasks.noveltybench import SUBSET_FILES as NOVELTY_SUBSETS, load_noveltybench
-from ...backends.vllm import EngineRole, co_resident_options, gpu_memory_bytes
+from ...backends.vllm import EngineRole, co_resident_options, gpu_memory_bytes, unsized_on_cpu_host
 
 # %% auto #0
 __all__ = ['NOVELTY_TASK', 'RUN_FILES', 'NOVELTY_RAW', 'RESULT_FILES', 'COUNTED', 'HYPERPARAMETERS', 'MuSoBenchConfig',
@@ -276,11 +276,11 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
 RUN_FILES = dict(store=RUN_STORE, turns="turns.parquet", results="results.parquet",
                  samples="sc_samples.parquet", stats="generation_stats.json", instances="instances",
                  novelty_generations="novelty_generations.parquet", novelty_judgements="novelty_judgements.parquet",
-                 novelty="novelty.parquet")
+                 novelty="novelty.parquet", intervals="intervals.parquet", comparisons="comparisons.parquet")
 NOVELTY_RAW = ("novelty_generations", "novelty_judgements")
 # what `score` gives, where the folder keeps it (the sweep's rs-rescore writes these)  # the raw tables of a run with
 # noveltybench among its tasks
-RESULT_FILES = {name: RUN_FILES[name] for name in ("results", "samples", "novelty")}
+RESULT_FILES = {name: RUN_FILES[name] for name in ("results", "samples", "intervals", "comparisons", "novelty")}
 
 def write_instances(items: Iterable[MuSoBenchItem], folder: str | Path) -> list[Path]:
     "The instances of a run, one reference-format JSONL per task."
@@ -341,8 +341,9 @@ def paradigm_options(config: MuSoBenchConfig) -> dict[str, dict]:
     """The backend options of each paradigm: two different vLLM models share the GPU by their needs
     (`backends.vllm.co_resident_options`)."""
     on_vllm = any(get_preset(name).backend == "vllm" for name in config.presets.values())
+    gpu = gpu_memory_bytes() if on_vllm else None
     return co_resident_options({p: EngineRole(name, config.backend_options) for p, name in config.presets.items()},
-                               config.gpu_memory_budget, gpu_memory_bytes() if on_vllm else None)
+                               config.gpu_memory_budget, gpu, split_unsized_evenly=on_vllm and unsized_on_cpu_host(gpu))
 
 def load_backends(config: MuSoBenchConfig) -> dict[str, Backend]:
     "One backend per paradigm of the config (presets of one model and thinking switch share one): what `run` takes."
@@ -471,7 +472,8 @@ def score(raw: Mapping[str, pd.DataFrame], config: MuSoBenchConfig) -> dict[str,
         results, samples = score_turns(
             raw["turns"], {(it.task, it.question_id): it for it in items}, config.vote_threshold
         )
-        out |= dict(results=results, samples=samples)
+        # every number's interval and the paired comparisons, from the scored table (rs-rescore --check: bit for bit)
+        out |= dict(results=results, samples=samples, **uncertainty_tables(results))
     if "novelty_generations" in raw:  # the judge's and rater's verdicts are raw tables: applying them needs no model
         out["novelty"] = apply_judgements(
             raw["novelty_generations"], raw["novelty_judgements"], config.novelty_patience
@@ -487,7 +489,10 @@ def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: MuSo
         if name not in results: continue
         results[name].to_parquet(folder / file, index=False)
         written[f"raw:{name}"] = [folder / file]
-    if "results" in results: written |= write_study_report(results["results"], folder, config.unscored)
+    if "results" in results:
+        uncertainty = {k: results[k] for k in ("intervals", "comparisons") if k in results}
+        written |= write_study_report(results["results"], folder, config.unscored,
+                                      uncertainty if len(uncertainty) == 2 else None)
     if "novelty" in results: written |= write_novelty_report(results["novelty"], folder)
     return written
 

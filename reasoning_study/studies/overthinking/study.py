@@ -27,7 +27,7 @@ from .report import COUNTED, RAW_TABLES, counted_rows, raw_file, section
 
 from ...backends.contract import require, stage_batch_size, supports
 from ...backends.presets import get_preset, load_backend, PRESETS
-from ...probing.answers import extract_answers, verify
+from ...probing.answers import LLM_EXTRACTION_MODES, extract_answers, verify
 from ...probing.judge import JUDGE_SAMPLING, as_cases, judge_request, judge_traces, taxonomy_table
 from ...probing.prober import (ProbeStats, decode_ids, forced_answer_text, is_thinking, plan_probes,
                                             probe_traces, render_prompt, solution_probe_table, trace_request,
@@ -42,11 +42,12 @@ from ...store import GenerationStore, generate_cached, run_store
 from ...tasks.musobench import build_task
 from ...tasks.qa import BENCHMARKS, QAItem, has_images, load_benchmark
 from ...backends.vllm import (EngineMemory, EngineRole, co_resident_options, fit_max_model_len,
-                                           gpu_memory_bytes, model_memory, prompt_lengths)
+                                           gpu_memory_bytes, model_memory, prompt_lengths, unsized_on_cpu_host)
 
 # %% auto #0
-__all__ = ['MUSOBENCH_TASKS', 'EXTRACTOR_CONTEXT', 'JUDGE_CONTEXT_EXTRA', 'RUN_STATS', 'RESULT_FILES', 'FAILED_COUNTS',
-           'preset_choices', 'extractor_choices', 'OverthinkingConfig', 'study_problems', 'RolePlan', 'extractor_role',
+__all__ = ['MUSOBENCH_TASKS', 'EXTRACTOR_CONTEXT', 'JUDGE_CONTEXT_EXTRA', 'MODEL_CONTEXT_EXTRA', 'IMAGE_CONTEXT', 'STAGE_ROLES',
+           'RUN_STATS', 'RESULT_FILES', 'FAILED_COUNTS', 'preset_choices', 'extractor_choices', 'OverthinkingConfig',
+           'study_problems', 'model_context', 'judge_context', 'resident_roles', 'RolePlan', 'extractor_role',
            'plan_roles', 'RoleBackends', 'Trace', 'TraceRun', 'load_items', 'trace_sampling', 'generate_traces',
            'utterance_rows', 'Probed', 'probe_tag', 'wants_logprobs', 'probe_sampling', 'sum_probe_stats', 'probe_all',
            'probe_status', 'correctness', 'extract_all', 'answer_logprobs', 'prefix_table', 'trace_table',
@@ -97,6 +98,12 @@ class OverthinkingConfig:
     extractors: list[str] = param(["rules", "llm:smollm2-135m"],
                                   '"rules" alone, or rules then an LLM extractor "llm:<preset>"',
                                   choices=extractor_choices)
+    llm_extraction: str = param(
+        "fallback",
+        'what an "llm:<preset>" extractor reads: "fallback" (the rules first, the LLM only the texts they cannot read: '
+        'the CPU default) or "all" (the LLM reads every trace and every probe, as in the paper)',
+        choices=LLM_EXTRACTION_MODES,
+    )
     failed_probes: str = param(
         "exclude",
         'trajectories with a failed probe (backend or extractor error): "exclude" them, or "cut" them at the last good '
@@ -109,6 +116,10 @@ class OverthinkingConfig:
     judge_max_tokens: int = param(256, "judge reply budget", minimum=1)
     judge_options: dict = param(
         {}, "load_backend options of the judge (without max_model_len, a vLLM judge's context is fitted to its prompts)"
+    )
+    text_only_judge: bool = param(
+        False, "let a text-only judge label the harmful trajectories of image questions (it never sees the figure, the "
+        "paper's judge does)"
     )
     gpu_memory_budget: float = param(0.9,
                                      "share of the GPU the run's vLLM engines hold together, split by their needs",
@@ -125,7 +136,7 @@ class OverthinkingConfig:
     data_paths: dict = param({}, "benchmark -> local file or folder, for the paper's benchmarks (gpqa, aime2025, ...)")
     allow_hub: bool = param(False, "let `datasets` download a benchmark from the Hugging Face hub")
     num_threads: int = param(1, "torch CPU threads (transformers backend)", minimum=1)
-    batch_size: int = param(8, "rows decoded together (transformers backend); vLLM takes each stage in one call",
+    batch_size: int = param(8, "rows decoded together (transformers backend); vLLM: a stage in chunks (stage_chunk)",
                             minimum=1)
     out_dir: str = param("outputs/overthinking", "run folder (relative to the project root)")
 
@@ -173,6 +184,18 @@ def study_problems(config: OverthinkingConfig) -> list[str]:
             f"preset {config.preset!r} runs on the transformers backend, which is text-only: image questions need a "
             "vllm preset"
         )
+    text_judge = config.judge is not None and not get_preset(config.judge).multimodal
+    if with_images and text_judge and not config.text_only_judge:
+        problems.append(
+            f"benchmarks {with_images} show an image with each question, and judge {config.judge!r} is text-only: it "
+            "would label a visual error without seeing the figure. Choose a multimodal judge "
+            f"({', '.join(sorted(p.name for p in PRESETS.values() if p.multimodal and p.thinking != 'always'))}), "
+            "or set text_only_judge=True"
+        )
+    if config.llm_extraction == "all" and not any(e.startswith("llm:") for e in config.extractors):
+        problems.append(
+            'llm_extraction="all" needs an "llm:<preset>" extractor: the rules alone read every text anyway'
+        )
     temperature = config.temperature if config.temperature is not None else preset.sampling.temperature
     if config.n_samples > 1 and temperature == 0:
         problems.append("n_samples > 1 needs a temperature > 0 (greedy samples are all the same trace)")
@@ -181,12 +204,47 @@ def study_problems(config: OverthinkingConfig) -> list[str]:
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #05c03c68
 EXTRACTOR_CONTEXT = 8192  # tokens: an extractor prompt (the question, <= 6000 characters of text) and its short reply
 JUDGE_CONTEXT_EXTRA = 4096  # tokens of a judge prompt besides its two copies of a trace: the question and instructions
+# tokens of a model prompt besides its trace: the question (with its options, or a MuSoBench instance) and, in a probe,
+# the termination template and the answer lead
+MODEL_CONTEXT_EXTRA = 4096
+# tokens one image can take once the engine expands it: Qwen2.5-VL's and Qwen3-VL's processors stop at 16,384 visual
+# tokens (max_pixels 12,845,056 at 28x28 pixels a token; 16,777,216 at 32x32); the paper's benchmarks show one figure
+IMAGE_CONTEXT = 16384
+
+def model_context(config: OverthinkingConfig) -> int:
+    """Tokens the reasoning model's longest request needs: its prompt, the whole trace (`max_tokens`) and the probe's
+    forced answer (`probe_max_tokens`), or the same for a MuSoBench trace; one image more for image questions."""
+    probe = config.max_tokens + config.probe_max_tokens
+    if config.musobench_tasks: probe = max(probe, config.musobench_max_tokens + config.musobench_probe_tokens)
+    images = IMAGE_CONTEXT if any(has_images(b) for b in config.benchmarks) else 0
+    return fit_max_model_len([MODEL_CONTEXT_EXTRA + images], probe)
+
+def judge_context(config: OverthinkingConfig) -> int:
+    """Tokens the judge's longest request needs: two copies of a trace, the question and instructions, the figure, the
+    reply."""
+    images = IMAGE_CONTEXT if config.judge and get_preset(config.judge).multimodal and any(
+        has_images(b) for b in config.benchmarks) else 0
+    return 2 * config.max_tokens + JUDGE_CONTEXT_EXTRA + images + config.judge_max_tokens
+
+# the run's stages in order (`_run_stages`) and the roles each one uses
+STAGE_ROLES = (("traces", ("model",)), ("probes", ("model",)), ("extraction", ("extractor",)), ("judge", ("judge",)),
+               ("musobench", ("model",)))
+
+def resident_roles(roles: Mapping[str, EngineRole]) -> dict[str, list[str]]:
+    """Stage -> the roles whose engines are loaded while it runs. Engines load on first use and stay (vLLM offers no
+    reliable way to free one inside a process), so a stage holds every role that an earlier stage loaded."""
+    loaded, out = [], {}
+    for stage, uses in STAGE_ROLES:
+        loaded += [r for r in roles if r.split(":", 1)[0] in uses and r not in loaded]
+        out[stage] = list(loaded)
+    return out
 
 @dataclass
 class RolePlan:
     "The models of a run: role -> EngineRole, and the load_backend options each gets so that they fit together."
     roles: dict  # "model", "extractor:<preset>", "judge" -> backends.vllm.EngineRole
     options: dict  # role -> load_backend options
+    stages: dict = field(default_factory=dict)  # stage -> the roles resident while it runs (`resident_roles`)
 
 def extractor_role(extractor: str) -> str: return f"extractor:{extractor.split(':', 1)[1]}"
 
@@ -196,19 +254,20 @@ def plan_roles(config: OverthinkingConfig,
               ) -> RolePlan:
     """The run's roles and their co-resident options; fails (before any model loads) on options that cannot work
     together."""
-    roles = {"model": EngineRole(config.preset, config.backend_options)}
+    roles = {"model": EngineRole(config.preset, config.backend_options, context=model_context(config))}
     for e in config.extractors:
         if e.startswith("llm:") and e != f"llm:{config.preset}":
             roles[extractor_role(e)] = EngineRole(
                 e.split(":", 1)[1], config.extractor_options, context=EXTRACTOR_CONTEXT
             )
     if config.judge is not None and config.judge != config.preset:
-        judge_context = 2 * config.max_tokens + JUDGE_CONTEXT_EXTRA + config.judge_max_tokens
-        roles["judge"] = EngineRole(config.judge, config.judge_options, context=judge_context)
+        roles["judge"] = EngineRole(config.judge, config.judge_options, context=judge_context(config))
     on_vllm = any(get_preset(r.preset).backend == "vllm" for r in roles.values())
     if gpu_bytes is None: gpu_bytes = gpu_memory_bytes
     gpu = (gpu_bytes() if callable(gpu_bytes) else gpu_bytes) if on_vllm else None
-    return RolePlan(roles, co_resident_options(roles, config.gpu_memory_budget, gpu, memory))
+    options = co_resident_options(roles, config.gpu_memory_budget, gpu, memory,
+                                  split_unsized_evenly=on_vllm and unsized_on_cpu_host(gpu))
+    return RolePlan(roles, options, resident_roles(roles))
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #ffb9065a
 class RoleBackends:
@@ -402,9 +461,11 @@ def extract_all(config: OverthinkingConfig, backends: RoleBackends, store, run: 
     for name in config.extractors:
         extractor = backends.extractor(name)
         out[name] = (extract_answers(texts, items, extractor, store=store, progress=True,
-                                     batch_size=stage_batch_size(extractor, len(texts), config.batch_size)),
+                                     batch_size=stage_batch_size(extractor, len(texts), config.batch_size),
+                                     llm_extraction=config.llm_extraction),
                      extract_answers(own_texts, own_items, extractor, store=store,
-                                     batch_size=stage_batch_size(extractor, len(own_texts), config.batch_size)))
+                                     batch_size=stage_batch_size(extractor, len(own_texts), config.batch_size),
+                                     llm_extraction=config.llm_extraction))
     return out
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #858da48d
@@ -558,7 +619,8 @@ def run(config: OverthinkingConfig,
     if store is None and folder is None:
         raise ValueError("run needs a store or a folder (its generations.sqlite is the store)")
     if not isinstance(backends, RoleBackends): backends = RoleBackends(config, model=backends)
-    if folder is not None: write_params(folder, {**config_values(config), "role_options": backends.plan.options})
+    if folder is not None: write_params(folder, {**config_values(config), "role_options": backends.plan.options,
+                                               "role_stages": backends.plan.stages})
     with run_store(store, folder) as store:
         return _run_stages(config, backends, store, folder, print if progress else (lambda message: None))
 
