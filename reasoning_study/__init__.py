@@ -9,9 +9,10 @@ The map, bottom layer first (dependencies point down; no study imports another; 
   `backends.vllm`, `backends.openai`, `backends.weights`, `backends.server`
 - `store` (every generation, keyed and resumable); prompts: `prompts.musobench`, `prompts.overthinking`,
   `prompts.noveltybench`; probing: `probing.trace`, `probing.answers`, `probing.prober`, `probing.judge`
-- metrics: `metrics.musobench`, `metrics.overthinking`, `metrics.noveltybench`, `metrics.stopping`,
-  `metrics.attention`; figures: `figures.core`, `figures.sections`, `figures.musobench`, `figures.overthinking`,
-  `figures.attention`, `figures.stopping`
+- metrics: `metrics.intervals` (cluster-bootstrap intervals and paired comparisons, used by every study),
+  `metrics.musobench`, `metrics.overthinking`, `metrics.noveltybench`, `metrics.stopping`, `metrics.attention`;
+  figures: `figures.core`, `figures.sections`, `figures.musobench`, `figures.overthinking`, `figures.attention`,
+  `figures.stopping`
 - studies: `studies.musobench` (`build`, `replies`, `protocol`, `scoring`, `report`, `noveltybench`, `study`),
   `studies.overthinking` (`report`, `study`), `studies.attention` (`recording`, `study`), `studies.registry`
   (the contract and the list), `studies.runner` (one run and its `run.json`)

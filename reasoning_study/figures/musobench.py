@@ -147,7 +147,8 @@ def _draw_reliability(ax, bins: pd.DataFrame, hue: str):
     ax.legend(loc="upper left", fontsize=8)
 
 def _draw_bars(ax, table: pd.DataFrame, x: str, hue: str, value: str, percent: bool = True):
-    "Grouped bars of `value` per `x`, one colour per `hue` group."
+    """Grouped bars of `value` per `x`, one colour per `hue` group (with error bars where the table has the value's
+    interval)."""
     require_columns(table, [x, hue, value], "bars")
     if table.duplicated([x, hue]).any(): raise ValueError(f"one row per ({x}, {hue}) expected: filter the table first")
     xs, hues = list(dict.fromkeys(table[x])), list(dict.fromkeys(table[hue]))
@@ -156,8 +157,14 @@ def _draw_bars(ax, table: pd.DataFrame, x: str, hue: str, value: str, percent: b
     for k, h in enumerate(hues):
         sub = table[table[hue] == h].set_index(x).reindex(xs)
         heights = sub[value].to_numpy(float) * (100 if percent else 1)
+        scale = 100 if percent else 1
+        lo, hi = next(((f"{a}lo", f"{a}hi") for a in (f"{value}_", "") if {f"{a}lo", f"{a}hi"} <= set(sub.columns)),
+                      (None, None))  # the 95 % interval (`<value>_lo`/`_hi`, or `lo`/`hi`), where the table has it
+        errors = (np.vstack([heights - sub[lo].to_numpy(float) * scale, sub[hi].to_numpy(float) * scale - heights])
+                  if lo else None)
         bars = ax.bar(np.arange(len(xs)) + (k - (len(hues) - 1) / 2) * width, heights, width=width, color=colours[h],
-                      label=_hue_label(table[table[hue] == h].iloc[0], hue))
+                      label=_hue_label(table[table[hue] == h].iloc[0], hue), yerr=errors,
+                      error_kw=dict(lw=0.8, capsize=2, ecolor="0.25"))
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
     ax.set_xticks(np.arange(len(xs)), [METRIC_LABELS.get(v, str(v)) for v in xs])
     ax.set_ylabel(f"{METRIC_LABELS.get(value, value)}{' (%)' if percent else ''}")
@@ -240,6 +247,12 @@ def _check_lines(table: pd.DataFrame, hue: str, x: str, figure: str):
     if table.duplicated([hue, x]).any():
         raise ValueError(f"{figure}: several rows per ({hue}, {x}); filter the table to one model/condition per {hue}")
 
+def _interval_band(ax, sub: pd.DataFrame, x: str, metric: str, colour) -> bool:
+    "Shade the 95 % interval of `metric` along `x` where the table has its bounds (`metrics.intervals`); whether it did."
+    if f"{metric}_lo" not in sub or f"{metric}_hi" not in sub: return False
+    ax.fill_between(sub[x], sub[f"{metric}_lo"], sub[f"{metric}_hi"], color=colour, alpha=0.12, lw=0)
+    return True
+
 def _draw_length(ax, lengths: pd.DataFrame, fit: pd.DataFrame | None, hue: str):
     _check_lines(lengths, hue, "bin", "plot_factors (length)")
     colours = _palette(list(dict.fromkeys(lengths[hue])), hue)  # one palette over all lines
@@ -265,11 +278,12 @@ def _draw_levels(ax, levels: pd.DataFrame, hue: str):
     for value, sub in levels.groupby(hue, sort=False):
         colour, label = colours[value], _hue_label(sub.iloc[0], hue)
         for metric, style in (("recall", "-"), ("confidence", "--")):
-            band = 1.96 * sub[f"{metric}_sem"].fillna(0)
             ax.plot(sub["level"], sub[metric], style, marker="o", color=colour,
                     label=f"{label} {METRIC_LABELS[metric].lower()}")
-            ax.fill_between(sub["level"], (sub[metric] - band).clip(0, 1), (sub[metric] + band).clip(0, 1),
-                            color=colour, alpha=0.12, lw=0)
+            if not _interval_band(ax, sub, "level", metric, colour):  # else ±1.96 standard errors
+                band = 1.96 * sub[f"{metric}_sem"].fillna(0)
+                ax.fill_between(sub["level"], (sub[metric] - band).clip(0, 1), (sub[metric] + band).clip(0, 1),
+                                color=colour, alpha=0.12, lw=0)
     ax.set(ylim=(0, 1), xlabel="Complexity level", ylabel="Recall / confidence", title="(b) Task complexity")
     ax.legend(fontsize=7, loc="best", framealpha=0.6)
 
@@ -280,6 +294,7 @@ def _draw_temperatures(ax, temperatures: pd.DataFrame, hue: str):
         colour, label = colours[value], _hue_label(sub.iloc[0], hue)
         ax.plot(sub["temperature"], sub["recall"], "-o", color=colour, label=f"{label} recall")
         ax.plot(sub["temperature"], sub["ece_recall"], "--s", color=colour, label=f"{label} ECE (r)")
+        for metric in ("recall", "ece_recall"): _interval_band(ax, sub, "temperature", metric, colour)
     ax.set(ylim=(0, 1), xlabel="Decoding temperature", ylabel="Recall / ECE (r)", title="(c) Temperature")
     ax.legend(fontsize=7)
 
@@ -312,14 +327,21 @@ def _draw_reflections(ax, sweep: pd.DataFrame):
         raise ValueError("plot_mitigations (reflections): one row per number of reflections expected")
     sweep = sweep.sort_values("reflections")
     for metric, style in (("recall", "-o"), ("confidence", "--s"), ("ece_recall", ":^")):
-        ax.plot(sweep["reflections"], sweep[metric], style, label=METRIC_LABELS[metric])
+        [line] = ax.plot(sweep["reflections"], sweep[metric], style, label=METRIC_LABELS[metric])
+        _interval_band(ax, sweep, "reflections", metric, line.get_color())
     ax.set(ylim=(0, 1), xlabel="Number of reflections", ylabel="Value", title="(a) Reflection")
     ax.legend(fontsize=8)
 
 def _draw_exploration(ax, table: pd.DataFrame):
     require_columns(table, ["condition"] + EXPLORATION_METRICS, "plot_mitigations (exploration)")
-    long = table.melt(id_vars=[c for c in table.columns if c not in EXPLORATION_METRICS],
-                      value_vars=EXPLORATION_METRICS, var_name="metric")
+    bounds = [f"{m}_{end}" for m in EXPLORATION_METRICS for end in ("lo", "hi")]
+    keys = [c for c in table.columns if c not in EXPLORATION_METRICS and c not in bounds]
+    long = table.melt(id_vars=keys, value_vars=EXPLORATION_METRICS, var_name="metric")
+    if set(bounds) <= set(table.columns):  # error bars: each metric's 95 % interval
+        for end in ("lo", "hi"):
+            part = table.melt(id_vars=keys, value_vars=[f"{m}_{end}" for m in EXPLORATION_METRICS], var_name="metric",
+                              value_name=end)
+            long[end] = part[end].to_numpy()
     _draw_bars(ax, long, "metric", "condition", "value")
     ax.set(ylabel="Value (%)", title="(b) Exploration")
 

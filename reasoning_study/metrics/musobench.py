@@ -13,8 +13,8 @@ from typing import Hashable, Iterable, Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .intervals import (RESAMPLES, SEED, Statistic, bootstrap_interval, paired_difference, seed_for,
-                                               unit_labels, weighted_ece, weighted_mean)
+from .intervals import (RESAMPLES, SEED, Statistic, add_intervals, bootstrap_interval,
+                                               paired_difference, seed_for, unit_labels, weighted_ece, weighted_mean)
 from ..tasks.core import ParsedSolution, listed_solutions, valid_solutions
 
 # %% auto #0
@@ -26,10 +26,11 @@ __all__ = ['RESULT_COLUMNS', 'DEFAULT_BY', 'Unscored', 'UNSCORED_POLICIES', 'Und
            'group_count', 'group_mean', 'group_sem', 'repeat_keys', 'per_group', 'reconsideration_rates',
            'confidence_bin', 'bin_edges', 'calibration_rows', 'binned_ece', 'group_ece', 'reliability_bins', 'ece',
            'as_percent', 'summary_table', 'under_both_policies', 'length_confidence', 'length_bins', 'by_level',
-           'temperature_sweep', 'reflection_sweep', 'movement_pairs', 'movement_grid', 'median_confidence_index',
-           'solution_frequencies', 'vote_solutions', 'union_solutions', 'voting_confidence', 'Aggregate',
-           'current_conditions', 'aggregate_samples', 'score_aggregate', 'aggregate_questions', 'mitigation_table',
-           'synthetic_results', 'headline_statistics', 'interval_table', 'comparison_table']
+           'temperature_sweep', 'reflection_sweep', 'reflection_rows', 'movement_pairs', 'movement_grid',
+           'median_confidence_index', 'solution_frequencies', 'vote_solutions', 'union_solutions', 'voting_confidence',
+           'Aggregate', 'current_conditions', 'aggregate_samples', 'score_aggregate', 'aggregate_questions',
+           'mitigation_table', 'synthetic_results', 'headline_statistics', 'interval_table', 'comparison_table',
+           'with_intervals']
 
 # %% ../../nbs/60_metrics.musobench.ipynb #16968877
 RESULT_COLUMNS = ["model", "paradigm", "condition", "task", "question_id", "level", "answer_count", "sample_index",
@@ -532,10 +533,13 @@ def reflection_sweep(results: pd.DataFrame,  # the results table
                      variant: Variant = "paper",  # ECE variant
                      ) -> pd.DataFrame:
     "The summary table of the `reflection_k{k}` conditions, per group and number of reflections k."
+    return summary_table(reflection_rows(results), list(by) + ["reflections"], variant=variant)
+
+def reflection_rows(results: pd.DataFrame) -> pd.DataFrame:
+    "The rows of the `reflection_k{k}` conditions, with their k in a `reflections` column."
     require_columns(results, ["condition"], "reflection_sweep")
     k = results["condition"].astype(str).str.extract(REFLECTION_CONDITION, expand=False)
-    rows = results[k.notna()].assign(reflections=k.dropna().astype(int))
-    return summary_table(rows, list(by) + ["reflections"], variant=variant)
+    return results[k.notna()].assign(reflections=k.dropna().astype(int))
 
 # %% ../../nbs/60_metrics.musobench.ipynb #b643e0a4
 def _toward_diagonal(t: pd.DataFrame) -> pd.Series:
@@ -872,3 +876,15 @@ def comparison_table(results: pd.DataFrame,  # the rows to compare (one temperat
                                      metric=metric, difference=d.value, lo=d.lo, hi=d.hi, p_value=d.p_value,
                                      n_units=d.n_units, n_unpaired=d.n_unpaired, excludes_zero=d.excludes_zero))
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+
+def with_intervals(table: pd.DataFrame,  # a table of headline numbers per group (summary, sweeps, mitigations)
+                   results: pd.DataFrame,  # the rows it was computed from (the same `unscored` policy applied)
+                   by: Sequence[str],  # its grouping columns (in both tables)
+                   unit: Sequence[str] = INSTANCE,
+                   resamples: int = RESAMPLES,
+                   seed: int = SEED,
+                  ) -> pd.DataFrame:
+    "`table` with `<metric>_lo`/`_hi` and `n_units` for each headline metric it has (the figures draw them)."
+    present = [m for m in INTERVAL_METRICS if m in table]
+    builders = {m: (lambda rows, m=m: headline_statistics(rows)[m]) for m in present}
+    return add_intervals(table, results, by, list(unit), builders, resamples, seed=seed)

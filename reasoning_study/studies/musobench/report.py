@@ -155,11 +155,14 @@ def _mitigation_panels(rows: pd.DataFrame, task: str) -> dict:
     rows = rows[rows["task"] == task]
     panels, reasons = {}, []
     reflections = rows[(rows["paradigm"] == "long") & rows["condition"].str.match(metrics.REFLECTION_CONDITION.pattern)]
-    if len(metrics.scored_rows(reflections)): panels["reflections"] = metrics.reflection_sweep(reflections, by=["task"])
+    if len(metrics.scored_rows(reflections)):  # each number with its 95 % interval over instances (a band)
+        panels["reflections"] = metrics.with_intervals(metrics.reflection_sweep(reflections, by=["task"]),
+                                                       metrics.reflection_rows(reflections), ["task", "reflections"])
     else: reasons.append("reflection: no scored reflection-checkpoint answer")
     explored = rows[(rows["paradigm"] == "short") & rows["condition"].isin(["base", "exploration"])]
     if set(metrics.scored_rows(explored)["condition"]) == {"base", "exploration"}:
-        panels["exploration"] = metrics.mitigation_table(explored, by=["paradigm", "condition", "task"])
+        by = ["paradigm", "condition", "task"]
+        panels["exploration"] = metrics.with_intervals(metrics.mitigation_table(explored, by=by), explored, by)
     else: reasons.append("exploration: needs scored Short-CoT answers with and without the cue")
     consistent = rows[(rows["paradigm"] == "long") & rows["condition"].isin(SC_CONDITIONS)]
     if _calibrated(consistent)["condition"].str.startswith("sc_").any():
@@ -178,7 +181,8 @@ def _factors(main: pd.DataFrame, swept: pd.DataFrame, task: str) -> dict | str:
     if len(metrics.scored_rows(rows)): factors["levels"] = metrics.by_level(rows, by=["paradigm", "task"])
     swept = swept[(swept["task"] == task) & (swept["condition"] == "base")]
     if swept["temperature"].nunique() > 1 and len(_calibrated(swept)):
-        factors["temperatures"] = metrics.temperature_sweep(swept, by=["paradigm", "task"])
+        factors["temperatures"] = metrics.with_intervals(metrics.temperature_sweep(swept, by=["paradigm", "task"]), swept,
+                                                         ["paradigm", "task", "temperature"])
     return factors or ("no scored base answer (level panel) nor one with a confidence and a thinking (length panel); "
                        "the temperature panel also needs several temperatures")
 
@@ -202,8 +206,8 @@ def study_figures(results: pd.DataFrame,
         if len(calibrated):  # one panel per model
             out[f"recall_confidence_{task}"] = figs.plot_recall_confidence(rows, task=task)
             by = ["model", "paradigm", "task"]
-            out[f"calibration_{task}"] = figs.plot_calibration(metrics.reliability_bins(rows, by),
-                                                               metrics.summary_table(rows, by), task=task)
+            summary = metrics.with_intervals(metrics.summary_table(rows, by), rows, by)  # recall bars: error bars
+            out[f"calibration_{task}"] = figs.plot_calibration(metrics.reliability_bins(rows, by), summary, task=task)
         else:
             out[f"recall_confidence_{task}"] = out[f"calibration_{task}"] = "no scored base answer with a confidence"
         pairs = metrics.movement_pairs(rows) if len(calibrated) else pd.DataFrame()
