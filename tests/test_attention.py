@@ -247,7 +247,7 @@ def test_attention_config_rejects_bad_values(values, message):
 def test_study_entry_points_and_rescore(backend, tmp_path):
     from reasoning_study.studies.runner import execute
     cfg = attention_study.AttentionConfig(tasks=["subsetsum"], per_level=1, layers=[0, 15, 29], max_new_tokens=5, bins=2, step_width=2,
-                             out_dir=str(tmp_path))
+                             resamples=200, out_dir=str(tmp_path))
     done = execute("attention_entropy", cfg, tmp_path, backends=backend)
     raw, written = done.raw, done.written
     assert len(raw["runs"]) == 2 and len(raw["entropies"]) == 2 * 3  # short and long, three layers each
@@ -258,4 +258,12 @@ def test_study_entry_points_and_rescore(backend, tmp_path):
     from reasoning_study.cli import rescore_folder
     assert rescore_folder(tmp_path, check=True) == dict.fromkeys(attention_study.RESULT_FILES, "unchanged")  # rs-rescore --check: the declared files
     assert list(attention_study.per_layer_means(again["summary"]).index) == [0, 15, 29]
+    # every mean has its interval columns (one run per paradigm here: no interval, and the report says so)
+    summary, comparisons = again["summary"], again["comparisons"]
+    assert {"mean", "mean_lo", "mean_hi", "n_units"} <= set(summary.columns) and (summary["n_units"] == 1).all()
+    assert summary["mean_lo"].isna().all() and summary["mean_hi"].isna().all()
+    assert {"difference", "lo", "hi", "p_value", "pairing", "n_units", "n_unpaired"} <= set(comparisons.columns)
+    assert len(comparisons) == 3 * 4 and (comparisons["n_units"] == 1).all()  # layers x (three phases and all), paired
+    markdown = (tmp_path / "summary_layer_phase.md").read_text()
+    assert "[n/a]" in markdown and "Intervals over fewer than 10 runs say little" in markdown, markdown
     with pytest.raises(FileNotFoundError, match="not a finished attention-entropy run"): attention_study.rescore(tmp_path / "figures")

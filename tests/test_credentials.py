@@ -96,7 +96,9 @@ def test_a_sweep_and_its_report_leave_no_trace_of_the_key(server, tmp_path):
         {"notebook": "musobench", "label": "api", "parameters": study_parameters(server)}]}, sort_keys=False))
     out = tmp_path / "out"
     asked = len(server.bodies)
-    done = subprocess.run([sys.executable, "-m", "reasoning_study.cli", str(spec), "--out", str(out), "--report"],
+    # every third request fails on purpose (its error echoes the headers): allow them, else the cell is incomplete
+    done = subprocess.run([sys.executable, "-m", "reasoning_study.cli", str(spec), "--out", str(out), "--report",
+                           "--max-error-share", "1"],
                           cwd=ROOT, env=environment(DEEPSEEK_API_KEY=KEY), capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert set(server.authorizations[asked:]) == {f"Bearer {KEY}"}

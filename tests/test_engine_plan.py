@@ -133,8 +133,9 @@ def test_the_reasoning_models_context_comes_from_the_studys_budgets(monkeypatch)
     assert sum(o["gpu_memory_utilization"] for o in plan.options.values()) <= 0.9
     assert plan.stages["traces"] == ["model"] and plan.stages["judge"] == ["model", "extractor:qwen3-4b-extractor", "judge"]
     # a GPU whose size cannot be read: refused before anything loads; a host without CUDA (the CPU build): even shares
-    monkeypatch.setattr(study, "torch_memory_bytes", lambda device=None: None)
+    from reasoning_study.backends import vllm as vllm_backend
+    monkeypatch.setattr(vllm_backend, "torch_memory_bytes", lambda device=None: None)
     with pytest.raises(ValueError, match="its size is unknown"):
         study.plan_roles(config, lambda: None, paper_model_memory)
-    monkeypatch.setattr(study, "torch_memory_bytes", lambda device=None: 0)
+    monkeypatch.setattr(vllm_backend, "torch_memory_bytes", lambda device=None: 0)
     assert {o["gpu_memory_utilization"] for o in study.plan_roles(config, lambda: None, paper_model_memory).options.values()} == {0.3}

@@ -509,16 +509,21 @@ def test_the_four_entry_points_and_a_rescore_without_torch(tmp_path, tasks=("sub
     novelty = "noveltybench" in tasks
     assert sorted(raw) == sorted(["instances", "stats", "turns"] + ["novelty_generations", "novelty_judgements"] * novelty)
     assert len(raw["instances"]) == 2
-    assert sorted(results) == sorted(["results", "samples"] + ["novelty"] * novelty)
+    novelty_names = ["novelty", "novelty_intervals", "novelty_comparisons"]
+    assert sorted(results) == sorted(["results", "samples", "intervals", "comparisons"] + novelty_names * novelty)
     assert {"raw:results", "raw:samples", "table:summary"} <= set(written)
-    names = ("results", "samples", "novelty") if novelty else ("results", "samples")
+    names = ("results", "samples", "intervals", "comparisons") + tuple(novelty_names) * novelty
     assert [(tmp_path / RUN_FILES[n]).is_file() for n in ("novelty", "novelty_generations", "novelty_judgements")] == [novelty] * 3
     assert done.record["counts"] == {"generated": int(raw["stats"]["generated"].iloc[0]), "reused": 0}
-    code = ("import sys; sys.modules['torch'] = sys.modules['transformers'] = sys.modules['vllm'] = None\n"
+    # torch, transformers and vLLM cannot be imported (a finder refuses them: scipy probes sys.modules for torch, so
+    # a None placeholder there would break scipy, not the test)
+    code = ("import sys\nclass Refuse:\n    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('torch', 'transformers', 'vllm'): raise ImportError(f'{name} refused')\n"
+            "sys.meta_path.insert(0, Refuse())\n"
             "import pandas as pd\nfrom reasoning_study.studies.musobench.study import RUN_FILES, rescore\n"
             f"folder = {str(tmp_path)!r}\nagain = rescore(folder)\nassert sorted(again) == {sorted(names)!r}\n"
             f"for name in {names!r}: pd.testing.assert_frame_equal(again[name], pd.read_parquet(f'{{folder}}/{{RUN_FILES[name]}}'))\n"
-            "assert 'matplotlib' not in sys.modules\nprint(len(again['results']))")
+            "assert 'matplotlib' not in sys.modules and 'torch' not in sys.modules\nprint(len(again['results']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert int(done.stdout.split()[-1]) == len(results["results"]) > 0
@@ -674,7 +679,8 @@ TINY = CELL_PARAMETERS["musobench"]  # the slice sweep's MuSoBench cell (conftes
 # every figure the report promises for one model and one task (`musobench.study_figures`), each as PNG and PDF
 TINY_FIGURES = ["recall_confidence_subsetsum", "calibration_subsetsum", "movement_subsetsum", "factors_subsetsum",
                 "mitigations_subsetsum", "exploration_calibration"]
-TINY_TABLES = ["summary", "statuses", "reconsideration", "table1_reconsideration", "table2_self_consistency"]
+TINY_TABLES = ["summary", "statuses", "reconsideration", "table1_reconsideration", "table2_self_consistency", "intervals",
+               "comparisons"]  # every number with its interval (issue 31)
 
 
 def notebook_parameter_check(params: dict):
@@ -735,6 +741,13 @@ def test_experiment_notebook_end_to_end_then_a_rerun_from_the_store(slice_sweep,
     assert recorded["unscored"] == "zero" and recorded["reflection_markers"] == list(REFLECTION_MARKERS)  # the CPU defaults, recorded
     summary = pd.read_csv(out_dir / "tables" / "summary.csv")
     assert list(summary["unscored"][:2]) == ["exclude", "zero"] and (summary.groupby("unscored").size() == len(summary) // 2).all()
+    # issue 31: every number of the default study's tables has its interval columns, and the Markdown prints them
+    assert {f"{m}_{end}" for m in ("precision", "recall", "confidence", "ece_recall", "ece_precision") for end in ("lo", "hi")} <= set(summary)
+    assert {"csr_lo", "esc_hi", "nsd_lo"} <= set(pd.read_csv(out_dir / "tables" / "reconsideration.csv"))
+    intervals = pd.read_parquet(out_dir / "intervals.parquet")
+    assert set(intervals["metric"]) == {"precision", "recall", "confidence", "ece_recall", "ece_precision", "csr", "esc", "nsd"}
+    assert "Intervals over fewer than 10 instances" in (out_dir / "tables" / "summary.md").read_text()  # two instances
+    assert "Long-CoT − Short-CoT" in set(pd.read_parquet(out_dir / "comparisons.parquet")["comparison"])
     assert "`unscored='zero'`" in (out_dir / "figures.md").read_text()
     assert len(results[results["condition"] == "base"]) == 4  # two instances, two paradigms: nothing dropped
     listed = (out_dir / "figures.md").read_text()

@@ -15,7 +15,7 @@ import pytest
 from conftest import CELL_PARAMETERS, papermill_command
 from reasoning_study.config import config_from, parameters_source
 from reasoning_study.metrics.overthinking import PREFIX_COLUMNS, PREFIX_OPTIONAL, TRACE_COLUMNS, UTTERANCE_COLUMNS
-from reasoning_study.studies.overthinking.study import OverthinkingConfig, plan_roles, rescore
+from reasoning_study.studies.overthinking.study import RESULT_FILES, OverthinkingConfig, plan_roles, rescore
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "nbs" / "experiments" / "overthinking.ipynb"
@@ -27,6 +27,10 @@ ALWAYS_DRAWN = {"fig1_strategy_accuracy", "table1_results_figure", "table2_stopp
 NEED_MORE_DATA = {"fig2_lengths_utterances", "fig3_format_breakdown", "fig4_stability_curve", "fig10_token_statistics",
                   "fig11_wasted_budget", "fig7_cross_model", "fig8_test_time_scaling", "table4_taxonomy"}
 MODEL = "smollm2-135m"
+# the results tables whose headline numbers carry `<metric>_lo`, `<metric>_hi` (and `n_units`): issue 31
+INTERVALS = {"strategies": ["accuracy", "length", "harmful_rate"], "overthinking_by_format": ["harmful_rate", "verbose_share"],
+             "stopping_at_k": ["accuracy", "length", "harmful_rate"],
+             "stopping_policies": ["accuracy", "tokens", "utterances", "gap_recovered"]}
 
 
 def papermill(out: Path, name: str, params: dict):
@@ -82,6 +86,17 @@ def test_tables_follow_the_contract(runs):
     assert "granularity" not in pd.read_csv(out / "strategies.csv").columns  # the main tables: the first granularity alone
     assert set(pd.read_csv(out / "strategies_by_granularity.csv")["granularity"]) == {"utterance", "tokens:32"}
     assert first["probe_prefill_tokens"] == first["probe_prefill_lower_bound"]  # KV reuse: prompt + trace once + suffixes
+    # issue 31: every headline number with its 95 % interval over questions, the paired comparisons, the small-n caption
+    for name, metrics in INTERVALS.items():
+        table = pd.read_csv(out / f"{name}.csv")
+        assert {"n_units", *(f"{m}_{end}" for m in metrics for end in ("lo", "hi"))} <= set(table.columns), name
+        bounded = table[metrics[0]].notna() & table[f"{metrics[0]}_lo"].notna()
+        assert (table.loc[bounded, f"{metrics[0]}_lo"] <= table.loc[bounded, metrics[0]] + 1e-9).all(), name
+    comparisons = pd.read_parquet(out / "comparisons.parquet")
+    assert "Optimal − Actual" in set(comparisons["comparison"]) and comparisons["pairing"].str.startswith("the same").all()
+    assert {"difference", "lo", "hi", "p_value", "n_units", "excludes_zero"} <= set(comparisons.columns)
+    assert "fewer than 10 questions" in (out / "summary.md").read_text()  # the CPU slice has a handful of questions
+    assert " [" in (out / "table1_results.md").read_text() and (out / "comparisons.md").is_file()
 
 
 @pytest.mark.slow
@@ -188,8 +203,8 @@ def test_rescore_reproduces_the_stored_tables(runs):
     results = rescore(out)
     assert {"strategies", "stopping_at_k", "failed_probes", "musobench_recall_trajectories", "strategies_by_granularity"} <= set(results)
     for name, table in results.items():
-        if name == "trajectories": pd.testing.assert_frame_equal(table, pd.read_parquet(out / "trajectories.parquet"))
-        else: assert table.to_csv(index=False) == (out / f"{name}.csv").read_text(), name
+        if name in RESULT_FILES: pd.testing.assert_frame_equal(table, pd.read_parquet(out / RESULT_FILES[name]))
+        else: assert table.to_csv(index=False) == (out / f"{name}.csv").read_text(), name  # the intervals too
 
 
 @pytest.mark.slow

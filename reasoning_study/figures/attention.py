@@ -15,7 +15,7 @@ from .core import paper_style, require_columns
 from .musobench import PARADIGM_COLORS, PARADIGM_LABELS
 
 # %% auto #0
-__all__ = ['PAPER_LAYERS', 'PAPER_DEPTH', 'representative_layers', 'plot_entropy_layers', 'plot_entropy_heatmap',
+__all__ = ['PAPER_LAYERS', 'PAPER_DEPTH', 'representative_layers', 'has_intervals', 'plot_entropy_layers', 'plot_entropy_heatmap',
            'plot_entropy_layer_grid', 'plot_entropy_by_depth']
 
 # %% ../../nbs/69_figures.attention.ipynb #ddd3d268
@@ -32,11 +32,24 @@ def _paradigms(table: pd.DataFrame) -> list[str]:
     present = list(dict.fromkeys(table["paradigm"]))
     return [p for p in ("short", "long") if p in present] + [p for p in present if p not in ("short", "long")]
 
-def _curve(ax, rows: pd.DataFrame, x: str, paradigm: str):
+def has_intervals(table: pd.DataFrame) -> bool:
+    "Whether a summary carries its bootstrap intervals (`mean_lo`, `mean_hi`): then the bands draw them, not ±sd."
+    return {"mean_lo", "mean_hi"} <= set(table.columns)
+
+def _band(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    "The band around a curve: the 95 % interval where the table has it, else one sd between runs."
+    if has_intervals(rows): return rows["mean_lo"], rows["mean_hi"]
+    return rows["mean"] - rows["sd"], rows["mean"] + rows["sd"]
+
+def _curve(ax, rows: pd.DataFrame, x: str, paradigm: str, errorbars: bool = False):
     rows = rows.sort_values(x)
     color = PARADIGM_COLORS.get(paradigm, "grey")
     ax.plot(rows[x], rows["mean"], color=color, lw=1.6, label=PARADIGM_LABELS.get(paradigm, paradigm))
-    ax.fill_between(rows[x], rows["mean"] - rows["sd"], rows["mean"] + rows["sd"], color=color, alpha=0.2, lw=0)
+    lo, hi = _band(rows)
+    ax.fill_between(rows[x], lo, hi, color=color, alpha=0.2, lw=0)
+    if errorbars:  # each layer's interval also as a bar: a lone point (or a NaN neighbour) leaves no band
+        ax.errorbar(rows[x], rows["mean"], yerr=[(rows["mean"] - lo).to_numpy(), (hi - rows["mean"]).to_numpy()],
+                    fmt="none", ecolor=color, elinewidth=0.8, capsize=2, alpha=0.8)
 
 def plot_entropy_layers(relative: pd.DataFrame,  # relative_position_curves(...)
                         absolute: pd.DataFrame | None = None,  # absolute_step_curves(...): a second row of panels
@@ -137,9 +150,12 @@ def plot_entropy_by_depth(summary: pd.DataFrame,  # layer_phase_summary(...)
     fig, axes = plt.subplots(1, len(phases), figsize=(4 * len(phases), 3.4), squeeze=False, sharey=True)
     for ax, phase in zip(axes[0], phases):
         rows = summary[summary["phase"].astype(str) == phase]
-        for paradigm in _paradigms(rows): _curve(ax, rows[rows["paradigm"] == paradigm], "layer", paradigm)
+        for paradigm in _paradigms(rows):
+            _curve(ax, rows[rows["paradigm"] == paradigm], "layer", paradigm, errorbars=has_intervals(rows))
         ax.set(title="Whole generation" if phase == "all" else f"{phase.capitalize()} third", xlabel="Layer")
     axes[0, 0].set_ylabel("Attention entropy (bits)")
     axes[0, -1].legend(loc="best", frameon=False)
     fig.tight_layout()
+    band = ("95 % cluster-bootstrap interval over runs" if has_intervals(summary) else "± 1 sd between runs")
+    fig.text(0.5, -0.02, f"Bands: {band}.", ha="center", va="top", fontsize=8)
     return fig

@@ -402,8 +402,8 @@ def _percent_cells(table: pd.DataFrame, names: Sequence[str], metrics: Sequence[
     cells = {}
     for name, m in zip(names, metrics):
         if f"{m}_lo" in table and f"{m}_hi" in table:
-            cells[name] = [format_interval(v * 100, lo * 100, hi * 100) for v, lo, hi in
-                           zip(table[m], table[f"{m}_lo"], table[f"{m}_hi"])]
+            cells[name] = [np.nan if pd.isna(v) else format_interval(v * 100, lo * 100, hi * 100) for v, lo, hi in
+                           zip(table[m], table[f"{m}_lo"], table[f"{m}_hi"])]  # no number: an empty cell, as before
         else: cells[name] = (table[m] * 100).to_numpy()
     return cells
 

@@ -14,14 +14,16 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .core import paper_style, plot_table, require_columns, table_markdown
+from .core import paper_style, plot_table, require_columns, table_cell, table_markdown
+from ..metrics.intervals import format_interval
 from ..metrics.overthinking import FAILED_PROBE_STATUSES
 from ..prompts.overthinking import FAILURE_CATEGORIES
 
 # %% auto #0
 __all__ = ['STRATEGY_LABELS', 'STRATEGY_COLORS', 'FORMAT_LABELS', 'CATEGORY_LABELS', 'RESULT_METRICS', 'PERCENT_METRICS',
-           'STABILITY_LABELS', 'strategy_label', 'plot_strategy_accuracy', 'plot_length_histograms', 'results_table',
-           'best_strategy_mask', 'stopping_table', 'plot_format_breakdown', 'plot_stability_curve', 'plot_robustness',
+           'STABILITY_LABELS', 'strategy_label', 'interval_bars', 'plot_strategy_accuracy', 'plot_length_histograms',
+           'results_table', 'best_strategy_mask', 'stopping_table', 'interval_cells', 'results_table_text',
+           'stopping_table_text', 'plot_format_breakdown', 'plot_stability_curve', 'plot_robustness',
            'plot_cross_model', 'plot_test_time_scaling', 'plot_transition_matrix', 'plot_token_statistics',
            'plot_wasted_budget', 'taxonomy_results_table', 'largest_in_group_mask', 'plot_recall_trajectories']
 
@@ -66,6 +68,21 @@ def _at_granularity(labels: pd.Series, table: pd.DataFrame) -> pd.Series:
     return labels.astype(str) + " @ " + table["granularity"].astype(str) if _granularities(table) else labels
 
 # %% ../../nbs/68_figures.overthinking.ipynb #9855b713
+def interval_bars(ax: plt.Axes,
+                  d: pd.DataFrame,  # the bars' rows: `x`, `strategy` (labels), `accuracy_lo`, `accuracy_hi` (fractions)
+                  x: str, hue_order: Sequence[str]):
+    """Each bar's 95 % interval as an error bar, where the bar is one row of `d` (a bar pooling several models' rows
+    has no interval of its own and gets none)."""
+    names = [t.get_text() for t in ax.get_xticklabels()]
+    for label, bars in zip(hue_order, ax.containers):
+        for name, bar in zip(names, bars):
+            row = d[(d[x].astype(str) == name) & (d["strategy"] == label)]
+            if len(row) != 1 or row[["accuracy_lo", "accuracy_hi"]].isna().any(axis=None): continue
+            value = bar.get_height()
+            lo, hi = 100 * row["accuracy_lo"].iloc[0], 100 * row["accuracy_hi"].iloc[0]
+            ax.errorbar(bar.get_x() + bar.get_width() / 2, value, yerr=[[value - lo], [hi - value]], fmt="none",
+                        ecolor="black", elinewidth=1, capsize=3)
+
 def plot_strategy_accuracy(strategies: pd.DataFrame,  # `strategy_table` output (several models: bars show their mean)
                            x: str = "benchmark",  # one group of bars per value
                            # strategies drawn, in order
@@ -80,6 +97,7 @@ def plot_strategy_accuracy(strategies: pd.DataFrame,  # `strategy_table` output 
     fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * d[x].nunique() + 2.5), 4))
     sns.barplot(data=d[d["strategy"].isin(hue_order)], x=x, y="accuracy", hue="strategy", hue_order=hue_order,
                 palette=STRATEGY_COLORS, errorbar=None, ax=ax)
+    if {"accuracy_lo", "accuracy_hi"} <= set(d.columns): interval_bars(ax, d, x, hue_order)
     ax.set(xlabel=x.capitalize(), ylabel="Accuracy (%)", ylim=(0, 100))
     ax.legend(title=None, ncols=len(hue_order), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.tight_layout()
@@ -181,6 +199,36 @@ def stopping_table(stopping: pd.DataFrame,  # `stopping_at_k` output (one group)
                                                 index=actual["model"].to_numpy())])
     table.index.name = "Setting"
     return table.round(1)
+
+# %% ../../nbs/68_figures.overthinking.ipynb #57792e8e
+def _bounds(table: pd.DataFrame, end: str, metrics: Sequence[str]) -> pd.DataFrame:
+    "`table` with each metric replaced by its `_lo` or `_hi` bound (NaN where it has none)."
+    return table.assign(**{m: table[f"{m}_{end}"] if f"{m}_{end}" in table else np.nan for m in metrics if m in table})
+
+def interval_cells(values: pd.DataFrame, lo: pd.DataFrame, hi: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
+    "Three tables of the same shape joined cell by cell: '41.1 [38.2, 44.0]' (non-numbers as they are)."
+    def cell(v, a, b):
+        return format_interval(v, a, b, digits) if isinstance(v, (float, np.floating)) else table_cell(v, digits)
+    return pd.DataFrame([[cell(*t) for t in zip(*rows)] for rows in zip(values.to_numpy(), lo.to_numpy(),
+                                                                       hi.to_numpy())],
+                        index=values.index, columns=values.columns)
+
+def results_table_text(strategies: pd.DataFrame,  # `strategy_table` output with `_lo`/`_hi` columns
+                       **kw) -> pd.DataFrame:
+    "`results_table` with every number's interval: '41.1 [38.2, 44.0]'."
+    metrics = kw.get("metrics", tuple(RESULT_METRICS))
+    return interval_cells(*(results_table(t, **kw) for t in (strategies, _bounds(strategies, "lo", metrics),
+                                                             _bounds(strategies, "hi", metrics))))
+
+def stopping_table_text(stopping: pd.DataFrame,  # `stopping_at_k` output (one group) with `_lo`/`_hi` columns
+                        models: pd.DataFrame | None = None,  # `strategy_table(by=["model"])`, with intervals
+                       ) -> pd.DataFrame:
+    "`stopping_table` with every number's interval: '41.1 [38.2, 44.0]'."
+    metrics = ("accuracy", "length", "harmful_rate")
+    def bound(end):
+        bounded = None if models is None else _bounds(models, end, metrics)
+        return stopping_table(_bounds(stopping, end, metrics), bounded)
+    return interval_cells(stopping_table(stopping, models), bound("lo"), bound("hi"))
 
 # %% ../../nbs/68_figures.overthinking.ipynb #192264bc
 def plot_format_breakdown(breakdown: pd.DataFrame,  # `overthinking_table(by=[..., "format"])` output

@@ -14,7 +14,7 @@ from .core import paper_style, require_columns
 from ..metrics.overthinking import granularity_groups
 
 # %% auto #0
-__all__ = ['pareto_front', 'plot_policy_pareto']
+__all__ = ['pareto_front', 'interval_bars', 'plot_policy_pareto']
 
 # %% ../../nbs/70_figures.stopping.ipynb #644966f4
 def pareto_front(points: pd.DataFrame, x: str = "tokens", y: str = "accuracy") -> pd.DataFrame:
@@ -27,13 +27,27 @@ def pareto_front(points: pd.DataFrame, x: str = "tokens", y: str = "accuracy") -
             best = v
     return points.loc[keep]
 
+def interval_bars(ax: plt.Axes, points: pd.DataFrame, x: str, color) -> bool:
+    """The 95 % intervals of the points' accuracy (vertical) and of `x` (horizontal), where the table has them
+    (`metrics.stopping.add_policy_intervals`); whether any was drawn."""
+    def error(column):
+        if not {f"{column}_lo", f"{column}_hi"} <= set(points.columns): return None
+        v = points[column].to_numpy(float)
+        return np.nan_to_num(np.vstack([v - points[f"{column}_lo"].to_numpy(float),
+                                        points[f"{column}_hi"].to_numpy(float) - v]))
+    yerr, xerr = error("accuracy"), error(x)
+    if yerr is None and xerr is None: return False
+    ax.errorbar(points[x], points["accuracy"], yerr=yerr, xerr=xerr, fmt="none", ecolor=color, elinewidth=0.8,
+                alpha=0.6, capsize=2, zorder=1)
+    return True
+
 def plot_policy_pareto(table: pd.DataFrame,  # `metrics.stopping.policy_table`
                        x: str = "tokens",  # "tokens" or "utterances" used
                        # one panel per pair (and per granularity, when the table has several)
                        by: tuple[str, str] = ("model", "benchmark"),
                       ) -> plt.Figure:
     """Accuracy at the stop vs length used, one point per policy setting; Actual (x) and Optimal (*) marked; the
-    frontier drawn."""
+    frontier drawn; each point's 95 % intervals as error bars when the table has them."""
     require_columns(table, [*by, "policy", "setting", x, "accuracy"], "the stopping Pareto figure")
     # traces probed at two granularities: one panel each, never one frontier over both
     by = granularity_groups(table, by)
@@ -47,12 +61,14 @@ def plot_policy_pareto(table: pd.DataFrame,  # `metrics.stopping.policy_table`
         rest = group[~group.policy.isin(["Actual", "Optimal"])]
         for name, g in rest.groupby("policy", sort=False):
             ax.scatter(g[x], g.accuracy, color=colors[name], label=name, s=36, alpha=0.85)
+            interval_bars(ax, g, x, colors[name])
         front = pareto_front(rest, x)
         ax.plot(front[x], front.accuracy, color="0.5", lw=1, ls="--", zorder=0, label="frontier")
         for name, marker, color in (("Actual", "X", "black"), ("Optimal", "*", "goldenrod")):
             ref = group[group.policy == name]
             ax.scatter(ref[x], ref.accuracy, marker=marker, s=140, color=color, edgecolor="black", linewidth=0.6,
                        label=name, zorder=3)
+            interval_bars(ax, ref, x, color)
         ax.set_title(" / ".join(map(str, key if isinstance(key, tuple) else (key,))))
         ax.set_xlabel(f"{x} used (mean)")
         ax.set_ylabel("accuracy at the stop")

@@ -11,10 +11,15 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from .intervals import (CONFIDENCE, RESAMPLES, SEED, add_intervals, paired_difference,
+                                               seed_for, unit_labels, weighted_mean)
+
 # %% auto #0
-__all__ = ['ENTROPY', 'PHASES', 'ARRAY_COLUMNS', 'RUN_COLUMNS', 'relative_position', 'generation_phase', 'is_compact',
-           'label_columns', 'expand_entropies', 'per_head_table', 'layer_phase_summary', 'relative_position_curves',
-           'absolute_step_curves', 'paradigm_difference', 'synthetic_entropies', 'synthetic_runs']
+__all__ = ['ENTROPY', 'PHASES', 'ARRAY_COLUMNS', 'RUN_COLUMNS', 'INSTANCE_COLUMNS', 'COMPARISON', 'COMPARISON_COLUMNS',
+           'relative_position', 'generation_phase', 'is_compact', 'label_columns', 'expand_entropies', 'per_head_table',
+           'layer_phase_runs', 'layer_phase_summary', 'layer_phase_means', 'relative_position_curves',
+           'absolute_step_curves', 'paradigm_difference', 'instance_columns', 'entropy_intervals',
+           'paradigm_comparisons', 'synthetic_entropies', 'synthetic_runs']
 
 # %% ../../nbs/64_metrics.attention.ipynb #e9fda199
 ENTROPY = "entropy_mean_head_dist"  # the paper's quantity: entropy of the head-averaged distribution
@@ -105,16 +110,58 @@ def _two_stage_mean(table: pd.DataFrame, by: list[str], value: str, runs: list[s
 def _run_columns(table: pd.DataFrame, by: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([c for c in RUN_COLUMNS if c in table.columns] + list(by)))
 
+def _across_runs(per_run: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
+    "Stage two: mean / sd / sem / n_runs across the run means of each `by` group."
+    out = per_run.groupby(by, observed=True, sort=True)[value].agg(mean="mean", sd="std", n_runs="count").reset_index()
+    out["sd"] = out["sd"].fillna(0.0)
+    out["sem"] = out["sd"] / np.sqrt(out["n_runs"])
+    return out
+
+def layer_phase_runs(table: pd.DataFrame,  # an entropy table, tidy or compact
+                     value: str = ENTROPY,
+                     by: Sequence[str] = ("paradigm",),
+                    ) -> pd.DataFrame:
+    """Stage one of `layer_phase_summary`: each run's mean per `by` x layer x phase, and over its whole generation
+    (phase `all`); a compact table is expanded once, one run at a time."""
+    runs = _run_columns(table, by)
+    def both(t):
+        phases = _run_means(t, [*by, "layer", "phase"], value, runs).astype({"phase": str})
+        return phases, _run_means(t, [*by, "layer"], value, runs).assign(phase="all")
+    if is_compact(table):
+        labels = label_columns(table)
+        parts = [both(expand_entropies(g)) for _, g in
+                 (table.groupby(labels, sort=False, dropna=False, observed=True) if labels else [(None, table)])]
+        phases, overall = (pd.concat(p, ignore_index=True) for p in zip(*parts))
+    else: phases, overall = both(table)
+    out = pd.concat([phases, overall], ignore_index=True)
+    out["phase"] = pd.Categorical(out["phase"], categories=[*PHASES, "all"], ordered=True)
+    return out
+
 def layer_phase_summary(table: pd.DataFrame,  # an entropy table, tidy or compact
                         value: str = ENTROPY,
                         by: Sequence[str] = ("paradigm",),  # grouping besides layer and phase
+                        resamples: int | None = None,  # given: each mean's cluster-bootstrap interval too
+                        confidence: float = CONFIDENCE,
+                        seed: int = SEED,
                        ) -> pd.DataFrame:
-    "Mean entropy per `by` x layer x phase (early / middle / late, and all), runs weighted equally."
-    phases = _two_stage_mean(table, [*by, "layer", "phase"], value, _run_columns(table, by))
-    overall = _two_stage_mean(table, [*by, "layer"], value, _run_columns(table, by)).assign(phase="all")
-    out = pd.concat([phases.astype({"phase": str}), overall], ignore_index=True)
-    out["phase"] = pd.Categorical(out["phase"], categories=[*PHASES, "all"], ordered=True)
-    return out.sort_values([*by, "layer", "phase"]).reset_index(drop=True)
+    """Mean entropy per `by` x layer x phase (early / middle / late, and all), runs weighted equally; with `resamples`,
+    also `mean_lo`, `mean_hi` (the 95 % interval over runs) and `n_units` (`entropy_intervals`)."""
+    return layer_phase_means(layer_phase_runs(table, value, by), value, by, resamples, confidence, seed)
+
+def layer_phase_means(per_run: pd.DataFrame,  # `layer_phase_runs(table, value, by)`: stage one, done once
+                      value: str = ENTROPY,
+                      by: Sequence[str] = ("paradigm",),
+                      resamples: int | None = None,
+                      confidence: float = CONFIDENCE,
+                      seed: int = SEED,
+                     ) -> pd.DataFrame:
+    "Stage two of `layer_phase_summary` (the same table), from the run means: a study expands its runs only once."
+    keys = [*by, "layer", "phase"]
+    out = pd.concat([_across_runs(per_run[per_run["phase"] != "all"], keys, value),
+                     _across_runs(per_run[per_run["phase"] == "all"], keys, value)], ignore_index=True)
+    out = out.sort_values(keys).reset_index(drop=True)
+    if resamples is None: return out
+    return entropy_intervals(out, per_run, keys, value, resamples, confidence, seed)
 
 def relative_position_curves(table: pd.DataFrame, bins: int = 10, value: str = ENTROPY,
                              by: Sequence[str] = ("paradigm",)) -> pd.DataFrame:
@@ -144,6 +191,57 @@ def paradigm_difference(summary: pd.DataFrame,  # a summary or curves table with
         raise ValueError(f"need both paradigms {minuend!r} and {subtrahend!r}")
     diff = (pick(minuend) - pick(subtrahend)).dropna().rename("difference").reset_index()
     return diff.assign(paradigm=f"{minuend} - {subtrahend}")
+
+# %% ../../nbs/64_metrics.attention.ipynb #998dfeb8
+INSTANCE_COLUMNS = ("task", "question_id", "level")  # what names a run's instance (a run: one instance, one paradigm)
+
+def instance_columns(table: pd.DataFrame) -> list[str]:
+    "The instance columns a table has (the bootstrap's unit); an error when it has none."
+    if not (found := [c for c in INSTANCE_COLUMNS if c in table.columns]):
+        raise ValueError(f"intervals over runs need a column naming each run's instance ({list(INSTANCE_COLUMNS)})")
+    return found
+
+def entropy_intervals(summary: pd.DataFrame,  # stage two: one row per group (`layer_phase_summary`)
+                      per_run: pd.DataFrame,  # stage one: one row per run and group (`layer_phase_runs`)
+                      by: Sequence[str],  # the group columns (in both)
+                      value: str = ENTROPY,
+                      resamples: int = RESAMPLES,
+                      confidence: float = CONFIDENCE,
+                      seed: int = SEED,
+                     ) -> pd.DataFrame:
+    "`summary` with `mean_lo`, `mean_hi` (cluster bootstrap over runs) and `n_units`, checked to sit on its `mean`."
+    return add_intervals(summary, per_run, by, instance_columns(per_run),
+                         {"mean": lambda g: weighted_mean(g[value].to_numpy(dtype=float))}, resamples, confidence,
+                         seed)
+
+COMPARISON = ("long - short", "the same instances, paradigm long vs short")  # comparison, pairing
+COMPARISON_COLUMNS = ["comparison", "pairing", "difference", "lo", "hi", "p_value", "n_units", "n_unpaired",
+                      "excludes_zero"]
+
+def paradigm_comparisons(table: pd.DataFrame,  # an entropy table, tidy or compact, or its `layer_phase_runs`
+                         value: str = ENTROPY,
+                         resamples: int = RESAMPLES,
+                         confidence: float = CONFIDENCE,
+                         seed: int = SEED,
+                        ) -> pd.DataFrame:
+    """Long-CoT − Short-CoT of each layer x phase mean on the instances both ran: difference, interval, sign-flip
+    p-value (empty when one paradigm is missing)."""
+    per_run = table if "n_steps" not in table.columns else layer_phase_runs(table, value)  # stage one, or given
+    _require(per_run, ["paradigm", "layer", "phase", value], "paradigm_comparisons")
+    rows, comparison, pairing = [], *COMPARISON
+    per_run = per_run[per_run["paradigm"].isin(["long", "short"])]
+    if set(per_run["paradigm"]) != {"long", "short"}:
+        return pd.DataFrame(columns=["layer", "phase", *COMPARISON_COLUMNS])
+    for (layer, phase), g in per_run.groupby(["layer", "phase"], observed=True, sort=True):
+        d = paired_difference(unit_labels(g, instance_columns(g)).to_numpy(), (g["paradigm"] == "long").to_numpy(),
+                              weighted_mean(g[value].to_numpy(dtype=float)), resamples, confidence,
+                              seed_for("attention", comparison, layer, phase, seed=seed))
+        rows.append(dict(layer=layer, phase=phase, comparison=comparison, pairing=pairing, difference=d.value, lo=d.lo,
+                         hi=d.hi, p_value=d.p_value, n_units=d.n_units, n_unpaired=d.n_unpaired,
+                         excludes_zero=d.excludes_zero))
+    out = pd.DataFrame(rows, columns=["layer", "phase", *COMPARISON_COLUMNS])
+    out["phase"] = pd.Categorical(out["phase"].astype(str), categories=[*PHASES, "all"], ordered=True)
+    return out
 
 # %% ../../nbs/64_metrics.attention.ipynb #eaff332d
 def synthetic_entropies(paradigms: Sequence[str] = ("short", "long"),

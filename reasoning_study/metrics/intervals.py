@@ -252,14 +252,17 @@ def few_units_note(table: pd.DataFrame, by: Sequence[str], what: str = "units", 
     """A caption for the groups whose intervals rest on fewer than FEW_UNITS units ('' when none): named when at most
     `named` are, else counted."""
     if "n_units" not in table: return ""
-    few = table[table["n_units"] < FEW_UNITS].drop_duplicates(list(by))
+    by = list(by)
+    few = table[table["n_units"] < FEW_UNITS]
+    few = few.drop_duplicates(by) if by else few.iloc[:1]  # no grouping columns: the table is one group
     if few.empty: return ""
     smallest = int(few["n_units"].min())
     size = min(MEASURED_COVERAGE, key=lambda n: abs(n - max(smallest, 1)))
     head = (f"Intervals over fewer than {FEW_UNITS} {what} say little (a 95 % interval over {size} {what} covered the "
             f"truth {MEASURED_COVERAGE[size]:.0%} of the time in this project's coverage check)")
+    if not by: return head + f": {smallest} {what}."
     if len(few) <= named:
         return head + ": " + "; ".join(", ".join(str(r[c]) for c in by) + f" ({int(r['n_units'])})"
                                       for _, r in few.iterrows()) + "."
-    return head + f": {len(few)} of {len(table.drop_duplicates(list(by)))} groups, the smallest with {smallest} {what}."
+    return head + f": {len(few)} of {len(table.drop_duplicates(by))} groups, the smallest with {smallest} {what}."
 

@@ -11,12 +11,17 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .musobench import binned_ece, group_count, group_index, group_mean, require_columns
+from .intervals import (RESAMPLES, SEED, Statistic, bootstrap_interval, paired_difference,
+                                               seed_for, unit_labels, weighted_ece, weighted_mean)
+from .musobench import (binned_ece, confidence_bin, group_count, group_index, group_mean,
+                                               require_columns)
 from ..tasks.noveltybench import class_openers
 
 # %% auto #0
-__all__ = ['PATIENCE', 'QUALITY', 'SCORED_STATUSES', 'TABLE4_BY', 'TABLE4_PERCENT', 'PAPER_TABLE4', 'distinct', 'utility',
-           'prompt_scores', 'novelty_scored_mask', 'table4']
+__all__ = ['PATIENCE', 'QUALITY', 'SCORED_STATUSES', 'TABLE4_BY', 'TABLE4_PERCENT', 'PAPER_TABLE4', 'PROMPT', 'NOVELTY_METRICS',
+           'NOVELTY_INTERVAL_COLUMNS', 'NOVELTY_COMPARISON', 'NOVELTY_COMPARISON_COLUMNS', 'distinct', 'utility',
+           'prompt_scores', 'novelty_scored_mask', 'table4', 'novelty_statistics', 'novelty_interval_table',
+           'table4_intervals', 'novelty_comparison_table']
 
 # %% ../../nbs/62_metrics.noveltybench.ipynb #c2ac17f8
 PATIENCE = 0.8  # NoveltyBench's default: the weight of generation i is patience^(i-1)
@@ -92,3 +97,104 @@ def table4(results: pd.DataFrame,  # one row per prompt and run condition
     out["confidence"] = group_mean(group, n, confidence, rated)
     if percent: out[list(TABLE4_PERCENT)] = out[list(TABLE4_PERCENT)] * 100
     return out
+
+# %% ../../nbs/62_metrics.noveltybench.ipynb #6773a973
+PROMPT = ("prompt_id",)  # the unit NoveltyBench samples: one prompt, its k answers and their ratings together
+NOVELTY_METRICS = ("utility", "ece_utility", "distinct", "ece_distinct", "confidence")  # Table 4's numbers
+
+def novelty_statistics(results: pd.DataFrame,  # rows of one group (or of two conditions, for a comparison)
+                       n_bins: int = 10,  # M, as for ECE(r)
+                      ) -> dict[str, Statistic]:
+    """The numbers of `table4` (as fractions) as row weightings of `results`: metric -> statistic whose value at
+    weight 1 is table4's number / 100."""
+    require_columns(results, ["confidence"], "novelty_statistics")
+    scored = novelty_scored_mask(results)
+    confidence = results["confidence"].to_numpy(dtype=float)
+    rated = scored & ~np.isnan(confidence)
+    bins = np.zeros(len(results), dtype=int)
+    bins[rated] = confidence_bin(confidence[rated], n_bins)
+    out = {}
+    for name in ("utility", "distinct"):
+        v = results[f"{name}_pct"].to_numpy(dtype=float)
+        out[name] = weighted_mean(v, scored)
+        out[f"ece_{name}"] = weighted_ece(np.where(rated, confidence, np.nan), np.where(rated, v, np.nan), bins, n_bins)
+    out["confidence"] = weighted_mean(confidence, rated)
+    return {m: out[m] for m in NOVELTY_METRICS}
+
+NOVELTY_INTERVAL_COLUMNS = ["metric", "value", "lo", "hi", "n_units"]
+
+def novelty_interval_table(results: pd.DataFrame,  # NoveltyBench rows: one per prompt and run condition
+                           by: Sequence[str] = TABLE4_BY,  # table4's grouping (the report: model, paradigm, mode, ...)
+                           unit: Sequence[str] = PROMPT,  # the columns naming the sampled unit
+                           resamples: int = RESAMPLES,
+                           seed: int = SEED,
+                           n_bins: int = 10,
+                           percent: bool = True,  # ×100, as table4
+                          ) -> pd.DataFrame:
+    """Each group's Table 4 numbers with their 95 % cluster-bootstrap interval over prompts: one row per group and
+    metric (`*by`, metric, value, lo, hi, n_units); `value` is table4's number."""
+    by, scale = list(by), 100.0 if percent else 1.0
+    group, keys = group_index(results, by)
+    units = unit_labels(results, list(unit)).to_numpy()
+    rows = []
+    for g, key in enumerate(keys.to_dict("records")):
+        mask = group == g
+        for metric, statistic in novelty_statistics(results[mask], n_bins).items():
+            found = bootstrap_interval(units[mask], statistic, resamples,
+                                       seed=seed_for("noveltybench", metric, *key.values(), seed=seed))
+            rows.append({**key, "metric": metric, "value": found.value * scale, "lo": found.lo * scale,
+                         "hi": found.hi * scale, "n_units": found.n_units})
+    return pd.DataFrame(rows, columns=[*by, *NOVELTY_INTERVAL_COLUMNS])
+
+def table4_intervals(results: pd.DataFrame,  # NoveltyBench rows
+                     by: Sequence[str] = TABLE4_BY,
+                     unit: Sequence[str] = PROMPT,
+                     resamples: int = RESAMPLES,
+                     seed: int = SEED,
+                     n_bins: int = 10,
+                     percent: bool = True,
+                    ) -> pd.DataFrame:
+    """`table4` with `<metric>_lo`, `<metric>_hi` beside each number and `n_units` (prompts): the intervals of
+    `novelty_interval_table` (both list the groups in `group_index` order), checked to sit on table4's numbers."""
+    table = table4(results, by, n_bins, percent)
+    long = novelty_interval_table(results, by, unit, resamples, seed, n_bins, percent)
+    for m in NOVELTY_METRICS:
+        found = long[long["metric"] == m]
+        if not np.allclose(found["value"].to_numpy(float), table[m].to_numpy(float), rtol=1e-9, atol=1e-12,
+                           equal_nan=True):
+            raise ValueError(f"table4_intervals: the statistic of {m} does not give table4's number")
+        table[f"{m}_lo"], table[f"{m}_hi"] = found["lo"].to_numpy(), found["hi"].to_numpy()
+    table["n_units"] = long.loc[long["metric"] == NOVELTY_METRICS[0], "n_units"].to_numpy(dtype=int)
+    return table
+
+# %% ../../nbs/62_metrics.noveltybench.ipynb #2532bc79
+NOVELTY_COMPARISON = ("Long-CoT − Short-CoT", "the same prompts, paradigm long vs short")  # comparison, pairing
+NOVELTY_COMPARISON_COLUMNS = ["comparison", "pairing", "metric", "difference", "lo", "hi", "p_value", "n_units",
+                              "n_unpaired", "excludes_zero"]
+
+def novelty_comparison_table(results: pd.DataFrame,  # NoveltyBench rows with a `paradigm` column
+                             by: Sequence[str] = ("model",),  # the groups compared within (`paradigm` is dropped)
+                             unit: Sequence[str] = PROMPT,
+                             resamples: int = RESAMPLES,
+                             seed: int = SEED,
+                             n_bins: int = 10,
+                             percent: bool = True,  # differences in percentage points, as table4
+                            ) -> pd.DataFrame:
+    """Long-CoT − Short-CoT of every Table 4 number on the prompts both paradigms have, per group of `by`: the
+    difference, its cluster-bootstrap interval, a sign-flip p-value, and how many prompts were (not) paired."""
+    require_columns(results, ["paradigm"], "novelty_comparison_table")
+    by, scale, comparison, pairing = [c for c in by if c != "paradigm"], 100.0 if percent else 1.0, *NOVELTY_COMPARISON
+    paradigm = results["paradigm"].to_numpy()
+    group, keys = group_index(results, by)
+    units = unit_labels(results, list(unit)).to_numpy()
+    rows = []
+    for g, key in enumerate(keys.to_dict("records")):
+        both = (group == g) & np.isin(paradigm, ["long", "short"])
+        if not {"long", "short"} <= set(paradigm[both]): continue
+        for metric, statistic in novelty_statistics(results[both], n_bins).items():
+            d = paired_difference(units[both], paradigm[both] == "long", statistic, resamples,
+                                  seed=seed_for("noveltybench", comparison, metric, *key.values(), seed=seed))
+            rows.append({**key, "comparison": comparison, "pairing": pairing, "metric": metric,
+                         "difference": d.value * scale, "lo": d.lo * scale, "hi": d.hi * scale, "p_value": d.p_value,
+                         "n_units": d.n_units, "n_unpaired": d.n_unpaired, "excludes_zero": d.excludes_zero})
+    return pd.DataFrame(rows, columns=[*by, *NOVELTY_COMPARISON_COLUMNS])

@@ -17,14 +17,18 @@ import pandas as pd
 # %% auto #0
 __all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'GRANULARITY', 'DEFAULT_GRANULARITY', 'PREFIX_COLUMNS',
            'PREFIX_OPTIONAL', 'TRACE_COLUMNS', 'UTTERANCE_COLUMNS', 'FAILED_PROBE_STATUSES', 'FAILED_PROBE_POLICIES',
-           'STRATEGIES', 'STATES', 'SAMPLE_FACTORS', 'SCALING_STRATEGIES', 'RECALL_COLUMNS', 'first_correct_index',
-           'last_correct_index', 'is_verbose', 'is_harmful', 'trajectory_keys', 'check_prefix_table', 'granularity_of',
-           'granularity_groups', 'main_granularity', 'failed_probe_mask', 'apply_failed_probes', 'failed_probe_table',
-           'prefix_rows', 'trajectories', 'strategy_table', 'overthinking_table', 'wasted_budget_table',
-           'length_distribution', 'transition_counts', 'transition_matrix', 'stability_curve', 'stopping_index',
-           'stopping_points', 'stopping_at_k', 'spearman', 'matthews_corrcoef', 'condition_labels', 'robustness',
-           'robustness_summary', 'cross_model_spearman', 'pass_at_k', 'majority_vote_at_k',
-           'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables', 'main_condition', 'in_condition']
+           'STRATEGIES', 'STATES', 'SAMPLE_FACTORS', 'SCALING_STRATEGIES', 'RECALL_COLUMNS', 'QUESTION',
+           'STRATEGY_ROWS', 'OVERTHINKING_ROWS', 'STOPPING_ROWS', 'COMPARISON_COLUMNS', 'OPTIMAL_VS_ACTUAL',
+           'SAME_TRACES', 'first_correct_index', 'last_correct_index', 'is_verbose', 'is_harmful', 'trajectory_keys',
+           'check_prefix_table', 'granularity_of', 'granularity_groups', 'main_granularity', 'failed_probe_mask',
+           'apply_failed_probes', 'failed_probe_table', 'prefix_rows', 'trajectories', 'strategy_table',
+           'overthinking_table', 'wasted_budget_table', 'length_distribution', 'transition_counts', 'transition_matrix',
+           'stability_curve', 'stopping_index', 'stopping_points', 'stopping_at_k', 'spearman', 'matthews_corrcoef',
+           'condition_labels', 'robustness', 'robustness_summary', 'cross_model_spearman', 'pass_at_k',
+           'majority_vote_at_k', 'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables',
+           'main_condition', 'in_condition', 'mean_of', 'add_strategy_intervals', 'among_solved',
+           'add_overthinking_intervals', 'add_stopping_intervals', 'compare', 'comparison_row',
+           'optimal_actual_comparison']
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4e35dd2e
 def first_correct_index(z: Sequence[bool]) -> int | None:
@@ -865,3 +869,140 @@ def in_condition(table: pd.DataFrame, condition: Mapping) -> pd.DataFrame:
         keep &= granularity_of(table) == condition["granularity"]
     return table[keep]  # (a trace table has no granularity: its rows hold at every one)
 
+
+# %% ../../nbs/61_metrics.overthinking.ipynb #fb51d2df
+from .intervals import (RESAMPLES, SEED, Difference, add_intervals, paired_difference, seed_for,
+                                              unit_labels, weighted_mean)
+
+QUESTION = ("benchmark", "item_id")  # the unit the study samples: every sample, probe and prefix of a question
+
+def mean_of(column: str):
+    "A builder for `add_intervals`: the mean of `column` over a group's rows (NaN rows skipped, like pandas)."
+    return lambda rows: weighted_mean(rows[column].to_numpy(dtype=float))
+
+def _zero(rows: pd.DataFrame): return weighted_mean(np.zeros(len(rows)))  # 0 by definition (No-CoT's length)
+
+# strategy -> the table's metric -> the row column it averages (None: 0 by definition)
+STRATEGY_ROWS = {
+    "No-CoT": dict(accuracy="no_cot_correct", length=None, length_tokens=None, harmful_rate=None),
+    "Actual": dict(accuracy="actual_correct", length="n_utterances", length_tokens="trace_tokens",
+                   harmful_rate="harmful"),
+    "Optimal": dict(accuracy="solved", length="optimal_length", length_tokens="optimal_tokens", harmful_rate=None),
+    "Actual (own answer)": dict(accuracy="final_correct", length="n_utterances", length_tokens="trace_tokens"),
+}
+
+def _keys_before(table: pd.DataFrame, column: str) -> list[str]:
+    "The grouping columns of a metrics table: those before its first non-key column."
+    columns = list(table.columns)
+    return columns[:columns.index(column)]
+
+def _bounded_columns(table: pd.DataFrame, metrics) -> list[str]:
+    return [*table.columns, *[f"{m}_{e}" for m in metrics if m in table for e in ("lo", "hi")], "n_units"]
+
+def _own_answer_rows(traces: pd.DataFrame | None, by: Sequence[str], trajectories: pd.DataFrame):
+    "The trace rows behind Actual (own answer), repeated per granularity like `strategy_table` repeats them."
+    if traces is None: return None
+    traces = traces[traces["final_correct"].notna()]
+    traces = traces.assign(final_correct=traces["final_correct"].astype(float))
+    if GRANULARITY in by and GRANULARITY not in traces.columns:
+        traces = pd.concat([traces.assign(**{GRANULARITY: g}) for g in sorted(set(granularity_of(trajectories)))],
+                           ignore_index=True)
+    return traces
+
+def add_strategy_intervals(strategies: pd.DataFrame,  # `strategy_table` output
+                           trajectories: pd.DataFrame,  # the trajectories it was computed from
+                           traces: pd.DataFrame | None = None,  # the trace table behind "Actual (own answer)"
+                           resamples: int = RESAMPLES,
+                           seed: int = SEED,
+                          ) -> pd.DataFrame:
+    """`strategies` with `<metric>_lo`, `<metric>_hi` and `n_units` (questions): the 95 % interval of each strategy's
+    accuracy, length and H (Instruct rows: no interval)."""
+    by, parts = _keys_before(strategies, "strategy"), []
+    for name, part in strategies.groupby("strategy", observed=True, sort=False):
+        source = _own_answer_rows(traces, by, trajectories) if name == "Actual (own answer)" else trajectories
+        columns = STRATEGY_ROWS.get(str(name), {})
+        metrics = {m: mean_of(c) if c else _zero for m, c in columns.items()
+                   if m in part and source is not None and (c is None or c in source)}
+        if not metrics:
+            parts.append(part)
+            continue
+        parts.append(add_intervals(part, source.assign(strategy=str(name)), [*by, "strategy"], QUESTION, metrics,
+                                   resamples, seed=seed))
+    out = pd.concat(parts).reindex(strategies.index)
+    return out.reindex(columns=_bounded_columns(strategies, ("accuracy", "length", "length_tokens", "harmful_rate")))
+
+# %% ../../nbs/61_metrics.overthinking.ipynb #0a07367d
+def among_solved(column: str):
+    "A builder: the share of `column` among a group's solved trajectories."
+    return lambda rows: weighted_mean(rows[column].to_numpy(dtype=float), rows["solved"].to_numpy(dtype=bool))
+
+OVERTHINKING_ROWS = {"harmful_rate": mean_of("harmful"), "verbose_share": among_solved("verbose"),
+                     "harmful_share": among_solved("harmful")}  # Fig. 3's metric -> its builder
+
+def add_overthinking_intervals(table: pd.DataFrame,  # `overthinking_table` output
+                               trajectories: pd.DataFrame,  # the trajectories it was computed from
+                               resamples: int = RESAMPLES,
+                               seed: int = SEED,
+                              ) -> pd.DataFrame:
+    "`table` with the 95 % interval of H and of the verbose and harmful shares among solved, over questions."
+    by = _keys_before(table, "n_items")
+    rows = trajectories.assign(**{c: trajectories[c].astype(bool) for c in ("harmful", "verbose", "solved")})
+    return add_intervals(table, rows, by, QUESTION, OVERTHINKING_ROWS, resamples, seed=seed)
+
+STOPPING_ROWS = {"accuracy": "stop_correct", "length": "stop_index", "length_tokens": "stop_tokens",
+                 "harmful_rate": "harmful"}  # Table 2's metric -> the column of `stopping_points` it averages
+
+def add_stopping_intervals(table: pd.DataFrame,  # `stopping_at_k` output
+                           prefixes: pd.DataFrame,  # the per-prefix table it was computed from
+                           failed_probes: str = "exclude",  # as for `stopping_at_k`
+                           resamples: int = RESAMPLES,
+                           seed: int = SEED,
+                          ) -> pd.DataFrame:
+    "`table` with the 95 % interval of each K's accuracy, length and H, over questions."
+    by, t = _keys_before(table, "k"), _with_unchanged_runs(prefixes, failed_probes)
+    rows = pd.concat([_stop_at(t, k) for k in dict.fromkeys(table["k"])], ignore_index=True)
+    rows = rows.assign(stop_correct=rows["stop_correct"].astype(float), harmful=rows["harmful"].astype(float))
+    metrics = {m: mean_of(c) for m, c in STOPPING_ROWS.items() if m in table and c in rows}
+    return add_intervals(table, rows, [*by, "k"], QUESTION, metrics, resamples, seed=seed)
+
+# %% ../../nbs/61_metrics.overthinking.ipynb #27bc6201
+COMPARISON_COLUMNS = ("comparison", "pairing", "metric", "difference", "lo", "hi", "p_value", "n_units", "n_unpaired",
+                      "excludes_zero")  # after the group keys
+
+def compare(units_a: Sequence, values_a: Sequence[float],  # condition A: the unit and the value of each row
+            units_b: Sequence, values_b: Sequence[float],  # condition B
+            resamples: int = RESAMPLES,
+            seed: int = SEED,
+           ) -> Difference:
+    "mean(A) − mean(B) paired by unit: its cluster-bootstrap interval and sign-flip p-value (`paired_difference`)."
+    units = np.concatenate([np.asarray(units_a, dtype=object), np.asarray(units_b, dtype=object)])
+    side = np.r_[np.ones(len(values_a), dtype=bool), np.zeros(len(values_b), dtype=bool)]
+    values = np.r_[np.asarray(values_a, dtype=float), np.asarray(values_b, dtype=float)]
+    return paired_difference(units, side, weighted_mean(values), resamples, seed=seed)
+
+def comparison_row(key: Mapping, comparison: str, pairing: str, metric: str, d: Difference) -> dict:
+    "One row of a comparison table."
+    return {**key, "comparison": comparison, "pairing": pairing, "metric": metric, "difference": d.value, "lo": d.lo,
+            "hi": d.hi, "p_value": d.p_value, "n_units": d.n_units, "n_unpaired": d.n_unpaired,
+            "excludes_zero": d.excludes_zero}
+
+OPTIMAL_VS_ACTUAL = {"accuracy": ("solved", "actual_correct"), "length": ("optimal_length", "n_utterances"),
+                     "length_tokens": ("optimal_tokens", "trace_tokens")}  # metric -> (Optimal's, Actual's column)
+SAME_TRACES = "the same traces (each trajectory read at τ and at N), by question"
+
+def optimal_actual_comparison(trajectories: pd.DataFrame,  # from `trajectories`
+                              by: Sequence[str] = ("model", "benchmark"),
+                              resamples: int = RESAMPLES,
+                              seed: int = SEED,
+                             ) -> pd.DataFrame:
+    "Optimal − Actual accuracy (= H) and length on the same traces, per group: interval and sign-flip p-value."
+    by, rows = granularity_groups(trajectories, by), []
+    for key, g in (trajectories.groupby(by, sort=True, dropna=False) if by else [((), trajectories)]):
+        key = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        units = unit_labels(g, QUESTION).to_numpy()
+        for metric, (a, b) in OPTIMAL_VS_ACTUAL.items():
+            if a not in g or b not in g: continue
+            d = compare(units, g[a].to_numpy(dtype=float), units, g[b].to_numpy(dtype=float), resamples,
+                        seed_for("overthinking", "Optimal − Actual", metric, *key.values(), seed=seed))
+            rows.append(comparison_row(key, "Optimal − Actual", SAME_TRACES, metric, d))
+    return pd.DataFrame(rows, columns=[*by, *COMPARISON_COLUMNS])

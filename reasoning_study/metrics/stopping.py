@@ -14,16 +14,19 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .overthinking import (check_prefix_table, granularity_groups, recall_trajectories,
+from .intervals import RESAMPLES, SEED, add_intervals, derived, seed_for, unit_labels
+from .overthinking import (COMPARISON_COLUMNS, QUESTION, check_prefix_table, compare,
+                                                  comparison_row, granularity_groups, mean_of, recall_trajectories,
                                                   stopping_index, trajectories, trajectory_keys)
 from ..probing.answers import clean_answer, free_form_correct, normalize_text
 from ..tasks.noveltybench import first_equivalent, partition
 
 # %% auto #0
-__all__ = ['HEDGE_WORDS', 'REFERENCE_POLICIES', 'answers_equivalent', 'Trajectory', 'PrefixView', 'hedges', 'Policy',
-           'stop_index', 'StoppingAtK', 'Consistency', 'Confidence', 'Entropy', 'Budget', 'answer_entropy', 'AnyOf',
-           'AllOf', 'FunctionPolicy', 'policy', 'trajectory_of', 'policy_stops', 'gap_recovered', 'policy_table',
-           'default_policies', 'solution_set_stops', 'solution_set_table']
+__all__ = ['HEDGE_WORDS', 'REFERENCE_POLICIES', 'POLICY_ROWS', 'POLICY_PAIRING', 'answers_equivalent', 'Trajectory', 'PrefixView',
+           'hedges', 'Policy', 'stop_index', 'StoppingAtK', 'Consistency', 'Confidence', 'Entropy', 'Budget',
+           'answer_entropy', 'AnyOf', 'AllOf', 'FunctionPolicy', 'policy', 'trajectory_of', 'policy_stops',
+           'gap_recovered', 'policy_rows', 'policy_table', 'policy_statistics', 'add_policy_intervals',
+           'policy_comparisons', 'default_policies', 'solution_set_stops', 'solution_set_table']
 
 # %% ../../nbs/63_metrics.stopping.ipynb #b2749354
 @lru_cache(maxsize=65536)
@@ -250,14 +253,12 @@ def gap_recovered(acc_policy: float, acc_actual: float, acc_optimal: float) -> f
 # %% ../../nbs/63_metrics.stopping.ipynb #564e54fa
 REFERENCE_POLICIES = ("Actual", "Optimal")  # the model's own stop and the oracle, as rows of the table
 
-def policy_table(prefixes: pd.DataFrame,  # the per-prefix table
-                 policies: Sequence[Policy],
-                 by: Sequence[str] = ("model", "benchmark"),
-                 failed_probes: str = "exclude",
-                ) -> pd.DataFrame:
-    """Per policy setting and group: accuracy at the stop, utterances and tokens used and saved, H at the stop, rescued
-    share, gap recovered."""
-    by = granularity_groups(prefixes, by)  # a table probed at two granularities is scored per granularity
+def policy_rows(prefixes: pd.DataFrame,  # the per-prefix table
+                policies: Sequence[Policy],
+                failed_probes: str = "exclude",
+               ) -> pd.DataFrame:
+    """One row per trajectory and policy setting (Actual and Optimal included): the stop, z_s, tokens, the
+    trajectory's own Actual and Optimal, H at the stop and whether the stop rescued a harmful trajectory."""
     traj = trajectories(prefixes, failed_probes=failed_probes)
     keys = trajectory_keys(traj)
     stops = policy_stops(prefixes, policies, failed_probes).merge(
@@ -273,6 +274,18 @@ def policy_table(prefixes: pd.DataFrame,  # the per-prefix table
     allrows["harmful_at_stop"] = allrows["solved_by_stop"].astype(bool) & ~allrows["stop_correct"].astype(bool)
     allrows["rescued"] = allrows["actual_harmful"].astype(bool) & allrows["stop_correct"].astype(bool)
     for c in ("stop_correct", "harmful_at_stop", "actual_correct", "solved"): allrows[c] = allrows[c].astype(float)
+    return allrows
+
+def policy_table(prefixes: pd.DataFrame,  # the per-prefix table
+                 policies: Sequence[Policy],
+                 by: Sequence[str] = ("model", "benchmark"),
+                 failed_probes: str = "exclude",
+                 rows: pd.DataFrame | None = None,  # the `policy_rows` of these arguments, when already computed
+                ) -> pd.DataFrame:
+    """Per policy setting and group: accuracy at the stop, utterances and tokens used and saved, H at the stop, rescued
+    share, gap recovered."""
+    by = granularity_groups(prefixes, by)  # a table probed at two granularities is scored per granularity
+    allrows = policy_rows(prefixes, policies, failed_probes) if rows is None else rows
     g = allrows.groupby(by + ["policy", "setting"], sort=False, dropna=False)
     out = g.agg(n=("stop_index", "size"), accuracy=("stop_correct", "mean"), utterances=("stop_index", "mean"),
                 tokens=("stop_tokens", "mean"), actual_utterances=("n_utterances", "mean"),
@@ -292,6 +305,53 @@ def policy_table(prefixes: pd.DataFrame,  # the per-prefix table
                  "saved_token_share",
                  "harmful_at_stop", "n_harmful", "rescued_share", "gap_recovered", "gap_note"]
     return out[cols]
+
+# %% ../../nbs/63_metrics.stopping.ipynb #b49e18be
+def _gap(policy, actual, optimal):
+    "`gap_recovered` on arrays of resampled means (NaN where Optimal = Actual)."
+    gap = optimal - actual
+    undefined = np.abs(gap) < 1e-12
+    return np.where(undefined, np.nan, (policy - actual) / np.where(undefined, 1.0, gap))
+
+POLICY_ROWS = {"accuracy": "stop_correct", "utterances": "stop_index", "tokens": "stop_tokens"}  # metric -> column
+
+def policy_statistics() -> dict:
+    "Builders (`add_intervals`) of a policy table's headline numbers from a group's `policy_rows`."
+    out = {m: mean_of(c) for m, c in POLICY_ROWS.items()}
+    out["gap_recovered"] = lambda r: derived(_gap, *(mean_of(c)(r) for c in ("stop_correct", "actual_correct",
+                                                                             "solved")))
+    return out
+
+def add_policy_intervals(table: pd.DataFrame,  # `policy_table` output
+                         rows: pd.DataFrame,  # the `policy_rows` it was computed from
+                         resamples: int = RESAMPLES,
+                         seed: int = SEED,
+                        ) -> pd.DataFrame:
+    "`table` with the 95 % interval of each setting's accuracy, utterances, tokens and gap recovered, over questions."
+    by = list(table.columns[:list(table.columns).index("policy")])
+    return add_intervals(table, rows, [*by, "policy", "setting"], QUESTION, policy_statistics(), resamples, seed=seed)
+
+POLICY_PAIRING = "the same traces (the policy's stop and the trace's end), by question"
+
+def policy_comparisons(rows: pd.DataFrame,  # `policy_rows`
+                       by: Sequence[str] = ("model", "benchmark"),
+                       resamples: int = RESAMPLES,
+                       seed: int = SEED,
+                      ) -> pd.DataFrame:
+    """Each setting − Actual on the same trajectories, per group: accuracy, tokens and utterances, with the interval of
+    the difference and a sign-flip p-value (Optimal − Actual is `optimal_actual_comparison`'s)."""
+    by, out = granularity_groups(rows, by), []
+    for key, g in (rows.groupby(by, sort=True, dropna=False) if by else [((), rows)]):
+        key = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        actual = g[g["policy"] == "Actual"]
+        for setting, s in g[~g["policy"].isin(REFERENCE_POLICIES)].groupby("setting", sort=False):
+            for metric, column in POLICY_ROWS.items():
+                name = f"{setting} − Actual"
+                d = compare(unit_labels(s, QUESTION).to_numpy(), s[column].to_numpy(dtype=float),
+                            unit_labels(actual, QUESTION).to_numpy(), actual[column].to_numpy(dtype=float), resamples,
+                            seed_for("stopping", name, metric, *key.values(), seed=seed))
+                out.append(comparison_row(key, name, POLICY_PAIRING, metric, d))
+    return pd.DataFrame(out, columns=[*by, *COMPARISON_COLUMNS])
 
 # %% ../../nbs/63_metrics.stopping.ipynb #9a34237f
 def default_policies(with_logprobs: bool = False) -> list[Policy]:

@@ -15,8 +15,10 @@ from ...backends.presets import check_backend_options, get_preset, ModelPreset, 
 from ...backends.request import SamplingParams
 from ...config import ConfigError, check_config, config_from, config_values, param
 from ...figures.sections import Drawer
-from ...metrics.attention import (absolute_step_curves, layer_phase_summary, paradigm_difference,
+from ...metrics.attention import (absolute_step_curves, layer_phase_means, layer_phase_runs,
+                                               layer_phase_summary, paradigm_comparisons, paradigm_difference,
                                                relative_position_curves)
+from ...metrics.intervals import RESAMPLES, few_units_note, format_interval
 from ...prompts.musobench import PARADIGMS
 from ...provenance import read_record
 from ...runs import write_params
@@ -25,8 +27,8 @@ from ...tasks.musobench import TASKS, build_task
 
 # %% auto #0
 __all__ = ['RAW_TABLES', 'RESULT_FILES', 'COUNTED', 'preset_sampling', 'AttentionConfig', 'study_sampling', 'study_items',
-           'n_layers', 'run', 'run_params', 'run_counts', 'score', 'per_layer_means', 'report', 'rescore',
-           'study_preset', 'load_backends', 'section']
+           'n_layers', 'run', 'run_params', 'run_counts', 'score', 'per_layer_means', 'per_layer_intervals',
+           'summary_markdown', 'report', 'rescore', 'study_preset', 'load_backends', 'section']
 
 # %% ../../../nbs/81_studies.attention.study.ipynb #e1d85d7d
 def preset_sampling(preset: str | ModelPreset, **fields) -> SamplingParams:
@@ -61,6 +63,8 @@ class AttentionConfig:
     sample_seed: int = param(0, "seed of each run's sampling")
     bins: int = param(10, "relative-position bins of the curves", minimum=1)
     step_width: int = param(8, "absolute-step bin width of the curves", minimum=1)
+    resamples: int = param(RESAMPLES, "bootstrap resamples of each interval (and sign flips of each paired test)",
+                           minimum=1)
     num_threads: int = param(1, "torch CPU threads (0: torch's default)", minimum=0)
     out_dir: str = param("outputs/attention_entropy", "run folder (relative to the project root)")
 
@@ -131,15 +135,19 @@ def run_counts(raw: dict[str, pd.DataFrame], folder: str | Path | None = None) -
     return {"runs": len(raw["runs"])}
 
 def score(raw: dict[str, pd.DataFrame], config: AttentionConfig) -> dict[str, pd.DataFrame]:
-    "The summary per layer and phase, the curves along the relative position and the absolute step, and the model."
+    """The summary per layer and phase (each mean with its 95 % interval over runs), Long-CoT − Short-CoT per layer
+    and phase on the same instances, the curves along the relative position and the absolute step, and the model."""
     entropies = raw["entropies"]
-    return {"summary": layer_phase_summary(entropies),
+    per_run = layer_phase_runs(entropies)  # stage one of the summary and of the paired comparisons
+    return {"summary": layer_phase_means(per_run, resamples=config.resamples),
+            "comparisons": paradigm_comparisons(per_run, resamples=config.resamples),
             "relative": relative_position_curves(entropies, bins=config.bins),
             "absolute": absolute_step_curves(entropies, step_width=config.step_width),
             "model": raw["runs"][["model", "n_layers"]].drop_duplicates().reset_index(drop=True)}
 
 # what `score` returns, and where
-RESULT_FILES = {"summary": "summary_layer_phase.parquet", "relative": "curves_relative.parquet",
+RESULT_FILES = {"summary": "summary_layer_phase.parquet", "comparisons": "comparisons_layer_phase.parquet",
+                "relative": "curves_relative.parquet",
                 # `report` writes it in a run folder
                 "absolute": "curves_absolute.parquet", "model": "model.parquet"}
 
@@ -148,6 +156,36 @@ def per_layer_means(summary: pd.DataFrame) -> pd.DataFrame:
     table = summary[summary.phase == "all"].pivot(index="layer", columns="paradigm", values="mean")
     if {"short", "long"} <= set(table.columns): table["long - short"] = table["long"] - table["short"]
     return table
+
+def per_layer_intervals(summary: pd.DataFrame,  # `score`'s summary, with `mean_lo`, `mean_hi`, `n_units`
+                        comparisons: pd.DataFrame | None = None,  # `score`'s comparisons (a long − short column)
+                        digits: int = 3,
+                       ) -> pd.DataFrame:
+    """For reading: per layer, each paradigm's whole-generation mean as '2.345 [2.101, 2.590]' (and the paired
+    Long-CoT − Short-CoT with its p-value)."""
+    whole = summary[summary.phase == "all"]
+    text = whole.assign(text=[format_interval(*v, digits) for v in whole[["mean", "mean_lo", "mean_hi"]].to_numpy()])
+    table = text.pivot(index="layer", columns="paradigm", values="text")
+    table = table[[p for p in ("short", "long") if p in table.columns] + [p for p in table.columns
+                                                                         if p not in ("short", "long")]]
+    if comparisons is not None and len(comparisons):
+        d = comparisons[comparisons.phase == "all"].set_index("layer")
+        table["long - short"] = [format_interval(*v, digits) for v in d[["difference", "lo", "hi"]].to_numpy()]
+        table["p"] = d["p_value"].map(lambda v: "" if pd.isna(v) else f"{v:.3g}")
+    table.columns.name = None
+    return table
+
+def summary_markdown(results: dict[str, pd.DataFrame]) -> str:
+    "The report's Markdown: per-layer means with their intervals, the paired difference, and the few-runs note."
+    summary, model = results["summary"], results["model"].iloc[0]
+    whole = summary[summary.phase == "all"]
+    note = few_units_note(whole, ["paradigm"], "runs")
+    runs = ", ".join(f"{p} {int(n)}" for p, n in whole.groupby("paradigm", sort=False)["n_units"].max().items())
+    return (f"# Attention entropy (bits, head-averaged distribution), {model.model}\n\n"
+            "Mean over runs of the per-run mean, whole generation, with its 95 % cluster-bootstrap interval over runs "
+            f"(runs per paradigm: {runs}); Long-CoT − Short-CoT is paired on the same instances (sign-flip p):\n\n"
+            + (f"*{note}*\n\n" if note else "")
+            + per_layer_intervals(summary, results.get("comparisons")).to_markdown() + "\n")
 
 def report(results: dict[str, pd.DataFrame], folder: str | Path, config: AttentionConfig) -> dict:
     "The tables (parquet, the summary also as CSV and Markdown) and Figures 7 and 14, written under `folder`."
@@ -162,10 +200,7 @@ def report(results: dict[str, pd.DataFrame], folder: str | Path, config: Attenti
         written[name] = [folder / file]
     summary, relative, model = results["summary"], results["relative"], results["model"].iloc[0]
     summary.to_csv(folder / "summary_layer_phase.csv", index=False)
-    (folder / "summary_layer_phase.md").write_text(
-        f"# Attention entropy (bits, head-averaged distribution), {model.model}\n\n"
-        f"Mean over runs of the per-run mean, whole generation:\n\n{per_layer_means(summary).round(3).to_markdown()}\n"
-    )
+    (folder / "summary_layer_phase.md").write_text(summary_markdown(results))
     written["summary"] += [folder / "summary_layer_phase.csv", folder / "summary_layer_phase.md"]
     layers = config.layers
     shown = [l for l in representative_layers(int(model.n_layers)) if layers is None or l in layers] or sorted(layers)[
@@ -233,7 +268,7 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict, bins: in
         entropies = pd.read_parquet(f / RAW_TABLES["entropies"])
         relative = relative_position_curves(entropies, bins=bins)
         absolute = absolute_step_curves(entropies, step_width=step_width)
-        summary = layer_phase_summary(entropies)
+        summary = layer_phase_summary(entropies, resamples=RESAMPLES)  # the by-depth figure draws its intervals
         both = {"short", "long"} <= set(entropies["paradigm"])
         draw.table(f"summary_layer_phase{suffix}", summary)
         draw.figure(f"fig7_attention_entropy_layers{suffix}", lambda: plot_entropy_layers(relative, absolute))

@@ -18,13 +18,14 @@ from ...metrics.intervals import RESAMPLES, SEED, few_units_note, format_interva
 from ...metrics.musobench import SC_METHODS, UNSCORED_POLICIES
 from ...figures.sections import slug
 from ...runs import resolve_path
-from ...metrics.noveltybench import PAPER_TABLE4, table4
+from ...metrics.noveltybench import (PAPER_TABLE4, novelty_comparison_table, novelty_interval_table,
+                                                  table4_intervals)
 
 # %% auto #0
 __all__ = ['REPORT_BY', 'SC_CONDITIONS', 'UNSCORED_NOTES', 'NOVELTY_BY', 'SMALL_NOVELTY', 'NOVELTY_TABLE', 'main_temperature',
            'main_rows', 'status_table', 'uncertainty_tables', 'with_bounds', 'comparison_text', 'study_tables',
-           'table_markdown', 'study_figures', 'write_study_report', 'novelty_table', 'novelty_note', 'novelty_markdown',
-           'write_novelty_report', 'MuSoBenchFiguresConfig', 'keep_models']
+           'table_markdown', 'study_figures', 'write_study_report', 'novelty_table', 'novelty_note',
+           'novelty_uncertainty', 'novelty_markdown', 'write_novelty_report', 'MuSoBenchFiguresConfig', 'keep_models']
 
 # %% ../../../nbs/75_studies.musobench.report.ipynb #00dbc794
 REPORT_BY = ["model", "paradigm", "condition", "task", "temperature"]  # one summary row per run condition
@@ -94,11 +95,13 @@ def with_bounds(table: pd.DataFrame,  # one row per group of `by` and `unscored`
     units = intervals.drop_duplicates(keys)[keys + ["n_units"]]
     return out.merge(units, on=keys, how="left") if len(units) else out.assign(n_units=0)
 
-def comparison_text(comparisons: pd.DataFrame) -> pd.DataFrame:
-    """The paired comparisons for reading: the difference in points (×100) with its interval, the p-value, and whether
-    the interval excludes zero."""
+def comparison_text(comparisons: pd.DataFrame,
+                    scale: float = 100,  # fractions -> points (1: the differences are in points already)
+                   ) -> pd.DataFrame:
+    """The paired comparisons for reading: the difference in points with its interval, the p-value, and whether the
+    interval excludes zero."""
     return comparisons.assign(
-        difference=[format_interval(d * 100, lo * 100, hi * 100) for d, lo, hi in
+        difference=[format_interval(d * scale, lo * scale, hi * scale) for d, lo, hi in
                     zip(comparisons["difference"], comparisons["lo"], comparisons["hi"])],
         p_value=comparisons["p_value"].map(lambda p: "" if pd.isna(p) else f"{p:.3g}"),
         excludes_zero=comparisons["excludes_zero"].map({True: "yes", False: "no"}),
@@ -181,8 +184,8 @@ def _factors(main: pd.DataFrame, swept: pd.DataFrame, task: str) -> dict | str:
     if len(metrics.scored_rows(rows)): factors["levels"] = metrics.by_level(rows, by=["paradigm", "task"])
     swept = swept[(swept["task"] == task) & (swept["condition"] == "base")]
     if swept["temperature"].nunique() > 1 and len(_calibrated(swept)):
-        factors["temperatures"] = metrics.with_intervals(metrics.temperature_sweep(swept, by=["paradigm", "task"]), swept,
-                                                         ["paradigm", "task", "temperature"])
+        sweep = metrics.temperature_sweep(swept, by=["paradigm", "task"])
+        factors["temperatures"] = metrics.with_intervals(sweep, swept, ["paradigm", "task", "temperature"])
     return factors or ("no scored base answer (level panel) nor one with a confidence and a thinking (length panel); "
                        "the temperature panel also needs several temperatures")
 
@@ -279,8 +282,9 @@ NOVELTY_TABLE = "table4_noveltybench"
 # NoveltyBench rows of one run, or several stacked (`musobench.score`'s "novelty")
 def novelty_table(novelty: pd.DataFrame,
                  ) -> pd.DataFrame:
-    "Table 4 of the rows (percent), with the paper's rows below them; `source` says which is which."
-    ours = table4(novelty, by=[c for c in NOVELTY_BY if c in novelty.columns]).assign(source="this study")
+    """Table 4 of the rows (percent, each number with its 95 % interval over prompts in `<metric>_lo`/`_hi`), with the
+    paper's rows below them (no interval: the paper gives none); `source` says which is which."""
+    ours = table4_intervals(novelty, by=[c for c in NOVELTY_BY if c in novelty.columns]).assign(source="this study")
     paper = PAPER_TABLE4.assign(model="Qwen3-8B", source="paper (Qwen3-8B)")
     return pd.concat([ours, paper], ignore_index=True)[["source", *[c for c in ours.columns if c != "source"]]]
 
@@ -295,20 +299,37 @@ def novelty_note(table: pd.DataFrame) -> str | None:
         "illustrative only, not comparable with the paper's rows"
     )
 
-def novelty_markdown(table: pd.DataFrame) -> str:
-    "A `novelty_table` in Markdown, opened by its small-data note when it has one."
-    note = novelty_note(table)
-    return (f"*{note}.*\n\n" if note else "") + table.to_markdown(index=False, floatfmt=".2f")
+def novelty_uncertainty(novelty: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The tidy intervals of Table 4's numbers and Long-CoT − Short-CoT on the same prompts: what `score` stores as
+    `novelty_intervals` and `novelty_comparisons`."""
+    by = [c for c in NOVELTY_BY if c in novelty.columns]
+    return dict(novelty_intervals=novelty_interval_table(novelty, by),
+                novelty_comparisons=novelty_comparison_table(novelty, by))
 
-def write_novelty_report(novelty: pd.DataFrame, folder: str | Path) -> dict[str, list[Path]]:
-    "Table 4 (CSV, and Markdown with its small-data note) under folder/tables; name -> paths."
+def novelty_markdown(table: pd.DataFrame) -> str:
+    """A `novelty_table` in Markdown, its numbers as '41.12 [38.20, 44.01]', opened by its small-data note and the
+    few-prompts note of its intervals."""
+    notes = [n for n in (novelty_note(table),
+                         few_units_note(table[table["source"] == "this study"], ["model", "paradigm"], "prompts")) if n]
+    return "".join(f"*{n.rstrip('.')}.*\n\n" for n in notes) + interval_text(table, digits=2).to_markdown(
+        index=False, floatfmt=".2f")
+
+def write_novelty_report(novelty: pd.DataFrame, folder: str | Path,
+                         comparisons: pd.DataFrame | None = None,  # `novelty_uncertainty(...)["novelty_comparisons"]`
+                        ) -> dict[str, list[Path]]:
+    """Table 4 (CSV, and Markdown with its notes) and its Long-CoT − Short-CoT comparisons under folder/tables; name
+    -> paths."""
     table = novelty_table(novelty)
     folder = Path(folder) / "tables"
     folder.mkdir(parents=True, exist_ok=True)
     csv, md = folder / f"{NOVELTY_TABLE}.csv", folder / f"{NOVELTY_TABLE}.md"
     table.to_csv(csv, index=False)
     md.write_text(novelty_markdown(table) + "\n")
-    return {f"table:{NOVELTY_TABLE}": [csv, md]}
+    comparisons = novelty_uncertainty(novelty)["novelty_comparisons"] if comparisons is None else comparisons
+    pairs_csv, pairs_md = folder / f"{NOVELTY_TABLE}_comparisons.csv", folder / f"{NOVELTY_TABLE}_comparisons.md"
+    comparisons.to_csv(pairs_csv, index=False)
+    pairs_md.write_text(comparison_text(comparisons, scale=1).to_markdown(index=False) + "\n")
+    return {f"table:{NOVELTY_TABLE}": [csv, md], f"table:{NOVELTY_TABLE}_comparisons": [pairs_csv, pairs_md]}
 
 # %% ../../../nbs/75_studies.musobench.report.ipynb #6f588103
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from ...tasks.musobench import (TASKS, MuSoBenchItem, build_task, from_record, g
 from .protocol import (ProtocolConfig, TurnRunner, add_stats, paradigm_setup,
                                                         run_protocol, turns_table)
 from .scoring import score_turns
-from .report import (uncertainty_tables, write_novelty_report, write_study_report, NOVELTY_TABLE,
+from .report import (novelty_uncertainty, uncertainty_tables, write_novelty_report, write_study_report, NOVELTY_TABLE,
                                                       novelty_markdown, novelty_table)
 from .noveltybench import (ConstantRater, LLMJudge, LLMRater, LexicalJudge,
                                                             NoveltyConfig, apply_judgements, generate_novelty,
@@ -276,11 +276,13 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
 RUN_FILES = dict(store=RUN_STORE, turns="turns.parquet", results="results.parquet",
                  samples="sc_samples.parquet", stats="generation_stats.json", instances="instances",
                  novelty_generations="novelty_generations.parquet", novelty_judgements="novelty_judgements.parquet",
-                 novelty="novelty.parquet", intervals="intervals.parquet", comparisons="comparisons.parquet")
+                 novelty="novelty.parquet", intervals="intervals.parquet", comparisons="comparisons.parquet",
+                 novelty_intervals="novelty_intervals.parquet", novelty_comparisons="novelty_comparisons.parquet")
 NOVELTY_RAW = ("novelty_generations", "novelty_judgements")
 # what `score` gives, where the folder keeps it (the sweep's rs-rescore writes these)  # the raw tables of a run with
 # noveltybench among its tasks
-RESULT_FILES = {name: RUN_FILES[name] for name in ("results", "samples", "intervals", "comparisons", "novelty")}
+RESULT_FILES = {name: RUN_FILES[name] for name in ("results", "samples", "intervals", "comparisons", "novelty",
+                                                  "novelty_intervals", "novelty_comparisons")}
 
 def write_instances(items: Iterable[MuSoBenchItem], folder: str | Path) -> list[Path]:
     "The instances of a run, one reference-format JSONL per task."
@@ -478,6 +480,7 @@ def score(raw: Mapping[str, pd.DataFrame], config: MuSoBenchConfig) -> dict[str,
         out["novelty"] = apply_judgements(
             raw["novelty_generations"], raw["novelty_judgements"], config.novelty_patience
         )
+        out |= novelty_uncertainty(out["novelty"])  # Table 4's intervals and Long-CoT − Short-CoT on the same prompts
     return out
 
 def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: MuSoBenchConfig) -> dict[str, object]:
@@ -493,7 +496,8 @@ def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: MuSo
         uncertainty = {k: results[k] for k in ("intervals", "comparisons") if k in results}
         written |= write_study_report(results["results"], folder, config.unscored,
                                       uncertainty if len(uncertainty) == 2 else None)
-    if "novelty" in results: written |= write_novelty_report(results["novelty"], folder)
+    if "novelty" in results:
+        written |= write_novelty_report(results["novelty"], folder, results.get("novelty_comparisons"))
     return written
 
 def read_raw(folder: str | Path) -> dict[str, pd.DataFrame]:

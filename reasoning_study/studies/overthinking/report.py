@@ -12,18 +12,23 @@ from typing import Sequence
 import pandas as pd
 
 from ...figures.sections import Drawer, read_tables, slug
-from ...metrics.overthinking import (cross_model_spearman, failed_probe_table, granularity_of,
-                                                  in_condition, length_distribution, main_condition,
+from ...metrics.intervals import few_units_note, format_interval
+from ...metrics.overthinking import (add_overthinking_intervals, add_stopping_intervals,
+                                                  add_strategy_intervals, cross_model_spearman, failed_probe_table,
+                                                  granularity_of, in_condition, length_distribution, main_condition,
+                                                  optimal_actual_comparison,
                                                   optimal_vs_test_time_scaling, overthinking_table, robustness,
                                                   robustness_summary, stability_curve, stopping_at_k, strategy_table,
                                                   trajectories, transition_matrix, wasted_budget_table)
-from ...metrics.stopping import default_policies, policy_table, solution_set_table
+from ...metrics.stopping import (add_policy_intervals, default_policies, policy_comparisons, policy_rows,
+                                              policy_table, solution_set_table)
 from ...probing.judge import taxonomy_table
 
 # %% auto #0
-__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'COUNTED', 'raw_file', 'later_copies', 'without_copies', 'repeated_traces',
-           'harmful_examples', 'section', 'strategies_section', 'stopping_section', 'dynamics_section',
-           'conditions_section', 'taxonomy_section', 'copy_recall_figures', 'counted_rows']
+__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'COUNTED', 'raw_file', 'later_copies', 'without_copies', 'repeated_traces', 'with_note',
+           'comparison_text', 'comparison_markdown', 'harmful_examples', 'section', 'strategies_section',
+           'stopping_section', 'dynamics_section', 'conditions_section', 'taxonomy_section', 'copy_recall_figures',
+           'counted_rows']
 
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #f5151821
 RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
@@ -55,6 +60,30 @@ def without_copies(table: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
 def repeated_traces(copies: pd.DataFrame) -> pd.DataFrame:
     "Per run whose copies were left out: the run kept instead and the number of traces."
     return copies.groupby(["run", "kept_run"], sort=False).size().rename("n_traces").reset_index()
+
+# %% ../../../nbs/78_studies.overthinking.report.ipynb #e6e041d0
+def with_note(markdown: str, table: pd.DataFrame, by: Sequence[str] = ("model", "benchmark")) -> str:
+    "`markdown` with the few-questions caption of `table`'s intervals under it, when some group has under ten."
+    by = [c for c in by if c in table]
+    if not by: table, by = table.assign(rows="all questions"), ["rows"]  # an ungrouped table (Table 2): one group
+    note = few_units_note(table, by, "questions")
+    return markdown + (f"\n\n{note}" if note else "")
+
+def comparison_text(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """The paired comparisons for reading: the difference with its interval (accuracies in points, ×100), the p-value,
+    whether the interval excludes zero."""
+    scale = comparisons["metric"].map(lambda m: 100.0 if m == "accuracy" else 1.0)
+    return comparisons.assign(
+        difference=[format_interval(d * s, lo * s, hi * s) for d, lo, hi, s in
+                    zip(comparisons["difference"], comparisons["lo"], comparisons["hi"], scale)],
+        p_value=comparisons["p_value"].map(lambda p: "" if pd.isna(p) else f"{p:.3g}"),
+        excludes_zero=comparisons["excludes_zero"].map({True: "yes", False: "no"}),
+    ).drop(columns=["lo", "hi"])
+
+def comparison_markdown(comparisons: pd.DataFrame) -> str:
+    "The paired comparisons as Markdown, with the few-questions caption."
+    if comparisons.empty: return "No paired comparison (no trajectory)."
+    return with_note(comparison_text(comparisons).to_markdown(index=False), comparisons)
 
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #055170a9
 def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3) -> str:
@@ -112,11 +141,14 @@ def strategies_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataF
     from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
     # matplotlib: imported where a figure is drawn
     from reasoning_study.figures.overthinking import (best_strategy_mask, plot_format_breakdown, plot_length_histograms,
-                                                      plot_stability_curve, plot_strategy_accuracy, results_table)
-    strategies = strategy_table(traj, by=["model", "benchmark"], traces=main_traces)
+                                                      plot_stability_curve, plot_strategy_accuracy, results_table,
+                                                      results_table_text)
+    strategies = add_strategy_intervals(strategy_table(traj, by=["model", "benchmark"], traces=main_traces), traj,
+                                        main_traces)
     draw.table("strategies", strategies)
     results = results_table(strategies, rows="model", columns="benchmark")
-    draw.table("table1_results", results, table_markdown(results, best_strategy_mask(results)))
+    text = results_table_text(strategies, rows="model", columns="benchmark")
+    draw.table("table1_results", results, with_note(table_markdown(text, best_strategy_mask(results)), strategies))
     draw.figure("fig1_strategy_accuracy", lambda: plot_strategy_accuracy(strategies))
     draw.figure("table1_results_figure",
                 lambda: plot_table(results, best_strategy_mask(results), "Accuracy, length and H per strategy"))
@@ -133,20 +165,27 @@ def stopping_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFra
                      failed_probes: str):
     "Table 2 (Stopping@K), and beyond the paper: stopping policies without the answer key, and the MuSoBench lens."
     from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
-    from reasoning_study.figures.overthinking import stopping_table  # matplotlib: imported where a figure is drawn
+    # matplotlib: imported where a figure is drawn
+    from reasoning_study.figures.overthinking import stopping_table, stopping_table_text
     from reasoning_study.figures.stopping import plot_policy_pareto  # matplotlib: imported where a figure is drawn
     try:
-        table2 = stopping_table(
-            stopping_at_k(main_prefixes, failed_probes=failed_probes), strategy_table(traj, by=["model"])
-        )
-        draw.table("table2_stopping", table2, table_markdown(table2))
+        stopping = add_stopping_intervals(stopping_at_k(main_prefixes, failed_probes=failed_probes), main_prefixes,
+                                          failed_probes)
+        models = add_strategy_intervals(strategy_table(traj, by=["model"]), traj)
+        table2 = stopping_table(stopping, models)
+        text = table_markdown(stopping_table_text(stopping, models))
+        draw.table("table2_stopping", table2, with_note(text, stopping))
         draw.figure("table2_stopping_figure", lambda: plot_table(table2, title="Stopping@K"))
     except ValueError as e: draw.skip("table2_stopping", str(e))
     try:  # scored against Actual and Optimal on the same trajectories
         with_logprobs = "answer_logprobs" in main_prefixes.columns and main_prefixes["answer_logprobs"].notna().any()
-        policies = policy_table(main_prefixes, default_policies(with_logprobs), by=["model", "benchmark"],
-                                failed_probes=failed_probes)
+        rows = policy_rows(main_prefixes, default_policies(with_logprobs), failed_probes)
+        policies = add_policy_intervals(policy_table(main_prefixes, default_policies(with_logprobs),
+                                                     by=["model", "benchmark"], failed_probes=failed_probes, rows=rows),
+                                        rows)
         draw.table("stopping_policies", policies)
+        comparisons = pd.concat([optimal_actual_comparison(traj), policy_comparisons(rows)], ignore_index=True)
+        draw.table("paired_comparisons", comparisons, comparison_markdown(comparisons))
         draw.figure("stopping_pareto", lambda: plot_policy_pareto(policies))
         draw.figure("stopping_pareto_utterances", lambda: plot_policy_pareto(policies, x="utterances"))
     except ValueError as e: draw.skip("stopping_policies", str(e))

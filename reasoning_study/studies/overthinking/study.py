@@ -16,10 +16,15 @@ import pandas as pd
 
 from ...config import ConfigError, check_config, config_from, config_values, param
 from ...metrics.overthinking import (FAILED_PROBE_POLICIES, FAILED_PROBE_STATUSES, PREFIX_COLUMNS,
-                                                  TRACE_COLUMNS, UTTERANCE_COLUMNS, failed_probe_table, granularity_of,
-                                                  in_condition, overthinking_table, recall_trajectories, robustness,
+                                                  TRACE_COLUMNS, UTTERANCE_COLUMNS, add_overthinking_intervals,
+                                                  add_stopping_intervals, add_strategy_intervals, failed_probe_table,
+                                                  granularity_of, in_condition, optimal_actual_comparison,
+                                                  overthinking_table, recall_trajectories, robustness,
                                                   robustness_summary, stopping_at_k, strategy_table, trajectories,
                                                   transition_matrix, wasted_budget_table)
+from ...metrics.intervals import interval_text
+from ...metrics.stopping import (add_policy_intervals, default_policies, policy_comparisons, policy_rows,
+                                              policy_table)
 
 # the study's part of the contract that its report holds: its section of a sweep's report, what a condition counts,
 # and the raw tables' files
@@ -52,8 +57,8 @@ __all__ = ['MUSOBENCH_TASKS', 'EXTRACTOR_CONTEXT', 'JUDGE_CONTEXT_EXTRA', 'MODEL
            'utterance_rows', 'Probed', 'probe_tag', 'wants_logprobs', 'probe_sampling', 'sum_probe_stats', 'probe_all',
            'probe_status', 'correctness', 'extract_all', 'answer_logprobs', 'prefix_table', 'trace_table',
            'judge_cases', 'judge_harmful', 'portable_solutions', 'musobench_prefixes', 'generation_stats', 'write_raw',
-           'load_backends', 'run', 'run_counts', 'score', 'write_results', 'report', 'summary_markdown', 'read_raw',
-           'run_config', 'rescore']
+           'load_backends', 'run', 'run_counts', 'score', 'stopping_results', 'write_results', 'report',
+           'summary_markdown', 'read_raw', 'run_config', 'rescore']
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #6d21ce17
 MUSOBENCH_TASKS = ("subsetsum", "timetabling")  # multi-solution tasks whose traces can be probed too
@@ -674,33 +679,55 @@ def score(raw: Mapping[str, pd.DataFrame], config: OverthinkingConfig) -> dict[s
     prefixes, traces, policy = raw["prefixes"], raw["traces"], config.failed_probes
     all_traj = trajectories(prefixes, failed_probes=policy)
     main = config.main_condition
-    traj = in_condition(all_traj, main)
+    traj, main_prefixes, main_traces = (in_condition(t, main) for t in (all_traj, prefixes, traces))
+    strategies = strategy_table(traj, by=["model", "benchmark"], traces=main_traces)
     results = {"trajectories": all_traj,
-               "strategies": strategy_table(traj, by=["model", "benchmark"], traces=in_condition(traces, main)),
-               "overthinking_by_format": overthinking_table(traj, by=["model", "format"]),
-               "transitions": transition_matrix(in_condition(prefixes, main), policy).reset_index(),
-               "stopping_at_k": stopping_at_k(in_condition(prefixes, main), failed_probes=policy),
+               "strategies": add_strategy_intervals(strategies, traj, main_traces),
+               "overthinking_by_format": add_overthinking_intervals(overthinking_table(traj, by=["model", "format"]),
+                                                                    traj),
+               "transitions": transition_matrix(main_prefixes, policy).reset_index(),
+               "stopping_at_k": add_stopping_intervals(stopping_at_k(main_prefixes, failed_probes=policy),
+                                                       main_prefixes, policy),
                "failed_probes": failed_probe_table(prefixes, policy,
                                                    by=["model", "benchmark", "template", "extractor"])}
     try: results["wasted_budget"] = wasted_budget_table(traj)
     except ValueError: pass  # needs a solved trajectory (report says so)
+    results.update(stopping_results(main_prefixes, traj, policy))
     if len(config.templates) * len(config.extractors) > 1:
         results["robustness"] = pairs = robustness(all_traj, by=["model", "benchmark"])
         results["robustness_summary"] = robustness_summary(pairs)
     # the same traces at every granularity, side by side (the main template and extractor)
     if len(config.granularity) > 1:
         same = {k: v for k, v in main.items() if k != "granularity"}
-        results["strategies_by_granularity"] = strategy_table(in_condition(all_traj, same),
-                                                              by=["model", "benchmark", "granularity"])
-        results["stopping_at_k_by_granularity"] = stopping_at_k(in_condition(prefixes, same), by=["granularity"],
-                                                                failed_probes=policy)
+        same_traj, same_prefixes = in_condition(all_traj, same), in_condition(prefixes, same)
+        results["strategies_by_granularity"] = add_strategy_intervals(
+            strategy_table(same_traj, by=["model", "benchmark", "granularity"]), same_traj)
+        results["stopping_at_k_by_granularity"] = add_stopping_intervals(
+            stopping_at_k(same_prefixes, by=["granularity"], failed_probes=policy), same_prefixes, policy)
     if "judgements" in raw: results["taxonomy"] = taxonomy_table(raw["judgements"])
     if "musobench_prefixes" in raw:
         results["musobench_recall_trajectories"] = recall_trajectories(
             raw["musobench_prefixes"], by=["model", "template", "task", "level", "question_id"], failed_probes=policy)
     return results
 
-RESULT_FILES = {"trajectories": "trajectories.parquet"}  # the results kept as parquet; every other one is <name>.csv
+def stopping_results(main_prefixes: pd.DataFrame, traj: pd.DataFrame, failed_probes: str) -> dict[str, pd.DataFrame]:
+    """The stopping policies of the main condition with their intervals, and the paired comparisons (Optimal − Actual,
+    each policy − Actual, on the same traces)."""
+    comparisons = [optimal_actual_comparison(traj, by=["model", "benchmark"])]
+    out = {}
+    with_logprobs = "answer_logprobs" in main_prefixes and main_prefixes["answer_logprobs"].notna().any()
+    policies = default_policies(with_logprobs)
+    try:
+        rows = policy_rows(main_prefixes, policies, failed_probes)
+        table = policy_table(main_prefixes, policies, by=["model", "benchmark"], failed_probes=failed_probes, rows=rows)
+        out["stopping_policies"] = add_policy_intervals(table, rows)
+        comparisons.append(policy_comparisons(rows, by=["model", "benchmark"]))
+    except ValueError: pass  # no trajectory to stop (report says so)
+    out["comparisons"] = pd.concat(comparisons, ignore_index=True)
+    return out
+
+# the results kept as parquet; every other one is <name>.csv
+RESULT_FILES = {"trajectories": "trajectories.parquet", "comparisons": "comparisons.parquet"}
 
 def write_results(results: Mapping[str, pd.DataFrame], folder: str | Path) -> list[Path]:
     "The result tables in the run folder: those of `RESULT_FILES` as parquet, one CSV per other table."
@@ -720,14 +747,18 @@ def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: Over
     from reasoning_study.figures.core import save_figure, table_markdown  # matplotlib: imported where a figure is drawn
     # matplotlib: imported where a figure is drawn
     from reasoning_study.figures.overthinking import (best_strategy_mask, plot_recall_trajectories, results_table,
-                                                      stopping_table, taxonomy_results_table)
+                                                      results_table_text, stopping_table_text, taxonomy_results_table)
+    from reasoning_study.studies.overthinking.report import comparison_markdown, with_note
     out = Path(folder)
     write_results(results, out)
     traj = in_condition(results["trajectories"], config.main_condition)
-    table1 = results_table(results["strategies"], rows="model", columns="benchmark")
-    (out / "table1_results.md").write_text(table_markdown(table1, best_strategy_mask(table1)) + "\n")
-    table2 = stopping_table(results["stopping_at_k"], strategy_table(traj, by=["model"]))
-    (out / "table2_stopping.md").write_text(table_markdown(table2) + "\n")
+    bold1 = best_strategy_mask(results_table(results["strategies"], rows="model", columns="benchmark"))
+    table1 = results_table_text(results["strategies"], rows="model", columns="benchmark")  # '41.1 [38.2, 44.0]'
+    (out / "table1_results.md").write_text(with_note(table_markdown(table1, bold1), results["strategies"]) + "\n")
+    models = add_strategy_intervals(strategy_table(traj, by=["model"]), traj)
+    table2 = stopping_table_text(results["stopping_at_k"], models)
+    (out / "table2_stopping.md").write_text(with_note(table_markdown(table2), results["stopping_at_k"]) + "\n")
+    (out / "comparisons.md").write_text(comparison_markdown(results["comparisons"]) + "\n")
     if "taxonomy" in results:
         (out / "table4_taxonomy.md").write_text(table_markdown(taxonomy_results_table(results["taxonomy"])) + "\n")
     drawn = {}
@@ -749,24 +780,34 @@ def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: Over
                  figures=sorted(made), skipped_figures=skipped)
     stats_path.write_text(json.dumps(stats, indent=2, default=str) + "\n")
     (out / "summary.md").write_text(
-        summary_markdown(results, config, stats, table1, best_strategy_mask(table1), table2)
+        summary_markdown(results, config, stats, table1, bold1, table2)
     )
     return {**{k: [str(p) for p in v] for k, v in made.items()}, **skipped}
 
 def summary_markdown(results, config: OverthinkingConfig, stats: dict, table1, bold1, table2) -> str:
     "The run's Markdown summary: what it ran, the main tables, the figures drawn and the ones not drawn."
     from reasoning_study.figures.core import table_markdown  # matplotlib: imported where a figure is drawn
+    from reasoning_study.studies.overthinking.report import comparison_markdown, with_note
     main = config.main_condition
+    by_format = results["overthinking_by_format"]
     sections = [
-        (f"Strategies (Table 1)", table_markdown(table1, bold1)),
-        ("Overthinking by answer format", results["overthinking_by_format"].to_markdown(index=False)),
-        ("Stopping@K (Table 2)", table_markdown(table2)),
+        (f"Strategies (Table 1)", with_note(table_markdown(table1, bold1), results["strategies"])),
+        ("Overthinking by answer format",
+         with_note(interval_text(by_format, digits=3).to_markdown(index=False), by_format, ("model", "format"))),
+        ("Stopping@K (Table 2)", with_note(table_markdown(table2), results["stopping_at_k"])),
+        ("Paired comparisons (on the same traces)", comparison_markdown(results["comparisons"])),
         ("Transitions (Fig. 9)", results["transitions"].to_markdown(index=False)),
         (
             f"Failed probes (`failed_probes={config.failed_probes!r}`)",
             results["failed_probes"].to_markdown(index=False),
         ),
     ]
+    if "stopping_policies" in results:
+        metrics = ["accuracy", "tokens", "gap_recovered"]
+        shown = results["stopping_policies"][["policy", "setting", *metrics,
+                                               *[f"{m}_{end}" for m in metrics for end in ("lo", "hi")]]]
+        sections.insert(3, ("Stopping policies (95 % intervals)",
+                            interval_text(shown, digits=3).to_markdown(index=False)))
     for name, title in (
         ("strategies_by_granularity", "Strategies per granularity"),
         ("stopping_at_k_by_granularity", "Stopping@K per granularity"),
