@@ -20,6 +20,11 @@ NOT_IN_ALL = {"vllm"}  # vLLM brings its own (CUDA) torch: asked for by name (EX
 extras = {name: requirements(f"{name}_requirements") for name in LAYERS}
 extras["all"] = sorted({r for name in LAYERS if name not in NOT_IN_ALL for r in extras[name]})
 
+# folders of data files only (no __init__.py): declared as packages so that their files ship and setuptools does not warn
+# "Package would be ignored"; every such folder is listed in settings.ini's `data_packages`
+DATA_PACKAGES = requirements("data_packages")
+DATA_FILES = ["*.jsonl", "*.md", "LICENSE"]  # what MANIFEST.in puts in the sdist, the same patterns
+
 setup(
     name=cfg["lib_name"],
     version=cfg["version"],
@@ -27,7 +32,8 @@ setup(
     author=cfg["author"],
     license="Apache-2.0",
     python_requires=f">={cfg['min_python']}",
-    packages=find_packages(include=[cfg["lib_path"], f"{cfg['lib_path']}.*"]),
+    packages=find_packages(include=[cfg["lib_path"], f"{cfg['lib_path']}.*"]) + DATA_PACKAGES,
+    package_data={name: DATA_FILES for name in DATA_PACKAGES},
     include_package_data=True,
     install_requires=requirements("requirements"),
     extras_require=extras,

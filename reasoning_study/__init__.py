@@ -17,6 +17,6 @@ The map, bottom layer first (dependencies point down; no study imports another; 
   `studies.overthinking` (`report`, `study`), `studies.attention` (`recording`, `study`), `studies.registry`
   (the contract and the list), `studies.runner` (one run and its `run.json`)
 - across runs: `sweep.spec`, `sweep.index`, `sweep.locks`, `sweep.executors`, `sweep.rehearsal` (a grid on CPU with
-  stand-ins), `report`, `gpu_check`, `cli`
+  stand-ins), `report`, `browser` (every sample of the runs, readable offline), `gpu_check`, `cli`
 """
 __version__ = "0.1.0"

@@ -28,12 +28,12 @@ from .sweep.index import DONE_FILE, MAX_ERROR_SHARE, finished_runs, is_finished,
 from .sweep.spec import (cell_keys, check_values, config_problems, experiments_dir, load_sweep,
                                        missing_keys, notebook_parameters, notebook_path, provider_check,
                                        registered_config, SweepError)
-from .runs import project_root, redact_file, redact_text, resolve_path
+from .runs import ProjectNotFound, project_root, redact_file, redact_text, resolve_path
 
 # %% auto #0
-__all__ = ['compile_report', 'parser', 'rehearse_main', 'main', 'papermill_value', 'run_problems', 'run_notebook', 'run_parser',
-           'run_main', 'result_files', 'stored_table', 'write_back', 'rescore_folder', 'rescore_sweep', 'rescore_main',
-           'report_runs', 'report_main']
+__all__ = ['compile_report', 'parser', 'rehearse_main', 'cli_path', 'cli_root', 'main', 'papermill_value', 'run_problems',
+           'run_notebook', 'run_parser', 'run_main', 'result_files', 'stored_table', 'write_back', 'rescore_folder',
+           'rescore_sweep', 'rescore_main', 'report_runs', 'report_main']
 
 # %% ../nbs/96_cli.ipynb #5bf7ed67
 def compile_report(sweep_dir: str | Path,  # a sweep folder
@@ -101,13 +101,27 @@ def rehearse_main(sweep, args) -> int:
     if args.report and (table["status"] == "ran").any(): print(f"report: {compile_report(sweep.folder(args.out))}")
     return int((table["status"] == "failed").any())
 
+def cli_path(path: str | Path) -> Path:
+    "A path typed on the command line, as the shell means it: relative to the working directory."
+    return Path(path).expanduser().absolute()
+
+def cli_root(command: str) -> Path | None:
+    """The project root the command takes its notebooks from (`runs.project_root`: above the working directory, else
+    the installed package's checkout); None after saying in one line what to do."""
+    try: return project_root()
+    except ProjectNotFound as e:
+        print(f"{command}: {e}", file=sys.stderr)
+        return None
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    try: sweep = load_sweep(args.sweep_file)
+    if (root := cli_root("rs-sweep")) is None: return 2
+    try: sweep = load_sweep(cli_path(args.sweep_file), root)
     except SweepError as e:
         print(e, file=sys.stderr)
         return 2
-    args.out = args.out or ("outputs/rehearsal" if args.rehearse else "outputs")
+    # --out as typed (the working directory's); the default: the project's outputs/
+    args.out = cli_path(args.out) if args.out else root / ("outputs/rehearsal" if args.rehearse else "outputs")
     sweep_dir = sweep.folder(args.out)
     if args.only and (unknown := set(args.only.split(",")) - {c.id for c in sweep.cells}):
         print(f"--only names unknown cells {sorted(unknown)}; cells: {', '.join(c.id for c in sweep.cells)}",
@@ -217,7 +231,8 @@ def run_notebook(notebook: str | Path,  # an experiment notebook (name or path; 
 def run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rs-run",
                                 description="Check the parameters, then run one experiment notebook with papermill (the"
-                                            " output notebook's folder is created; relative paths are from the project "
+                                            " output notebook's folder is created; relative paths are from the working "
+                                            "directory; the notebook's own parameters, e.g. out_dir, from the project "
                                             "root).")
     p.add_argument(
         "notebook",
@@ -239,14 +254,17 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     args = run_parser().parse_args(argv)
     parameters: dict = {}
     try:
-        for file in args.parameters_file: parameters.update(yaml.safe_load(Path(file).read_text()) or {})
+        for file in args.parameters_file: parameters.update(yaml.safe_load(cli_path(file).read_text()) or {})
         for text in args.parameters_yaml: parameters.update(yaml.safe_load(text) or {})
     except (OSError, yaml.YAMLError, TypeError, ValueError) as e:
         print(f"rs-run: bad -f/-y parameters: {redact_text(str(e))}", file=sys.stderr)
         return 2
     parameters.update({name: papermill_value(value) for name, value in args.parameters})
     parameters.update(dict(args.parameters_raw))
-    try: output = run_notebook(args.notebook, args.output, parameters, progress=not args.no_progress_bar)
+    if (root := cli_root("rs-run")) is None: return 2
+    notebook = args.notebook if "/" not in args.notebook and not args.notebook.endswith(".ipynb") else cli_path(
+        args.notebook)  # a name: the project's nbs/experiments/; a path: as typed
+    try: output = run_notebook(notebook, cli_path(args.output), parameters, root, progress=not args.no_progress_bar)
     except SweepError as e:
         print(e, file=sys.stderr)
         return 2

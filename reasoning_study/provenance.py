@@ -114,5 +114,8 @@ def record_row(folder: str | Path) -> dict:
                 generated=r.get("counts", {}).get("generated"), reused=r.get("counts", {}).get("reused"))
 
 def record_table(folders) -> pd.DataFrame:
-    "The provenance of several run folders, one row each."
-    return pd.DataFrame([record_row(f) for f in folders])
+    """The provenance of several run folders, one row each, indexed by the run (the folder's name: a sweep's cell), so
+    that a table of runs shows which run a row is, not a bare 0..n-1."""
+    rows = [record_row(f) for f in folders]
+    index = pd.Index([Path(f).name for f in folders], name="run")
+    return pd.DataFrame(rows, index=index)

@@ -15,13 +15,14 @@ import pandas as pd
 
 from .figures.core import figure_note
 from .figures.sections import condition_counts, count_note, slug, small_data_note
+from .browser import BROWSER_KINDS, write_sweep_browsers
 from .studies.registry import STUDIES, study_module
 from .sweep.index import finished_runs
 
 # %% auto #0
-__all__ = ['MUSO', 'OVER', 'BEYOND', 'PAPER_FIGURES', 'PAPER_TITLES', 'STATUS_ORDER', 'PaperFigure', 'figure_inventory', 'anchor',
-           'summary_markdown', 'toc_markdown', 'caption', 'Block', 'page_blocks', 'page_notebook', 'render_page',
-           'section_counts', 'sweep_report']
+__all__ = ['MUSO', 'OVER', 'BEYOND', 'PAPER_FIGURES', 'PAPER_TITLES', 'STATUS_ORDER', 'BROWSER_KEY', 'PaperFigure',
+           'figure_inventory', 'anchor', 'summary_markdown', 'toc_markdown', 'caption', 'browser_markdown', 'Block',
+           'item_counts', 'page_blocks', 'page_notebook', 'render_page', 'section_counts', 'sweep_report']
 
 # %% ../nbs/94_report.ipynb #7ea3b5a9
 @dataclass(frozen=True)
@@ -142,6 +143,9 @@ PAPER_FIGURES: list[PaperFigure] = [
     PaperFigure(BEYOND, "Stopping Pareto",
                 "tokens used vs accuracy at the stop, per policy setting, Actual and Optimal marked",
                 "overthinking", r"^overthinking/stopping_pareto$", "an overthinking run"),
+    PaperFigure(BEYOND, "Trace strips",
+                "each probed trace's prefixes by correctness (failed probes marked), τ, κ̂ and the end, sorted by τ",
+                "overthinking", r"^overthinking/trace_strips_", "an overthinking run"),
 ]
 
 # %% ../nbs/94_report.ipynb #6cc65c0e
@@ -208,9 +212,12 @@ def summary_markdown(runs: pd.DataFrame,  # finished runs (`sweep.finished_runs`
             lines.append(f"{absent} need experiments this sweep did not run (listed per paper).")
     return "\n\n".join(lines)
 
-def toc_markdown(inventory: pd.DataFrame) -> str:
-    "The table of contents: the runs, each paper's drawn figures and tables, what was not drawn, the extras."
+def toc_markdown(inventory: pd.DataFrame,
+                 samples: bool = False,  # the page has a Samples section (the sweep's sample browsers)
+                ) -> str:
+    "The table of contents: the runs, the samples, each paper's drawn figures and tables, what was not drawn, the extras."
     lines = ["**Contents**", "", f"- [Runs and provenance](#{anchor('runs')})"]
+    if samples: lines.append(f"- [Samples: the sample browsers](#{anchor('samples')})")
     for paper, rows in inventory.groupby("paper", sort=False):
         lines.append(f"- [{PAPER_TITLES.get(paper, paper)}](#{anchor(paper)})")
         lines += [
@@ -220,27 +227,53 @@ def toc_markdown(inventory: pd.DataFrame) -> str:
     lines.append(f"- [Also drawn](#{anchor('also drawn')})")
     return "\n".join(lines)
 
-def caption(row, runs: pd.DataFrame, counts: pd.DataFrame) -> str:
-    "What a figure shows, from which runs, and how many instances stand behind each condition."
+def caption(row, runs: pd.DataFrame, counts: pd.DataFrame,
+            unit: str = "instances",  # what `counts` counts (Table 4: NoveltyBench prompts)
+           ) -> str:
+    "What a figure shows, from which runs, and how many instances (or other units) stand behind each condition."
     experiment = next((f.experiment for f in PAPER_FIGURES if f.paper == row.paper and f.item == row.item), "")
     cells = sorted(runs.loc[runs.notebook == experiment, "cell"]) if len(runs) else []
     listed = ", ".join(f"`{c}`" for c in cells)
     text = f"*{row.paper} {row.item}: {row.shows}.* From {len(cells)} run{'s' * (len(cells) != 1)}: {listed}."
-    if not counts.empty: text += f" {count_note(counts)}."
+    if not counts.empty: text += f" {count_note(counts, unit)}."
     if (note := small_data_note(counts)): text += f" **⚠ {note}.**"
     return text
 
 # %% ../nbs/94_report.ipynb #549aa623
+BROWSER_KEY = "browser/"  # made["browser/<kind>"] = [its page]: the sweep's sample browsers (`browser`)
+
+def browser_markdown(made: dict) -> str:
+    "The links to the sweep's sample browsers (relative to report.html, beside which they are written), or ''."
+    pages = {k[len(BROWSER_KEY):]: Path(v[0]) for k, v in made.items()
+             if k.startswith(BROWSER_KEY) and v and not isinstance(v, str)}
+    if not pages: return ""
+    links = [f"- [{BROWSER_KINDS.get(kind, kind)}]({page.parent.name}/{page.name})" for kind, page in pages.items()]
+    return (f'## <a id="{anchor("samples")}"></a>Samples\n\nEvery sample behind the tables, readable offline (filters by run, '
+            "model, paradigm, condition, task, status and outcome): MuSoBench replies with their parsed candidates "
+            "marked valid, violation or unreadable, overthinking traces with their prefix probes and trace strips.\n\n"
+            + "\n".join(links))
+
 @dataclass(frozen=True)
 class Block:
     kind: str  # "markdown" or "image"
     content: str  # Markdown text, or the path of a PNG to embed
+
+def item_counts(row, experiment: str, runs: pd.DataFrame, counts: dict[str, pd.DataFrame]) -> tuple:
+    """(counts, unit) of a report item's caption: the study's own count of that item where it declares one
+    (`COUNTED_UNITS`, e.g. Table 4 counts NoveltyBench prompts), else the experiment's instances per condition."""
+    module = study_module(experiment) if experiment in STUDIES else None
+    stem = next((Path(p).stem for p in row.files), "")
+    if module is not None and stem in getattr(module, "COUNTED_UNITS", {}):
+        folders = list(runs.loc[runs.notebook == experiment, "folder"]) if len(runs) else []
+        return module.item_counts(folders, stem), module.COUNTED_UNITS[stem]
+    return counts.get(experiment, pd.DataFrame(columns=["n"])), "instances"
 
 def page_blocks(inventory: pd.DataFrame, runs: pd.DataFrame, counts: dict[str, pd.DataFrame],
                 made: dict) -> list[Block]:
     """The figures part of the reader's page: per paper, each drawn item (heading, images or table, caption), then what
     was not drawn and why."""
     blocks, shown = [], set()
+    if (browsers := browser_markdown(made)): blocks.append(Block("markdown", browsers))
     experiment_of = {(f.paper, f.item): f.experiment for f in PAPER_FIGURES}
     for paper, rows in inventory.groupby("paper", sort=False):
         blocks.append(Block("markdown", f'## <a id="{anchor(paper)}"></a>{PAPER_TITLES.get(paper, paper)}'))
@@ -252,9 +285,8 @@ def page_blocks(inventory: pd.DataFrame, runs: pd.DataFrame, counts: dict[str, p
                 blocks.append(Block("image", p))
                 shown.add(p)
             if not pngs: blocks += [Block("markdown", Path(p).read_text()) for p in tables]
-            blocks.append(Block("markdown",
-                                caption(r, runs,
-                                        counts.get(experiment_of[(paper, r.item)], pd.DataFrame(columns=["n"])))))
+            blocks.append(Block("markdown", caption(r, runs, *item_counts(r, experiment_of[(paper, r.item)], runs,
+                                                                          counts))))
         rest = rows[rows.status != "drawn"]
         if len(rest):
             blocks.append(Block("markdown", f'### <a id="{anchor(paper, "not drawn")}"></a>Not drawn\n\n' + "\n".join(
@@ -320,6 +352,8 @@ def sweep_report(sweep_dir: str | Path,  # a sweep folder (its finished run fold
         if notebook not in STUDIES: continue
         with figure_note(small_data_note(counts[notebook])):  # small data is said on each figure's face
             study_module(notebook).section(list(group["folder"]), out, made)
+    for kind, page in write_sweep_browsers(list(runs["folder"]) if len(runs) else [], out / "browser").items():
+        made[f"{BROWSER_KEY}{kind}"] = [page]  # the sample browsers, linked from the page (`browser_markdown`)
     inventory = figure_inventory(made, set(runs["notebook"]))
     lines = [f"# Figures and tables of sweep {Path(sweep_dir).name}", "", f"{len(runs)} finished runs.", ""]
     for paper, rows in inventory.groupby("paper", sort=False):

@@ -5,6 +5,7 @@
 # %% ../nbs/05_runs.ipynb #08b32ebd
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -14,19 +15,34 @@ from typing import Any, Iterable, Mapping
 from .backends.presets import key_variables
 
 # %% auto #0
-__all__ = ['CREDENTIAL_NAME', 'CREDENTIAL_ENV', 'KEY_SHAPES', 'KEY_SHAPE', 'BEARER', 'ECHOED', 'REDACTED', 'project_root',
-           'resolve_path', 'run_dir', 'is_credential_name', 'key_variable_hint', 'credential_problems',
-           'check_no_credentials', 'secret_values', 'redact_text', 'redact', 'redact_file', 'check_param',
-           'write_params']
+__all__ = ['CREDENTIAL_NAME', 'CREDENTIAL_ENV', 'KEY_SHAPES', 'KEY_SHAPE', 'BEARER', 'ECHOED', 'REDACTED', 'ProjectNotFound',
+           'installed_checkout', 'project_root', 'resolve_path', 'run_dir', 'is_credential_name', 'key_variable_hint',
+           'credential_problems', 'check_no_credentials', 'secret_values', 'redact_text', 'redact', 'redact_file',
+           'check_param', 'write_params']
 
 # %% ../nbs/05_runs.ipynb #8ea533ef
-def project_root(start: str | Path | None = None) -> Path:
-    "The nearest folder above `start` (default: the working directory) holding this project's settings.ini."
+class ProjectNotFound(FileNotFoundError):
+    "No checkout of the project to take the notebooks from (its one-line message says what to do)."
+
+def _is_project(folder: Path) -> bool:
+    ini = folder / "settings.ini"
+    return ini.is_file() and "lib_name = reasoning_study" in ini.read_text()
+
+def installed_checkout() -> Path | None:
+    "The checkout the installed package comes from (an editable install: `pip install -e`), None for a plain install."
+    spec = importlib.util.find_spec("reasoning_study")
+    folder = Path(spec.origin).resolve().parent.parent if spec and spec.origin else None
+    return folder if folder and _is_project(folder) else None
+
+def project_root(start: str | Path | None = None,  # where to look from (default: the working directory)
+                ) -> Path:
+    """The nearest folder above `start` holding this project's settings.ini; without `start`, when the working
+    directory is outside any checkout, the checkout the installed package comes from."""
     here = Path(start or os.getcwd()).resolve()
-    for folder in [here, *here.parents]:
-        ini = folder / "settings.ini"
-        if ini.exists() and "lib_name = reasoning_study" in ini.read_text(): return folder
-    raise FileNotFoundError(f"no reasoning_study settings.ini above {here}; pass an absolute output folder")
+    if found := next((f for f in [here, *here.parents] if _is_project(f)), None): return found
+    if start is None and (checkout := installed_checkout()): return checkout
+    raise ProjectNotFound(f"no reasoning_study checkout above {here}, and the installed package is not one: run from "
+                          "inside a checkout of the project, or install one editable (pip install -e <checkout>)")
 
 def resolve_path(path: str | Path, root: str | Path | None = None) -> Path:
     "An absolute path: relative paths are taken from the project root."

@@ -68,3 +68,32 @@ def test_report_over_a_run_folder(build_folder, tmp_path):
     assert (out / "runs" / "build" / "summary.parquet").resolve() == (build_folder / "summary.parquet").resolve()
     bad = command("report_main", str(tmp_path / "nothing"), "--out", str(out))
     assert bad.returncode == 1 and "neither a run folder" in bad.stderr
+
+
+# --- issue #32 point 4: the commands from outside the project folder ----------------------------------------------
+
+def test_rs_sweep_from_another_folder_reads_the_sweep_file_there(tmp_path):
+    "A sweep file copied out of the checkout, given absolute and relative, from a working directory outside it."
+    (tmp_path / "grids").mkdir()
+    sweep = tmp_path / "grids" / "musobench.yaml"
+    sweep.write_text((ROOT / "nbs" / "sweeps" / "musobench.yaml").read_text())
+    for cwd, path in ((tmp_path, str(sweep)), (tmp_path, "grids/musobench.yaml"), (tmp_path / "grids", "musobench.yaml")):
+        done = command("main", path, "--dry-run", "--out", "runs", cwd=cwd)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr and "musobench" in done.stdout
+    rel = command("main", "grids/missing.yaml", "--dry-run", cwd=tmp_path)  # relative to the working directory
+    assert rel.returncode == 2 and "Traceback" not in rel.stderr and str(tmp_path / "grids" / "missing.yaml") in rel.stderr
+
+
+def test_without_a_checkout_the_commands_say_what_to_do_in_one_line(tmp_path):
+    "An installed package that is no checkout, run outside any: exit 2 and one line, no traceback."
+    sweep = tmp_path / "musobench.yaml"
+    sweep.write_text((ROOT / "nbs" / "sweeps" / "musobench.yaml").read_text())
+    for name, args in (("main", [str(sweep), "--dry-run"]), ("run_main", ["musobench_build", "out/run.ipynb"])):
+        code = ("import sys; import reasoning_study.runs as runs; runs.installed_checkout = lambda: None; "
+                f"from reasoning_study.cli import {name}; sys.exit({name}(sys.argv[1:]))")
+        done = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True, text=True,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+        assert done.returncode == 2, (name, done.stderr)
+        assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert "install one editable (pip install -e <checkout>)" in done.stderr

@@ -13,8 +13,8 @@ from reasoning_study.figures.core import save_figure
 from reasoning_study.figures.overthinking import (
     best_strategy_mask, largest_in_group_mask, plot_cross_model, plot_format_breakdown, plot_length_histograms,
     plot_robustness, plot_stability_curve, plot_strategy_accuracy, plot_table, plot_test_time_scaling,
-    plot_token_statistics, plot_transition_matrix, plot_wasted_budget, results_table, stopping_table, table_markdown,
-    taxonomy_results_table)
+    plot_token_statistics, plot_trace_strips, plot_transition_matrix, plot_wasted_budget, results_table, stopping_table,
+    table_markdown, taxonomy_results_table, trace_strips)
 from reasoning_study.metrics.overthinking import (
     cross_model_spearman, length_distribution, optimal_vs_test_time_scaling, overthinking_table, robustness,
     stability_curve, stopping_at_k, strategy_table, synthetic_tables, trajectories, transition_matrix,
@@ -57,12 +57,13 @@ def figures(s):
         "table1": lambda: plot_table(table1, best_strategy_mask(table1), "Table 1"),
         "table2": lambda: plot_table(stopping_table(stopping_at_k(prefixes), strategy_table(one, by=["model"])), title="Table 2"),
         "table4": lambda: plot_table(table4, largest_in_group_mask(table4), "Table 4"),
+        "trace_strips": lambda: plot_trace_strips(prefixes.query("model == 'model-a' and benchmark == 'mixed-bench'")),
     }
 
 
 NAMES = ["fig1_strategies", "fig2_lengths", "fig3_formats", "fig4_stability", "fig6_robustness", "fig7_cross_model",
          "fig8_scaling", "fig9_transitions", "fig10_tokens", "fig11_wasted", "fig12_lengths_by_benchmark",
-         "fig13_formats_by_model", "table1", "table2", "table4"]
+         "fig13_formats_by_model", "table1", "table2", "table4", "trace_strips"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -138,5 +139,33 @@ def test_figures_refuse_inputs_they_would_misdraw(study):
         plot_cross_model(pd.DataFrame([[1.0, 0.5]], index=["a"], columns=["a", "b"]))
     with pytest.raises(ValueError, match="one row per"):
         results_table(pd.concat([study["strategies"], study["strategies"]]))
+    with pytest.raises(ValueError, match="draws one group"):
+        plot_trace_strips(study["prefixes"])  # several models and benchmarks: one condition per figure
     with pytest.raises(ValueError, match="`percent` or a `count`"):
         taxonomy_results_table(pd.DataFrame({"model": ["m"], "benchmark": ["b"], "category": ["visual"]}))
+
+
+def test_trace_strips_sorted_by_tau_with_failed_probes_marked():
+    synth = synthetic_tables(n_items=20, models=("model-a",), failure_rate=0.15, random_state=3)
+    prefixes = synth["prefixes"].query("benchmark == 'mixed-bench'")
+    strips = trace_strips(prefixes)
+    taus = strips["first_correct_index"]
+    solved = taus.dropna()
+    assert list(solved) == sorted(solved) and taus.iloc[len(solved):].isna().all()  # by τ, the unsolved last
+    assert (strips["states"].map(len) == strips["n_utterances"] + 1).all()  # z_0..z_N
+    failed = sum(s.count("failed probe") for s in strips["states"])
+    assert failed > 0
+    clean = trajectories(prefixes[~prefixes.item_id.isin(strips.loc[strips.n_failed > 0, "item_id"])])
+    both = strips.merge(clean, on=["model", "benchmark", "item_id", "seed"], suffixes=("", "_metric"))
+    assert len(both) == len(clean) > 0  # τ and κ̂ as the metrics define them, on the traces they keep
+    assert both["first_correct_index"].fillna(-1).tolist() == both["first_correct_index_metric"].fillna(-1).tolist()
+    assert both["kappa_tokens"].fillna(-1).tolist() == both["difficulty_tokens"].fillna(-1).tolist()
+    fig = plot_trace_strips(prefixes)
+    try:
+        ax = fig.axes[0]
+        assert ax.collections[0].get_array().shape[0] == len(strips)  # one strip per trace
+        assert len(ax.collections[1].get_offsets()) == failed  # a cross per failed probe
+        assert len(ax.collections[2].get_offsets()) == len(solved)  # a τ marker per solved trace
+        assert len(ax.texts) == len(strips) and sum(t.get_text() == "κ̂ = ∞" for t in ax.texts) == taus.isna().sum()
+    finally:
+        plt.close(fig)

@@ -631,11 +631,51 @@ def test_report_of_two_models_draws_every_figure_once_per_model(tmp_path):
     assert {"factors_Qwen3-8B_subsetsum", "mitigations_DeepSeek_timetabling", "exploration_calibration_Qwen3-8B",
             "movement_subsetsum", "table:table2_self_consistency"} <= set(report)
     assert all(p.exists() for v in report.values() for p in v)
-    table2 = pd.read_csv(tmp_path / "tables" / "table2_self_consistency.csv", header=[0, 1], index_col=[0, 1, 2])
+    table2 = pd.read_csv(tmp_path / "tables" / "table2_self_consistency.csv", index_col=[0, 1, 2])
     assert set(table2.index.get_level_values("Model")) == {"Qwen3-8B", "DeepSeek"}
-    assert list(table2.columns[:2]) == [("Precision (%)", "scored only"), ("Precision (%)", "unscored = 0")]
+    assert list(table2.columns[:2]) == ["Precision (%) · scored only", "Precision (%) · unscored = 0"]
     statuses = pd.read_csv(tmp_path / "tables" / "statuses.csv")
     assert statuses["rows"].sum() == len(two)
+
+
+
+def test_report_tables_have_flat_headers_and_whole_counts(tmp_path):
+    "Tables 1, 2 and 4 as a reader opens them: no tuple headers, counts as integers, the intervals kept."
+    from reasoning_study.studies.musobench.report import novelty_markdown, novelty_table
+    write_study_report(synthetic_results(n_questions=3).assign(model="toy"), tmp_path)
+    for name in ("table1_reconsideration", "table2_self_consistency"):
+        md = (tmp_path / "tables" / f"{name}.md").read_text()
+        csv = pd.read_csv(tmp_path / "tables" / f"{name}.csv")
+        assert "('" not in md and not any(c.startswith("(") or c.startswith("Unnamed") for c in csv.columns), name
+        rows = [c for c in csv.columns if "Rows" in c]
+        assert rows and all(csv[c].dtype.kind == "i" for c in rows), name
+        assert re.search(r"\d+\.\d \[\d+\.\d, \d+\.\d\]", md), name  # '41.1 [38.2, 44.0]' stays
+    md1 = (tmp_path / "tables" / "table1_reconsideration.md").read_text()
+    assert "SubsetSum · CSR (%) · scored only" in md1 and "| Model " in md1
+    assert not re.search(r"\|\s+\d+\.0+\s+\|", md1)  # Rows print as 3, not 3.0
+    novelty = pd.DataFrame(dict(model="toy", paradigm=["short", "short"], prompt_id=["p1", "p2"], mode="one_reply",
+                                judge="lexical@0.6", rater="constant:10", status="complete", utility_pct=[0.5, 1.0],
+                                distinct_pct=[0.5, 1.0], confidence=[0.9, 0.9]))
+    md4 = novelty_markdown(novelty_table(novelty))
+    assert "2.00" not in md4.split() and "nan" not in md4.split()  # n_rows = n_scored = 2, the paper's rows blank
+    assert "75.00 [50.00, 100.00]" in md4  # the numbers keep their two decimals
+
+
+
+def test_table4_is_counted_in_noveltybench_prompts_not_musobench_instances(tmp_path):
+    "Table 4's caption count: NoveltyBench prompts per Table 4 row, while the other items count MuSoBench instances."
+    from reasoning_study.figures.sections import condition_counts, count_note
+    from reasoning_study.studies.musobench import study as musobench_study
+    synthetic_results(n_questions=3).assign(model="toy").to_parquet(tmp_path / "results.parquet")
+    pd.DataFrame(dict(model="toy", paradigm=["short"] * 5 + ["long"] * 5, mode="one_reply", judge="lexical@0.6",
+                      rater="constant:10", prompt_id=[f"p{i}" for i in range(5)] * 2)).to_parquet(
+        tmp_path / "novelty.parquet")
+    assert condition_counts(musobench_study, [tmp_path])["n"].min() == 3  # the MuSoBench instances (per temperature)
+    prompts = musobench_study.item_counts([tmp_path], musobench_study.NOVELTY_TABLE)
+    assert prompts[["paradigm", "n"]].values.tolist() == [["long", 5], ["short", 5]]
+    unit = musobench_study.COUNTED_UNITS[musobench_study.NOVELTY_TABLE]
+    assert count_note(prompts, unit) == "n = 5 prompts per condition (2 conditions)"
+    assert musobench_study.item_counts([tmp_path], "table1_reconsideration") is None
 
 
 # --- the embedded model: the forced </think> is in the prompt it continues ---------------------------------------

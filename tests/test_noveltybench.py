@@ -3,12 +3,14 @@ Utility bookkeeping checked against properties that hold for every input."""
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from reasoning_study.metrics.noveltybench import prompt_scores, utility
 from reasoning_study.tasks.noveltybench import class_openers, first_equivalent, lexical_equivalent, numbered_answers, partition
 
-STYLES = ["{n}. ", "{n}) ", "({n}) ", "**{n}.** ", "### {n}. ", "Answer {n}: ", "{n} - ", "- **{n}.** "]
+STYLES = ["{n}. ", "{n}) ", "({n}) ", "**{n}.** ", "### {n}. ", "Answer {n}: ", "{n} - ", "- **{n}.** ",
+          "★{n}. ", "➤ {n}) ", "✦ **{n}.** "]  # decorated numbering: the embedded model writes ★1.
 WORD = st.text(alphabet=st.characters(whitelist_categories=("Ll", "Lu")), min_size=1, max_size=8)
 ANSWER = st.lists(WORD, min_size=1, max_size=6).map(" ".join)  # one line, opening with a letter
 PROSE = st.sampled_from(["", "Here are my answers:\n\n", "Sure! Some ideas.\n", "I thought about it.\n\n"])
@@ -28,6 +30,17 @@ def test_numbered_answers_read_back(answers, style, intro, outro, blank, extra):
     assert len(read) == min(k, len(answers))
     assert read[:-1] == expected[:-1]
     assert read[-1].startswith(expected[-1])
+
+
+@pytest.mark.parametrize("reply, k, expected", [
+    ("★1. red\n★2. blue", 2, (["red", "blue"], "complete")),  # what the embedded model wrote
+    ("☆ 1) red\n☆ 2) blue\n☆ 3) green", 2, (["red", "blue"], "long")),
+    ("~1.5 million people\n1. red", 1, (["red"], "complete")),  # a decimal opening a line is no item
+    ("At 2:30 we met.\nI gave it ★1. Fine.", 2, (["At 2:30 we met.\nI gave it ★1. Fine."], "unnumbered")),
+    ("★ 3 stars, 2 cats and 1 dog.", 1, (["★ 3 stars, 2 cats and 1 dog."], "unnumbered")),  # prose with numbers
+])
+def test_numbered_answers_accept_decorated_numbers_not_prose(reply, k, expected):
+    assert numbered_answers(reply, k) == expected
 
 
 @settings(max_examples=200, deadline=None)

@@ -76,6 +76,11 @@ def test_report_page_in_a_browser(report, tmp_path):
     status = pd.read_csv(report / "figures.csv").set_index(["paper", "item"])["status"]
     assert status[("MuSoBench", "Table 4")] == "drawn" and "paper (Qwen3-8B)" in text and "small data: n = " in text  # beside the paper's rows
     assert status[("Beyond the papers", "Stopping Pareto")] == "drawn" and status[("Beyond the papers", "Stopping policies")] == "drawn"
+    assert status[("Beyond the papers", "Trace strips")] == "drawn"  # issue 32: one strip per probed trace, sorted by τ
+    # issue 32: Table 4's caption counts NoveltyBench prompts, not the MuSoBench instances of its runs
+    table4 = text[text.index("MuSoBench Table 4:"):][:600]  # its caption
+    assert "prompts per condition" in table4 or "prompt per condition" in table4, table4
+    assert "Samples" in text and seen["toc"] >= len(drawn) + 1  # the sample browsers: linked from the page and its contents
     policies = pd.read_csv(report / "overthinking" / "tables" / "stopping_policies.csv")
     assert {"Actual", "Optimal", "Stopping@K", "Consistency", "Entropy", "Budget"} <= set(policies.policy)
 

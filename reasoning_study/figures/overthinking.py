@@ -13,19 +13,23 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.colors import ListedColormap
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from .core import paper_style, plot_table, require_columns, table_cell, table_markdown
 from ..metrics.intervals import format_interval
-from ..metrics.overthinking import FAILED_PROBE_STATUSES
+from ..metrics.overthinking import FAILED_PROBE_STATUSES, TRAJECTORY_KEYS
 from ..prompts.overthinking import FAILURE_CATEGORIES
 
 # %% auto #0
 __all__ = ['STRATEGY_LABELS', 'STRATEGY_COLORS', 'FORMAT_LABELS', 'CATEGORY_LABELS', 'RESULT_METRICS', 'PERCENT_METRICS',
-           'STABILITY_LABELS', 'strategy_label', 'interval_bars', 'plot_strategy_accuracy', 'plot_length_histograms',
-           'results_table', 'best_strategy_mask', 'stopping_table', 'interval_cells', 'results_table_text',
-           'stopping_table_text', 'plot_format_breakdown', 'plot_stability_curve', 'plot_robustness',
-           'plot_cross_model', 'plot_test_time_scaling', 'plot_transition_matrix', 'plot_token_statistics',
-           'plot_wasted_budget', 'taxonomy_results_table', 'largest_in_group_mask', 'plot_recall_trajectories']
+           'STABILITY_LABELS', 'STRIP_STATES', 'STRIP_KEYS', 'strategy_label', 'interval_bars',
+           'plot_strategy_accuracy', 'plot_length_histograms', 'results_table', 'best_strategy_mask', 'stopping_table',
+           'interval_cells', 'results_table_text', 'stopping_table_text', 'plot_format_breakdown',
+           'plot_stability_curve', 'plot_robustness', 'plot_cross_model', 'plot_test_time_scaling',
+           'plot_transition_matrix', 'plot_token_statistics', 'plot_wasted_budget', 'taxonomy_results_table',
+           'largest_in_group_mask', 'plot_recall_trajectories', 'strip_states', 'trace_strips', 'plot_trace_strips']
 
 # %% ../../nbs/68_figures.overthinking.ipynb #0550d01a
 STRATEGY_LABELS = {"No-CoT": "No-CoT", "Actual": "Actual Length", "Optimal": "Optimal Length",
@@ -468,3 +472,91 @@ def plot_recall_trajectories(rows: pd.DataFrame,
     ax.set(xlabel="prefix $i$ (utterances)", ylabel="recall of the forced answer", ylim=(-0.05, 1.05))
     ax.legend(fontsize=8)
     return fig
+
+# %% ../../nbs/68_figures.overthinking.ipynb #12c10574
+STRIP_STATES = {"correct": "#2a9d8f", "wrong": "#e76f51", "no answer": "#f6c8b4", "failed probe": "#d9d9d9"}
+STRIP_KEYS = ("model", "benchmark", "template", "extractor", "granularity")  # one condition: one figure of strips
+
+def strip_states(prefixes: pd.DataFrame) -> pd.Series:
+    """Each probe's cell: "failed probe" (the backend or extractor failed: no answer at all), "correct", "no answer"
+    (the probe ran but no answer could be read: wrong for the metrics) or "wrong"."""
+    failed = prefixes["correct"].isna()
+    if "probe_status" in prefixes.columns: failed = failed | prefixes["probe_status"].isin(FAILED_PROBE_STATUSES)
+    silent = prefixes["prediction"].isna() if "prediction" in prefixes.columns else pd.Series(False, prefixes.index)
+    correct = prefixes["correct"].fillna(False).astype(bool)
+    states = np.select([failed.to_numpy(), correct.to_numpy(), silent.to_numpy()],
+                       ["failed probe", "correct", "no answer"], "wrong")
+    return pd.Series(states, index=prefixes.index, name="state")
+
+def trace_strips(prefixes: pd.DataFrame,  # the per-prefix table (failed probes included)
+                ) -> pd.DataFrame:
+    """One row per probed trace, in the figure's order (by τ, unsolved last, then by N): its keys, N, τ (the first
+    correct prefix, NaN when none is), κ̂ in tokens (`kappa_tokens`, the tokens of t_{≤τ}), the end's state and the
+    cells' states z_0..z_N (`states`)."""
+    require_columns(prefixes, ["model", "benchmark", "item_id", "prefix_index", "n_utterances", "correct"],
+                    "trace_strips")
+    if prefixes.empty: raise ValueError("trace_strips: no probes")
+    keys = [c for c in TRAJECTORY_KEYS if c in prefixes.columns]
+    t = prefixes.sort_values([*keys, "prefix_index"], kind="stable").assign(state=strip_states)
+    rows = []
+    for key, g in t.groupby(keys, sort=False, dropna=False):
+        hit = g[g["state"] == "correct"]
+        tau = float(hit["prefix_index"].iloc[0]) if len(hit) else math.nan
+        kappa = float(hit["prefix_tokens"].iloc[0]) if len(hit) and "prefix_tokens" in g else math.nan
+        rows.append({**dict(zip(keys, key)), "n_utterances": int(g["n_utterances"].iloc[0]),
+                     "first_correct_index": tau, "kappa_tokens": kappa, "end_state": g["state"].iloc[-1],
+                     "n_failed": int((g["state"] == "failed probe").sum()), "states": list(g["state"])})
+    out = pd.DataFrame(rows)
+    return out.sort_values(["first_correct_index", "n_utterances"], na_position="last", kind="stable",
+                           ignore_index=True)
+
+def _strip_label(row, keys: Sequence[str]) -> str:
+    return " ".join([str(row["item_id"])] + [f"{k[0]}{row[k]}" for k in keys])
+
+def plot_trace_strips(prefixes: pd.DataFrame,  # the per-prefix table of ONE condition (model, benchmark, ...)
+                      max_traces: int = 40,  # more traces: every k-th of the sorted strips is drawn (the title says so)
+                      title: str | None = None,  # default: model · benchmark
+                     ) -> plt.Figure:
+    """Trace strips: one line of cells per probed trace (z_0..z_N coloured by the forced answer's correctness, failed
+    probes grey with a cross), τ marked ▶, the end marked by a bar and κ̂ (tokens of t_{≤τ}) written at the right;
+    strips stacked and sorted by τ — overthinking at a glance (harmful: a strip that turns green, then ends red)."""
+    _single_group(prefixes, STRIP_KEYS, "plot_trace_strips")
+    strips = trace_strips(prefixes)
+    n_all = len(strips)
+    if n_all > max_traces: strips = strips.iloc[np.linspace(0, n_all - 1, max_traces).round().astype(int)]
+    strips = strips.reset_index(drop=True)
+    codes = {s: i for i, s in enumerate(STRIP_STATES)}
+    width = int(strips["n_utterances"].max()) + 1
+    grid = np.full((len(strips), width), np.nan)
+    for r, states in enumerate(strips["states"]): grid[r, :len(states)] = [codes[s] for s in states]
+    paper_style()
+    fig, ax = plt.subplots(figsize=(min(14.0, 4.5 + 0.22 * width), 1.6 + 0.24 * len(strips)))
+    cmap = ListedColormap(list(STRIP_STATES.values()))
+    ax.pcolormesh(np.arange(width + 1) - 0.5, np.arange(len(strips) + 1) - 0.5, np.ma.masked_invalid(grid), cmap=cmap,
+                  vmin=-0.5, vmax=len(STRIP_STATES) - 0.5, edgecolors="white", linewidth=0.6)
+    failed_r, failed_c = np.nonzero(grid == codes["failed probe"])
+    ax.scatter(failed_c, failed_r, marker="x", s=14, color="#444444", linewidths=0.9, zorder=3)
+    solved = strips["first_correct_index"].notna()
+    ax.scatter(strips.loc[solved, "first_correct_index"] - 0.5, strips.index[solved], marker=">", s=22, color="black",
+               zorder=4)
+    ax.scatter(strips["n_utterances"] + 0.5, strips.index, marker="|", s=70, linewidths=2.2, color="black", zorder=4)
+    unit = "tok" if strips["kappa_tokens"].notna().any() else "utt"
+    for r, row in strips.iterrows():
+        kappa = row["kappa_tokens"] if unit == "tok" else row["first_correct_index"]
+        text = "κ̂ = ∞" if pd.isna(row["first_correct_index"]) else f"κ̂ = {kappa:.0f} {unit}"
+        if pd.notna(row["first_correct_index"]) and row["end_state"] in ("wrong", "no answer"): text += " · harmful"
+        ax.text(1.01, r, text, va="center", ha="left", fontsize=7, transform=ax.get_yaxis_transform())
+    varying = [k for k in ("seed", "sample_index") if k in strips and strips[k].nunique() > 1]
+    ax.set_yticks(range(len(strips)), [_strip_label(row, varying) for _, row in strips.iterrows()], fontsize=7)
+    ax.set(xlim=(-0.6, width + 0.4), ylim=(len(strips) - 0.5, -0.5), xlabel="prefix $i$ (utterances)", ylabel="")
+    ax.grid(False)
+    one = prefixes.iloc[0]
+    shown = f"{n_all} traces" if n_all == len(strips) else f"{len(strips)} of {n_all} traces (evenly over the order)"
+    ax.set_title(title or f"{one['model']} · {one['benchmark']}: {shown}, sorted by τ", fontsize=10)
+    handles = [Patch(color=c, label=s) for s, c in STRIP_STATES.items()]
+    handles += [Line2D([], [], marker=m, color="black", linestyle="", label=l, markersize=6)
+                for m, l in ((">", "τ (first correct)"), ("|", "end (z_N)"))]
+    ax.legend(handles=handles, ncols=3, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.04), frameon=False)
+    fig.tight_layout()
+    return fig
+

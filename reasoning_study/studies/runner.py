@@ -77,6 +77,7 @@ class StudyRun:
     def score(self, raw: dict) -> dict: return self.stage("score", lambda: self.module.score(raw, self.config))
 
     def report(self, results: dict) -> dict:
+        "Tables and figures of one run (the study's `report`)."
         return self.stage("report", lambda: self.module.report(results, self.folder, self.config))
 
     def finish(self) -> dict:

@@ -118,9 +118,9 @@ def load_noveltybench(subset: str = "curated",  # "curated" (100 prompts) or "wi
 
 # %% ../../nbs/06_tasks.noveltybench.ipynb #dab0ee05
 AnswersStatus = Literal["complete", "short", "long", "unnumbered", "empty"]
-_ITEM = re.compile(
-    r"^[ \t]*(?:[-+•#>*_]+[ \t]*)*(?:(?:answer|response|option|idea)[ \t]*)?\(?(\d{1,3})(?:[.):\]]|[ \t]+[-–—])[*_]*[ "
-    r"\t]*",
+_ITEM = re.compile(  # at a line's start: symbols (bullets, markup, ★, ➤ ...), an optional word, the number, its delimiter
+    r"^[ \t]*(?:(?:[^\w\s]|_)[ \t]*)*(?:(?:answer|response|option|idea)[ \t]*)?\(?(\d{1,3})"
+    r"(?:[.):\]](?!\d)|[ \t]+[-–—])[*_]*[ \t]*",  # '1.5', '2:30' are numbers, not items
     re.I | re.M,
 )
 _EDGE_MARKUP = re.compile(r"^[*_\s]+|[*_\s]+$")

@@ -5,6 +5,7 @@
 # %% ../../../nbs/75_studies.musobench.report.ipynb #325df623
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -22,8 +23,9 @@ from ...metrics.noveltybench import (PAPER_TABLE4, novelty_comparison_table, nov
                                                   table4_intervals)
 
 # %% auto #0
-__all__ = ['REPORT_BY', 'SC_CONDITIONS', 'UNSCORED_NOTES', 'NOVELTY_BY', 'SMALL_NOVELTY', 'NOVELTY_TABLE', 'main_temperature',
-           'main_rows', 'status_table', 'uncertainty_tables', 'with_bounds', 'comparison_text', 'study_tables',
+__all__ = ['REPORT_BY', 'SC_CONDITIONS', 'HEADER_SEP', 'COUNT_NAME', 'UNSCORED_NOTES', 'NOVELTY_BY', 'SMALL_NOVELTY',
+           'NOVELTY_TABLE', 'main_temperature', 'main_rows', 'status_table', 'uncertainty_tables', 'with_bounds',
+           'comparison_text', 'study_tables', 'flat_header', 'is_count', 'readable_table', 'markdown_of',
            'table_markdown', 'study_figures', 'write_study_report', 'novelty_table', 'novelty_note',
            'novelty_uncertainty', 'novelty_markdown', 'write_novelty_report', 'MuSoBenchFiguresConfig', 'keep_models']
 
@@ -139,13 +141,47 @@ def study_tables(results: pd.DataFrame,
     tables["intervals"], tables["comparisons"] = intervals, uncertainty["comparisons"]
     return tables
 
+HEADER_SEP = " · "  # between the levels of a column header: 'SubsetSum · CSR (%) · scored only'
+COUNT_NAME = re.compile(r"n|n_.+|.+_count|count|rows", re.IGNORECASE)  # the names of count columns
+
+def flat_header(label) -> str:
+    "A column header for reading: a tuple's levels joined by ' · ' (empty levels left out), any other label as text."
+    return HEADER_SEP.join(str(p) for p in label if str(p) != "") if isinstance(label, tuple) else str(label)
+
+def is_count(column: pd.Series, label) -> bool:
+    "A column of counts: named like one (n, n_*, *_count, rows; the last level of a tuple) and whole numbers only."
+    name = str(label[-1] if isinstance(label, tuple) else label)
+    if not COUNT_NAME.fullmatch(name) or not pd.api.types.is_numeric_dtype(column): return False
+    if pd.api.types.is_bool_dtype(column): return False
+    values = column.dropna().astype(float)
+    return bool(len(values)) and bool((values == values.round()).all())
+
+def readable_table(table: pd.DataFrame) -> pd.DataFrame:
+    "`table` as its CSV and Markdown show it: one flat header per column, and counts as whole numbers (`Int64`)."
+    out = table.copy()
+    counts = [j for j, c in enumerate(table.columns) if is_count(table.iloc[:, j], c)]
+    out.columns = [flat_header(c) for c in table.columns]
+    for j in counts: out[out.columns[j]] = out.iloc[:, j].astype(float).round().astype("Int64")
+    return out
+
+def markdown_of(table: pd.DataFrame, **tabulate) -> str:
+    """`readable_table(table)` in Markdown: the index levels as the first columns, counts printed as integers (whatever
+    `floatfmt` the numbers get)."""
+    out = readable_table(table)
+    if not isinstance(table.index, pd.RangeIndex):
+        out = out.reset_index()
+        out.columns = [flat_header(c) if c != "index" else "" for c in out.columns]
+    for c in out.columns:
+        if isinstance(out[c].dtype, pd.Int64Dtype): out[c] = out[c].map(lambda v: "" if pd.isna(v) else str(int(v)))
+        elif not pd.api.types.is_numeric_dtype(out[c]): out[c] = out[c].astype(object).where(out[c].notna(), "")
+    return out.to_markdown(index=False, **tabulate)
+
 def table_markdown(name: str, table: pd.DataFrame, intervals: pd.DataFrame) -> str:
-    """A study table in Markdown: the tidy ones with their numbers as '0.411 [0.382, 0.440]', opened by the few-units
-    note of the intervals behind them."""
-    index = not isinstance(table.index, pd.RangeIndex)
-    if name == "comparisons": body = comparison_text(table).to_markdown(index=False)
-    elif name in ("summary", "reconsideration"): body = interval_text(table, digits=3).to_markdown(index=index)
-    else: body = table.to_markdown(index=index)
+    """A study table in Markdown (flat headers, whole counts: `markdown_of`): the tidy ones with their numbers as
+    '0.411 [0.382, 0.440]', opened by the few-units note of the intervals behind them."""
+    if name == "comparisons": body = markdown_of(comparison_text(table))
+    elif name in ("summary", "reconsideration"): body = markdown_of(interval_text(table, digits=3))
+    else: body = markdown_of(table)
     note = few_units_note(intervals.drop_duplicates([*REPORT_BY, "unscored"]), REPORT_BY[:4], "instances") \
         if name != "statuses" and len(intervals) else ""
     return (f"*{note}*\n\n" if note else "") + body
@@ -252,7 +288,7 @@ def write_study_report(results: pd.DataFrame,  # one run's results, or several s
     tables = study_tables(results, uncertainty)
     for name, table in tables.items():
         csv, md = folder / "tables" / f"{name}.csv", folder / "tables" / f"{name}.md"
-        table.to_csv(csv, index=not isinstance(table.index, pd.RangeIndex))
+        readable_table(table).to_csv(csv, index=not isinstance(table.index, pd.RangeIndex))  # flat headers
         md.write_text(table_markdown(name, table, tables["intervals"]) + "\n")
         report[f"table:{name}"] = [csv, md]
     figures = study_figures(results, unscored)
@@ -311,8 +347,8 @@ def novelty_markdown(table: pd.DataFrame) -> str:
     few-prompts note of its intervals."""
     notes = [n for n in (novelty_note(table),
                          few_units_note(table[table["source"] == "this study"], ["model", "paradigm"], "prompts")) if n]
-    return "".join(f"*{n.rstrip('.')}.*\n\n" for n in notes) + interval_text(table, digits=2).to_markdown(
-        index=False, floatfmt=".2f")
+    return "".join(f"*{n.rstrip('.')}.*\n\n" for n in notes) + markdown_of(interval_text(table, digits=2),
+                                                                              floatfmt=".2f")  # counts stay whole
 
 def write_novelty_report(novelty: pd.DataFrame, folder: str | Path,
                          comparisons: pd.DataFrame | None = None,  # `novelty_uncertainty(...)["novelty_comparisons"]`
@@ -323,7 +359,7 @@ def write_novelty_report(novelty: pd.DataFrame, folder: str | Path,
     folder = Path(folder) / "tables"
     folder.mkdir(parents=True, exist_ok=True)
     csv, md = folder / f"{NOVELTY_TABLE}.csv", folder / f"{NOVELTY_TABLE}.md"
-    table.to_csv(csv, index=False)
+    readable_table(table).to_csv(csv, index=False)  # counts as whole numbers
     md.write_text(novelty_markdown(table) + "\n")
     comparisons = novelty_uncertainty(novelty)["novelty_comparisons"] if comparisons is None else comparisons
     pairs_csv, pairs_md = folder / f"{NOVELTY_TABLE}_comparisons.csv", folder / f"{NOVELTY_TABLE}_comparisons.md"

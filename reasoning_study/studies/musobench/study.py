@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -15,7 +16,7 @@ import pandas as pd
 from ...backends.contract import Backend
 from ...backends.presets import (check_provider_rules, get_preset, ignored_parameters, load_backend,
                                               PRESETS)
-from ...figures.sections import Drawer, read_tables
+from ...figures.sections import Drawer, condition_counts, read_tables
 from ...config import ConfigError, check_config, config_from, config_values, param
 from ...metrics import musobench as metrics
 from ...metrics.musobench import UNSCORED_POLICIES
@@ -32,7 +33,7 @@ from ...tasks.musobench import (TASKS, MuSoBenchItem, build_task, from_record, g
 from .protocol import (ProtocolConfig, TurnRunner, add_stats, paradigm_setup,
                                                         run_protocol, turns_table)
 from .scoring import score_turns
-from .report import (novelty_uncertainty, uncertainty_tables, write_novelty_report, write_study_report, NOVELTY_TABLE,
+from .report import (novelty_uncertainty, readable_table, uncertainty_tables, write_novelty_report, write_study_report, NOVELTY_TABLE,
                                                       novelty_markdown, novelty_table)
 from .noveltybench import (ConstantRater, LLMJudge, LLMRater, LexicalJudge,
                                                             NoveltyConfig, apply_judgements, generate_novelty,
@@ -42,12 +43,12 @@ from ...tasks.noveltybench import SUBSET_FILES as NOVELTY_SUBSETS, load_noveltyb
 from ...backends.vllm import EngineRole, co_resident_options, gpu_memory_bytes, unsized_on_cpu_host
 
 # %% auto #0
-__all__ = ['NOVELTY_TASK', 'RUN_FILES', 'NOVELTY_RAW', 'RESULT_FILES', 'COUNTED', 'HYPERPARAMETERS', 'MuSoBenchConfig',
-           'study_problems', 'model_label', 'load_paradigm_backends', 'StudyRun', 'run_study', 'write_instances',
-           'read_instances', 'write_run', 'rescore_run', 'read_results', 'study_instances', 'paradigm_options',
-           'load_backends', 'study_params', 'novelty_config', 'novelty_scorers', 'run_novelty', 'run', 'run_counts',
-           'write_raw', 'score', 'report', 'read_raw', 'read_config', 'rescore', 'hyperparameter_table', 'budget_note',
-           'section']
+__all__ = ['NOVELTY_TASK', 'RUN_FILES', 'NOVELTY_RAW', 'RESULT_FILES', 'COUNTED', 'COUNTED_ITEMS', 'COUNTED_UNITS',
+           'HYPERPARAMETERS', 'MuSoBenchConfig', 'study_problems', 'model_label', 'load_paradigm_backends', 'StudyRun',
+           'run_study', 'write_instances', 'read_instances', 'write_run', 'rescore_run', 'read_results',
+           'study_instances', 'paradigm_options', 'load_backends', 'study_params', 'novelty_config', 'novelty_scorers',
+           'run_novelty', 'run', 'run_counts', 'write_raw', 'score', 'report', 'read_raw', 'read_config', 'rescore',
+           'item_counts', 'hyperparameter_table', 'budget_note', 'section']
 
 # %% ../../../nbs/77_studies.musobench.study.ipynb #9a7f1bf5
 _P = ProtocolConfig  # the protocol's defaults, where the study keeps them
@@ -531,6 +532,17 @@ def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
 # %% ../../../nbs/77_studies.musobench.study.ipynb #29f15e43
 # where a condition's instances are counted
 COUNTED = (RUN_FILES["results"], ["model", "paradigm", "condition", "task"], ["question_id", "temperature"])
+# the items whose rows rest on other units than the MuSoBench instances: Table 4 on NoveltyBench prompts, per row
+COUNTED_ITEMS = {NOVELTY_TABLE: (RUN_FILES["novelty"], ["model", "paradigm", "mode", "judge", "rater"], ["prompt_id"])}
+COUNTED_UNITS = {NOVELTY_TABLE: "prompts"}
+
+def item_counts(folders: Sequence[str | Path],  # the study's run folders
+                name: str,  # a report item's file name, e.g. "table4_noveltybench"
+               ) -> pd.DataFrame | None:
+    """The counts behind one report item when they are not the study's instances (`COUNTED_ITEMS`: Table 4 counts
+    NoveltyBench prompts per row), as `figures.sections.condition_counts` gives them; None for every other item."""
+    if name not in COUNTED_ITEMS: return None
+    return condition_counts(SimpleNamespace(COUNTED=COUNTED_ITEMS[name]), folders)
 
 HYPERPARAMETERS = ["model", "paradigms", "short_preset", "long_preset", "temperature", "top_p", "max_tokens",
                    "per_level", "levels", "sc_samples", "reflection_ks", "exploration"]
@@ -580,7 +592,7 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict):
     if novelty.empty: draw.skip(NOVELTY_TABLE, "no musobench run with noveltybench among its tasks")
     else:
         table = novelty_table(novelty.drop(columns="run"))
-        draw.table(NOVELTY_TABLE, table, novelty_markdown(table))
+        draw.table(NOVELTY_TABLE, readable_table(table), novelty_markdown(table))  # counts as whole numbers
     table3 = hyperparameter_table(folders)
     note = budget_note(table3)
     draw.table("table3_hyperparameters", table3, f"{note}\n\n{table3.to_markdown(index=False)}" if note else None)

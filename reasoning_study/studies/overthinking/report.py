@@ -27,8 +27,8 @@ from ...probing.judge import taxonomy_table
 # %% auto #0
 __all__ = ['RAW_TABLES', 'TRACE_KEYS', 'COUNTED', 'raw_file', 'later_copies', 'without_copies', 'repeated_traces', 'with_note',
            'comparison_text', 'comparison_markdown', 'harmful_examples', 'section', 'strategies_section',
-           'stopping_section', 'dynamics_section', 'conditions_section', 'taxonomy_section', 'copy_recall_figures',
-           'counted_rows']
+           'stopping_section', 'dynamics_section', 'strips_section', 'conditions_section', 'taxonomy_section',
+           'copy_recall_figures', 'counted_rows']
 
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #f5151821
 RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
@@ -132,6 +132,7 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict,
     strategies_section(draw, traj, main_prefixes, main_traces, failed_probes)
     stopping_section(draw, traj, main_prefixes, tables["musobench_prefixes"], failed_probes)
     dynamics_section(draw, traj, main_prefixes, tables["utterances"], failed_probes)
+    strips_section(draw, main_prefixes)
     conditions_section(draw, all_traj, traj, traces, main_traces)
     taxonomy_section(draw, tables["judgements"])
     copy_recall_figures(draw, folders, made)
@@ -212,6 +213,13 @@ def dynamics_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFra
         draw.table("wasted_budget", wasted)
         draw.figure("fig11_wasted_budget", lambda: plot_wasted_budget(wasted))
     except ValueError as e: draw.skip("fig11_wasted_budget", f"needs a solved trajectory: {e}")
+
+def strips_section(draw: Drawer, main_prefixes: pd.DataFrame):
+    """Beyond the paper: the trace strips of each model and benchmark in the main condition (every probe, the failed
+    ones marked: the strips show the traces the metrics excluded or cut too)."""
+    from reasoning_study.figures.overthinking import plot_trace_strips  # matplotlib: imported where a figure is drawn
+    for (model, benchmark), group in main_prefixes.groupby(["model", "benchmark"], sort=False):
+        draw.figure(f"trace_strips_{slug(model)}_{slug(benchmark)}", lambda: plot_trace_strips(group))
 
 def conditions_section(draw: Drawer, all_traj: pd.DataFrame, traj: pd.DataFrame, traces: pd.DataFrame, main_traces):
     """Across conditions, models and samples: robustness (Figure 6), cross-model (Figure 7), test-time scaling (Figure
