@@ -295,3 +295,43 @@ def test_ray_executor_runs_the_sweep_on_a_local_instance(tiny_spec, tmp_path):
     runs = finished_runs(tmp_path / "tiny")
     assert sorted(runs["cell"]) == CELLS
     assert all((Path(f) / "instances.parquet").is_file() for f in runs["folder"])
+
+
+STALE_NOTEBOOK = """from pathlib import Path
+import time
+from reasoning_study.store import RUN_STORE, GenerationRecord, GenerationStore
+with GenerationStore(Path(out_dir) / RUN_STORE) as store:
+    found = len(store.keys())  # generations found stored when the run starts
+    store.put_many([GenerationRecord(key='k0', model_id='m', revision='r', backend='b', prompt_json='{}', sampling_json='{}',
+                                     sample_index=0, seed=0, tag='', text='ok', reasoning='', answer='', prompt_tokens=1,
+                                     completion_tokens=1, cached_prompt_tokens=None, finish_reason='stop', status='answered',
+                                     error=None, latency_s=0.0, created_at=time.time())])
+(Path(out_dir) / 'answer.txt').write_text(f'{budget} {found}')"""
+
+
+@pytest.mark.slow
+def test_a_cell_whose_parameters_changed_runs_again_and_keeps_the_old_folder(tmp_path):
+    "A finished cell answers only for the parameters it ran with: changed, it is stale; the old folder is set aside, its store reused."
+    (tmp_path / "settings.ini").write_text("[DEFAULT]\nlib_name = reasoning_study\n")
+    (tmp_path / "nbs" / "experiments").mkdir(parents=True)
+    cell = lambda i, text, tags=(): dict(cell_type="code", id=f"c{i}", metadata={"tags": list(tags)}, source=text, outputs=[], execution_count=None)
+    notebook = dict(nbformat=4, nbformat_minor=5, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                    cells=[cell(0, "out_dir = '.'  # the run folder\nbudget = 0  # a token budget", ["parameters"]), cell(1, STALE_NOTEBOOK)])
+    (tmp_path / "nbs" / "experiments" / "api.ipynb").write_text(json.dumps(notebook))
+    spec = tmp_path / "api.yaml"
+    spec.write_text("name: api\nexperiments:\n  - notebook: api\n    parameters: {budget: 8192}\n")
+    first = subprocess.run(sweep_command(spec, tmp_path), cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert (tmp_path / "api" / "api" / "answer.txt").read_text() == "8192 0"
+    again = subprocess.run(sweep_command(spec, tmp_path), cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=600)
+    assert statuses(tmp_path, "api") == {"api": "skipped"}, again.stdout  # unchanged: finished
+    spec.write_text("name: api\nexperiments:\n  - notebook: api\n    parameters: {budget: 20480}\n")  # the grid's budget changed
+    third = subprocess.run(sweep_command(spec, tmp_path), cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert statuses(tmp_path, "api") == {"api": "done"} and "[stale] api: its parameters changed (budget)" in third.stderr
+    assert (tmp_path / "api" / "api" / "answer.txt").read_text() == "20480 1"  # the new budget; the old store was reused
+    [aside] = list((tmp_path / "api" / ".stale").iterdir())
+    assert (aside / "answer.txt").read_text() == "8192 0" and (aside / DONE_FILE).is_file()  # kept, not deleted
+    record = json.loads((tmp_path / "api" / "api" / DONE_FILE).read_text())
+    assert record["parameters"]["budget"] == 20480 and record["replaced"] == {"folder": str(aside), "changed": ["budget"]}
+    assert list(finished_runs(tmp_path / "api")["cell"]) == ["api"]

@@ -25,14 +25,15 @@ import pandas as pd
 import yaml
 
 from ..runs import project_root, redact, redact_file, redact_text
-from .index import (CELLS_FILE, DONE_FILE, ERROR_FILE, MAX_ERROR_SHARE, WORK, cell_folder,
-                                         incomplete_reason, is_finished, work_folder, write_atomic)
+from .index import (CELLS_FILE, DONE_FILE, ERROR_FILE, MAX_ERROR_SHARE, STALE, WORK, cell_folder,
+                                         changed_parameters, done_record, incomplete_reason, is_finished, is_stale,
+                                         work_folder, write_atomic)
 from .locks import acquire_cell_lock, guard_command, release_cell_lock, stop_process_tree
 from .spec import Cell, Sweep
 
 # %% auto #0
-__all__ = ['SUMMARY_COLUMNS', 'CellResult', 'notebook_error', 'run_cell', 'local_slots', 'run_local', 'SweepInterrupted',
-           'start_ray', 'run_ray', 'summary_table', 'write_summary', 'run_sweep']
+__all__ = ['SUMMARY_COLUMNS', 'CellResult', 'notebook_error', 'run_cell', 'set_aside_stale', 'local_slots', 'run_local',
+           'SweepInterrupted', 'start_ray', 'run_ray', 'summary_table', 'write_summary', 'run_sweep']
 
 # %% ../../nbs/93_sweep.executors.ipynb #9d4e12a9
 @dataclass
@@ -93,11 +94,28 @@ def run_cell(cell: Cell,
         return _run_locked(cell, sweep_dir, lock, env, stop, Path(root or project_root()), poll, max_error_share)
     finally: release_cell_lock(sweep_dir, cell, lock)
 
+def set_aside_stale(sweep_dir: Path, cell: Cell, work: Path) -> dict | None:
+    """A stale cell's run folder (it finished with other parameters) moved to `<sweep>/.stale/<cell>-<time>`, its
+    generation store copied into the work folder (unless the work folder has one); what was replaced, or None."""
+    from reasoning_study.store import RUN_STORE  # the store's file name only
+    if not is_stale(sweep_dir, cell): return None
+    final = cell_folder(sweep_dir, cell)
+    changed = changed_parameters(done_record(sweep_dir, cell), cell)
+    aside = Path(sweep_dir) / STALE / f"{cell.id}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}"
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(final, aside)
+    if (aside / RUN_STORE).is_file() and not (work / RUN_STORE).exists():
+        shutil.copy2(aside / RUN_STORE, work / RUN_STORE)  # content-addressed keys: what did not change is reused
+    print(f"[stale] {cell.id}: its parameters changed ({', '.join(changed)}); the old run folder is kept in {aside}",
+          file=sys.stderr)
+    return {"folder": str(aside), "changed": changed}
+
 def _run_locked(cell: Cell, sweep_dir: Path, lock: int, env: dict | None, stop: threading.Event | None, root: Path,
                 poll: float, max_error_share: float = MAX_ERROR_SHARE) -> CellResult:
     final, work = cell_folder(sweep_dir, cell), work_folder(sweep_dir, cell)
     host = socket.gethostname()
     work.mkdir(parents=True, exist_ok=True)
+    replaced = set_aside_stale(sweep_dir, cell, work)  # finished with other parameters: kept aside, its store reused
     (work / ERROR_FILE).unlink(missing_ok=True)
     (work / "sweep_parameters.yaml").write_text(yaml.safe_dump(redact({**cell.parameters, "out_dir": str(work)}),
                                                                sort_keys=False))
@@ -139,7 +157,7 @@ def _run_locked(cell: Cell, sweep_dir: Path, lock: int, env: dict | None, stop: 
     record = dict(cell=cell.id, notebook=cell.notebook_name, notebook_path=cell.notebook, parameters=cell.parameters,
                   started=began,
                   seconds=round(result.seconds, 1), host=host, devices=result.devices,
-                  ignored_parameters=list(cell.ignored))
+                  ignored_parameters=list(cell.ignored), **({"replaced": replaced} if replaced else {}))
     write_atomic(work / DONE_FILE, json.dumps(redact(record), indent=2, default=str) + "\n")
     if final.exists(): shutil.rmtree(final)  # a stale folder without a done record
     os.replace(work, final)

@@ -11,17 +11,20 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..runs import redact
 from .spec import Cell
 
 # %% auto #0
-__all__ = ['DONE_FILE', 'ERROR_FILE', 'WORK', 'CELLS_FILE', 'MAX_ERROR_SHARE', 'cell_folder', 'work_folder', 'is_finished',
-           'write_atomic', 'finished_runs', 'generation_errors', 'incomplete_reason']
+__all__ = ['DONE_FILE', 'ERROR_FILE', 'WORK', 'CELLS_FILE', 'STALE', 'MAX_ERROR_SHARE', 'cell_folder', 'work_folder',
+           'done_record', 'recorded_parameters', 'changed_parameters', 'is_finished', 'is_stale', 'write_atomic',
+           'finished_runs', 'generation_errors', 'incomplete_reason']
 
 # %% ../../nbs/91_sweep.index.ipynb #d22cfb32
 DONE_FILE = "sweep_cell.json"  # written last, inside the run folder
 ERROR_FILE = "error.txt"  # in the work folder of a failed cell
 WORK = ".work"
 CELLS_FILE = "sweep_cells.json"  # the cell ids of the sweep file, as last run
+STALE = ".stale"  # run folders set aside: their cell's parameters changed after they finished
 
 def cell_folder(sweep_dir: str | Path, cell: Cell | str) -> Path:
     return Path(sweep_dir) / (cell.id if isinstance(cell, Cell) else cell)
@@ -29,9 +32,30 @@ def cell_folder(sweep_dir: str | Path, cell: Cell | str) -> Path:
 def work_folder(sweep_dir: str | Path, cell: Cell | str) -> Path:
     return Path(sweep_dir) / WORK / (cell.id if isinstance(cell, Cell) else cell)
 
+def done_record(sweep_dir: str | Path, cell: Cell | str) -> dict | None:
+    "The done record of a cell's run folder, None when it has none."
+    path = cell_folder(sweep_dir, cell) / DONE_FILE
+    return json.loads(path.read_text()) if path.is_file() else None
+
+def recorded_parameters(cell: Cell) -> dict:
+    "The cell's parameters as its done record keeps them (credentials redacted, JSON values)."
+    return json.loads(json.dumps(redact(cell.parameters), default=str))
+
+def changed_parameters(record: dict, cell: Cell) -> list[str]:
+    "The parameters whose value differs between a done record and the cell as the sweep file now gives it."
+    before, now = record.get("parameters") or {}, recorded_parameters(cell)
+    return sorted(k for k in set(before) | set(now) if before.get(k, "<unset>") != now.get(k, "<unset>"))
+
 def is_finished(sweep_dir: str | Path, cell: Cell | str) -> bool:
-    "A cell is finished when its run folder holds the done record."
-    return (cell_folder(sweep_dir, cell) / DONE_FILE).is_file()
+    """A cell is finished when its run folder holds the done record, of the same parameters when the cell is given
+    (a cell whose sweep file changed since is *stale*: not finished, it runs again)."""
+    record = done_record(sweep_dir, cell)
+    return record is not None and (not isinstance(cell, Cell) or not changed_parameters(record, cell))
+
+def is_stale(sweep_dir: str | Path, cell: Cell) -> bool:
+    "Whether the cell's run folder finished with other parameters than the sweep file now gives it."
+    record = done_record(sweep_dir, cell)
+    return record is not None and bool(changed_parameters(record, cell))
 
 def write_atomic(path: Path, text: str):
     "Write a file so that readers see the old content or the new one, never a part."
