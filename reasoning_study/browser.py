@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import shutil
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -20,8 +21,8 @@ from .tasks.musobench import MuSoBenchItem, get_task, read_jsonl
 __all__ = ['VERDICTS', 'TURN_NAMES', 'DIALOGUE', 'SCORES', 'TRACE', 'TRAJECTORY', 'FACETS', 'ROW_FILTERS', 'CHUNK_SIZE',
            'PAGE_SIZE', 'MAX_LOAD', 'PAGE_CSS', 'PAGE_JS', 'PAGE', 'RUN_BROWSER', 'BROWSER_KINDS', 'candidate_rows',
            'mark_spans', 'turn_view', 'musobench_samples', 'novelty_samples', 'trace_strip', 'overthinking_samples',
-           'run_samples', 'chunks', 'chunk_entry', 'script_json', 'write_browser', 'browser_size', 'write_run_browser',
-           'write_sweep_browsers']
+           'run_samples', 'chunks', 'chunk_entry', 'finite', 'script_json', 'write_browser', 'browser_size',
+           'write_run_browser', 'write_sweep_browsers']
 
 # %% ../nbs/98_browser.ipynb #4b57fc17
 VERDICTS = {"valid": "valid", "violation": "violation", "malformed": "unreadable"}  # the checker's status -> the page's
@@ -286,9 +287,18 @@ def chunk_entry(part: Sequence[dict], file: str) -> dict:
                 values=dict(status=_counts(s["status"] for s in part), outcome=_counts(s["outcome"] for s in part),
                             tag=_counts(t for s in part for t in s["tags"])))
 
+def finite(value):
+    """`value` with every NaN or infinite float (and numpy scalar) made JSON: None for a missing number, the rest as is
+    (a failed probe's empty score must not stop the page)."""
+    if isinstance(value, dict): return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)): return [finite(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)): value = value.item()  # numpy scalars
+    if isinstance(value, float) and not math.isfinite(value): return None
+    return value
+
 def script_json(value) -> str:
     "JSON that is safe inside a <script> element and as a JavaScript expression (no <, >, & left to break out)."
-    text = json.dumps(value, ensure_ascii=True, allow_nan=False, default=str)
+    text = json.dumps(finite(value), ensure_ascii=True, allow_nan=False, default=str)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 # %% ../nbs/98_browser.ipynb #1488968e
