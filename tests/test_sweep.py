@@ -131,16 +131,24 @@ def test_interrupted_sweep_resumes_only_missing_cells(tiny_spec, tmp_path):
     assert html.count("data:image/png;base64") >= 1 and "not in sweep" in html
 
 
+def throwaway_project(root: Path, name: str, parameters: str, code: str) -> Path:
+    """A project root holding one experiment notebook `name` (a parameters cell, then `code`): sweeps of notebooks
+    that fail, store error rows or report what they found, without a model."""
+    (root / "settings.ini").write_text("[DEFAULT]\nlib_name = reasoning_study\n")
+    (root / "nbs" / "experiments").mkdir(parents=True)
+    cell = lambda i, text, tags=(): dict(cell_type="code", id=f"c{i}", metadata={"tags": list(tags)}, source=text, outputs=[], execution_count=None)
+    notebook = dict(nbformat=4, nbformat_minor=5, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                    cells=[cell(0, parameters, ["parameters"]), cell(1, code)])
+    path = root / "nbs" / "experiments" / f"{name}.ipynb"
+    path.write_text(json.dumps(notebook))
+    return path
+
+
 @pytest.mark.slow
 def test_failed_cell_is_recorded_and_the_others_run(tmp_path):
     # a notebook in a throw-away project root that fails when asked (a value every config check lets through)
-    (tmp_path / "settings.ini").write_text("[DEFAULT]\nlib_name = reasoning_study\n")
-    (tmp_path / "nbs" / "experiments").mkdir(parents=True)
-    cell = lambda i, text, tags=(): dict(cell_type="code", id=f"c{i}", metadata={"tags": list(tags)}, source=text, outputs=[], execution_count=None)
-    notebook = dict(nbformat=4, nbformat_minor=5, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-                    cells=[cell(0, "out_dir = '.'  # the run folder\nfail = False  # raise in the notebook", ["parameters"]),
-                           cell(1, "from pathlib import Path\nassert not fail, 'asked to fail'\n(Path(out_dir) / 'result.txt').write_text('ok')")])
-    (tmp_path / "nbs" / "experiments" / "flaky.ipynb").write_text(json.dumps(notebook))
+    throwaway_project(tmp_path, "flaky", "out_dir = '.'  # the run folder\nfail = False  # raise in the notebook",
+                      "from pathlib import Path\nassert not fail, 'asked to fail'\n(Path(out_dir) / 'result.txt').write_text('ok')")
     spec = tmp_path / "mixed.yaml"
     spec.write_text("name: mixed\nexperiments:\n  - notebook: flaky\n    grid: {fail: [true, false]}\n")
     done = subprocess.run(sweep_command(spec, tmp_path), cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=600)
@@ -175,12 +183,7 @@ with GenerationStore(Path(out_dir) / RUN_STORE) as store:  # a rerun answers wha
 @pytest.mark.slow
 def test_a_cell_with_too_many_error_rows_is_incomplete_and_rerun(tmp_path):
     "Issue 30, point 6: error rows above the threshold (1 % by default) leave the cell unfinished; a rerun retries it."
-    (tmp_path / "settings.ini").write_text("[DEFAULT]\nlib_name = reasoning_study\n")
-    (tmp_path / "nbs" / "experiments").mkdir(parents=True)
-    cell = lambda i, text, tags=(): dict(cell_type="code", id=f"c{i}", metadata={"tags": list(tags)}, source=text, outputs=[], execution_count=None)
-    notebook = dict(nbformat=4, nbformat_minor=5, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-                    cells=[cell(0, "out_dir = '.'  # the run folder\nerrors = 0  # error rows among 100", ["parameters"]), cell(1, STORE_NOTEBOOK)])
-    (tmp_path / "nbs" / "experiments" / "api.ipynb").write_text(json.dumps(notebook))
+    throwaway_project(tmp_path, "api", "out_dir = '.'  # the run folder\nerrors = 0  # error rows among 100", STORE_NOTEBOOK)
     spec = tmp_path / "api.yaml"
     spec.write_text("name: api\nexperiments:\n  - notebook: api\n    grid: {errors: [1, 2]}\n")
     first = subprocess.run(sweep_command(spec, tmp_path), cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=600)
@@ -312,12 +315,7 @@ with GenerationStore(Path(out_dir) / RUN_STORE) as store:
 @pytest.mark.slow
 def test_a_cell_whose_parameters_changed_runs_again_and_keeps_the_old_folder(tmp_path):
     "A finished cell answers only for the parameters it ran with: changed, it is stale; the old folder is set aside, its store reused."
-    (tmp_path / "settings.ini").write_text("[DEFAULT]\nlib_name = reasoning_study\n")
-    (tmp_path / "nbs" / "experiments").mkdir(parents=True)
-    cell = lambda i, text, tags=(): dict(cell_type="code", id=f"c{i}", metadata={"tags": list(tags)}, source=text, outputs=[], execution_count=None)
-    notebook = dict(nbformat=4, nbformat_minor=5, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-                    cells=[cell(0, "out_dir = '.'  # the run folder\nbudget = 0  # a token budget", ["parameters"]), cell(1, STALE_NOTEBOOK)])
-    (tmp_path / "nbs" / "experiments" / "api.ipynb").write_text(json.dumps(notebook))
+    throwaway_project(tmp_path, "api", "out_dir = '.'  # the run folder\nbudget = 0  # a token budget", STALE_NOTEBOOK)
     spec = tmp_path / "api.yaml"
     spec.write_text("name: api\nexperiments:\n  - notebook: api\n    parameters: {budget: 8192}\n")
     first = subprocess.run(sweep_command(spec, tmp_path), cwd=tmp_path, env=environment(), capture_output=True, text=True, timeout=600)

@@ -22,6 +22,10 @@ from reasoning_study.backends.contract import render_prompt_ids
 from reasoning_study.backends.presets import load_backend, ModelPreset
 from reasoning_study.backends.request import chat, Request, SamplingParams
 
+# one vLLM server at a time on this 2-core, 24 GiB machine: beside a rehearsal (its engines and its API stand-ins
+# servers) a second server failed to start its engine core (two fresh-clone CI runs); alone it starts in seconds
+pytestmark = pytest.mark.xdist_group("rehearsal")
+
 GREEDY = SamplingParams(max_tokens=24)
 THINKING_PREFILL = "<think>\nLet me"
 

@@ -20,7 +20,7 @@ from .vllm import import_vllm
 from ..runs import redact_text
 
 # %% auto #0
-__all__ = ['free_port', 'serve_command', 'serve_with_transformers', 'vllm_server_command', 'serve_with_vllm']
+__all__ = ['free_port', 'log_summary', 'serve_command', 'serve_with_transformers', 'vllm_server_command', 'serve_with_vllm']
 
 # %% ../../nbs/17_backends.server.ipynb #651df82b
 def free_port(host: str = "127.0.0.1") -> int:
@@ -30,6 +30,16 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 # %% ../../nbs/17_backends.server.ipynb #c1b17e2d
+def log_summary(text: str,  # a server's whole log
+                tail: int = 3000,  # characters of its end
+                causes: int = 12,  # lines that name an error, from before the end
+               ) -> str:
+    """What a failed server's log says: the lines before its end that name an error (the root cause a traceback buries:
+    vLLM's engine core logs it long before it exits), then its last `tail` characters."""
+    head, end = text[:-tail] if len(text) > tail else "", text[-tail:]
+    named = [l for l in head.splitlines() if "Error" in l or "error:" in l.lower() or "Killed" in l][-causes:]
+    return ("lines naming an error earlier in its log:\n" + "\n".join(named) + "\n...\n" if named else "") + end
+
 def _healthy(base_url: str) -> bool:
     try:
         with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2) as r: return r.status == 200
@@ -54,7 +64,7 @@ def serve_command(command: Sequence[str],  # the server's command line; it must 
                 if server.poll() is not None or time.monotonic() > deadline:
                     log.seek(0)
                     why = "exited" if server.poll() is not None else f"did not answer within {startup_timeout:.0f}s"
-                    raise RuntimeError(redact_text(f"{name} {why}; its log ends with:\n{log.read()[-3000:]}"))
+                    raise RuntimeError(redact_text(f"{name} {why}; its log ends with:\n{log_summary(log.read())}"))
                 time.sleep(0.5)
             yield base_url
         finally:
