@@ -16,7 +16,7 @@ import pandas as pd
 __all__ = ['Statistic', 'RESAMPLES', 'CONFIDENCE', 'SEED', 'ROW_BUDGET', 'FEW_UNITS', 'MEASURED_COVERAGE', 'weighted_mean',
            'weighted_ece', 'derived', 'format_interval', 'Interval', 'seed_for', 'unit_codes', 'unit_labels',
            'unit_counts', 'bootstrap_interval', 'Difference', 'paired_difference', 'add_intervals', 'interval_text',
-           'few_units_note']
+           'comparison_text', 'few_units_note']
 
 # %% ../../nbs/59_metrics.intervals.ipynb #b1c63f0e
 Statistic = Callable[[np.ndarray], np.ndarray]  # row weights (resamples, rows) -> one value per resample
@@ -247,6 +247,20 @@ def interval_text(table: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
                        zip(table[column], table[f"{column}_lo"], table[f"{column}_hi"])]
         out = out.drop(columns=[f"{column}_lo", f"{column}_hi"])
     return out
+
+def comparison_text(comparisons: pd.DataFrame,  # paired comparisons: difference, lo, hi, p_value, excludes_zero
+                    scale=1.0,  # a factor for every row (100: fractions -> points), or one per row
+                    column: str = "difference",  # what the difference's text column is called
+                   ) -> pd.DataFrame:
+    """The paired comparisons for reading: the difference with its interval as text, the p-value, and whether the
+    interval excludes zero (the bounds dropped)."""
+    factors = np.broadcast_to(np.asarray(scale, dtype=float), (len(comparisons),))
+    return comparisons.assign(
+        difference=[format_interval(d * s, lo * s, hi * s) for d, lo, hi, s in
+                    zip(comparisons["difference"], comparisons["lo"], comparisons["hi"], factors)],
+        p_value=comparisons["p_value"].map(lambda p: "" if pd.isna(p) else f"{p:.3g}"),
+        excludes_zero=comparisons["excludes_zero"].map({True: "yes", False: "no"}),
+    ).drop(columns=["lo", "hi"]).rename(columns={"difference": column})
 
 def few_units_note(table: pd.DataFrame, by: Sequence[str], what: str = "units", named: int = 4) -> str:
     """A caption for the groups whose intervals rest on fewer than FEW_UNITS units ('' when none): named when at most

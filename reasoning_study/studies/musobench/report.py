@@ -15,7 +15,8 @@ import pandas as pd
 
 from ...metrics import musobench as metrics
 from ...config import ConfigError, check_config, param
-from ...metrics.intervals import RESAMPLES, SEED, few_units_note, format_interval, interval_text
+from ...metrics.intervals import RESAMPLES, SEED, few_units_note, interval_text
+from ...metrics.intervals import comparison_text as interval_comparison_text
 from ...metrics.musobench import SC_METHODS, UNSCORED_POLICIES
 from ...figures.sections import slug
 from ...runs import resolve_path
@@ -101,13 +102,8 @@ def comparison_text(comparisons: pd.DataFrame,
                     scale: float = 100,  # fractions -> points (1: the differences are in points already)
                    ) -> pd.DataFrame:
     """The paired comparisons for reading: the difference in points with its interval, the p-value, and whether the
-    interval excludes zero."""
-    return comparisons.assign(
-        difference=[format_interval(d * scale, lo * scale, hi * scale) for d, lo, hi in
-                    zip(comparisons["difference"], comparisons["lo"], comparisons["hi"])],
-        p_value=comparisons["p_value"].map(lambda p: "" if pd.isna(p) else f"{p:.3g}"),
-        excludes_zero=comparisons["excludes_zero"].map({True: "yes", False: "no"}),
-    ).drop(columns=["lo", "hi"]).rename(columns={"difference": "difference (points) [95 % CI]"})
+    interval excludes zero (`metrics.intervals.comparison_text`)."""
+    return interval_comparison_text(comparisons, scale, "difference (points) [95 % CI]")
 
 def study_tables(results: pd.DataFrame,
                  # `uncertainty_tables(results)`, when already computed (a run's `score`); None: computed here

@@ -12,7 +12,7 @@ from typing import Sequence
 import pandas as pd
 
 from ...figures.sections import Drawer, read_tables, slug
-from ...metrics.intervals import few_units_note, format_interval
+from ...metrics.intervals import comparison_text as interval_comparison_text, few_units_note
 from ...metrics.overthinking import (add_overthinking_intervals, add_stopping_intervals,
                                                   add_strategy_intervals, cross_model_spearman, failed_probe_table,
                                                   granularity_of, in_condition, length_distribution, main_condition,
@@ -73,12 +73,7 @@ def comparison_text(comparisons: pd.DataFrame) -> pd.DataFrame:
     """The paired comparisons for reading: the difference with its interval (accuracies in points, ×100), the p-value,
     whether the interval excludes zero."""
     scale = comparisons["metric"].map(lambda m: 100.0 if m == "accuracy" else 1.0)
-    return comparisons.assign(
-        difference=[format_interval(d * s, lo * s, hi * s) for d, lo, hi, s in
-                    zip(comparisons["difference"], comparisons["lo"], comparisons["hi"], scale)],
-        p_value=comparisons["p_value"].map(lambda p: "" if pd.isna(p) else f"{p:.3g}"),
-        excludes_zero=comparisons["excludes_zero"].map({True: "yes", False: "no"}),
-    ).drop(columns=["lo", "hi"])
+    return interval_comparison_text(comparisons, scale.to_numpy())
 
 def comparison_markdown(comparisons: pd.DataFrame) -> str:
     "The paired comparisons as Markdown, with the few-questions caption."
