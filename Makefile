@@ -22,7 +22,7 @@ PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || tr
 # a phase's first line: its name and start time, which .ci/run turns into the table of phase times
 phase = @echo "== phase $(1) started $$(date +%s) =="
 
-.PHONY: browser install install-core study bench test test-fast export check-export nbdev-test pytest pytest-fast clean-venv lab install-vllm \
+.PHONY: lint format browser install install-core study bench test test-fast export check-export nbdev-test pytest pytest-fast clean-venv lab install-vllm \
 	test-vllm gpu-check rehearse
 
 install: $(STAMP)
@@ -87,10 +87,21 @@ pytest-fast: install
 	$(call phase,pytest-fast)
 	$(PYTEST) -m "not slow" --durations=10
 
-test: check-export nbdev-test pytest
+test: lint check-export nbdev-test pytest
 
 # the daily lane: run it before every commit; `make test` (what CI runs) before a push
-test-fast: nbdev-test pytest-fast
+test-fast: lint nbdev-test pytest-fast
+
+# the sources as a tool writes them (ruff.toml: the notebooks, which the package is exported from, and the tests)
+lint: install
+	$(call phase,lint)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+	$(BIN)/nbdev_export
 
 # --- the vLLM code paths without a GPU: a second environment with the community CPU build of vLLM ---
 # It pins the same CPU torch as ours and an older transformers, and its torchvision/torchaudio/torchcodec

@@ -1,4 +1,5 @@
 """Package metadata, read from `settings.ini` (the nbdev 2 single source of truth)."""
+
 from configparser import ConfigParser
 from pathlib import Path
 

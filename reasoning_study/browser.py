@@ -27,23 +27,28 @@ __all__ = ['VERDICTS', 'TURN_NAMES', 'DIALOGUE', 'SCORES', 'TRACE', 'TRAJECTORY'
 # %% ../nbs/98_browser.ipynb #4b57fc17
 VERDICTS = {"valid": "valid", "violation": "violation", "malformed": "unreadable"}  # the checker's status -> the page's
 
-def candidate_rows(item: MuSoBenchItem,  # the instance the answer is for
-                   text: str | None,  # the model's answer (its prefill included)
-                   truncated: bool = False,  # the reply was cut by the token limit: its last entry may be unfinished
-                  ) -> list[dict]:
+
+def candidate_rows(
+    item: MuSoBenchItem,  # the instance the answer is for
+    text: str | None,  # the model's answer (its prefill included)
+    truncated: bool = False,  # the reply was cut by the token limit: its last entry may be unfinished
+) -> list[dict]:
     "The parsed candidates of an answer: the snippet, its verdict (valid / violation / unreadable / cut off) and why."
     parsed = get_task(item.task).parse_answer(text or "", item.instance, truncated=truncated)
     return [dict(text=p.text, verdict="cut off" if p.cut_off else VERDICTS[p.status], reason=p.reason) for p in parsed]
 
-def mark_spans(text: str | None,  # the reply as shown
-               snippets: Sequence[str],  # the candidates' snippets, in the order they were read
-              ) -> list[list[int]]:
+
+def mark_spans(
+    text: str | None,  # the reply as shown
+    snippets: Sequence[str],  # the candidates' snippets, in the order they were read
+) -> list[list[int]]:
     "[start, end, candidate] of each snippet found in the text, left to right (a snippet not found verbatim: no mark)."
     spans, at = [], 0
     for i, snippet in enumerate(snippets):
         snippet = (snippet or "").strip()
         found = (text or "").find(snippet, at) if snippet else -1
-        if found < 0: continue
+        if found < 0:
+            continue
         spans.append([found, found + len(snippet), i])
         at = found + len(snippet)
     return spans
@@ -51,15 +56,37 @@ def mark_spans(text: str | None,  # the reply as shown
 # %% ../nbs/98_browser.ipynb #028b1836
 TURN_NAMES = {1: "solve", 2: "confidence", 3: "reconsider"}
 DIALOGUE = ["model", "preset", "paradigm", "condition", "task", "question_id", "sample_index"]  # one dialogue's turns
-SCORES = ["status", "answer_count", "n_listed", "n_correct", "n_malformed", "precision", "recall", "claimed_total",
-          "confidence", "confidence_status", "decision", "n_listed_2", "n_correct_2", "precision_2", "recall_2",
-          "n_samples", "scored_from_truncated", "reasoning_tokens", "completion_tokens"]
+SCORES = [
+    "status",
+    "answer_count",
+    "n_listed",
+    "n_correct",
+    "n_malformed",
+    "precision",
+    "recall",
+    "claimed_total",
+    "confidence",
+    "confidence_status",
+    "decision",
+    "n_listed_2",
+    "n_correct_2",
+    "precision_2",
+    "recall_2",
+    "n_samples",
+    "scored_from_truncated",
+    "reasoning_tokens",
+    "completion_tokens",
+]
+
 
 def _plain(value):
     "A table cell as JSON can hold it: None for missing, Python numbers and strings."
-    if value is None or (not isinstance(value, (list, dict, str)) and pd.isna(value)): return None
-    if hasattr(value, "item"): value = value.item()
+    if value is None or (not isinstance(value, (list, dict, str)) and pd.isna(value)):
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
     return round(value, 4) if isinstance(value, float) else value
+
 
 def _user_prompt(messages: str | None) -> str:
     "The last user message of a request (the turn's new prompt)."
@@ -69,45 +96,73 @@ def _user_prompt(messages: str | None) -> str:
         content = "\n".join(part.get("text", "[image]") for part in content if isinstance(part, dict))
     return content
 
+
 def _outcome(precision) -> str:
     "correct: every listed answer valid (precision 1); incorrect: some are not; unscored: no readable answer."
-    if precision is None or pd.isna(precision): return "unscored"
+    if precision is None or pd.isna(precision):
+        return "unscored"
     return "correct" if precision == 1 else "incorrect"
+
 
 def turn_view(turn: dict, item: MuSoBenchItem | None) -> dict:
     "One turn as the page shows it: prompt, thinking, reply, and for turns 1 and 3 the parsed candidates."
     reply, status = turn["answer"] or "", turn["status"]
-    out = dict(turn=int(turn["turn"]), name=TURN_NAMES.get(int(turn["turn"]), "turn"), status=status,
-               finish_reason=_plain(turn["finish_reason"]), tokens=_plain(turn["completion_tokens"]),
-               prompt=_user_prompt(turn["messages"]), prefill=turn["prefill"] or "", thinking=turn["reasoning"] or "",
-               reply=reply, candidates=[], spans=[], decision=None)
-    if item is None or status == "error": return out
-    if out["turn"] == 1: out["candidates"] = candidate_rows(item, reply, truncated=status == "truncated")
+    out = dict(
+        turn=int(turn["turn"]),
+        name=TURN_NAMES.get(int(turn["turn"]), "turn"),
+        status=status,
+        finish_reason=_plain(turn["finish_reason"]),
+        tokens=_plain(turn["completion_tokens"]),
+        prompt=_user_prompt(turn["messages"]),
+        prefill=turn["prefill"] or "",
+        thinking=turn["reasoning"] or "",
+        reply=reply,
+        candidates=[],
+        spans=[],
+        decision=None,
+    )
+    if item is None or status == "error":
+        return out
+    if out["turn"] == 1:
+        out["candidates"] = candidate_rows(item, reply, truncated=status == "truncated")
     if out["turn"] == 3:
         from reasoning_study.studies.musobench.replies import complete_part, parse_decision
+
         out["decision"], rest = parse_decision(reply if status == "answered" else complete_part(reply))
-        if out["decision"] == "changed": out["candidates"] = candidate_rows(item, rest, truncated=status == "truncated")
+        if out["decision"] == "changed":
+            out["candidates"] = candidate_rows(item, rest, truncated=status == "truncated")
     out["spans"] = mark_spans(reply, [c["text"] for c in out["candidates"]])
     return out
+
 
 def _tags(scores: dict, turns: list[dict], row) -> list[str]:
     "What a reader may want to pick a dialogue by."
     verdicts = {c["verdict"] for t in turns if t["turn"] == 1 for c in t["candidates"]}
     tags = [f"has {v}" for v in ("violation", "unreadable") if v in verdicts]
-    if scores.get("confidence_status") not in (None, "parsed"): tags.append(f"confidence {scores['confidence_status']}")
-    if scores.get("decision"): tags.append(f"reconsider: {scores['decision']}")
-    if scores.get("scored_from_truncated"): tags.append("scored from a truncated reply")
-    if bool(row.get("long_cot_emulated", False)): tags.append("emulated Long-CoT")
+    if scores.get("confidence_status") not in (None, "parsed"):
+        tags.append(f"confidence {scores['confidence_status']}")
+    if scores.get("decision"):
+        tags.append(f"reconsider: {scores['decision']}")
+    if scores.get("scored_from_truncated"):
+        tags.append("scored from a truncated reply")
+    if bool(row.get("long_cot_emulated", False)):
+        tags.append("emulated Long-CoT")
     return tags
+
 
 def musobench_samples(folder: str | Path) -> list[dict]:
     "One sample per dialogue of a MuSoBench run folder (turns.parquet, scored rows), plus the self-consistency rows."
     folder = Path(folder)
-    if not (folder / "turns.parquet").is_file(): return []
+    if not (folder / "turns.parquet").is_file():
+        return []
     turns = pd.read_parquet(folder / "turns.parquet")
-    items = {(it.task, it.question_id): it for f in sorted((folder / "instances").glob("*.jsonl")) for it in read_jsonl(f)}
-    scored = pd.concat([pd.read_parquet(folder / f) for f in ("results.parquet", "sc_samples.parquet")
-                        if (folder / f).is_file()], ignore_index=True)
+    items = {
+        (it.task, it.question_id): it for f in sorted((folder / "instances").glob("*.jsonl")) for it in read_jsonl(f)
+    }
+    scored = pd.concat(
+        [pd.read_parquet(folder / f) for f in ("results.parquet", "sc_samples.parquet") if (folder / f).is_file()],
+        ignore_index=True,
+    )
     by_key = {tuple(r[c] for c in DIALOGUE): r for r in scored.to_dict("records")}
     samples, seen = [], set()
     for key, group in turns.groupby(DIALOGUE, sort=False, dropna=False):
@@ -121,40 +176,60 @@ def musobench_samples(folder: str | Path) -> list[dict]:
             samples.append(_musobench_sample(folder.name, row, row, [], items.get((row["task"], row["question_id"]))))
     return samples
 
+
 def _musobench_sample(run: str, first: dict, row: dict, views: list[dict], item: MuSoBenchItem | None) -> dict:
     scores = {c: _plain(row.get(c)) for c in SCORES}
     level = _plain(first.get("level"))
-    return dict(id=f"{run}/{first['task']}/{first['question_id']}/{first['paradigm']}/{first['condition']}/"
-                   f"{first['sample_index']}",
-                kind="musobench",
-                facets=dict(run=run, model=first["model"], paradigm=first["paradigm"], condition=first["condition"],
-                            task=first["task"], level=str(level)),
-                status=scores["status"] or "missing", outcome=_outcome(scores["precision"]),
-                tags=_tags(scores, views, first),
-                title=f"{first['task']} question {first['question_id']} (level {level}, "
-                      f"{_plain(first.get('answer_count'))} solutions), sample {first['sample_index']}",
-                question=item.question if item is not None else "", scores=scores, turns=views)
+    return dict(
+        id=f"{run}/{first['task']}/{first['question_id']}/{first['paradigm']}/{first['condition']}/"
+        f"{first['sample_index']}",
+        kind="musobench",
+        facets=dict(
+            run=run,
+            model=first["model"],
+            paradigm=first["paradigm"],
+            condition=first["condition"],
+            task=first["task"],
+            level=str(level),
+        ),
+        status=scores["status"] or "missing",
+        outcome=_outcome(scores["precision"]),
+        tags=_tags(scores, views, first),
+        title=f"{first['task']} question {first['question_id']} (level {level}, "
+        f"{_plain(first.get('answer_count'))} solutions), sample {first['sample_index']}",
+        question=item.question if item is not None else "",
+        scores=scores,
+        turns=views,
+    )
 
 # %% ../nbs/98_browser.ipynb #9ab3da54
 def _novelty_prompts(folder: Path) -> dict[str, str]:
     "prompt id -> the NoveltyBench prompt of a run (empty when its prompt set cannot be read here)."
     from reasoning_study.tasks.noveltybench import load_noveltybench
+
     subset = ((read_record(folder) or {}).get("config") or {}).get("novelty_subset", "curated")
-    try: return {p.id: p.prompt for p in load_noveltybench(subset)}
-    except Exception: return {}
+    try:
+        return {p.id: p.prompt for p in load_noveltybench(subset)}
+    except Exception:
+        return {}
+
 
 def _ratings(scores: list, classes: list) -> list:
     "One rating per answer: the rater's scores per answer, or per class opener (the first answer of each class)."
-    if len(scores) == len(classes): return scores
+    if len(scores) == len(classes):
+        return scores
     openers = [i for i, c in enumerate(classes) if c not in classes[:i]]
     out = [None] * len(classes)
-    for i, s in zip(openers, scores): out[i] = s
+    for i, s in zip(openers, scores):
+        out[i] = s
     return out
+
 
 def novelty_samples(folder: str | Path) -> list[dict]:
     "One sample per NoveltyBench prompt and paradigm of a run folder: the k answers with their classes and ratings."
     folder = Path(folder)
-    if not (folder / "novelty.parquet").is_file(): return []
+    if not (folder / "novelty.parquet").is_file():
+        return []
     table, prompts = pd.read_parquet(folder / "novelty.parquet"), _novelty_prompts(folder)
     judged = {}
     if (folder / "novelty_judgements.parquet").is_file():
@@ -165,22 +240,50 @@ def novelty_samples(folder: str | Path) -> list[dict]:
         answers, classes = json.loads(r["answers"] or "[]"), json.loads(r["classes"] or "[]")
         j = judged.get((r["model"], r["paradigm"], r["mode"], r["prompt_id"]), {})
         ratings = _ratings(json.loads(j.get("opener_scores") or "[]"), classes)
-        scores = {c: _plain(r.get(c)) for c in ("k", "n_answers", "distinct", "utility", "confidence",
-                                                "confidence_status", "reply_status", "judge", "rater")}
-        samples.append(dict(
-            id=f"{folder.name}/{r['prompt_id']}/{r['paradigm']}/{r['mode']}", kind="novelty",
-            facets=dict(run=folder.name, model=r["model"], paradigm=r["paradigm"], condition=r["mode"],
-                        task="noveltybench", level=r.get("category") or ""),
-            status=r["status"], outcome="unscored", tags=[f"{len(set(classes))} classes of {len(answers)} answers"],
-            title=f"{r['prompt_id']} ({r.get('category') or 'no category'}), {r['paradigm']}",
-            question=prompts.get(r["prompt_id"], ""), scores=scores,
-            answers=[dict(text=a, cls=_plain(c), rating=_plain(s)) for a, c, s in
-                     zip(answers, classes + [None] * len(answers), ratings + [None] * len(answers))]))
+        scores = {
+            c: _plain(r.get(c))
+            for c in (
+                "k",
+                "n_answers",
+                "distinct",
+                "utility",
+                "confidence",
+                "confidence_status",
+                "reply_status",
+                "judge",
+                "rater",
+            )
+        }
+        samples.append(
+            dict(
+                id=f"{folder.name}/{r['prompt_id']}/{r['paradigm']}/{r['mode']}",
+                kind="novelty",
+                facets=dict(
+                    run=folder.name,
+                    model=r["model"],
+                    paradigm=r["paradigm"],
+                    condition=r["mode"],
+                    task="noveltybench",
+                    level=r.get("category") or "",
+                ),
+                status=r["status"],
+                outcome="unscored",
+                tags=[f"{len(set(classes))} classes of {len(answers)} answers"],
+                title=f"{r['prompt_id']} ({r.get('category') or 'no category'}), {r['paradigm']}",
+                question=prompts.get(r["prompt_id"], ""),
+                scores=scores,
+                answers=[
+                    dict(text=a, cls=_plain(c), rating=_plain(s))
+                    for a, c, s in zip(answers, classes + [None] * len(answers), ratings + [None] * len(answers))
+                ],
+            )
+        )
     return samples
 
 # %% ../nbs/98_browser.ipynb #6896a176
 TRACE = ["model", "benchmark", "item_id", "seed", "sample_index"]  # one generated trace
 TRAJECTORY = TRACE + ["template", "extractor", "granularity"]  # one probed trajectory of it
+
 
 def trace_strip(prefixes: pd.DataFrame) -> dict:
     """The trace strip of one trajectory: per prefix 1 (correct), 0 (wrong) or None (the probe failed); τ, the first
@@ -191,33 +294,51 @@ def trace_strip(prefixes: pd.DataFrame) -> dict:
     tokens = [int(t) for t in p["prefix_tokens"]] if "prefix_tokens" in p else []
     return dict(cells=cells, tau=tau, kappa=tokens[tau] if tau is not None and tokens else None, n=len(cells) - 1)
 
+
 def _trace_texts(folder: Path) -> dict[tuple, tuple[str, str]]:
     "(item_id, sample_index) -> (question as prompted, trace text), from the run's store export."
-    if not (folder / "generations.parquet").is_file(): return {}
+    if not (folder / "generations.parquet").is_file():
+        return {}
     g = pd.read_parquet(folder / "generations.parquet", columns=["tag", "sample_index", "prompt_json", "text"])
     g = g[g["tag"].str.startswith("trace:")]
-    return {(r["tag"][len("trace:"):], int(r["sample_index"])): (_user_prompt(json.dumps(
-        json.loads(r["prompt_json"]).get("messages", []))), r["text"] or "") for r in g.to_dict("records")}
+    return {
+        (r["tag"][len("trace:") :], int(r["sample_index"])): (
+            _user_prompt(json.dumps(json.loads(r["prompt_json"]).get("messages", []))),
+            r["text"] or "",
+        )
+        for r in g.to_dict("records")
+    }
+
 
 def _gold_answers(folder: Path) -> dict[str, str]:
     "item id -> reference answer, where the run's questions can be loaded here (else empty: the page shows none)."
     try:
         from reasoning_study.studies.overthinking.study import load_items, run_config
-        return {it.id: f"{it.answer_letter}: {it.answer}" if it.answer_letter else str(it.answer)
-                for it in load_items(run_config(folder))}
-    except Exception: return {}
+
+        return {
+            it.id: f"{it.answer_letter}: {it.answer}" if it.answer_letter else str(it.answer)
+            for it in load_items(run_config(folder))
+        }
+    except Exception:
+        return {}
+
 
 def overthinking_samples(folder: str | Path) -> list[dict]:
     """One sample per probed trajectory of an overthinking run folder: the question, the utterances, per prefix the
     forced answer, its correctness and status, and the trace strip."""
     folder = Path(folder)
-    if not (folder / "prefixes.parquet").is_file(): return []
+    if not (folder / "prefixes.parquet").is_file():
+        return []
     prefixes = pd.read_parquet(folder / "prefixes.parquet")
-    if "granularity" not in prefixes: prefixes["granularity"] = "utterance"
+    if "granularity" not in prefixes:
+        prefixes["granularity"] = "utterance"
     utterances = pd.read_parquet(folder / "utterances.parquet") if (folder / "utterances.parquet").is_file() else None
     traces = pd.read_parquet(folder / "traces.parquet") if (folder / "traces.parquet").is_file() else pd.DataFrame()
-    kept = (pd.read_parquet(folder / "trajectories.parquet") if (folder / "trajectories.parquet").is_file()
-            else pd.DataFrame(columns=TRAJECTORY))
+    kept = (
+        pd.read_parquet(folder / "trajectories.parquet")
+        if (folder / "trajectories.parquet").is_file()
+        else pd.DataFrame(columns=TRAJECTORY)
+    )
     kept = {tuple(r[c] for c in TRAJECTORY) for r in kept.to_dict("records")}
     status = {tuple(r[c] for c in TRACE): r["trace_status"] for r in traces.to_dict("records")}
     texts, gold = _trace_texts(folder), _gold_answers(folder)
@@ -228,35 +349,89 @@ def overthinking_samples(folder: str | Path) -> list[dict]:
         said = []
         if utterances is not None:
             u = utterances[(utterances["item_id"] == k["item_id"]) & (utterances["sample_index"] == k["sample_index"])]
-            said = [text[int(a):int(b)] for a, b in zip(u.sort_values("utterance_index")["char_start"],
-                                                        u.sort_values("utterance_index")["char_end"])]
-        samples.append(_overthinking_sample(folder.name, k, group, said, question, gold.get(k["item_id"]),
-                                            status.get(tuple(k[c] for c in TRACE), "missing"), key in kept))
+            said = [
+                text[int(a) : int(b)]
+                for a, b in zip(
+                    u.sort_values("utterance_index")["char_start"], u.sort_values("utterance_index")["char_end"]
+                )
+            ]
+        samples.append(
+            _overthinking_sample(
+                folder.name,
+                k,
+                group,
+                said,
+                question,
+                gold.get(k["item_id"]),
+                status.get(tuple(k[c] for c in TRACE), "missing"),
+                key in kept,
+            )
+        )
     return samples
 
-def _overthinking_sample(run: str, k: dict, group: pd.DataFrame, said: list[str], question: str, gold: str | None,
-                         trace_status: str, kept: bool) -> dict:
+
+def _overthinking_sample(
+    run: str,
+    k: dict,
+    group: pd.DataFrame,
+    said: list[str],
+    question: str,
+    gold: str | None,
+    trace_status: str,
+    kept: bool,
+) -> dict:
     strip = trace_strip(group)
     final = strip["cells"][-1] if strip["cells"] else None
-    tags = ["never correct" if strip["tau"] is None else "harmful" if final == 0 else "verbose" if final == 1 else
-            "solved, end failed"]
-    if None in strip["cells"]: tags.append("failed probe")
-    if not kept: tags.append("left out of the trajectories")
+    tags = [
+        "never correct"
+        if strip["tau"] is None
+        else "harmful"
+        if final == 0
+        else "verbose"
+        if final == 1
+        else "solved, end failed"
+    ]
+    if None in strip["cells"]:
+        tags.append("failed probe")
+    if not kept:
+        tags.append("left out of the trajectories")
     rows = group.sort_values("prefix_index").to_dict("records")
     by_utterance = k["granularity"] == "utterance"
     return dict(
         id=f"{run}/{k['item_id']}/{k['sample_index']}/{k['granularity']}/{k['template']}/{k['extractor']}",
         kind="overthinking",
-        facets=dict(run=run, model=k["model"], paradigm="", condition=f"{k['granularity']} · {k['template']} · "
-                    f"{k['extractor']}", task=k["benchmark"], level=""),
-        status=trace_status, outcome="unscored" if final is None else "correct" if final else "incorrect", tags=tags,
-        title=f"{k['item_id']}, sample {k['sample_index']}", question=question, gold=gold, utterances=said,
-        strip=strip, granularity=k["granularity"],
-        prefixes=[dict(i=int(r["prefix_index"]), tokens=_plain(r.get("prefix_tokens")),
-                       utterance=said[int(r["prefix_index"]) - 1] if by_utterance and 0 < r["prefix_index"] <= len(said)
-                       else None,
-                       forced=r.get("forced_answer"), prediction=_plain(r.get("prediction")),
-                       correct=_plain(r.get("correct")), status=r.get("probe_status")) for r in rows])
+        facets=dict(
+            run=run,
+            model=k["model"],
+            paradigm="",
+            condition=f"{k['granularity']} · {k['template']} · {k['extractor']}",
+            task=k["benchmark"],
+            level="",
+        ),
+        status=trace_status,
+        outcome="unscored" if final is None else "correct" if final else "incorrect",
+        tags=tags,
+        title=f"{k['item_id']}, sample {k['sample_index']}",
+        question=question,
+        gold=gold,
+        utterances=said,
+        strip=strip,
+        granularity=k["granularity"],
+        prefixes=[
+            dict(
+                i=int(r["prefix_index"]),
+                tokens=_plain(r.get("prefix_tokens")),
+                utterance=said[int(r["prefix_index"]) - 1]
+                if by_utterance and 0 < r["prefix_index"] <= len(said)
+                else None,
+                forced=r.get("forced_answer"),
+                prediction=_plain(r.get("prediction")),
+                correct=_plain(r.get("correct")),
+                status=r.get("probe_status"),
+            )
+            for r in rows
+        ],
+    )
 
 # %% ../nbs/98_browser.ipynb #9fbac1cb
 def run_samples(folder: str | Path) -> list[dict]:
@@ -270,31 +445,49 @@ CHUNK_SIZE = 200  # samples per data file at most
 PAGE_SIZE = 20  # samples per page
 MAX_LOAD = 3000  # samples loaded at once without asking (a paper grid: narrow the filters first)
 
+
 def chunks(samples: Sequence[dict], size: int = CHUNK_SIZE) -> list[list[dict]]:
     "The samples in data files: one group per combination of facets, split into parts of at most `size` samples."
     groups: dict[tuple, list] = {}
-    for s in samples: groups.setdefault(tuple(s["facets"].get(f, "") for f in FACETS), []).append(s)
-    return [g[i:i + size] for g in groups.values() for i in range(0, len(g), size)]
+    for s in samples:
+        groups.setdefault(tuple(s["facets"].get(f, "") for f in FACETS), []).append(s)
+    return [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)]
+
 
 def _counts(values: Iterable[str]) -> dict[str, int]:
     out: dict[str, int] = {}
-    for v in values: out[v] = out.get(v, 0) + 1
+    for v in values:
+        out[v] = out.get(v, 0) + 1
     return out
+
 
 def chunk_entry(part: Sequence[dict], file: str) -> dict:
     "What the page knows of a data file before loading it: its facets, size, and the counts of each row filter."
-    return dict(file=file, n=len(part), facets={f: part[0]["facets"].get(f, "") for f in FACETS},
-                values=dict(status=_counts(s["status"] for s in part), outcome=_counts(s["outcome"] for s in part),
-                            tag=_counts(t for s in part for t in s["tags"])))
+    return dict(
+        file=file,
+        n=len(part),
+        facets={f: part[0]["facets"].get(f, "") for f in FACETS},
+        values=dict(
+            status=_counts(s["status"] for s in part),
+            outcome=_counts(s["outcome"] for s in part),
+            tag=_counts(t for s in part for t in s["tags"]),
+        ),
+    )
+
 
 def finite(value):
     """`value` with every NaN or infinite float (and numpy scalar) made JSON: None for a missing number, the rest as is
     (a failed probe's empty score must not stop the page)."""
-    if isinstance(value, dict): return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)): return [finite(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)): value = value.item()  # numpy scalars
-    if isinstance(value, float) and not math.isfinite(value): return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()  # numpy scalars
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return value
+
 
 def script_json(value) -> str:
     "JSON that is safe inside a <script> element and as a JavaScript expression (no <, >, & left to break out)."
@@ -536,27 +729,35 @@ PAGE = """<!DOCTYPE html>
 <script>{js}</script></body></html>
 """
 
-def write_browser(samples: Sequence[dict],  # from `run_samples` (one run) or several runs' together
-                  page: str | Path,  # the HTML file; its data files go into the folder of the same name beside it
-                  title: str = "Samples",
-                  note: str = "",  # one line under the title (what the samples are)
-                  chunk_size: int = CHUNK_SIZE,
-                 ) -> Path:
+
+def write_browser(
+    samples: Sequence[dict],  # from `run_samples` (one run) or several runs' together
+    page: str | Path,  # the HTML file; its data files go into the folder of the same name beside it
+    title: str = "Samples",
+    note: str = "",  # one line under the title (what the samples are)
+    chunk_size: int = CHUNK_SIZE,
+) -> Path:
     """The sample browser: one static page (its own CSS and JS inline, no library, no server) and the samples as
     JavaScript data files beside it, one per combination of facets, loaded when a filter picks them."""
     page = Path(page)
     data = page.with_suffix("")
-    if data.is_dir(): shutil.rmtree(data)  # the data files of an earlier page
+    if data.is_dir():
+        shutil.rmtree(data)  # the data files of an earlier page
     data.mkdir(parents=True)
     entries = []
     for i, part in enumerate(chunks(samples, chunk_size)):
         (data / f"{i}.js").write_text(f"window.sampleBrowser.add({i}, {script_json(part)});\n")
         entries.append(chunk_entry(part, f"{data.name}/{i}.js"))
-    manifest = dict(facets=list(FACETS), row_filters=list(ROW_FILTERS), chunks=entries, page_size=PAGE_SIZE,
-                    max_load=MAX_LOAD)
-    page.write_text(PAGE.format(title=html.escape(title), note=html.escape(note), css=PAGE_CSS,
-                                manifest=script_json(manifest), js=PAGE_JS))
+    manifest = dict(
+        facets=list(FACETS), row_filters=list(ROW_FILTERS), chunks=entries, page_size=PAGE_SIZE, max_load=MAX_LOAD
+    )
+    page.write_text(
+        PAGE.format(
+            title=html.escape(title), note=html.escape(note), css=PAGE_CSS, manifest=script_json(manifest), js=PAGE_JS
+        )
+    )
     return page
+
 
 def browser_size(page: str | Path) -> int:
     "Bytes of a browser: its page and its data files."
@@ -567,29 +768,45 @@ def browser_size(page: str | Path) -> int:
 # %% ../nbs/98_browser.ipynb #3084bf1d
 RUN_BROWSER = "browser.html"  # a run folder's sample browser (its data files: browser/)
 
+
 def write_run_browser(folder: str | Path) -> Path | None:
     "The sample browser of one run folder (`RUN_BROWSER`), or None for a run without samples to show."
     folder = Path(folder)
     samples = run_samples(folder)
-    if not samples: return None
+    if not samples:
+        return None
     study = (read_record(folder) or {}).get("study", "run")
-    return write_browser(samples, folder / RUN_BROWSER, f"Samples of run {folder.name}",
-                         f"{len(samples)} samples of the {study} run in this folder; the filters pick them.")
+    return write_browser(
+        samples,
+        folder / RUN_BROWSER,
+        f"Samples of run {folder.name}",
+        f"{len(samples)} samples of the {study} run in this folder; the filters pick them.",
+    )
 
-BROWSER_KINDS = {"musobench": "MuSoBench dialogues", "novelty": "NoveltyBench answers",
-                 "overthinking": "Overthinking traces"}  # one page per kind of sample in a sweep's report
 
-def write_sweep_browsers(folders: Sequence[str | Path],  # the sweep's finished run folders
-                         out: str | Path,  # the folder of the pages (e.g. <report>/browser)
-                        ) -> dict[str, Path]:
+BROWSER_KINDS = {
+    "musobench": "MuSoBench dialogues",
+    "novelty": "NoveltyBench answers",
+    "overthinking": "Overthinking traces",
+}  # one page per kind of sample in a sweep's report
+
+
+def write_sweep_browsers(
+    folders: Sequence[str | Path],  # the sweep's finished run folders
+    out: str | Path,  # the folder of the pages (e.g. <report>/browser)
+) -> dict[str, Path]:
     "One sample browser per kind of sample across a sweep's runs: kind -> page (kinds without samples: none)."
     samples = [s for f in folders for s in run_samples(f)]
     out, pages = Path(out), {}
     for kind, title in BROWSER_KINDS.items():
         mine = [s for s in samples if s["kind"] == kind]
-        if not mine: continue
+        if not mine:
+            continue
         runs = sorted({s["facets"]["run"] for s in mine})
-        pages[kind] = write_browser(mine, out / f"{kind}.html", f"{title} of the sweep",
-                                    f"{len(mine)} samples from {len(runs)} run{'s' * (len(runs) != 1)}: "
-                                    f"{', '.join(runs)}.")
+        pages[kind] = write_browser(
+            mine,
+            out / f"{kind}.html",
+            f"{title} of the sweep",
+            f"{len(mine)} samples from {len(runs)} run{'s' * (len(runs) != 1)}: {', '.join(runs)}.",
+        )
     return pages

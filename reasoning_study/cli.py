@@ -21,14 +21,24 @@ import yaml
 from .config import config_from, config_values
 from .provenance import read_record
 from .report import render_page
+from .runs import ProjectNotFound, project_root, redact_file, redact_text, resolve_path
 from .studies.registry import config_import, study_module
 from .studies.runner import run_finished
 from .sweep.executors import run_sweep
 from .sweep.index import DONE_FILE, MAX_ERROR_SHARE, finished_runs, is_finished, write_atomic
-from .sweep.spec import (cell_keys, check_values, config_problems, experiments_dir, load_sweep,
-                                       missing_keys, notebook_parameters, notebook_path, provider_check,
-                                       registered_config, SweepError)
-from .runs import ProjectNotFound, project_root, redact_file, redact_text, resolve_path
+from reasoning_study.sweep.spec import (
+    SweepError,
+    cell_keys,
+    check_values,
+    config_problems,
+    experiments_dir,
+    load_sweep,
+    missing_keys,
+    notebook_parameters,
+    notebook_path,
+    provider_check,
+    registered_config,
+)
 
 # %% auto #0
 __all__ = ['compile_report', 'parser', 'rehearse_main', 'cli_path', 'cli_root', 'main', 'papermill_value', 'run_problems',
@@ -36,22 +46,29 @@ __all__ = ['compile_report', 'parser', 'rehearse_main', 'cli_path', 'cli_root', 
            'rescore_sweep', 'rescore_main', 'report_runs', 'report_main']
 
 # %% ../nbs/96_cli.ipynb #5bf7ed67
-def compile_report(sweep_dir: str | Path,  # a sweep folder
-                   root: str | Path | None = None,
-                   progress: bool = True,
-                   out: str | Path | None = None,  # where the report goes (default: <sweep_dir>/report)
-                  ) -> Path:
+def compile_report(
+    sweep_dir: str | Path,  # a sweep folder
+    root: str | Path | None = None,
+    progress: bool = True,
+    out: str | Path | None = None,  # where the report goes (default: <sweep_dir>/report)
+) -> Path:
     """Run the report notebook on a sweep folder and turn it into the reader's page (`report.render_page`: no code);
     returns the HTML path."""
     import papermill
+
     root = Path(root or project_root())
     sweep_dir = resolve_path(sweep_dir, root)
     out = resolve_path(out, root) if out is not None else sweep_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     executed = out / "sweep_report.ipynb"
-    papermill.execute_notebook(str(experiments_dir(root) / "sweep_report.ipynb"), str(executed), cwd=str(root / "nbs"),
-                               kernel_name="python3", parameters=dict(sweep_dir=str(sweep_dir), out_dir=str(out)),
-                               progress_bar=progress)
+    papermill.execute_notebook(
+        str(experiments_dir(root) / "sweep_report.ipynb"),
+        str(executed),
+        cwd=str(root / "nbs"),
+        kernel_name="python3",
+        parameters=dict(sweep_dir=str(sweep_dir), out_dir=str(out)),
+        progress_bar=progress,
+    )
     redact_file(executed)  # the report echoes the runs' parameters and errors: the same redaction rule as every run
     body = render_page(executed, title=f"Report of sweep {sweep_dir.name}")
     html = out / "report.html"
@@ -60,63 +77,91 @@ def compile_report(sweep_dir: str | Path,  # a sweep folder
 
 # %% ../nbs/96_cli.ipynb #192ccd09
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rs-sweep",
-                                description="Run a sweep of experiment notebooks (resumable) and compile its report.")
+    p = argparse.ArgumentParser(
+        prog="rs-sweep", description="Run a sweep of experiment notebooks (resumable) and compile its report."
+    )
     p.add_argument("sweep_file", help="a sweep YAML file (e.g. nbs/sweeps/default.yaml)")
-    p.add_argument("--out", default=None,
-                   help="output root; the sweep folder is <out>/<name> (default: outputs; outputs/rehearsal with --rehearse)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output root; the sweep folder is <out>/<name> (default: outputs; outputs/rehearsal with --rehearse)",
+    )
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--gpus", default=None, help="local: comma-separated GPU ids; each run sees one (default: no GPU)")
     p.add_argument("--per-gpu", type=int, default=1, help="local: runs at a time on each GPU")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="local without GPUs: runs at a time (1 or 2 on a small CPU host)")
-    p.add_argument("--ray-address", default=None,
-                   help="ray: cluster address ('auto', 'ray://head:10001'); default: a local instance")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="local without GPUs: runs at a time (1 or 2 on a small CPU host)"
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="ray: cluster address ('auto', 'ray://head:10001'); default: a local instance",
+    )
     p.add_argument("--ray-cpus", type=int, default=None, help="ray: CPUs of a local instance")
     p.add_argument("--only", default=None, help="comma-separated cell ids to run")
-    p.add_argument("--max-error-share", type=float, default=MAX_ERROR_SHARE,
-                   help="a cell whose error rows exceed this share of its generations is incomplete, not finished, and "
-                        f"runs again next time (default: {MAX_ERROR_SHARE:g}; 0: no error allowed)")
+    p.add_argument(
+        "--max-error-share",
+        type=float,
+        default=MAX_ERROR_SHARE,
+        help="a cell whose error rows exceed this share of its generations is incomplete, not finished, and "
+        f"runs again next time (default: {MAX_ERROR_SHARE:g}; 0: no error allowed)",
+    )
     p.add_argument("--report", action="store_true", help="compile the report after the sweep")
     p.add_argument("--report-only", action="store_true", help="compile the report of what has finished, run nothing")
     p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
-    p.add_argument("--rehearse", action="store_true",
-                   help="run every cell here with tiny stand-in models and cut sizes (sweep.rehearsal; where vLLM "
-                        "imports: make rehearse); writes rehearsal.md")
+    p.add_argument(
+        "--rehearse",
+        action="store_true",
+        help="run every cell here with tiny stand-in models and cut sizes (sweep.rehearsal; where vLLM "
+        "imports: make rehearse); writes rehearsal.md",
+    )
     return p
 
-def _raise_interrupt(signum, frame): raise KeyboardInterrupt
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
 
 def rehearse_main(sweep, args) -> int:
     "`rs-sweep GRID --rehearse`: the rehearsal's cells table, then the report over its run folders (with --report)."
     from reasoning_study.sweep.rehearsal import REHEARSAL_FILE, rehearse  # vLLM and the stand-ins: only here
+
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try: table = rehearse(sweep, args.out, args.jobs, args.only.split(",") if args.only else None)
+    try:
+        table = rehearse(sweep, args.out, args.jobs, args.only.split(",") if args.only else None)
     except KeyboardInterrupt:
         print("\ninterrupted: the rehearsal resumes on the next start", file=sys.stderr)
         return 130
-    finally: signal.signal(signal.SIGTERM, previous)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(table[["cell", "status", "stage", "seconds", "error"]].to_string(index=False))
     print(f"rehearsal: {sweep.folder(args.out) / REHEARSAL_FILE}")
-    if args.report and (table["status"] == "ran").any(): print(f"report: {compile_report(sweep.folder(args.out))}")
+    if args.report and (table["status"] == "ran").any():
+        print(f"report: {compile_report(sweep.folder(args.out))}")
     return int((table["status"] == "failed").any())
+
 
 def cli_path(path: str | Path) -> Path:
     "A path typed on the command line, as the shell means it: relative to the working directory."
     return Path(path).expanduser().absolute()
 
+
 def cli_root(command: str) -> Path | None:
     """The project root the command takes its notebooks from (`runs.project_root`: above the working directory, else
     the installed package's checkout); None after saying in one line what to do."""
-    try: return project_root()
+    try:
+        return project_root()
     except ProjectNotFound as e:
         print(f"{command}: {e}", file=sys.stderr)
         return None
 
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if (root := cli_root("rs-sweep")) is None: return 2
-    try: sweep = load_sweep(cli_path(args.sweep_file), root)
+    if (root := cli_root("rs-sweep")) is None:
+        return 2
+    try:
+        sweep = load_sweep(cli_path(args.sweep_file), root)
     except SweepError as e:
         print(e, file=sys.stderr)
         return 2
@@ -124,11 +169,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out = cli_path(args.out) if args.out else root / ("outputs/rehearsal" if args.rehearse else "outputs")
     sweep_dir = sweep.folder(args.out)
     if args.only and (unknown := set(args.only.split(",")) - {c.id for c in sweep.cells}):
-        print(f"--only names unknown cells {sorted(unknown)}; cells: {', '.join(c.id for c in sweep.cells)}",
-              file=sys.stderr)
+        print(
+            f"--only names unknown cells {sorted(unknown)}; cells: {', '.join(c.id for c in sweep.cells)}",
+            file=sys.stderr,
+        )
         return 2
     chosen = [c for c in sweep.cells if not args.only or c.id in args.only.split(",")]
-    if args.rehearse and not args.dry_run: return rehearse_main(sweep, args)
+    if args.rehearse and not args.dry_run:
+        return rehearse_main(sweep, args)
     missing = missing_keys([c for c in chosen if not is_finished(sweep_dir, c)])
     unset = "".join(f"\n  - {k}: {', '.join(cells)}" for k, cells in missing.items())
     if missing:
@@ -146,22 +194,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.report_only:
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM stops as cleanly as Ctrl-C
         try:
-            table = run_sweep(sweep, args.out, args.executor, args.gpus.split(",") if args.gpus else None,
-                              args.per_gpu, args.jobs,
-                              args.ray_address, {"num_cpus": args.ray_cpus} if args.ray_cpus else None,
-                              args.only.split(",") if args.only else None, max_error_share=args.max_error_share)
+            table = run_sweep(
+                sweep,
+                args.out,
+                args.executor,
+                args.gpus.split(",") if args.gpus else None,
+                args.per_gpu,
+                args.jobs,
+                args.ray_address,
+                {"num_cpus": args.ray_cpus} if args.ray_cpus else None,
+                args.only.split(",") if args.only else None,
+                max_error_share=args.max_error_share,
+            )
         except KeyboardInterrupt:
             print(
                 f"\ninterrupted: unfinished cells run on the next start; summary in {sweep_dir / 'sweep_summary.md'}",
                 file=sys.stderr,
             )
             return 130
-        finally: signal.signal(signal.SIGTERM, previous)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         print(table[["cell", "notebook", "status", "seconds", "error"]].to_string(index=False))
         status = int(table["status"].isin(["failed", "incomplete"]).any())
         if (table["status"] == "incomplete").any():
-            print("incomplete cells (too many error rows) run again on the next start: their stores keep every answer "
-                  "and regenerate the errors", file=sys.stderr)
+            print(
+                "incomplete cells (too many error rows) run again on the next start: their stores keep every answer "
+                "and regenerate the errors",
+                file=sys.stderr,
+            )
     if args.report or args.report_only:
         html = compile_report(sweep_dir)
         print(f"report: {html}")
@@ -170,29 +230,39 @@ def main(argv: Sequence[str] | None = None) -> int:
 # %% ../nbs/96_cli.ipynb #989b858f
 def papermill_value(text: str) -> Any:
     "A `-p` value as papermill reads it: True, False, None, an int, a float, else the string."
-    if text in ("True", "False", "None"): return {"True": True, "False": False, "None": None}[text]
+    if text in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[text]
     for kind in (int, float):
-        try: return kind(text)
-        except ValueError: pass
+        try:
+            return kind(text)
+        except ValueError:
+            pass
     return text
 
-def run_problems(notebook: str | Path,  # an experiment notebook (name or path)
-                 parameters: dict,  # what the run sets
-                 root: str | Path | None = None,
-                 env: dict | None = None,  # where key variables are looked up (default: os.environ)
-                ) -> list[str]:
+
+def run_problems(
+    notebook: str | Path,  # an experiment notebook (name or path)
+    parameters: dict,  # what the run sets
+    root: str | Path | None = None,
+    env: dict | None = None,  # where key variables are looked up (default: os.environ)
+) -> list[str]:
     "Why one run of `notebook` with `parameters` cannot start, the sweep's checks for one cell ([] when it can)."
     env = os.environ if env is None else env
     path = notebook_path(str(notebook), root)
-    try: params = notebook_parameters(path)
-    except (FileNotFoundError, ValueError) as e: return [str(e)]
-    try: config = registered_config(path)
-    except ImportError as e: return [f"the config of its study ({config_import(path.stem)}) cannot be imported: {e}"]
+    try:
+        params = notebook_parameters(path)
+    except (FileNotFoundError, ValueError) as e:
+        return [str(e)]
+    try:
+        config = registered_config(path)
+    except ImportError as e:
+        return [f"the config of its study ({config_import(path.stem)}) cannot be imported: {e}"]
     problems: list[str] = []
     check_values(parameters, params if config is None else None, "parameters", path.name, problems, reserved=set())
     if config is not None:
         problems += [f"parameters: {p} ({config.__name__})" for p in config_problems(config, parameters)]
-    if problems: return problems
+    if problems:
+        return problems
     values = (
         config_values(config_from(config, parameters))
         if config is not None
@@ -207,64 +277,99 @@ def run_problems(notebook: str | Path,  # an experiment notebook (name or path)
         + [f"the key variable {k} is not set (keys come from the environment only): export {k}=..." for k in unset]
     )
 
-def run_notebook(notebook: str | Path,  # an experiment notebook (name or path; relative paths from the project root)
-                 output: str | Path,  # the executed notebook (its folder is created)
-                 parameters: dict | None = None,
-                 root: str | Path | None = None,
-                 progress: bool = True,
-                ) -> Path:
+
+def run_notebook(
+    notebook: str | Path,  # an experiment notebook (name or path; relative paths from the project root)
+    output: str | Path,  # the executed notebook (its folder is created)
+    parameters: dict | None = None,
+    root: str | Path | None = None,
+    progress: bool = True,
+) -> Path:
     """Check, then run one experiment notebook with papermill; the executed notebook is redacted. A `SweepError` when it
     cannot start."""
     import papermill
+
     root, parameters = Path(root or project_root()), dict(parameters or {})
     path = notebook_path(str(notebook), root)
-    if problems := run_problems(path, parameters, root): raise SweepError(str(path), problems)
+    if problems := run_problems(path, parameters, root):
+        raise SweepError(str(path), problems)
     output = resolve_path(output, root)
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
-        papermill.execute_notebook(str(path), str(output), parameters=parameters, cwd=str(root / "nbs"),
-                                   kernel_name="python3",
-                                    progress_bar=progress)
-    finally: redact_file(output)
+        papermill.execute_notebook(
+            str(path),
+            str(output),
+            parameters=parameters,
+            cwd=str(root / "nbs"),
+            kernel_name="python3",
+            progress_bar=progress,
+        )
+    finally:
+        redact_file(output)
     return output
 
+
 def run_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rs-run",
-                                description="Check the parameters, then run one experiment notebook with papermill (the"
-                                            " output notebook's folder is created; relative paths are from the working "
-                                            "directory; the notebook's own parameters, e.g. out_dir, from the project "
-                                            "root).")
+    p = argparse.ArgumentParser(
+        prog="rs-run",
+        description="Check the parameters, then run one experiment notebook with papermill (the"
+        " output notebook's folder is created; relative paths are from the working "
+        "directory; the notebook's own parameters, e.g. out_dir, from the project "
+        "root).",
+    )
     p.add_argument(
         "notebook",
         help="an experiment notebook, e.g. nbs/experiments/musobench_build.ipynb (or its name: musobench_build)",
     )
     p.add_argument("output", help="the executed notebook, e.g. outputs/musobench-small/run.ipynb")
-    p.add_argument("-p", "--parameters", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                   help="a parameter, read as papermill reads it")
-    p.add_argument("-r", "--parameters_raw", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
-                   help="a parameter kept as a string")
+    p.add_argument(
+        "-p",
+        "--parameters",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="a parameter, read as papermill reads it",
+    )
+    p.add_argument(
+        "-r",
+        "--parameters_raw",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="a parameter kept as a string",
+    )
     p.add_argument("-y", "--parameters_yaml", action="append", default=[], help="parameters as a YAML mapping")
     p.add_argument("-f", "--parameters_file", action="append", default=[], help="a YAML file of parameters")
     p.add_argument("--no-progress-bar", action="store_true")
     return p
 
+
 def run_main(argv: Sequence[str] | None = None) -> int:
     "The `rs-run` command."
     import papermill
+
     args = run_parser().parse_args(argv)
     parameters: dict = {}
     try:
-        for file in args.parameters_file: parameters.update(yaml.safe_load(cli_path(file).read_text()) or {})
-        for text in args.parameters_yaml: parameters.update(yaml.safe_load(text) or {})
+        for file in args.parameters_file:
+            parameters.update(yaml.safe_load(cli_path(file).read_text()) or {})
+        for text in args.parameters_yaml:
+            parameters.update(yaml.safe_load(text) or {})
     except (OSError, yaml.YAMLError, TypeError, ValueError) as e:
         print(f"rs-run: bad -f/-y parameters: {redact_text(str(e))}", file=sys.stderr)
         return 2
     parameters.update({name: papermill_value(value) for name, value in args.parameters})
     parameters.update(dict(args.parameters_raw))
-    if (root := cli_root("rs-run")) is None: return 2
-    notebook = args.notebook if "/" not in args.notebook and not args.notebook.endswith(".ipynb") else cli_path(
-        args.notebook)  # a name: the project's nbs/experiments/; a path: as typed
-    try: output = run_notebook(notebook, cli_path(args.output), parameters, root, progress=not args.no_progress_bar)
+    if (root := cli_root("rs-run")) is None:
+        return 2
+    # a name: the project's nbs/experiments/; a path: as typed
+    notebook = (
+        args.notebook if "/" not in args.notebook and not args.notebook.endswith(".ipynb") else cli_path(args.notebook)
+    )
+    try:
+        output = run_notebook(notebook, cli_path(args.output), parameters, root, progress=not args.no_progress_bar)
     except SweepError as e:
         print(e, file=sys.stderr)
         return 2
@@ -286,27 +391,35 @@ def result_files(study: Any) -> dict[str, str]:
     looked up by `stored_table`)."""
     return dict(getattr(study, "RESULT_FILES", {}))
 
+
 def stored_table(folder: Path, name: str) -> Path | None:
     "Where a run folder keeps an undeclared results table (`<name>.parquet` or `<name>.csv`), None when it has none."
     return next((p for p in (folder / f"{name}.parquet", folder / f"{name}.csv") if p.is_file()), None)
 
+
 def _as_written(table: pd.DataFrame, suffix: str) -> pd.DataFrame:
     "`table` as it reads back from a file of this suffix (written in memory)."
-    if suffix == ".csv": return pd.read_csv(io.StringIO(table.to_csv(index=False)))
+    if suffix == ".csv":
+        return pd.read_csv(io.StringIO(table.to_csv(index=False)))
     buffer = io.BytesIO()
     table.to_parquet(buffer, index=False)
     return pd.read_parquet(io.BytesIO(buffer.getvalue()))
 
-def _write_table(table: pd.DataFrame, path: Path):
-    if path.suffix == ".csv": write_atomic(path, table.to_csv(index=False))
-    else: table.to_parquet(path, index=False)
 
-def write_back(folder: str | Path,
-               results: dict[str, pd.DataFrame],  # a study's `rescore(folder)`
-               # table name -> file in the folder (`result_files`); others: `stored_table`
-               files: dict[str, str] | None = None,
-               check: bool = False,  # compare only, write nothing
-              ) -> dict[str, str]:
+def _write_table(table: pd.DataFrame, path: Path):
+    if path.suffix == ".csv":
+        write_atomic(path, table.to_csv(index=False))
+    else:
+        table.to_parquet(path, index=False)
+
+
+def write_back(
+    folder: str | Path,
+    results: dict[str, pd.DataFrame],  # a study's `rescore(folder)`
+    # table name -> file in the folder (`result_files`); others: `stored_table`
+    files: dict[str, str] | None = None,
+    check: bool = False,  # compare only, write nothing
+) -> dict[str, str]:
     """Compare re-scored tables with their files and write back those that differ; name -> 'unchanged', 'changed', 'new'
     or 'not stored'."""
     folder, files, said = Path(folder), dict(files or {}), {}
@@ -317,14 +430,17 @@ def write_back(folder: str | Path,
             continue
         if not path.is_file():
             said[name] = "new"
-            if not check: _write_table(table, path)
+            if not check:
+                _write_table(table, path)
             continue
         before = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
         after = _as_written(table, path.suffix)
         same = before.shape == after.shape and before.reset_index(drop=True).equals(after.reset_index(drop=True))
         said[name] = "unchanged" if same else "changed"
-        if not same and not check: _write_table(table, path)
+        if not same and not check:
+            _write_table(table, path)
     return said
+
 
 def rescore_folder(folder: str | Path, check: bool = False) -> dict[str, str]:
     """Re-score one run folder (its study from run.json, no model) and write back what differs (`write_back`); table ->
@@ -334,51 +450,62 @@ def rescore_folder(folder: str | Path, check: bool = False) -> dict[str, str]:
     study = study_module(record["study"])
     return write_back(folder, study.rescore(folder), result_files(study), check=check)
 
-def rescore_sweep(sweep_folder: str | Path,  # a sweep folder (`<out>/<sweep name>`)
-                  check: bool = True,  # compare only (False: also write back what differs)
-                 ) -> dict[str, dict[str, str]]:
+
+def rescore_sweep(
+    sweep_folder: str | Path,  # a sweep folder (`<out>/<sweep name>`)
+    check: bool = True,  # compare only (False: also write back what differs)
+) -> dict[str, dict[str, str]]:
     """Re-score every finished run folder of a sweep; cell -> {table: 'changed' | 'new' | ...} of the tables that differ
     ({}: all exact)."""
     differ = {}
     for run in finished_runs(sweep_folder).itertuples():
         said = {name: what for name, what in rescore_folder(run.folder, check).items() if what != "unchanged"}
-        if said: differ[run.cell] = said
+        if said:
+            differ[run.cell] = said
     return differ
+
 
 def rescore_main(argv: Sequence[str] | None = None) -> int:
     "The `rs-rescore` command."
     p = argparse.ArgumentParser(
         prog="rs-rescore",
         description="Re-score run folders from their raw tables and run.json (no model), "
-                    "write the tables that differ back to the files their study declares, and say what changed.",
+        "write the tables that differ back to the files their study declares, and say what changed.",
     )
     p.add_argument("folders", nargs="+", help="run folders (each with a run.json)")
-    p.add_argument("--check", action="store_true",
-                   help="compare only, write nothing; exit status 1 when a table differs")
+    p.add_argument(
+        "--check", action="store_true", help="compare only, write nothing; exit status 1 when a table differs"
+    )
     args, status = p.parse_args(argv), 0
     for folder in map(Path, args.folders):
-        try: said = rescore_folder(folder, args.check)
+        try:
+            said = rescore_folder(folder, args.check)
         # no run.json, or a raw table missing
         except FileNotFoundError as e:
             print(e, file=sys.stderr)
             status = 1
             continue
-        print(f"{folder} ({read_record(folder)['study']}): " + ", ".join(f"{name} {what}" for name,
-                                                                         what in said.items()))
-        if args.check and any(what in ("changed", "new") for what in said.values()): status = 1
+        print(
+            f"{folder} ({read_record(folder)['study']}): " + ", ".join(f"{name} {what}" for name, what in said.items())
+        )
+        if args.check and any(what in ("changed", "new") for what in said.values()):
+            status = 1
     return status
 
 # %% ../nbs/96_cli.ipynb #96b93c33
-def report_runs(folders: Sequence[str | Path],  # run folders and sweep folders
-                view: str | Path,  # the folder of runs to make (emptied first)
-               ) -> Path:
+def report_runs(
+    folders: Sequence[str | Path],  # run folders and sweep folders
+    view: str | Path,  # the folder of runs to make (emptied first)
+) -> Path:
     """One folder of links to the finished runs of the given sweep folders and run folders, read by the report like a
     sweep folder."""
     view = Path(view)
-    if view.exists(): shutil.rmtree(view)
+    if view.exists():
+        shutil.rmtree(view)
     view.mkdir(parents=True)
     for folder in map(lambda f: Path(f).resolve(), folders):
-        if (folder / DONE_FILE).is_file(): runs = [(folder.name, folder)]
+        if (folder / DONE_FILE).is_file():
+            runs = [(folder.name, folder)]
         elif (record := read_record(folder)) is not None:
             if not run_finished(folder):
                 raise FileNotFoundError(
@@ -388,18 +515,31 @@ def report_runs(folders: Sequence[str | Path],  # run folders and sweep folders
                 )
             linked = view / folder.name
             linked.mkdir()
-            for item in folder.iterdir(): (linked / item.name).symlink_to(item)
-            write_atomic(linked / DONE_FILE,
-                         json.dumps(dict(cell=folder.name, notebook=record["study"], notebook_path="",
-                                                             parameters=record.get("config", {}),
-                                                             seconds=record.get("seconds")), indent=2) + "\n")
+            for item in folder.iterdir():
+                (linked / item.name).symlink_to(item)
+            write_atomic(
+                linked / DONE_FILE,
+                json.dumps(
+                    dict(
+                        cell=folder.name,
+                        notebook=record["study"],
+                        notebook_path="",
+                        parameters=record.get("config", {}),
+                        seconds=record.get("seconds"),
+                    ),
+                    indent=2,
+                )
+                + "\n",
+            )
             continue
         elif not (runs := [(f"{folder.name}__{r.cell}", Path(r.folder)) for r in finished_runs(folder).itertuples()]):
             raise FileNotFoundError(
                 f"{folder} is neither a run folder (no run.json, no {DONE_FILE}) nor a sweep folder with finished runs"
             )
-        for name, run in runs: (view / name).symlink_to(run, target_is_directory=True)
+        for name, run in runs:
+            (view / name).symlink_to(run, target_is_directory=True)
     return view
+
 
 def report_main(argv: Sequence[str] | None = None) -> int:
     "The `rs-report` command."
@@ -408,7 +548,8 @@ def report_main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default="outputs/report", help="where the report goes (default: outputs/report)")
     args = p.parse_args(argv)
     out = resolve_path(args.out)
-    try: view = report_runs(args.folders, out / "runs")
+    try:
+        view = report_runs(args.folders, out / "runs")
     except FileNotFoundError as e:
         print(f"rs-report: {e}", file=sys.stderr)
         return 1
@@ -417,4 +558,5 @@ def report_main(argv: Sequence[str] | None = None) -> int:
 
 # %% ../nbs/96_cli.ipynb #6cba5229
 #| eval: false
-if __name__ == "__main__": sys.exit(main())  # python -m reasoning_study.cli FILE ... (rs-sweep)
+if __name__ == "__main__":
+    sys.exit(main())  # python -m reasoning_study.cli FILE ... (rs-sweep)

@@ -18,24 +18,28 @@ import pandas as pd
 from .runs import check_no_credentials, check_param
 
 # %% auto #0
-__all__ = ['INJECTED_HEADER', 'ConfigError', 'param', 'FieldSpec', 'field_specs', 'field_problem', 'check_config', 'config_from',
-           'config_values', 'config_table', 'literal', 'parameters_source', 'injected_parameters', 'notebook_config']
+__all__ = ['PARAMETERS_HEADER', 'INJECTED_HEADER', 'ConfigError', 'param', 'FieldSpec', 'field_specs', 'field_problem',
+           'check_config', 'config_from', 'config_values', 'config_table', 'literal', 'parameters_source',
+           'injected_parameters', 'notebook_config']
 
 # %% ../nbs/07_config.ipynb #94bcc777
 class ConfigError(ValueError):
     "Bad study parameters: every problem, in one message."
+
     def __init__(self, problems: list[str], where: str = "parameters"):
         self.problems = list(problems)
         super().__init__(f"{len(self.problems)} bad {where}:\n" + "\n".join(f"- {p}" for p in self.problems))
 
-def param(default: Any,  # the default value (a mutable default is copied per instance)
-          doc: str,  # what the parameter means (the notebook's comment, the docs' table)
-          *,
-          # allowed values (each element for a list), or a zero-argument callable giving them
-          choices: Collection | Callable[[], Collection] | None = None,
-          minimum: float | None = None,
-          maximum: float | None = None,
-         ):
+
+def param(
+    default: Any,  # the default value (a mutable default is copied per instance)
+    doc: str,  # what the parameter means (the notebook's comment, the docs' table)
+    *,
+    # allowed values (each element for a list), or a zero-argument callable giving them
+    choices: Collection | Callable[[], Collection] | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+):
     "A study config field: its default, doc and constraints (the type comes from the annotation)."
     meta = dict(doc=doc, choices=choices, minimum=minimum, maximum=maximum)
     if isinstance(default, (list, dict, set)):
@@ -45,9 +49,11 @@ def param(default: Any,  # the default value (a mutable default is copied per in
 # %% ../nbs/07_config.ipynb #326aa69d
 _SCALARS = {int: (int,), float: (int, float), str: (str,), bool: (bool,), dict: (dict,), list: (list, tuple)}
 
+
 @dataclass(frozen=True)
 class FieldSpec:
     "What a config field accepts."
+
     name: str
     kinds: tuple[type, ...] | None  # accepted types (None: anything)
     optional: bool  # None allowed
@@ -71,6 +77,7 @@ class FieldSpec:
         )
         return names + (" or None" if self.optional else "")
 
+
 def _hint_kinds(hint) -> tuple[tuple[type, ...] | None, bool, bool]:
     "(accepted types, None allowed, is a list) of a resolved type hint."
     args = typing.get_args(hint)
@@ -79,8 +86,10 @@ def _hint_kinds(hint) -> tuple[tuple[type, ...] | None, bool, bool]:
         kinds, _, is_list = _hint_kinds(inner[0]) if len(inner) == 1 else (None, False, False)
         return kinds, type(None) in args, is_list
     base = typing.get_origin(hint) or hint
-    if base is typing.Any: return None, True, False
+    if base is typing.Any:
+        return None, True, False
     return _SCALARS.get(base, (base,)), False, base in (list, tuple)
+
 
 def field_specs(cls: type) -> dict[str, FieldSpec]:
     "Each field of a config class, with what it accepts."
@@ -96,25 +105,40 @@ def field_specs(cls: type) -> dict[str, FieldSpec]:
             else MISSING
         )
         m = f.metadata
-        specs[f.name] = FieldSpec(f.name, kinds, optional, is_list, default, m.get("doc", ""), m.get("choices"),
-                                  m.get("minimum"), m.get("maximum"))
+        specs[f.name] = FieldSpec(
+            f.name,
+            kinds,
+            optional,
+            is_list,
+            default,
+            m.get("doc", ""),
+            m.get("choices"),
+            m.get("minimum"),
+            m.get("maximum"),
+        )
     return specs
 
 # %% ../nbs/07_config.ipynb #dcf9fed5
 def _normalised(spec: FieldSpec, value: Any) -> Any:
     "A papermill string or a tuple for a list field becomes a list."
-    if spec.is_list and isinstance(value, str): return [value]
-    if spec.is_list and isinstance(value, tuple): return list(value)
+    if spec.is_list and isinstance(value, str):
+        return [value]
+    if spec.is_list and isinstance(value, tuple):
+        return list(value)
     return value
+
 
 def field_problem(spec: FieldSpec, value: Any) -> str | None:
     "Why `value` is not a valid value of the field, or None."
     try:
         if spec.kinds is not None:
-            check_param(spec.name, value, spec.kinds, choices=spec.allowed(), minimum=spec.minimum,
-                        optional=spec.optional)
-        else: check_no_credentials(spec.name, value)
-    except ValueError as e: return str(e)
+            check_param(
+                spec.name, value, spec.kinds, choices=spec.allowed(), minimum=spec.minimum, optional=spec.optional
+            )
+        else:
+            check_no_credentials(spec.name, value)
+    except ValueError as e:
+        return str(e)
     if (
         spec.maximum is not None
         and isinstance(value, (int, float))
@@ -124,20 +148,24 @@ def field_problem(spec: FieldSpec, value: Any) -> str | None:
         return f"parameter {spec.name!r} must be <= {spec.maximum}, got {value!r}"
     return None
 
+
 def check_config(cfg) -> None:
     "Normalise list fields and raise a ConfigError listing every invalid field of a config instance."
     problems = []
     for name, spec in field_specs(type(cfg)).items():
         value = _normalised(spec, getattr(cfg, name))
         object.__setattr__(cfg, name, value)  # frozen: normalising is the one write
-        if (p := field_problem(spec, value)) is not None: problems.append(p)
-    if problems: raise ConfigError(problems, where=f"{type(cfg).__name__} parameters")
+        if (p := field_problem(spec, value)) is not None:
+            problems.append(p)
+    if problems:
+        raise ConfigError(problems, where=f"{type(cfg).__name__} parameters")
 
 # %% ../nbs/07_config.ipynb #26de66e3
-def config_from(cls: type,  # a config dataclass
-                values: Mapping[str, Any],  # parameter name -> value (missing ones take their defaults)
-                where: str = "parameters",  # what the values are, for the message
-               ):
+def config_from(
+    cls: type,  # a config dataclass
+    values: Mapping[str, Any],  # parameter name -> value (missing ones take their defaults)
+    where: str = "parameters",  # what the values are, for the message
+):
     "An instance of `cls` from `values`; unknown names and bad values raise one ConfigError."
     known = [f.name for f in fields(cls)]
     unknown = [k for k in values if k not in known]
@@ -148,40 +176,74 @@ def config_from(cls: type,  # a config dataclass
         raise ConfigError([f"unknown parameter {k!r}{hint(k)}" for k in unknown], where=f"{where} of {cls.__name__}")
     return cls(**values)
 
+
 def config_values(cfg) -> dict:
     "A config as a JSON-ready dict (what a run folder records)."
     return json.loads(json.dumps({f.name: getattr(cfg, f.name) for f in fields(cfg)}, default=str))
 
+
 def config_table(cls: type) -> pd.DataFrame:
     "The parameters of a config class: name, type, default, allowed values, minimum, maximum, doc."
-    return pd.DataFrame([dict(name=s.name, type=s.type_name, default=s.default, choices=s.allowed(), minimum=s.minimum,
-                              maximum=s.maximum, doc=s.doc) for s in field_specs(cls).values()])
+    return pd.DataFrame(
+        [
+            dict(
+                name=s.name,
+                type=s.type_name,
+                default=s.default,
+                choices=s.allowed(),
+                minimum=s.minimum,
+                maximum=s.maximum,
+                doc=s.doc,
+            )
+            for s in field_specs(cls).values()
+        ]
+    )
 
 # %% ../nbs/07_config.ipynb #066ce258
 def literal(value: Any) -> str:
     "A Python literal of a JSON-like value, strings double-quoted."
-    if isinstance(value, str): return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, (list, tuple)): return "[" + ", ".join(map(literal, value)) + "]"
-    if isinstance(value, dict): return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(literal, value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
     return repr(value)
 
+
+# the first line of a parameters cell: ruff leaves the cell as written (a long help stays on its parameter's line)
+PARAMETERS_HEADER = "# fmt: off"
+
+
 def parameters_source(cls: type) -> str:
-    "The papermill parameters cell of a config class's defaults."
-    return "\n".join(f"{s.name} = {literal(s.default)}  # {s.doc}" for s in field_specs(cls).values())
+    "The papermill parameters cell of a config class's defaults (unformatted: papermill reads each trailing comment as help)."
+    lines = [f"{s.name} = {literal(s.default)}  # {s.doc}" for s in field_specs(cls).values()]
+    return "\n".join([PARAMETERS_HEADER, *lines])
+
 
 INJECTED_HEADER = "# Parameters"  # how papermill's injected parameters cell starts
+
 
 def injected_parameters(namespace: Mapping[str, Any]) -> list[str]:
     """The names papermill's injected parameters cell assigned, from IPython's input history `In` ([] when there is
     none)."""
     names = []
     for source in namespace.get("In") or []:
-        if not isinstance(source, str) or not source.lstrip().startswith(INJECTED_HEADER): continue
-        try: tree = ast.parse(source)
-        except SyntaxError: continue
-        names += [t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
-                  for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)]
+        if not isinstance(source, str) or not source.lstrip().startswith(INJECTED_HEADER):
+            continue
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        names += [
+            t.id
+            for node in tree.body
+            if isinstance(node, (ast.Assign, ast.AnnAssign))
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            if isinstance(t, ast.Name)
+        ]
     return list(dict.fromkeys(names))
+
 
 def notebook_config(cls: type, namespace: Mapping[str, Any]):
     """The config of a notebook whose parameters cell defined `cls`'s fields as variables (papermill may have overridden

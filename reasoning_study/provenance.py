@@ -30,59 +30,99 @@ RUN_RECORD = "run.json"
 # the packages a record names
 VERSIONED = ("torch", "transformers", "vllm", "reasoning_study", "pandas", "math-verify", "openai")
 
+
 def package_versions(names=VERSIONED) -> dict[str, str | None]:
     "python and each package's installed version (None when it is not installed), without importing any."
+
     def version(name):
-        try: return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError: return None
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
     return {"python": platform.python_version(), **{n: version(n) for n in names}}
+
 
 def git_state(root: str | Path | None = None) -> dict:
     "The commit of the project checkout and whether tracked files differ from it (None outside a git checkout)."
+
     def git(*args):
         try:
-            r = subprocess.run(["git", "-C", str(root or project_root()), *args], capture_output=True, text=True,
-                               timeout=20)
-        except (OSError, subprocess.SubprocessError): return None
+            r = subprocess.run(
+                ["git", "-C", str(root or project_root()), *args], capture_output=True, text=True, timeout=20
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
         return r.stdout.strip() if r.returncode == 0 else None
+
     commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no") if commit else None
     return dict(commit=commit, dirty=None if status is None else bool(status))
 
+
 def host_info() -> dict:
     "Where the run ran: host name, platform, CPU count and the visible GPUs (by the environment, nothing imported)."
-    return dict(name=socket.gethostname(), platform=platform.platform(), cpus=os.cpu_count(),
-                cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return dict(
+        name=socket.gethostname(),
+        platform=platform.platform(),
+        cpus=os.cpu_count(),
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
 
-def _now() -> str: return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 # %% ../nbs/08_provenance.ipynb #aab7be91
-def start_record(study: str,  # the study (its experiment notebook's name, a key of `studies.registry.STUDIES`)
-                 config,  # the study's config instance (or a plain dict of parameters)
-                 root: str | Path | None = None,  # the project checkout (default: the one this package runs from)
-                ) -> dict:
+def start_record(
+    study: str,  # the study (its experiment notebook's name, a key of `studies.registry.STUDIES`)
+    config,  # the study's config instance (or a plain dict of parameters)
+    root: str | Path | None = None,  # the project checkout (default: the one this package runs from)
+) -> dict:
     "A run record at the start of a run: study, config, code, packages, host and start time."
     values = config if isinstance(config, Mapping) else config_values(config)
-    return dict(study=study, config=dict(values), git=git_state(root), versions=package_versions(), host=host_info(),
-                started=_now(), ended=None, seconds=None, backends={}, counts={})
+    return dict(
+        study=study,
+        config=dict(values),
+        git=git_state(root),
+        versions=package_versions(),
+        host=host_info(),
+        started=_now(),
+        ended=None,
+        seconds=None,
+        backends={},
+        counts={},
+    )
 
-def finish_record(record: dict,
-                  # role -> backend (each describes itself) or its description
-                  backends: Mapping[str, Any] | None = None,
-                  counts: Mapping[str, int] | None = None,  # e.g. generated / reused samples
-                 ) -> dict:
+
+def finish_record(
+    record: dict,
+    # role -> backend (each describes itself) or its description
+    backends: Mapping[str, Any] | None = None,
+    counts: Mapping[str, int] | None = None,  # e.g. generated / reused samples
+) -> dict:
     "The record completed at the end of a run: the backends that answered, the counts, the end time and duration."
-    described = {role: dict(b) if isinstance(b, Mapping) else describe_backend(b) for role,
-                 b in (backends or {}).items() if b is not None}
-    served = {role: list(b.served_models) for role, b in (backends or {}).items()
-              if getattr(b, "served_models", None)}
+    described = {
+        role: dict(b) if isinstance(b, Mapping) else describe_backend(b)
+        for role, b in (backends or {}).items()
+        if b is not None
+    }
+    served = {role: list(b.served_models) for role, b in (backends or {}).items() if getattr(b, "served_models", None)}
     ended = _now()
     seconds = (_dt.datetime.fromisoformat(ended) - _dt.datetime.fromisoformat(record["started"])).total_seconds()
-    return {**record, "backends": {**record.get("backends", {}), **described},
-            **({"served_models": {**record.get("served_models", {}), **served}} if served or "served_models" in record
-               else {}),
-            "counts": {**record.get("counts", {}), **(counts or {})},
-            "ended": ended, "seconds": seconds}
+    return {
+        **record,
+        "backends": {**record.get("backends", {}), **described},
+        **(
+            {"served_models": {**record.get("served_models", {}), **served}}
+            if served or "served_models" in record
+            else {}
+        ),
+        "counts": {**record.get("counts", {}), **(counts or {})},
+        "ended": ended,
+        "seconds": seconds,
+    }
+
 
 def write_record(folder: str | Path, record: dict) -> Path:
     "Write `run.json` into a run folder (redacted, atomically)."
@@ -91,6 +131,7 @@ def write_record(folder: str | Path, record: dict) -> Path:
     tmp.write_text(json.dumps(redact(record), indent=2, default=str) + "\n")
     os.replace(tmp, path)
     return path
+
 
 def read_record(folder: str | Path) -> dict | None:
     "A run folder's record, or None when it has none."
@@ -104,14 +145,27 @@ def record_row(folder: str | Path) -> dict:
     backends = r.get("backends", {})
     first = next(iter(backends.values()), {})
     v, g = r.get("versions", {}), r.get("git", {})
-    return dict(folder=str(folder), study=r.get("study"),
-                models=", ".join(sorted({str(b.get("model")) for b in backends.values()})) or None,
-                backend=first.get("backend"), dtype=first.get("dtype"), device=first.get("device"),
-                commit=(g.get("commit") or "")[:10] or None, dirty=g.get("dirty"), python=v.get("python"),
-                torch=v.get("torch"),
-                transformers=v.get("transformers"), vllm=v.get("vllm"), reasoning_study=v.get("reasoning_study"),
-                host=r.get("host", {}).get("name"), started=r.get("started"), seconds=r.get("seconds"),
-                generated=r.get("counts", {}).get("generated"), reused=r.get("counts", {}).get("reused"))
+    return dict(
+        folder=str(folder),
+        study=r.get("study"),
+        models=", ".join(sorted({str(b.get("model")) for b in backends.values()})) or None,
+        backend=first.get("backend"),
+        dtype=first.get("dtype"),
+        device=first.get("device"),
+        commit=(g.get("commit") or "")[:10] or None,
+        dirty=g.get("dirty"),
+        python=v.get("python"),
+        torch=v.get("torch"),
+        transformers=v.get("transformers"),
+        vllm=v.get("vllm"),
+        reasoning_study=v.get("reasoning_study"),
+        host=r.get("host", {}).get("name"),
+        started=r.get("started"),
+        seconds=r.get("seconds"),
+        generated=r.get("counts", {}).get("generated"),
+        reused=r.get("counts", {}).get("reused"),
+    )
+
 
 def record_table(folders) -> pd.DataFrame:
     """The provenance of several run folders, one row each, indexed by the run (the folder's name: a sweep's cell), so

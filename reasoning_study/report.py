@@ -13,9 +13,9 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from .browser import BROWSER_KINDS, write_sweep_browsers
 from .figures.core import figure_note
 from .figures.sections import condition_counts, count_note, slug, small_data_note
-from .browser import BROWSER_KINDS, write_sweep_browsers
 from .studies.registry import STUDIES, study_module
 from .sweep.index import finished_runs
 
@@ -34,150 +34,364 @@ class PaperFigure:
     pattern: str  # regex on the report's file names (section/name), "" for figures without data
     needs: str  # what the sweep must contain
 
+
 MUSO, OVER, BEYOND = "MuSoBench", "Overthinking", "Beyond the papers"
 PAPER_FIGURES: list[PaperFigure] = [
     PaperFigure(MUSO, "Figure 1", "reasoning overconfidence, illustrated", "", "", "an illustration (no data)"),
-    PaperFigure(MUSO, "Figure 2", "recall vs confidence, TimeTabling", "musobench",
-                r"^musobench/recall_confidence_timetabling$",
-                "a musobench run on timetabling with scored answers that state a confidence"),
-    PaperFigure(MUSO, "Figure 8", "recall vs confidence, SubsetSum", "musobench",
-                r"^musobench/recall_confidence_subsetsum$",
-                "a musobench run on subsetsum with scored answers that state a confidence"),
-    PaperFigure(MUSO, "Figure 3", "reliability diagram and recall, TimeTabling", "musobench",
-                r"^musobench/calibration_timetabling$",
-                "a musobench run on timetabling with scored answers that state a confidence"),
-    PaperFigure(MUSO, "Figure 9", "reliability diagram and recall, SubsetSum", "musobench",
-                r"^musobench/calibration_subsetsum$",
-                "a musobench run on subsetsum with scored answers that state a confidence"),
-    PaperFigure(MUSO, "Figure 4", "Short-CoT to Long-CoT movement, TimeTabling", "musobench",
-                r"^musobench/movement_timetabling$",
-                "both paradigms of one model on timetabling, scored with a confidence"),
-    PaperFigure(MUSO, "Figure 10", "Short-CoT to Long-CoT movement, SubsetSum", "musobench",
-                r"^musobench/movement_subsetsum$",
-                "both paradigms of one model on subsetsum, scored with a confidence"),
-    PaperFigure(MUSO, "Table 1", "CSR / ESC / NSD after reconsideration", "musobench",
-                r"^musobench/table1_reconsideration$",
-                "a musobench run with scored base answers"),
-    PaperFigure(MUSO, "Figure 5", "factors: length, complexity level, temperature (TimeTabling)", "musobench",
-                r"^musobench/factors_.*timetabling$",
-                "a musobench run on timetabling; the temperature panel needs runs at several temperatures"),
-    PaperFigure(MUSO, "Figure 11", "factors: length, complexity level, temperature (SubsetSum)", "musobench",
-                r"^musobench/factors_.*subsetsum$",
-                "a musobench run on subsetsum; the temperature panel needs runs at several temperatures"),
-    PaperFigure(MUSO, "Figure 6", "mitigations: reflection, exploration, self-consistency (TimeTabling)", "musobench",
-                r"^musobench/mitigations_.*timetabling$",
-                "a musobench run on timetabling with reflection_ks, exploration or sc_samples"),
-    PaperFigure(MUSO, "Figure 12", "mitigations (SubsetSum)", "musobench", r"^musobench/mitigations_.*subsetsum$",
-                "a musobench run on subsetsum with reflection_ks, exploration or sc_samples"),
-    PaperFigure(MUSO, "Figure 13", "exploration cue and calibration", "musobench",
-                r"^musobench/exploration_calibration",
-                "a musobench Short-CoT run with exploration=True and scored confidences"),
-    PaperFigure(MUSO, "Table 2", "self-consistency (w/ Median Conf, w/ Voting = the union; our threshold vote)",
-                "musobench", r"^musobench/table2_self_consistency$",
-                "a musobench Long-CoT run with sc_samples > 1 (the paper: 32)"),
-    PaperFigure(MUSO, "Table 3", "hyperparameters", "musobench", r"^musobench/table3_hyperparameters$",
-                "any musobench run"),
-    PaperFigure(MUSO, "Table 4", "NoveltyBench: Utility, ECE(Utility), Distinct, ECE(Distinct), beside the paper's",
-                "musobench",
-                r"^musobench/table4_noveltybench$", "a musobench run with noveltybench among its tasks"),
-    PaperFigure(MUSO, "Figure 7", "attention entropy, representative layers", "attention_entropy",
-                r"^attention/fig7_attention_entropy_layers", "an attention_entropy run with both paradigms"),
-    PaperFigure(MUSO, "Figure 14", "attention entropy, all layers", "attention_entropy",
-                r"^attention/fig14_attention_entropy",
-                "an attention_entropy run with both paradigms"),
-    PaperFigure(MUSO, "Benchmark", "solution counts per complexity level", "musobench_build",
-                r"^musobench_build/solution_counts$",
-                "a musobench_build run"),
-    PaperFigure(OVER, "Figure 1", "No-CoT / Actual / Optimal (/ Instruct) accuracy", "overthinking",
-                r"^overthinking/fig1_strategy_accuracy$",
-                "an overthinking run"),
-    PaperFigure(OVER, "Figure 2", "utterances, Actual vs Optimal Length", "overthinking",
-                r"^overthinking/fig2_lengths_utterances$",
-                "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Table 1", "accuracy, length and H per strategy (multimodal)", "overthinking",
-                r"^overthinking/table1_results$",
-                "an overthinking run (the paper: the multimodal models and benchmarks)"),
-    PaperFigure(OVER, "Table 3", "accuracy, length and H per strategy (language-only)", "overthinking",
-                r"^overthinking/table1_results$",
-                "an overthinking run (the paper: GPQA and AIME 2025)"),
-    PaperFigure(OVER, "Table 2", "Stopping@K", "overthinking", r"^overthinking/table2_stopping$",
-                "an overthinking run"),
-    PaperFigure(OVER, "Figure 3", "verbose vs harmful overthinking by answer format", "overthinking",
-                r"^overthinking/fig3_format_breakdown$", "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Figure 13", "verbose vs harmful by format, language-only", "overthinking",
-                r"^overthinking/fig3_format_breakdown$",
-                "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Figure 4", "correctness stability after τ", "overthinking",
-                r"^overthinking/fig4_stability_curve$",
-                "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Figure 5", "examples of correctness deviations", "overthinking",
-                r"^overthinking/harmful_examples$",
-                "an overthinking run with a harmful trajectory (qualitative examples, written as text)"),
-    PaperFigure(OVER, "Figure 6", "robustness: Spearman of b_τ, MCC of z_N", "overthinking",
-                r"^overthinking/fig6_robustness",
-                "an overthinking run with several conditions (templates x extractors, or seeds)"),
-    PaperFigure(OVER, "Figure 7", "cross-model Spearman of Optimal Length", "overthinking",
-                r"^overthinking/fig7_cross_model$",
-                "overthinking runs of at least two models on the same items"),
-    PaperFigure(OVER, "Figure 8", "Optimal Length vs test-time scaling and Pass@K", "overthinking",
-                r"^overthinking/fig8_test_time_scaling$", "an overthinking run with n_samples > 1 (temperature > 0)"),
-    PaperFigure(OVER, "Figure 9", "prefix-to-prefix transition matrix", "overthinking",
-                r"^overthinking/fig9_transition_matrix$",
-                "an overthinking run"),
-    PaperFigure(OVER, "Figure 10", "tokens per utterance, lengths in tokens", "overthinking",
-                r"^overthinking/fig10_token_statistics$",
-                "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Figure 11", "wasted budget", "overthinking", r"^overthinking/fig11_wasted_budget$",
-                "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Figure 12", "Actual vs Optimal Length, language-only", "overthinking",
-                r"^overthinking/fig2_lengths_utterances$",
-                "an overthinking run with a solved trajectory"),
-    PaperFigure(OVER, "Table 4", "failure taxonomy of harmful overthinking", "overthinking",
-                r"^overthinking/table4_taxonomy$",
-                "an overthinking run with a judge and a harmful trajectory"),
-    PaperFigure(OVER, "Figures 14-16", "termination, extractor and judge prompts", "", "",
-                "prompts (see reasoning_study.prompts.overthinking)"),
-    PaperFigure(BEYOND, "Stopping policies",
-                "stopping without the answer key vs Actual and Optimal (metrics.stopping)", "overthinking",
-                r"^overthinking/stopping_policies$", "an overthinking run"),
-    PaperFigure(BEYOND, "Stopping Pareto",
-                "tokens used vs accuracy at the stop, per policy setting, Actual and Optimal marked",
-                "overthinking", r"^overthinking/stopping_pareto$", "an overthinking run"),
-    PaperFigure(BEYOND, "Trace strips",
-                "each probed trace's prefixes by correctness (failed probes marked), τ, κ̂ and the end, sorted by τ",
-                "overthinking", r"^overthinking/trace_strips_", "an overthinking run"),
+    PaperFigure(
+        MUSO,
+        "Figure 2",
+        "recall vs confidence, TimeTabling",
+        "musobench",
+        r"^musobench/recall_confidence_timetabling$",
+        "a musobench run on timetabling with scored answers that state a confidence",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 8",
+        "recall vs confidence, SubsetSum",
+        "musobench",
+        r"^musobench/recall_confidence_subsetsum$",
+        "a musobench run on subsetsum with scored answers that state a confidence",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 3",
+        "reliability diagram and recall, TimeTabling",
+        "musobench",
+        r"^musobench/calibration_timetabling$",
+        "a musobench run on timetabling with scored answers that state a confidence",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 9",
+        "reliability diagram and recall, SubsetSum",
+        "musobench",
+        r"^musobench/calibration_subsetsum$",
+        "a musobench run on subsetsum with scored answers that state a confidence",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 4",
+        "Short-CoT to Long-CoT movement, TimeTabling",
+        "musobench",
+        r"^musobench/movement_timetabling$",
+        "both paradigms of one model on timetabling, scored with a confidence",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 10",
+        "Short-CoT to Long-CoT movement, SubsetSum",
+        "musobench",
+        r"^musobench/movement_subsetsum$",
+        "both paradigms of one model on subsetsum, scored with a confidence",
+    ),
+    PaperFigure(
+        MUSO,
+        "Table 1",
+        "CSR / ESC / NSD after reconsideration",
+        "musobench",
+        r"^musobench/table1_reconsideration$",
+        "a musobench run with scored base answers",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 5",
+        "factors: length, complexity level, temperature (TimeTabling)",
+        "musobench",
+        r"^musobench/factors_.*timetabling$",
+        "a musobench run on timetabling; the temperature panel needs runs at several temperatures",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 11",
+        "factors: length, complexity level, temperature (SubsetSum)",
+        "musobench",
+        r"^musobench/factors_.*subsetsum$",
+        "a musobench run on subsetsum; the temperature panel needs runs at several temperatures",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 6",
+        "mitigations: reflection, exploration, self-consistency (TimeTabling)",
+        "musobench",
+        r"^musobench/mitigations_.*timetabling$",
+        "a musobench run on timetabling with reflection_ks, exploration or sc_samples",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 12",
+        "mitigations (SubsetSum)",
+        "musobench",
+        r"^musobench/mitigations_.*subsetsum$",
+        "a musobench run on subsetsum with reflection_ks, exploration or sc_samples",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 13",
+        "exploration cue and calibration",
+        "musobench",
+        r"^musobench/exploration_calibration",
+        "a musobench Short-CoT run with exploration=True and scored confidences",
+    ),
+    PaperFigure(
+        MUSO,
+        "Table 2",
+        "self-consistency (w/ Median Conf, w/ Voting = the union; our threshold vote)",
+        "musobench",
+        r"^musobench/table2_self_consistency$",
+        "a musobench Long-CoT run with sc_samples > 1 (the paper: 32)",
+    ),
+    PaperFigure(
+        MUSO, "Table 3", "hyperparameters", "musobench", r"^musobench/table3_hyperparameters$", "any musobench run"
+    ),
+    PaperFigure(
+        MUSO,
+        "Table 4",
+        "NoveltyBench: Utility, ECE(Utility), Distinct, ECE(Distinct), beside the paper's",
+        "musobench",
+        r"^musobench/table4_noveltybench$",
+        "a musobench run with noveltybench among its tasks",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 7",
+        "attention entropy, representative layers",
+        "attention_entropy",
+        r"^attention/fig7_attention_entropy_layers",
+        "an attention_entropy run with both paradigms",
+    ),
+    PaperFigure(
+        MUSO,
+        "Figure 14",
+        "attention entropy, all layers",
+        "attention_entropy",
+        r"^attention/fig14_attention_entropy",
+        "an attention_entropy run with both paradigms",
+    ),
+    PaperFigure(
+        MUSO,
+        "Benchmark",
+        "solution counts per complexity level",
+        "musobench_build",
+        r"^musobench_build/solution_counts$",
+        "a musobench_build run",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 1",
+        "No-CoT / Actual / Optimal (/ Instruct) accuracy",
+        "overthinking",
+        r"^overthinking/fig1_strategy_accuracy$",
+        "an overthinking run",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 2",
+        "utterances, Actual vs Optimal Length",
+        "overthinking",
+        r"^overthinking/fig2_lengths_utterances$",
+        "an overthinking run with a solved trajectory",
+    ),
+    PaperFigure(
+        OVER,
+        "Table 1",
+        "accuracy, length and H per strategy (multimodal)",
+        "overthinking",
+        r"^overthinking/table1_results$",
+        "an overthinking run (the paper: the multimodal models and benchmarks)",
+    ),
+    PaperFigure(
+        OVER,
+        "Table 3",
+        "accuracy, length and H per strategy (language-only)",
+        "overthinking",
+        r"^overthinking/table1_results$",
+        "an overthinking run (the paper: GPQA and AIME 2025)",
+    ),
+    PaperFigure(
+        OVER, "Table 2", "Stopping@K", "overthinking", r"^overthinking/table2_stopping$", "an overthinking run"
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 3",
+        "verbose vs harmful overthinking by answer format",
+        "overthinking",
+        r"^overthinking/fig3_format_breakdown$",
+        "an overthinking run with a solved trajectory",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 13",
+        "verbose vs harmful by format, language-only",
+        "overthinking",
+        r"^overthinking/fig3_format_breakdown$",
+        "an overthinking run with a solved trajectory",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 4",
+        "correctness stability after τ",
+        "overthinking",
+        r"^overthinking/fig4_stability_curve$",
+        "an overthinking run with a solved trajectory",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 5",
+        "examples of correctness deviations",
+        "overthinking",
+        r"^overthinking/harmful_examples$",
+        "an overthinking run with a harmful trajectory (qualitative examples, written as text)",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 6",
+        "robustness: Spearman of b_τ, MCC of z_N",
+        "overthinking",
+        r"^overthinking/fig6_robustness",
+        "an overthinking run with several conditions (templates x extractors, or seeds)",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 7",
+        "cross-model Spearman of Optimal Length",
+        "overthinking",
+        r"^overthinking/fig7_cross_model$",
+        "overthinking runs of at least two models on the same items",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 8",
+        "Optimal Length vs test-time scaling and Pass@K",
+        "overthinking",
+        r"^overthinking/fig8_test_time_scaling$",
+        "an overthinking run with n_samples > 1 (temperature > 0)",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 9",
+        "prefix-to-prefix transition matrix",
+        "overthinking",
+        r"^overthinking/fig9_transition_matrix$",
+        "an overthinking run",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 10",
+        "tokens per utterance, lengths in tokens",
+        "overthinking",
+        r"^overthinking/fig10_token_statistics$",
+        "an overthinking run with a solved trajectory",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 11",
+        "wasted budget",
+        "overthinking",
+        r"^overthinking/fig11_wasted_budget$",
+        "an overthinking run with a solved trajectory",
+    ),
+    PaperFigure(
+        OVER,
+        "Figure 12",
+        "Actual vs Optimal Length, language-only",
+        "overthinking",
+        r"^overthinking/fig2_lengths_utterances$",
+        "an overthinking run with a solved trajectory",
+    ),
+    PaperFigure(
+        OVER,
+        "Table 4",
+        "failure taxonomy of harmful overthinking",
+        "overthinking",
+        r"^overthinking/table4_taxonomy$",
+        "an overthinking run with a judge and a harmful trajectory",
+    ),
+    PaperFigure(
+        OVER,
+        "Figures 14-16",
+        "termination, extractor and judge prompts",
+        "",
+        "",
+        "prompts (see reasoning_study.prompts.overthinking)",
+    ),
+    PaperFigure(
+        BEYOND,
+        "Stopping policies",
+        "stopping without the answer key vs Actual and Optimal (metrics.stopping)",
+        "overthinking",
+        r"^overthinking/stopping_policies$",
+        "an overthinking run",
+    ),
+    PaperFigure(
+        BEYOND,
+        "Stopping Pareto",
+        "tokens used vs accuracy at the stop, per policy setting, Actual and Optimal marked",
+        "overthinking",
+        r"^overthinking/stopping_pareto$",
+        "an overthinking run",
+    ),
+    PaperFigure(
+        BEYOND,
+        "Trace strips",
+        "each probed trace's prefixes by correctness (failed probes marked), τ, κ̂ and the end, sorted by τ",
+        "overthinking",
+        r"^overthinking/trace_strips_",
+        "an overthinking run",
+    ),
 ]
 
 # %% ../nbs/94_report.ipynb #6cc65c0e
-def figure_inventory(made: dict[str, list | str],  # "section/name" -> files written, or the reason it was not drawn
-                     experiments: Iterable[str],  # the experiment notebooks that have finished runs in the sweep
-                    ) -> pd.DataFrame:
+def figure_inventory(
+    made: dict[str, list | str],  # "section/name" -> files written, or the reason it was not drawn
+    experiments: Iterable[str],  # the experiment notebooks that have finished runs in the sweep
+) -> pd.DataFrame:
     """One row per paper figure: drawn / not drawn (the data cannot support it) / not in sweep (no run of its
     experiment) / no data."""
     experiments, rows = set(experiments), []
     for f in PAPER_FIGURES:
         hits = {k: v for k, v in made.items() if f.pattern and re.search(f.pattern, k)}
         drawn = {k: v for k, v in hits.items() if not isinstance(v, str)}
-        if not f.pattern: status, detail = "no data", f.needs
-        elif drawn: status, detail = "drawn", ", ".join(sorted(drawn))
-        elif f.experiment not in experiments: status, detail = "not in sweep", f"needs {f.needs}"
-        else: status, detail = "not drawn", "; ".join(f"{k}: {v}" for k, v in hits.items()) or f"needs {f.needs}"
-        rows.append(dict(paper=f.paper, item=f.item, shows=f.shows, status=status, detail=detail,
-                         files=[str(p) for v in drawn.values() for p in v]))
+        if not f.pattern:
+            status, detail = "no data", f.needs
+        elif drawn:
+            status, detail = "drawn", ", ".join(sorted(drawn))
+        elif f.experiment not in experiments:
+            status, detail = "not in sweep", f"needs {f.needs}"
+        else:
+            status, detail = "not drawn", "; ".join(f"{k}: {v}" for k, v in hits.items()) or f"needs {f.needs}"
+        rows.append(
+            dict(
+                paper=f.paper,
+                item=f.item,
+                shows=f.shows,
+                status=status,
+                detail=detail,
+                files=[str(p) for v in drawn.values() for p in v],
+            )
+        )
     return pd.DataFrame(rows)
 
 # %% ../nbs/94_report.ipynb #2c65a8be
-PAPER_TITLES = {MUSO: "Beware of Reasoning Overconfidence (MuSoBench)", OVER: "Thinking Past the Answer (overthinking)",
-                BEYOND: "Beyond the papers"}
+PAPER_TITLES = {
+    MUSO: "Beware of Reasoning Overconfidence (MuSoBench)",
+    OVER: "Thinking Past the Answer (overthinking)",
+    BEYOND: "Beyond the papers",
+}
 STATUS_ORDER = ["drawn", "not drawn", "not in sweep", "no data"]
 
-def anchor(*parts) -> str: return "-".join(slug(p).lower() for p in parts)
 
-def summary_markdown(runs: pd.DataFrame,  # finished runs (`sweep.finished_runs`)
-                     inventory: pd.DataFrame,  # `figure_inventory`
-                     records: pd.DataFrame | None = None,  # `provenance.record_table` of the runs
-                     failed: Sequence[str] = (),  # cells of the sweep that failed or did not finish
-                    ) -> str:
+def anchor(*parts) -> str:
+    return "-".join(slug(p).lower() for p in parts)
+
+
+def summary_markdown(
+    runs: pd.DataFrame,  # finished runs (`sweep.finished_runs`)
+    inventory: pd.DataFrame,  # `figure_inventory`
+    records: pd.DataFrame | None = None,  # `provenance.record_table` of the runs
+    failed: Sequence[str] = (),  # cells of the sweep that failed or did not finish
+) -> str:
     "The one-screen summary: runs, models, what was drawn and what was not, and why."
     counts = inventory.status.value_counts()
     models = sorted(
@@ -193,8 +407,10 @@ def summary_markdown(runs: pd.DataFrame,  # finished runs (`sweep.finished_runs`
         f"{plural(runs.notebook.nunique() if len(runs) else 0, 'experiment')} "
         f"({', '.join(f'{n} × {k}' for k, n in runs.notebook.value_counts().items()) or 'none'})."
     ]
-    if models: lines.append(f"**Models:** {', '.join(models)}.")
-    if failed: lines.append(f"**Not finished:** {', '.join(failed)} (see the sweep summary below).")
+    if models:
+        lines.append(f"**Models:** {', '.join(models)}.")
+    if failed:
+        lines.append(f"**Not finished:** {', '.join(failed)} (see the sweep summary below).")
     lines.append(
         "**The papers' figures and tables:** "
         + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in STATUS_ORDER if counts.get(s, 0))
@@ -208,55 +424,74 @@ def summary_markdown(runs: pd.DataFrame,  # finished runs (`sweep.finished_runs`
             lines.append(
                 f"Not drawn because the runs cannot support them: {cannot} (the reasons are listed per paper)."
             )
-        if (absent := int(reasons.get("not in sweep", 0))):
+        if absent := int(reasons.get("not in sweep", 0)):
             lines.append(f"{absent} need experiments this sweep did not run (listed per paper).")
     return "\n\n".join(lines)
 
-def toc_markdown(inventory: pd.DataFrame,
-                 samples: bool = False,  # the page has a Samples section (the sweep's sample browsers)
-                ) -> str:
+
+def toc_markdown(
+    inventory: pd.DataFrame,
+    samples: bool = False,  # the page has a Samples section (the sweep's sample browsers)
+) -> str:
     "The table of contents: the runs, the samples, each paper's drawn figures and tables, what was not drawn, the extras."
     lines = ["**Contents**", "", f"- [Runs and provenance](#{anchor('runs')})"]
-    if samples: lines.append(f"- [Samples: the sample browsers](#{anchor('samples')})")
+    if samples:
+        lines.append(f"- [Samples: the sample browsers](#{anchor('samples')})")
     for paper, rows in inventory.groupby("paper", sort=False):
         lines.append(f"- [{PAPER_TITLES.get(paper, paper)}](#{anchor(paper)})")
         lines += [
             f"    - [{r.item}: {r.shows}](#{anchor(paper, r.item)})" for r in rows.itertuples() if r.status == "drawn"
         ]
-        if (rows.status != "drawn").any(): lines.append(f"    - [Not drawn](#{anchor(paper, 'not drawn')})")
+        if (rows.status != "drawn").any():
+            lines.append(f"    - [Not drawn](#{anchor(paper, 'not drawn')})")
     lines.append(f"- [Also drawn](#{anchor('also drawn')})")
     return "\n".join(lines)
 
-def caption(row, runs: pd.DataFrame, counts: pd.DataFrame,
-            unit: str = "instances",  # what `counts` counts (Table 4: NoveltyBench prompts)
-           ) -> str:
+
+def caption(
+    row,
+    runs: pd.DataFrame,
+    counts: pd.DataFrame,
+    unit: str = "instances",  # what `counts` counts (Table 4: NoveltyBench prompts)
+) -> str:
     "What a figure shows, from which runs, and how many instances (or other units) stand behind each condition."
     experiment = next((f.experiment for f in PAPER_FIGURES if f.paper == row.paper and f.item == row.item), "")
     cells = sorted(runs.loc[runs.notebook == experiment, "cell"]) if len(runs) else []
     listed = ", ".join(f"`{c}`" for c in cells)
     text = f"*{row.paper} {row.item}: {row.shows}.* From {len(cells)} run{'s' * (len(cells) != 1)}: {listed}."
-    if not counts.empty: text += f" {count_note(counts, unit)}."
-    if (note := small_data_note(counts)): text += f" **⚠ {note}.**"
+    if not counts.empty:
+        text += f" {count_note(counts, unit)}."
+    if note := small_data_note(counts):
+        text += f" **⚠ {note}.**"
     return text
 
 # %% ../nbs/94_report.ipynb #549aa623
 BROWSER_KEY = "browser/"  # made["browser/<kind>"] = [its page]: the sweep's sample browsers (`browser`)
 
+
 def browser_markdown(made: dict) -> str:
     "The links to the sweep's sample browsers (relative to report.html, beside which they are written), or ''."
-    pages = {k[len(BROWSER_KEY):]: Path(v[0]) for k, v in made.items()
-             if k.startswith(BROWSER_KEY) and v and not isinstance(v, str)}
-    if not pages: return ""
+    pages = {
+        k[len(BROWSER_KEY) :]: Path(v[0])
+        for k, v in made.items()
+        if k.startswith(BROWSER_KEY) and v and not isinstance(v, str)
+    }
+    if not pages:
+        return ""
     links = [f"- [{BROWSER_KINDS.get(kind, kind)}]({page.parent.name}/{page.name})" for kind, page in pages.items()]
-    return (f'## <a id="{anchor("samples")}"></a>Samples\n\nEvery sample behind the tables, readable offline (filters by run, '
-            "model, paradigm, condition, task, status and outcome): MuSoBench replies with their parsed candidates "
-            "marked valid, violation or unreadable, overthinking traces with their prefix probes and trace strips.\n\n"
-            + "\n".join(links))
+    return (
+        f'## <a id="{anchor("samples")}"></a>Samples\n\nEvery sample behind the tables, readable offline (filters by run, '
+        "model, paradigm, condition, task, status and outcome): MuSoBench replies with their parsed candidates "
+        "marked valid, violation or unreadable, overthinking traces with their prefix probes and trace strips.\n\n"
+        + "\n".join(links)
+    )
+
 
 @dataclass(frozen=True)
 class Block:
     kind: str  # "markdown" or "image"
     content: str  # Markdown text, or the path of a PNG to embed
+
 
 def item_counts(row, experiment: str, runs: pd.DataFrame, counts: dict[str, pd.DataFrame]) -> tuple:
     """(counts, unit) of a report item's caption: the study's own count of that item where it declares one
@@ -268,12 +503,15 @@ def item_counts(row, experiment: str, runs: pd.DataFrame, counts: dict[str, pd.D
         return module.item_counts(folders, stem), module.COUNTED_UNITS[stem]
     return counts.get(experiment, pd.DataFrame(columns=["n"])), "instances"
 
-def page_blocks(inventory: pd.DataFrame, runs: pd.DataFrame, counts: dict[str, pd.DataFrame],
-                made: dict) -> list[Block]:
+
+def page_blocks(
+    inventory: pd.DataFrame, runs: pd.DataFrame, counts: dict[str, pd.DataFrame], made: dict
+) -> list[Block]:
     """The figures part of the reader's page: per paper, each drawn item (heading, images or table, caption), then what
     was not drawn and why."""
     blocks, shown = [], set()
-    if (browsers := browser_markdown(made)): blocks.append(Block("markdown", browsers))
+    if browsers := browser_markdown(made):
+        blocks.append(Block("markdown", browsers))
     experiment_of = {(f.paper, f.item): f.experiment for f in PAPER_FIGURES}
     for paper, rows in inventory.groupby("paper", sort=False):
         blocks.append(Block("markdown", f'## <a id="{anchor(paper)}"></a>{PAPER_TITLES.get(paper, paper)}'))
@@ -284,17 +522,25 @@ def page_blocks(inventory: pd.DataFrame, runs: pd.DataFrame, counts: dict[str, p
             for p in pngs:
                 blocks.append(Block("image", p))
                 shown.add(p)
-            if not pngs: blocks += [Block("markdown", Path(p).read_text()) for p in tables]
-            blocks.append(Block("markdown", caption(r, runs, *item_counts(r, experiment_of[(paper, r.item)], runs,
-                                                                          counts))))
+            if not pngs:
+                blocks += [Block("markdown", Path(p).read_text()) for p in tables]
+            blocks.append(
+                Block("markdown", caption(r, runs, *item_counts(r, experiment_of[(paper, r.item)], runs, counts)))
+            )
         rest = rows[rows.status != "drawn"]
         if len(rest):
-            blocks.append(Block("markdown", f'### <a id="{anchor(paper, "not drawn")}"></a>Not drawn\n\n' + "\n".join(
-                f"- **{r.item}** ({r.shows}): *{r.status}*; {r.detail}" for r in rest.itertuples())))
-    blocks.append(Block("markdown",
-                        f'## <a id="{anchor("also drawn")}"></a>Also drawn\n\nFigures beyond the papers, per run.'))
+            blocks.append(
+                Block(
+                    "markdown",
+                    f'### <a id="{anchor(paper, "not drawn")}"></a>Not drawn\n\n'
+                    + "\n".join(f"- **{r.item}** ({r.shows}): *{r.status}*; {r.detail}" for r in rest.itertuples()),
+                )
+            )
+    blocks.append(
+        Block("markdown", f'## <a id="{anchor("also drawn")}"></a>Also drawn\n\nFigures beyond the papers, per run.')
+    )
     for key, files in sorted(made.items()):
-        for p in ([str(f) for f in files if str(f).endswith(".png")] if not isinstance(files, str) else []):
+        for p in [str(f) for f in files if str(f).endswith(".png")] if not isinstance(files, str) else []:
             if p not in shown:
                 blocks += [Block("markdown", f"**{key}**"), Block("image", p)]
                 shown.add(p)
@@ -305,6 +551,7 @@ def page_notebook(executed: str | Path):
     """The executed notebook without what a reader should not see: stderr streams and error outputs; returns (notebook,
     outputs removed)."""
     import nbformat
+
     nb = nbformat.read(str(executed), as_version=4)
     removed = 0
     for cell in nb.cells:
@@ -314,31 +561,42 @@ def page_notebook(executed: str | Path):
             if not (o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr"))
         ]
         removed += len(cell.get("outputs", [])) - len(keep)
-        if cell.cell_type == "code": cell.outputs = keep
+        if cell.cell_type == "code":
+            cell.outputs = keep
     return nb, removed
 
-def render_page(executed: str | Path,  # the executed sweep-report notebook
-                title: str = "Report",
-               ) -> str:
+
+def render_page(
+    executed: str | Path,  # the executed sweep-report notebook
+    title: str = "Report",
+) -> str:
     "The reader's HTML page of an executed report notebook: outputs only, figures embedded."
     from nbconvert import HTMLExporter
+
     nb, _ = page_notebook(executed)
     nb.metadata["title"] = title
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
-                            exclude_anchor_links=True)
+    exporter = HTMLExporter(
+        exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True, exclude_anchor_links=True
+    )
     body, _ = exporter.from_notebook_node(nb)
     return body
 
 # %% ../nbs/94_report.ipynb #6c93118c
 def section_counts(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
     "The condition counts of each study of a sweep's finished runs (`figures.core.condition_counts`)."
-    if not len(runs): return {}
-    return {nb: condition_counts(study_module(nb), list(g["folder"])) for nb,
-            g in runs.groupby("notebook", sort=False) if nb in STUDIES}
+    if not len(runs):
+        return {}
+    return {
+        nb: condition_counts(study_module(nb), list(g["folder"]))
+        for nb, g in runs.groupby("notebook", sort=False)
+        if nb in STUDIES
+    }
 
-def sweep_report(sweep_dir: str | Path,  # a sweep folder (its finished run folders are read)
-                 out: str | Path,  # where the report goes (e.g. <sweep>/report)
-                ) -> tuple[pd.DataFrame, dict]:
+
+def sweep_report(
+    sweep_dir: str | Path,  # a sweep folder (its finished run folders are read)
+    out: str | Path,  # where the report goes (e.g. <sweep>/report)
+) -> tuple[pd.DataFrame, dict]:
     "Build every section a sweep's runs support; returns the figure inventory and name -> files (or reason)."
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -349,7 +607,8 @@ def sweep_report(sweep_dir: str | Path,  # a sweep folder (its finished run fold
     made: dict = {}
     counts = section_counts(runs)
     for notebook, group in runs.groupby("notebook", sort=False):
-        if notebook not in STUDIES: continue
+        if notebook not in STUDIES:
+            continue
         with figure_note(small_data_note(counts[notebook])):  # small data is said on each figure's face
             study_module(notebook).section(list(group["folder"]), out, made)
     for kind, page in write_sweep_browsers(list(runs["folder"]) if len(runs) else [], out / "browser").items():
@@ -357,8 +616,11 @@ def sweep_report(sweep_dir: str | Path,  # a sweep folder (its finished run fold
     inventory = figure_inventory(made, set(runs["notebook"]))
     lines = [f"# Figures and tables of sweep {Path(sweep_dir).name}", "", f"{len(runs)} finished runs.", ""]
     for paper, rows in inventory.groupby("paper", sort=False):
-        lines += [f"## {paper}",
-                  ""] + [f"- **{r.item}** ({r.shows}): {r.status}; {r.detail}" for r in rows.itertuples()] + [""]
+        lines += (
+            [f"## {paper}", ""]
+            + [f"- **{r.item}** ({r.shows}): {r.status}; {r.detail}" for r in rows.itertuples()]
+            + [""]
+        )
     extra = sorted(
         k
         for k, v in made.items()

@@ -24,9 +24,11 @@ __all__ = ['CREDENTIAL_NAME', 'CREDENTIAL_ENV', 'KEY_SHAPES', 'KEY_SHAPE', 'BEAR
 class ProjectNotFound(FileNotFoundError):
     "No checkout of the project to take the notebooks from (its one-line message says what to do)."
 
+
 def _is_project(folder: Path) -> bool:
     ini = folder / "settings.ini"
     return ini.is_file() and "lib_name = reasoning_study" in ini.read_text()
+
 
 def installed_checkout() -> Path | None:
     "The checkout the installed package comes from (an editable install: `pip install -e`), None for a plain install."
@@ -34,20 +36,28 @@ def installed_checkout() -> Path | None:
     folder = Path(spec.origin).resolve().parent.parent if spec and spec.origin else None
     return folder if folder and _is_project(folder) else None
 
-def project_root(start: str | Path | None = None,  # where to look from (default: the working directory)
-                ) -> Path:
+
+def project_root(
+    start: str | Path | None = None,  # where to look from (default: the working directory)
+) -> Path:
     """The nearest folder above `start` holding this project's settings.ini; without `start`, when the working
     directory is outside any checkout, the checkout the installed package comes from."""
     here = Path(start or os.getcwd()).resolve()
-    if found := next((f for f in [here, *here.parents] if _is_project(f)), None): return found
-    if start is None and (checkout := installed_checkout()): return checkout
-    raise ProjectNotFound(f"no reasoning_study checkout above {here}, and the installed package is not one: run from "
-                          "inside a checkout of the project, or install one editable (pip install -e <checkout>)")
+    if found := next((f for f in [here, *here.parents] if _is_project(f)), None):
+        return found
+    if start is None and (checkout := installed_checkout()):
+        return checkout
+    raise ProjectNotFound(
+        f"no reasoning_study checkout above {here}, and the installed package is not one: run from "
+        "inside a checkout of the project, or install one editable (pip install -e <checkout>)"
+    )
+
 
 def resolve_path(path: str | Path, root: str | Path | None = None) -> Path:
     "An absolute path: relative paths are taken from the project root."
     path = Path(path).expanduser()
     return path if path.is_absolute() else (Path(root) if root else project_root()) / path
+
 
 def run_dir(path: str | Path, root: str | Path | None = None) -> Path:
     "A run folder (created if missing), relative paths taken from the project root."
@@ -65,9 +75,11 @@ CREDENTIAL_NAME = re.compile(
 CREDENTIAL_ENV = re.compile(
     r"(?:API_?KEY|ACCESS_?KEY|TOKEN|SECRET(?:_?KEY)?|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE
 )
-KEY_SHAPES = (r"\bsk-[A-Za-z0-9_-]{16,}",  # OpenAI, DeepSeek and other `sk-` secret keys
-              r"\bhf_[A-Za-z0-9]{20,}",  # Hugging Face tokens
-              r"\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}")  # GitHub tokens
+KEY_SHAPES = (
+    r"\bsk-[A-Za-z0-9_-]{16,}",  # OpenAI, DeepSeek and other `sk-` secret keys
+    r"\bhf_[A-Za-z0-9]{20,}",  # Hugging Face tokens
+    r"\b(?:ghp|gho|ghs|ghu|github_pat)_[A-Za-z0-9_]{20,}",
+)  # GitHub tokens
 KEY_SHAPE = re.compile("|".join(KEY_SHAPES))
 # an Authorization header's scheme, then its credential
 BEARER = re.compile(r"(?i)\b((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}")
@@ -77,15 +89,18 @@ ECHOED = re.compile(
 )
 REDACTED = "[redacted]"
 
+
 def is_credential_name(name: Any) -> bool:
     """Whether a mapping key names a credential (`api_key`, `hf_token`, `Authorization`; not `max_tokens`, not
     `api_key_env`)."""
     return isinstance(name, str) and bool(CREDENTIAL_NAME.search(name))
 
+
 def key_variable_hint() -> str:
     "Which variables the hosted presets read their keys from (for messages)."
     found = key_variables()
     return ", ".join(f"{v} ({', '.join(p)})" for v, p in found.items()) or "the preset's api_key_env"
+
 
 def credential_problems(value: Any, where: str = "value") -> list[str]:
     "Where a parameter value holds a literal credential, one message each ([] when it holds none)."
@@ -96,10 +111,13 @@ def credential_problems(value: Any, where: str = "value") -> list[str]:
         for k, v in value.items():
             if is_credential_name(k) and isinstance(v, str) and v:
                 problems.append(f"{where}[{k!r}] is a literal credential")
-            else: problems += credential_problems(v, f"{where}[{k!r}]")
+            else:
+                problems += credential_problems(v, f"{where}[{k!r}]")
     elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value): problems += credential_problems(v, f"{where}[{i}]")
+        for i, v in enumerate(value):
+            problems += credential_problems(v, f"{where}[{i}]")
     return problems
+
 
 def check_no_credentials(name: str, value: Any) -> Any:
     "`value` when it holds no literal credential; a ValueError saying which variable to set otherwise."
@@ -117,6 +135,7 @@ def secret_values(env: Mapping[str, str] | None = None) -> dict[str, str]:
     env = os.environ if env is None else env
     return {v: k for k, v in env.items() if CREDENTIAL_ENV.search(k) and isinstance(v, str) and len(v) >= 8}
 
+
 def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
     "The text with every credential it could hold replaced: the environment's key values, key shapes, echoed headers."
     for value, name in sorted(secret_values(env).items(), key=lambda kv: -len(kv[0])):
@@ -125,37 +144,47 @@ def redact_text(text: str, env: Mapping[str, str] | None = None) -> str:
     text = BEARER.sub(lambda m: m.group(1) + REDACTED, text)
     return ECHOED.sub(lambda m: m.group(1) + REDACTED, text)
 
+
 def redact(value: Any, env: Mapping[str, str] | None = None) -> Any:
     "A copy of `value` (mappings, lists, strings, nested) with credentials redacted; other values as they are."
-    if isinstance(value, str): return redact_text(value, env)
+    if isinstance(value, str):
+        return redact_text(value, env)
     if isinstance(value, Mapping):
-        return {k: REDACTED if is_credential_name(k) and isinstance(v, str) and v else redact(v, env) for k,
-                v in value.items()}
-    if isinstance(value, (list, tuple)): return type(value)(redact(v, env) for v in value)
+        return {
+            k: REDACTED if is_credential_name(k) and isinstance(v, str) and v else redact(v, env)
+            for k, v in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact(v, env) for v in value)
     return value
+
 
 def redact_file(path: str | Path, env: Mapping[str, str] | None = None) -> bool:
     "Redact a text file in place (an executed notebook, a log); True when something was replaced."
     path = Path(path)
-    if not path.is_file(): return False
+    if not path.is_file():
+        return False
     text = path.read_text(errors="surrogateescape")
     clean = redact_text(text, env)
-    if clean == text: return False
+    if clean == text:
+        return False
     tmp = path.with_name(f".{path.name}.redacting")
     tmp.write_text(clean, errors="surrogateescape")
     os.replace(tmp, path)
     return True
 
 # %% ../nbs/05_runs.ipynb #769073a3
-def check_param(name: str,  # parameter name (for the message)
-                value: Any,
-                kind: type | tuple[type, ...],  # accepted type(s)
-                choices: Iterable | None = None,  # allowed values (each element, for lists)
-                minimum: float | None = None,
-                optional: bool = False,  # None allowed
-               ) -> Any:
+def check_param(
+    name: str,  # parameter name (for the message)
+    value: Any,
+    kind: type | tuple[type, ...],  # accepted type(s)
+    choices: Iterable | None = None,  # allowed values (each element, for lists)
+    minimum: float | None = None,
+    optional: bool = False,  # None allowed
+) -> Any:
     "Return `value` if it is a valid notebook parameter, else raise a ValueError naming it."
-    if value is None and optional: return value
+    if value is None and optional:
+        return value
     kinds = kind if isinstance(kind, tuple) else (kind,)
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         raise ValueError(
@@ -164,12 +193,14 @@ def check_param(name: str,  # parameter name (for the message)
         )
     if choices is not None:
         allowed = list(choices)
-        for v in (value if isinstance(value, (list, tuple)) else [value]):
-            if v not in allowed: raise ValueError(f"parameter {name!r}: {v!r} is not one of {allowed}")
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if v not in allowed:
+                raise ValueError(f"parameter {name!r}: {v!r} is not one of {allowed}")
     if minimum is not None and isinstance(value, (int, float)) and value < minimum:
         raise ValueError(f"parameter {name!r} must be >= {minimum}, got {value!r}")
     check_no_credentials(name, value)
     return value
+
 
 def write_params(folder: str | Path, params: dict) -> Path:
     "Record a run's parameters as params.json in its folder (redacted: no credential is ever written)."

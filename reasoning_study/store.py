@@ -32,30 +32,41 @@ __all__ = ['KEY_VERSION', 'LEGACY_NUMERICS', 'SCHEMA_VERSION', 'MIGRATIONS', 'CO
 # %% ../nbs/20_store.ipynb #35a792bd
 KEY_VERSION = 1  # bump when the recipe of generation_key changes
 
+
 def _canonical_json(data) -> str:
     "Deterministic JSON: sorted keys, no whitespace, arrays (numpy, torch) as lists."
+
     def default(o):
-        if hasattr(o, "tolist"): return o.tolist()
+        if hasattr(o, "tolist"):
+            return o.tolist()
         raise TypeError(f"cannot put {type(o).__name__} into a generation key: {o!r}")
+
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=default)
 
+
 _FLOAT_FIELDS = {f.name for f in fields(SamplingParams) if f.type in ("float", float)}
+
 
 def sampling_fields(sampling: SamplingParams) -> dict:
     """The sampling parameters that decide one sample: all but `n` (and `logprobs` when not asked for), floats
     normalised."""
     d = asdict(sampling)
     del d["n"]
-    if not d["logprobs"]: del d["logprobs"]  # keys from before the field existed stay valid
+    if not d["logprobs"]:
+        del d["logprobs"]  # keys from before the field existed stay valid
     return {k: float(v) if k in _FLOAT_FIELDS else v for k, v in d.items()}
 
+
 LEGACY_NUMERICS = {"transformers": "float32/cpu"}  # backend name -> the numerics its keys had before they named them
+
 
 def _identity(backend) -> dict:
     "model_id, revision and backend name of anything shaped like a `Backend`."
     missing = [a for a in ("name", "model_id", "revision") if not isinstance(getattr(backend, a, None), str)]
-    if missing: raise TypeError(f"{backend!r} is not a backend identity: needs str attributes {missing}")
+    if missing:
+        raise TypeError(f"{backend!r} is not a backend identity: needs str attributes {missing}")
     return {"model_id": backend.model_id, "revision": backend.revision, "backend": backend.name}
+
 
 def key_numerics(backend) -> str | None:
     """The backend's `numerics` tag as the key records it: None when it has none or when it is the backend's legacy
@@ -65,18 +76,28 @@ def key_numerics(backend) -> str | None:
         raise TypeError(f"numerics must be a str like 'bfloat16/cuda', got {tag!r}")
     return None if tag in (None, LEGACY_NUMERICS.get(backend.name)) else tag
 
-def generation_key_fields(backend: Backend,  # anything with `name`, `model_id`, `revision` (and maybe `numerics`)
-                          request: Request,  # the request (with any `n`)
-                          sample_index: int,  # which sample of the request (0-based)
-                         ) -> dict:
+
+def generation_key_fields(
+    backend: Backend,  # anything with `name`, `model_id`, `revision` (and maybe `numerics`)
+    request: Request,  # the request (with any `n`)
+    sample_index: int,  # which sample of the request (0-based)
+) -> dict:
     "Everything that decides sample `sample_index` of `request` on `backend`: what the key hashes."
-    if not isinstance(request, Request): raise TypeError(f"expected a Request, got {type(request).__name__}")
+    if not isinstance(request, Request):
+        raise TypeError(f"expected a Request, got {type(request).__name__}")
     if not isinstance(sample_index, int) or sample_index < 0:
         raise ValueError(f"sample_index must be an int >= 0, got {sample_index!r}")
     identity, numerics = _identity(backend), key_numerics(backend)
-    return {"key_version": KEY_VERSION, **identity, **({"numerics": numerics} if numerics else {}),
-            "prompt": request.prompt_key(), "sampling": sampling_fields(request.sampling), "sample_index": sample_index,
-            "seed": request.sampling.sample_seed(sample_index)}
+    return {
+        "key_version": KEY_VERSION,
+        **identity,
+        **({"numerics": numerics} if numerics else {}),
+        "prompt": request.prompt_key(),
+        "sampling": sampling_fields(request.sampling),
+        "sample_index": sample_index,
+        "seed": request.sampling.sample_seed(sample_index),
+    }
+
 
 def generation_key(backend: Backend, request: Request, sample_index: int) -> str:
     "The store key of one sample: SHA-256 hex of the canonical JSON of `generation_key_fields`."
@@ -110,29 +131,55 @@ class GenerationRecord:
     system_fingerprint: str | None = None  # the server's configuration tag of that answer, when it sent one
 
     @classmethod
-    def from_completion(cls, backend: Backend, request: Request, sample_index: int, completion: Completion,
-                        key: str | None = None) -> "GenerationRecord":
+    def from_completion(
+        cls, backend: Backend, request: Request, sample_index: int, completion: Completion, key: str | None = None
+    ) -> "GenerationRecord":
         "The record of `completion`, sample `sample_index` of `request` on `backend`."
-        return cls(key=key or generation_key(backend, request, sample_index), **_identity(backend),
-                   prompt_json=_canonical_json(request.prompt_key()),
-                   sampling_json=_canonical_json(sampling_fields(request.sampling)),
-                   sample_index=sample_index, seed=request.sampling.sample_seed(sample_index), tag=request.tag,
-                   text=completion.text, reasoning=completion.reasoning, answer=completion.answer,
-                   prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-                   cached_prompt_tokens=completion.cached_prompt_tokens, finish_reason=completion.finish_reason,
-                   status=completion.status, error=completion.error, latency_s=float(completion.latency_s),
-                   created_at=time.time(), token_logprobs=_logprobs_json(completion.token_logprobs),
-                   served_model=completion.served_model, system_fingerprint=completion.system_fingerprint)
+        return cls(
+            key=key or generation_key(backend, request, sample_index),
+            **_identity(backend),
+            prompt_json=_canonical_json(request.prompt_key()),
+            sampling_json=_canonical_json(sampling_fields(request.sampling)),
+            sample_index=sample_index,
+            seed=request.sampling.sample_seed(sample_index),
+            tag=request.tag,
+            text=completion.text,
+            reasoning=completion.reasoning,
+            answer=completion.answer,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
+            cached_prompt_tokens=completion.cached_prompt_tokens,
+            finish_reason=completion.finish_reason,
+            status=completion.status,
+            error=completion.error,
+            latency_s=float(completion.latency_s),
+            created_at=time.time(),
+            token_logprobs=_logprobs_json(completion.token_logprobs),
+            served_model=completion.served_model,
+            system_fingerprint=completion.system_fingerprint,
+        )
 
     def to_completion(self) -> Completion:
         "The `Completion` this record keeps."
         logprobs = None if self.token_logprobs is None else tuple(json.loads(self.token_logprobs))
-        return Completion(text=self.text, reasoning=self.reasoning, answer=self.answer, status=self.status,
-                          prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-                          cached_prompt_tokens=self.cached_prompt_tokens, finish_reason=self.finish_reason,
-                          sample_index=self.sample_index, seed=self.seed, latency_s=self.latency_s, error=self.error,
-                          token_logprobs=logprobs, served_model=self.served_model,
-                          system_fingerprint=self.system_fingerprint)
+        return Completion(
+            text=self.text,
+            reasoning=self.reasoning,
+            answer=self.answer,
+            status=self.status,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cached_prompt_tokens=self.cached_prompt_tokens,
+            finish_reason=self.finish_reason,
+            sample_index=self.sample_index,
+            seed=self.seed,
+            latency_s=self.latency_s,
+            error=self.error,
+            token_logprobs=logprobs,
+            served_model=self.served_model,
+            system_fingerprint=self.system_fingerprint,
+        )
+
 
 def _logprobs_json(logprobs) -> str | None:
     "Token log-probabilities as a JSON list (floats round-trip exactly), or None."
@@ -141,32 +188,49 @@ def _logprobs_json(logprobs) -> str | None:
 # %% ../nbs/20_store.ipynb #26cc3c58
 SCHEMA_VERSION = 3  # 2: the token_logprobs column; 3: served_model and system_fingerprint
 # version -> the SQL that makes it the next
-MIGRATIONS = {1: ("ALTER TABLE generations ADD COLUMN token_logprobs TEXT",),
-              2: ("ALTER TABLE generations ADD COLUMN served_model TEXT",
-                  "ALTER TABLE generations ADD COLUMN system_fingerprint TEXT")}
-_SQL_TYPES = {"str": "TEXT NOT NULL", "str | None": "TEXT", "int": "INTEGER NOT NULL", "int | None": "INTEGER",
-              "float": "REAL NOT NULL"}
+MIGRATIONS = {
+    1: ("ALTER TABLE generations ADD COLUMN token_logprobs TEXT",),
+    2: (
+        "ALTER TABLE generations ADD COLUMN served_model TEXT",
+        "ALTER TABLE generations ADD COLUMN system_fingerprint TEXT",
+    ),
+}
+_SQL_TYPES = {
+    "str": "TEXT NOT NULL",
+    "str | None": "TEXT",
+    "int": "INTEGER NOT NULL",
+    "int | None": "INTEGER",
+    "float": "REAL NOT NULL",
+}
 COLUMNS = [f.name for f in fields(GenerationRecord)]
 
+
 def _schema_sql() -> str:
-    cols = [f"{f.name} {_SQL_TYPES[f.type]}" + (" PRIMARY KEY" if f.name == "key" else "")
-            for f in fields(GenerationRecord)]
+    cols = [
+        f"{f.name} {_SQL_TYPES[f.type]}" + (" PRIMARY KEY" if f.name == "key" else "") for f in fields(GenerationRecord)
+    ]
     cols.append("CHECK (status IN ('answered', 'truncated', 'error'))")
     return "CREATE TABLE IF NOT EXISTS generations (\n  " + ",\n  ".join(cols) + "\n)"
 
-_UPSERT_SQL = (f"INSERT INTO generations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})\n"
-               f"ON CONFLICT(key) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in COLUMNS[1:])}\n"
-               "WHERE excluded.status != 'error' OR generations.status = 'error'")  # never downgrade to an error
+
+_UPSERT_SQL = (
+    f"INSERT INTO generations ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})\n"
+    f"ON CONFLICT(key) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in COLUMNS[1:])}\n"
+    "WHERE excluded.status != 'error' OR generations.status = 'error'"
+)  # never downgrade to an error
 
 # %% ../nbs/20_store.ipynb #d432e26c
 def _retry_while_locked(step, timeout_s: float):
     "Run `step()`, retrying while SQLite reports the database locked or busy."
     deadline = time.monotonic() + timeout_s
     while True:
-        try: return step()
+        try:
+            return step()
         except sqlite3.OperationalError as e:
-            if not any(w in str(e) for w in ("locked", "busy")) or time.monotonic() > deadline: raise
+            if not any(w in str(e) for w in ("locked", "busy")) or time.monotonic() > deadline:
+                raise
             time.sleep(0.05)
+
 
 def _open_connection(path: Path, timeout_s: float) -> sqlite3.Connection:
     "A connection to `path` in WAL mode with the schema in place (autocommit; transactions are explicit)."
@@ -177,6 +241,7 @@ def _open_connection(path: Path, timeout_s: float) -> sqlite3.Connection:
         conn.close()
         raise RuntimeError(f"{path}: SQLite could not switch to WAL mode (got {mode!r}); use a local file system")
     conn.execute("PRAGMA synchronous = FULL")  # a committed batch survives even a power cut
+
     def create():
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -185,14 +250,17 @@ def _open_connection(path: Path, timeout_s: float) -> sqlite3.Connection:
                 conn.execute(_schema_sql())
                 version = SCHEMA_VERSION
             while version < SCHEMA_VERSION and version in MIGRATIONS:  # an older file: add what the newer versions have
-                for sql in MIGRATIONS[version]: conn.execute(sql)
+                for sql in MIGRATIONS[version]:
+                    conn.execute(sql)
                 version += 1
-            if version != found: conn.execute(f"PRAGMA user_version = {version}")
+            if version != found:
+                conn.execute(f"PRAGMA user_version = {version}")
             conn.execute("COMMIT")
             return version
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
     version = _retry_while_locked(create, timeout_s)
     if version != SCHEMA_VERSION:
         conn.close()
@@ -202,11 +270,15 @@ def _open_connection(path: Path, timeout_s: float) -> sqlite3.Connection:
 # %% ../nbs/20_store.ipynb #5570fdc6
 _CHUNK = 500  # keys per SELECT (well under SQLite's limit on bound parameters)
 
+
 class GenerationStore:
     "Raw generations in one SQLite file (WAL), keyed by `generation_key`; safe for several processes."
-    def __init__(self, path: str | os.PathLike,  # the .sqlite file (created with its folder if missing)
-                 timeout_s: float = 60.0,  # how long a writer waits for another process's lock
-                ):
+
+    def __init__(
+        self,
+        path: str | os.PathLike,  # the .sqlite file (created with its folder if missing)
+        timeout_s: float = 60.0,  # how long a writer waits for another process's lock
+    ):
         self.path, self.timeout_s = Path(path), timeout_s
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.last_stats: CacheStats | None = None  # what the last generate_cached call did
@@ -217,12 +289,16 @@ class GenerationStore:
     def _connection(self) -> sqlite3.Connection:
         "This process's connection (a connection must never cross a fork, so a child opens its own)."
         if self._conn is None or self._pid != os.getpid():
-            if self._conn is not None: self._inherited.append(self._conn)  # the parent's: keep it, never close it here
+            if self._conn is not None:
+                self._inherited.append(self._conn)  # the parent's: keep it, never close it here
             self._conn, self._pid = _open_connection(self.path, self.timeout_s), os.getpid()
         return self._conn
 
-    def __getstate__(self): return {"path": self.path, "timeout_s": self.timeout_s}
-    def __setstate__(self, state): self.__init__(state["path"], state["timeout_s"])
+    def __getstate__(self):
+        return {"path": self.path, "timeout_s": self.timeout_s}
+
+    def __setstate__(self, state):
+        self.__init__(state["path"], state["timeout_s"])
 
     def put_many(self, records: Iterable[GenerationRecord]) -> None:
         "Upsert `records` in one transaction: all of them are stored, or none."
@@ -231,7 +307,8 @@ class GenerationStore:
             if not isinstance(r, GenerationRecord):
                 raise TypeError(f"expected GenerationRecord, got {type(r).__name__}")
             rows.append(tuple(getattr(r, c) for c in COLUMNS))
-        if not rows: return
+        if not rows:
+            return
         with self._lock:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
@@ -242,7 +319,8 @@ class GenerationStore:
                 conn.execute("ROLLBACK")
                 raise
 
-    def put(self, record: GenerationRecord) -> None: self.put_many([record])
+    def put(self, record: GenerationRecord) -> None:
+        self.put_many([record])
 
     def get_many(self, keys: Iterable[str]) -> dict[str, GenerationRecord]:
         "The stored records among `keys`, by key (missing keys are simply absent)."
@@ -250,17 +328,21 @@ class GenerationStore:
         with self._lock:
             conn = self._connection()
             for i in range(0, len(keys), _CHUNK):
-                chunk = keys[i:i + _CHUNK]
+                chunk = keys[i : i + _CHUNK]
                 sql = f"SELECT {', '.join(COLUMNS)} FROM generations WHERE key IN ({', '.join('?' * len(chunk))})"
-                for row in conn.execute(sql, chunk): found[row[0]] = GenerationRecord(*row)
+                for row in conn.execute(sql, chunk):
+                    found[row[0]] = GenerationRecord(*row)
         return found
 
-    def get(self, key: str) -> GenerationRecord | None: return self.get_many([key]).get(key)
+    def get(self, key: str) -> GenerationRecord | None:
+        return self.get_many([key]).get(key)
 
-    def __contains__(self, key: str) -> bool: return self.get(key) is not None
+    def __contains__(self, key: str) -> bool:
+        return self.get(key) is not None
 
     def __len__(self) -> int:
-        with self._lock: return self._connection().execute("SELECT COUNT(*) FROM generations").fetchone()[0]
+        with self._lock:
+            return self._connection().execute("SELECT COUNT(*) FROM generations").fetchone()[0]
 
     def status_counts(self) -> dict[str, int]:
         "How many stored samples have each status (`answered`, `truncated`, `error`; absent ones: 0)."
@@ -272,21 +354,27 @@ class GenerationStore:
 
     def error_examples(self, limit: int = 3) -> list[tuple[str, int]]:
         "The most frequent messages of the stored errors, with how many rows carry each."
-        sql = ("SELECT COALESCE(error, ''), COUNT(*) AS n FROM generations WHERE status = 'error' "
-               "GROUP BY 1 ORDER BY n DESC LIMIT ?")
-        with self._lock: return [(m, n) for m, n in self._connection().execute(sql, (limit,))]
+        sql = (
+            "SELECT COALESCE(error, ''), COUNT(*) AS n FROM generations WHERE status = 'error' "
+            "GROUP BY 1 ORDER BY n DESC LIMIT ?"
+        )
+        with self._lock:
+            return [(m, n) for m, n in self._connection().execute(sql, (limit,))]
 
     def keys(self) -> list[str]:
         "All stored keys, in insertion order."
-        with self._lock: return [k for (k,) in self._connection().execute("SELECT key FROM generations ORDER BY rowid")]
+        with self._lock:
+            return [k for (k,) in self._connection().execute("SELECT key FROM generations ORDER BY rowid")]
 
     def to_pandas(self) -> pd.DataFrame:
         "The whole table as a DataFrame (one row per sample, in insertion order)."
         with self._lock:
             cur = self._connection().execute(f"SELECT {', '.join(COLUMNS)} FROM generations ORDER BY rowid")
             df = pd.DataFrame(cur.fetchall(), columns=COLUMNS)
-        for c in ("seed", "cached_prompt_tokens"): df[c] = df[c].astype("Int64")
-        for c in ("sample_index", "prompt_tokens", "completion_tokens"): df[c] = df[c].astype("int64")
+        for c in ("seed", "cached_prompt_tokens"):
+            df[c] = df[c].astype("Int64")
+        for c in ("sample_index", "prompt_tokens", "completion_tokens"):
+            df[c] = df[c].astype("int64")
         df["latency_s"] = df["latency_s"].astype("float64")
         df["created_at"] = pd.to_datetime(df["created_at"].astype("float64"), unit="s", utc=True)
         return df
@@ -300,20 +388,28 @@ class GenerationStore:
 
     def close(self) -> None:
         with self._lock:
-            if self._conn is not None and self._pid == os.getpid(): self._conn.close()
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
             self._conn = None
 
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
-    def __repr__(self): return f"GenerationStore({str(self.path)!r})"
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"GenerationStore({str(self.path)!r})"
 
 # %% ../nbs/20_store.ipynb #061b61a6
 RUN_STORE = "generations.sqlite"  # a run folder's store
 
+
 @contextmanager
-def run_store(store: GenerationStore | None,  # the store given to a run (kept open after it)
-              folder: str | Path | None,  # the run folder (its generations.sqlite when no store is given)
-             ) -> Iterator[GenerationStore | None]:
+def run_store(
+    store: GenerationStore | None,  # the store given to a run (kept open after it)
+    folder: str | Path | None,  # the run folder (its generations.sqlite when no store is given)
+) -> Iterator[GenerationStore | None]:
     "The store a run writes to: the given one, else the folder's (closed when the run ends), else None."
     if store is not None or folder is None:
         yield store
@@ -325,6 +421,7 @@ def run_store(store: GenerationStore | None,  # the store given to a run (kept o
 @dataclass(frozen=True)
 class SampleRun:
     "Samples `first_sample .. first_sample + count - 1` of request `request_index`: one sub-request."
+
     request_index: int
     first_sample: int
     count: int
@@ -334,26 +431,32 @@ class SampleRun:
         s = request.sampling
         return replace(request, sampling=replace(s, n=self.count, seed=s.sample_seed(self.first_sample)))
 
-def plan_batches(missing: Sequence[tuple[int, int]],  # (request index, sample index) pairs, in order
-                 batch_size: int,  # samples per backend call
-                ) -> list[list[SampleRun]]:
+
+def plan_batches(
+    missing: Sequence[tuple[int, int]],  # (request index, sample index) pairs, in order
+    batch_size: int,  # samples per backend call
+) -> list[list[SampleRun]]:
     "Group missing samples into backend calls of at most `batch_size` samples, merging consecutive samples."
-    if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     batches, batch, room = [], [], batch_size
     for ri, si in missing:
         last = batch[-1] if batch else None
         if last and last.request_index == ri and last.first_sample + last.count == si:
             batch[-1] = replace(last, count=last.count + 1)
-        else: batch.append(SampleRun(ri, si, 1))
+        else:
+            batch.append(SampleRun(ri, si, 1))
         room -= 1
         if room == 0:
             batches.append(batch)
             batch, room = [], batch_size
-    if batch: batches.append(batch)
+    if batch:
+        batches.append(batch)
     return batches
 
 # %% ../nbs/20_store.ipynb #c9b3cba9
 logger = logging.getLogger(__name__)
+
 
 @dataclass
 class CacheStats:
@@ -367,14 +470,17 @@ class CacheStats:
     backend_calls: int = 0
 
     def __str__(self):
-        return (f"{self.samples} samples: {self.cached} cached, {self.generated} generated "
-                f"({self.retried_errors} retried errors, {self.other_model} of another model) in "
-                f"{self.backend_calls} backend calls, "
-                f"{self.repeated} repeated, {self.errors} errors")
+        return (
+            f"{self.samples} samples: {self.cached} cached, {self.generated} generated "
+            f"({self.retried_errors} retried errors, {self.other_model} of another model) in "
+            f"{self.backend_calls} backend calls, "
+            f"{self.repeated} repeated, {self.errors} errors"
+        )
 
 # %% ../nbs/20_store.ipynb #30c38929
-def _generate_batch(backend: Backend, requests: Sequence[Request], batch: list[SampleRun],
-                    keys: list[list[str]]) -> list[GenerationRecord]:
+def _generate_batch(
+    backend: Backend, requests: Sequence[Request], batch: list[SampleRun], keys: list[list[str]]
+) -> list[GenerationRecord]:
     "Generate one batch of sample runs and turn the completions into records."
     out = backend.generate([run.sub_request(requests[run.request_index]) for run in batch])
     if len(out) != len(batch):
@@ -387,9 +493,13 @@ def _generate_batch(backend: Backend, requests: Sequence[Request], batch: list[S
             )
         for j, completion in enumerate(completions):
             i = run.first_sample + j
-            records.append(GenerationRecord.from_completion(backend, requests[run.request_index], i, completion,
-                                                            key=keys[run.request_index][i]))
+            records.append(
+                GenerationRecord.from_completion(
+                    backend, requests[run.request_index], i, completion, key=keys[run.request_index][i]
+                )
+            )
     return records
+
 
 def served_model_now(backend) -> str | None:
     """The model the backend's server serves now (`identify_served_model`, which may ask it once); None for a backend
@@ -397,25 +507,30 @@ def served_model_now(backend) -> str | None:
     identify = getattr(backend, "identify_served_model", None)
     return identify() if callable(identify) else None
 
-def reusable_records(backend,  # the backend that would generate them again
-                     stored: dict[str, GenerationRecord],  # records found under the keys of a call
-                     retry_errors: bool = True,  # an error is not reusable (it is generated again)
-                    ) -> dict[str, GenerationRecord]:
+
+def reusable_records(
+    backend,  # the backend that would generate them again
+    stored: dict[str, GenerationRecord],  # records found under the keys of a call
+    retry_errors: bool = True,  # an error is not reusable (it is generated again)
+) -> dict[str, GenerationRecord]:
     """The stored records a call may return instead of generating: not errors (with `retry_errors`), and answered by
     the model the backend's server reports serving now (None = None for backends that report none)."""
     kept = {k: r for k, r in stored.items() if not (retry_errors and r.status == "error")}
     answers = [r for r in kept.values() if r.status != "error"]
-    if not answers: return kept  # nothing to judge: the server is not asked
+    if not answers:
+        return kept  # nothing to judge: the server is not asked
     now = served_model_now(backend)
     return {k: r for k, r in kept.items() if r.status == "error" or r.served_model == now}
 
-def generate_cached(backend: Backend,  # any Backend: its identity is part of every key
-                    requests: Sequence[Request],  # the requests, with any n
-                    store: GenerationStore,  # where raw generations are kept
-                    batch_size: int = 8,  # samples per backend call (a kill loses at most one batch)
-                    retry_errors: bool = True,  # generate stored `error` samples again
-                    progress: bool = True,  # show a tqdm bar over the missing samples
-                   ) -> list[list[Completion]]:
+
+def generate_cached(
+    backend: Backend,  # any Backend: its identity is part of every key
+    requests: Sequence[Request],  # the requests, with any n
+    store: GenerationStore,  # where raw generations are kept
+    batch_size: int = 8,  # samples per backend call (a kill loses at most one batch)
+    retry_errors: bool = True,  # generate stored `error` samples again
+    progress: bool = True,  # show a tqdm bar over the missing samples
+) -> list[list[Completion]]:
     """Like `backend.generate(requests)`, but every sample is looked up in `store` first and stored as soon as it is
     made."""
     requests = list(requests)
@@ -446,7 +561,8 @@ def generate_cached(backend: Backend,  # any Backend: its identity is part of ev
             bar.update(len(records))
     final = store.get_many(k for ks in keys for k in ks)
     lost = [k for ks in keys for k in ks if k not in final]
-    if lost: raise RuntimeError(f"{len(lost)} samples are missing from {store.path} after generation")
+    if lost:
+        raise RuntimeError(f"{len(lost)} samples are missing from {store.path} after generation")
     result = [[final[k].to_completion() for k in ks] for ks in keys]
     stats.errors = sum(c.status == "error" for cs in result for c in cs)
     store.last_stats = stats

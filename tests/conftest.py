@@ -14,6 +14,7 @@ marked `xdist_group("slice")` so that they sit on the worker that builds it whil
 
 Without vLLM its tests skip (vLLM is an optional extra), except under `make test-vllm`, which sets
 REASONING_STUDY_REQUIRE_VLLM=1 so that a broken CPU build fails loudly instead of skipping."""
+
 import importlib.util
 import json
 import os
@@ -34,24 +35,33 @@ REQUIRE_VLLM = os.environ.get("REASONING_STUDY_REQUIRE_VLLM") == "1"
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: a papermill run, a sweep, a server, a fresh venv or the embedded model generating "
-                                       "(left out of `make test-fast`)")
+    config.addinivalue_line(
+        "markers",
+        "slow: a papermill run, a sweep, a server, a fresh venv or the embedded model generating "
+        "(left out of `make test-fast`)",
+    )
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Under `--dist loadgroup` a worker's grouped tests must carry xdist's group suffix in their node ids: where it is
     lost (pytest 9.2 node ids, pytest-xdist#1386) the groups silently spread over both workers, and one waits for the other."""
-    if not getattr(config.option, "loadgroup", False): return
+    if not getattr(config.option, "loadgroup", False):
+        return
     lost = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
-    if lost: raise pytest.UsageError(f"--dist loadgroup does not group here (pytest {pytest.__version__}; pytest-xdist#1386): "
-                                     f"{lost[0]} has no group in its node id. Install pytest<9.2 (settings.ini's dev layer).")
+    if lost:
+        raise pytest.UsageError(
+            f"--dist loadgroup does not group here (pytest {pytest.__version__}; pytest-xdist#1386): "
+            f"{lost[0]} has no group in its node id. Install pytest<9.2 (settings.ini's dev layer)."
+        )
 
 
 def need_vllm():
     "Skip (or, under `make test-vllm`, fail) when vLLM cannot be imported."
-    if HAVE_VLLM: return
-    if REQUIRE_VLLM: pytest.fail("REASONING_STUDY_REQUIRE_VLLM=1 but vLLM is not importable in this environment")
+    if HAVE_VLLM:
+        return
+    if REQUIRE_VLLM:
+        pytest.fail("REASONING_STUDY_REQUIRE_VLLM=1 but vLLM is not importable in this environment")
     pytest.skip("vLLM is not installed (an optional extra; `make test-vllm` runs these tests with its CPU build)")
 
 
@@ -90,48 +100,86 @@ def once_per_run(tmp_path_factory, name: str, build) -> Path:
     """`build(folder)` run once per pytest run, whichever worker asks first; the others wait on a file lock and read the
     folder. A build that failed is not tried again: its error is raised wherever the folder is asked for."""
     from filelock import FileLock
+
     folder = shared_folder(tmp_path_factory) / name
     with FileLock(str(folder) + ".lock"):
         done, failed = folder.with_suffix(".done"), folder.with_suffix(".failed")
         if not (done.is_file() or failed.is_file()):
-            try: build(folder)
+            try:
+                build(folder)
             except BaseException as e:
                 failed.write_text(f"{type(e).__name__}: {e}")
                 raise
             done.touch()
-    if failed.is_file(): pytest.fail(f"the shared {name} could not be built (see the first test that asked for it): {failed.read_text()[-3000:]}")
+    if failed.is_file():
+        pytest.fail(
+            f"the shared {name} could not be built (see the first test that asked for it): {failed.read_text()[-3000:]}"
+        )
     return folder
 
 
 def papermill_command(notebook: Path, output: Path, params: dict) -> list[str]:
     "papermill on an experiment notebook with `nbs/` as its working directory, each parameter as YAML."
-    args = [str(Path(sys.executable).parent / "papermill"), str(notebook), str(output), "--cwd", str(ROOT / "nbs"), "-k", "python3"]
+    args = [
+        str(Path(sys.executable).parent / "papermill"),
+        str(notebook),
+        str(output),
+        "--cwd",
+        str(ROOT / "nbs"),
+        "-k",
+        "python3",
+    ]
     return args + [a for name, value in params.items() for a in ("-y", json.dumps({name: value}))]
 
 
 @dataclass(frozen=True)
 class SliceSweep:
     "The slice sweep's folder, with its run folders by cell and its compiled report."
+
     folder: Path
 
     @property
-    def report(self) -> Path: return self.folder / "report"
+    def report(self) -> Path:
+        return self.folder / "report"
 
-    def run(self, cell: str) -> Path: return self.folder / cell
+    def run(self, cell: str) -> Path:
+        return self.folder / cell
 
     def rerun(self, cell: str, into: Path, timeout: float = 900) -> subprocess.CompletedProcess:
         "The cell's notebook again with its parameters, on a copy of its run folder at `into` (the shared one is never written)."
         shutil.copytree(self.run(cell), into)
-        notebook = ROOT / "nbs" / "experiments" / f"{json.loads((into / 'sweep_cell.json').read_text())['notebook']}.ipynb"
-        return subprocess.run(papermill_command(notebook, into.parent / f"{into.name}.ipynb", {**CELL_PARAMETERS[cell], "out_dir": str(into)}),
-                              cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        notebook = (
+            ROOT / "nbs" / "experiments" / f"{json.loads((into / 'sweep_cell.json').read_text())['notebook']}.ipynb"
+        )
+        return subprocess.run(
+            papermill_command(
+                notebook, into.parent / f"{into.name}.ipynb", {**CELL_PARAMETERS[cell], "out_dir": str(into)}
+            ),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
 
 def run_slice(folder: Path):
     folder.mkdir(parents=True)
     (folder / "slice.yaml").write_text(SLICE)
-    done = subprocess.run([sys.executable, "-m", "reasoning_study.cli", str(folder / "slice.yaml"), "--out", str(folder / "outputs"),
-                           "--report"], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "reasoning_study.cli",
+            str(folder / "slice.yaml"),
+            "--out",
+            str(folder / "outputs"),
+            "--report",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
 
 
@@ -143,21 +191,29 @@ def slice_sweep(tmp_path_factory) -> SliceSweep:
 
 # --- vLLM -------------------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def vllm_engine():
     "The vLLM backend on the embedded SmolLM2: on CPU float32 (comparable token for token) and eager (no 3-min compile)."
     need_vllm()
     import torch
-    from reasoning_study.backends.presets import load_backend, ModelPreset
+
+    from reasoning_study.backends.presets import ModelPreset, load_backend
     from reasoning_study.backends.request import SamplingParams
+
     precision = dict(batch_invariant=True) if torch.cuda.is_available() else dict(dtype="float32", enforce_eager=True)
-    preset = ModelPreset("smollm2-vllm", "embedded:SmolLM2-135M-Instruct", "vllm", "never", SamplingParams(max_tokens=32))
+    preset = ModelPreset(
+        "smollm2-vllm", "embedded:SmolLM2-135M-Instruct", "vllm", "never", SamplingParams(max_tokens=32)
+    )
     yield load_backend(preset, max_model_len=2048, gpu_memory_utilization=0.3, **precision)
     # shut the engine down while pytest still captures output (its exit logging otherwise hits closed streams)
     import gc
+
     from reasoning_study.backends import vllm
+
     for llm in vllm._ENGINES.values():
         shutdown = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
-        if hasattr(shutdown, "shutdown"): shutdown.shutdown()
+        if hasattr(shutdown, "shutdown"):
+            shutdown.shutdown()
     vllm._ENGINES.clear()
     gc.collect()

@@ -1,6 +1,7 @@
 """Tests of `reasoning_study.probing.answers`: the rule cascade, verification with the real math-verify on
 many hand-written cases, thread and timeout safety, and the LLM fallback (scripted replies for the pure
 logic, the real embedded model for one end-to-end extraction through the generation store)."""
+
 import os
 import threading
 import time
@@ -8,9 +9,17 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from reasoning_study.backends.request import make_completion, SamplingParams
-from reasoning_study.probing.answers import (EXTRACTOR_SAMPLING, Extraction, extract_answers, extract_by_rules,
-                                             extractor_request, parse_extractor_reply, predicted_letter, verify)
+from reasoning_study.backends.request import SamplingParams, make_completion
+from reasoning_study.probing.answers import (
+    EXTRACTOR_SAMPLING,
+    Extraction,
+    extract_answers,
+    extract_by_rules,
+    extractor_request,
+    parse_extractor_reply,
+    predicted_letter,
+    verify,
+)
 from reasoning_study.prompts.overthinking import ANSWER_LEAD, termination_suffix
 from reasoning_study.store import GenerationStore
 from reasoning_study.tasks.qa import QAItem, choice_item, load_benchmark
@@ -22,22 +31,62 @@ def ff(gold: str) -> QAItem:
 
 PLANETS = choice_item("t/planets", "t", "Which planet is largest?", ["Mars", "Jupiter", "Venus", "Earth"], "B")
 HALVES = choice_item("t/halves", "t", "Half of one?", ["1/3", "1/2", "2", "\\sqrt{2}"], "B")
-IN_IMAGE = QAItem("t/image", "t", "<image1> Which shape is next?", "D", "mc", None, "D", image="x.png", metadata={"n_options": 5})
+IN_IMAGE = QAItem(
+    "t/image", "t", "<image1> Which shape is next?", "D", "mc", None, "D", image="x.png", metadata={"n_options": 5}
+)
 
 # --- free-form verification with math-verify ------------------------------------------------------
 
 EQUAL = [
-    ("239", "239"), ("1/2", "0.5"), ("1/2", "\\frac12"), ("1/2", "\\frac{1}{2}"), ("1/2", "\\boxed{\\frac12}"),
-    ("0.5", "1/2"), ("1/2", "$\\frac{1}{2}$"), ("1/2", "2/4"), ("\\frac{3}{4}", "0.75"), ("2^997", "2^{997}"),
-    ("5", "5."), ("1.2", "1.20"), ("12", "12.0"), ("1000", "1,000"), ("-3", "-3"), ("65^\\circ", "65"), ("65", "65^\\circ"),
-    ("\\sqrt{2}/2", "\\frac{\\sqrt2}{2}"), ("2\\sqrt{3}", "\\sqrt{12}"), ("\\pi", "3.14159265"), ("x^2-1", "(x-1)(x+1)"),
-    ("y=2x+1", "2x+1"), ("x=3", "3"), ("(1,2]", "(1,2]"), ("\\{1,2\\}", "\\{2,1\\}"), ("1176470588235294", "1176470588235294"),
-    ("10", "10\\text{ cm}"), ("100", "100\\%"), ("herring", "Herring"), ("Yes", "yes"), ("2/3", "\\dfrac{2}{3}"),
+    ("239", "239"),
+    ("1/2", "0.5"),
+    ("1/2", "\\frac12"),
+    ("1/2", "\\frac{1}{2}"),
+    ("1/2", "\\boxed{\\frac12}"),
+    ("0.5", "1/2"),
+    ("1/2", "$\\frac{1}{2}$"),
+    ("1/2", "2/4"),
+    ("\\frac{3}{4}", "0.75"),
+    ("2^997", "2^{997}"),
+    ("5", "5."),
+    ("1.2", "1.20"),
+    ("12", "12.0"),
+    ("1000", "1,000"),
+    ("-3", "-3"),
+    ("65^\\circ", "65"),
+    ("65", "65^\\circ"),
+    ("\\sqrt{2}/2", "\\frac{\\sqrt2}{2}"),
+    ("2\\sqrt{3}", "\\sqrt{12}"),
+    ("\\pi", "3.14159265"),
+    ("x^2-1", "(x-1)(x+1)"),
+    ("y=2x+1", "2x+1"),
+    ("x=3", "3"),
+    ("(1,2]", "(1,2]"),
+    ("\\{1,2\\}", "\\{2,1\\}"),
+    ("1176470588235294", "1176470588235294"),
+    ("10", "10\\text{ cm}"),
+    ("100", "100\\%"),
+    ("herring", "Herring"),
+    ("Yes", "yes"),
+    ("2/3", "\\dfrac{2}{3}"),
 ]
 DIFFERENT = [
-    ("12", "1"), ("1", "12"), ("12", "123"), ("-4", "4"), ("3.14", "3.14159"), ("2/3", "0.6667"), ("(1,2]", "(1,2)"),
-    ("5", "five"), ("12", "12 or 13"), ("herring", "herrnig"), ("herring", "herrings"), ("Yes", "No"), ("0", "O"),
-    ("1/2", "1/3"), ("2^997", "2"), ("x^2-1", "x^2+1"),
+    ("12", "1"),
+    ("1", "12"),
+    ("12", "123"),
+    ("-4", "4"),
+    ("3.14", "3.14159"),
+    ("2/3", "0.6667"),
+    ("(1,2]", "(1,2)"),
+    ("5", "five"),
+    ("12", "12 or 13"),
+    ("herring", "herrnig"),
+    ("herring", "herrings"),
+    ("Yes", "No"),
+    ("0", "O"),
+    ("1/2", "1/3"),
+    ("2^997", "2"),
+    ("x^2-1", "x^2+1"),
 ]
 
 
@@ -65,8 +114,29 @@ def test_no_substring_matching():
 
 # --- multiple choice -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("prediction", ["B", "b", "(B)", "(b)", "B.", "B)", "B: Jupiter", "B. Jupiter", "(B) Jupiter",
-                                        "Option B", "option (B)", "Jupiter", "jupiter.", "  JUPITER ", "\\text{B}", "$B$", "**B**"])
+
+@pytest.mark.parametrize(
+    "prediction",
+    [
+        "B",
+        "b",
+        "(B)",
+        "(b)",
+        "B.",
+        "B)",
+        "B: Jupiter",
+        "B. Jupiter",
+        "(B) Jupiter",
+        "Option B",
+        "option (B)",
+        "Jupiter",
+        "jupiter.",
+        "  JUPITER ",
+        "\\text{B}",
+        "$B$",
+        "**B**",
+    ],
+)
 def test_choice_named_by_letter_or_text(prediction):
     assert predicted_letter(prediction, PLANETS) == "B" and verify(prediction, PLANETS)
 
@@ -77,7 +147,13 @@ def test_choice_wrong_or_unnamed(prediction):
 
 
 def test_choice_by_equal_math_value():
-    assert [predicted_letter(p, HALVES) for p in ("0.5", "\\frac{1}{2}", "2/4", "1.41421356", "2.0")] == ["B", "B", "B", "D", "C"]
+    assert [predicted_letter(p, HALVES) for p in ("0.5", "\\frac{1}{2}", "2/4", "1.41421356", "2.0")] == [
+        "B",
+        "B",
+        "B",
+        "D",
+        "C",
+    ]
     assert verify("0.5", HALVES) and not verify("0.3333", HALVES)
 
 
@@ -90,10 +166,12 @@ def test_choice_letters_only_in_image():
 def test_offline_sets_verify_their_own_gold():
     for item in load_benchmark("champ") + load_benchmark("mmlu-sample"):
         assert verify(item.answer, item), item.id
-        if item.format == "mc": assert verify(item.answer_letter, item) and verify(f"({item.answer_letter})", item)
+        if item.format == "mc":
+            assert verify(item.answer_letter, item) and verify(f"({item.answer_letter})", item)
 
 
 # --- thread and timeout safety ---------------------------------------------------------------------
+
 
 def test_verification_in_worker_threads_matches_main_thread():
     cases = [(p, ff(g)) for g, p in EQUAL[:12] + DIFFERENT[:8]] + [("0.5", HALVES), ("A", HALVES)]
@@ -109,7 +187,8 @@ def test_runaway_expressions_are_cut_off_in_any_thread():
     assert not verify(tower, ff("1"))  # main thread: math-verify's alarm
     outcome = []
     worker = threading.Thread(target=lambda: outcome.append(verify(tower, ff("1"))))
-    worker.start(); worker.join(60)
+    worker.start()
+    worker.join(60)
     assert outcome == [False] and not worker.is_alive()  # elsewhere: the helper process
     assert time.monotonic() - started < 60
     assert not verify("1" * 1000, ff("1"))  # too long to parse
@@ -138,16 +217,23 @@ def test_rules_read_standard_forms(text, item, expected):
     assert extract_by_rules(text, item) == expected
 
 
-@pytest.mark.parametrize("text,item", [
-    ("I am still thinking.", ff("1")),
-    ("B", ff("1")),  # a bare letter is an answer only for multiple choice
-    ("E", PLANETS),  # not one of the four letters
-    ("We are getting closer to the final answer step by step.", ff("1")),
-    ("What the answer is, I cannot say yet.", ff("1")),
-    ("\\boxed{}", ff("1")),
-    ("\\boxed{4} hmm, so the value is \\boxed{5 because", ff("5")),  # a box left open: no guessing from earlier boxes
-    ("", ff("1")), (None, ff("1")),
-])
+@pytest.mark.parametrize(
+    "text,item",
+    [
+        ("I am still thinking.", ff("1")),
+        ("B", ff("1")),  # a bare letter is an answer only for multiple choice
+        ("E", PLANETS),  # not one of the four letters
+        ("We are getting closer to the final answer step by step.", ff("1")),
+        ("What the answer is, I cannot say yet.", ff("1")),
+        ("\\boxed{}", ff("1")),
+        (
+            "\\boxed{4} hmm, so the value is \\boxed{5 because",
+            ff("5"),
+        ),  # a box left open: no guessing from earlier boxes
+        ("", ff("1")),
+        (None, ff("1")),
+    ],
+)
 def test_rules_read_nothing(text, item):
     assert extract_by_rules(text, item) is None
 
@@ -164,8 +250,10 @@ def test_probe_continuations_through_the_termination_suffix():
 
 # --- the LLM fallback ------------------------------------------------------------------------------
 
+
 class Scripted:
     "A stand-in extractor: replies keyed by the text inside the request (pure-logic tests only)."
+
     name, model_id, revision = "scripted", "scripted-extractor", "v1"
 
     def __init__(self, replies):
@@ -176,7 +264,9 @@ class Scripted:
         out = []
         for r in requests:
             reply = next(v for k, v in self.replies.items() if k in r.messages[-1]["content"])
-            out.append([make_completion("", "error", error="server down") if reply is None else make_completion(reply, "stop")])
+            out.append(
+                [make_completion("", "error", error="server down") if reply is None else make_completion(reply, "stop")]
+            )
         return out
 
 
@@ -185,8 +275,15 @@ def test_rules_first_then_one_batch_for_the_extractor():
     texts = ["So \\boxed{7}.", "I count forty-two.", "no idea at all", "crash", "it is the largest gas giant", "", None]
     items = [ff("7"), ff("42"), ff("1"), ff("1"), PLANETS, ff("1"), ff("1")]
     out = extract_answers(texts, items, extractor_backend=backend)
-    assert [(e.answer, e.method) for e in out] == [("7", "rules"), ("42", "llm"), (None, "none"), (None, "none"),
-                                                   ("(B) Jupiter", "llm"), (None, "none"), (None, "none")]
+    assert [(e.answer, e.method) for e in out] == [
+        ("7", "rules"),
+        ("42", "llm"),
+        (None, "none"),
+        (None, "none"),
+        ("(B) Jupiter", "llm"),
+        (None, "none"),
+        (None, "none"),
+    ]
     assert out[2].error == "the extractor found no answer" and out[3].error == "server down"
     assert len(backend.requests) == 4  # only the unread, non-empty texts reach the extractor
     assert [verify(e.answer, i) for e, i in zip(out, items)] == [True, True, False, False, True, False, False]
@@ -200,9 +297,20 @@ def test_extractor_request_sees_question_and_options():
     assert request.thinking is False and request.sampling == EXTRACTOR_SAMPLING
 
 
-@pytest.mark.parametrize("reply,expected", [("42", "42"), ("  $\\frac{1}{2}$\n", "\\frac{1}{2}"), ("Answer: B", "B"),
-                                            ("\\boxed{9}", "9"), ("NONE", None), ("None.", None), ("", None), (None, None),
-                                            ("<think>hmm</think>17", "17")])
+@pytest.mark.parametrize(
+    "reply,expected",
+    [
+        ("42", "42"),
+        ("  $\\frac{1}{2}$\n", "\\frac{1}{2}"),
+        ("Answer: B", "B"),
+        ("\\boxed{9}", "9"),
+        ("NONE", None),
+        ("None.", None),
+        ("", None),
+        (None, None),
+        ("<think>hmm</think>17", "17"),
+    ],
+)
 def test_parse_extractor_reply(reply, expected):
     assert parse_extractor_reply(reply, ff("1")) == expected
 
@@ -214,20 +322,26 @@ def test_extractor_letter_outside_the_options_is_no_answer():
 def test_rules_only_without_backend():
     out = extract_answers(["no answer here"], [ff("1")])
     assert out == [Extraction(None, "none")]
-    with pytest.raises(ValueError, match="2 texts but 1 items"): extract_answers(["a", "b"], [ff("1")])
+    with pytest.raises(ValueError, match="2 texts but 1 items"):
+        extract_answers(["a", "b"], [ff("1")])
 
 
 @pytest.fixture(scope="module")
 def embedded():
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from reasoning_study.backends.presets import load_backend
+
     return load_backend("smollm2-135m")
 
 
 @pytest.mark.slow
 def test_embedded_model_as_extractor_through_the_store(embedded, tmp_path):
     items = [ff("42"), PLANETS, ff("1")]
-    texts = ["I have 40 apples and buy 2 more, so I hold forty-two apples.", "Jupiter is by far the biggest of them.", "\\boxed{1}"]
+    texts = [
+        "I have 40 apples and buy 2 more, so I hold forty-two apples.",
+        "Jupiter is by far the biggest of them.",
+        "\\boxed{1}",
+    ]
     store = GenerationStore(tmp_path / "extract.sqlite")
     sampling = SamplingParams(max_tokens=12, stop=("\n\n",))
     first = extract_answers(texts, items, extractor_backend=embedded, store=store, sampling=sampling)
@@ -242,29 +356,40 @@ def test_embedded_model_as_extractor_through_the_store(embedded, tmp_path):
 
 def _compare_in_a_thread(result):
     import threading
+
     from reasoning_study.probing.answers import math_equal
+
     def compare():
-        try: result.put(math_equal("1/2", "0.5"))
-        except Exception as e: result.put(repr(e))
+        try:
+            result.put(math_equal("1/2", "0.5"))
+        except Exception as e:
+            result.put(repr(e))
+
     t = threading.Thread(target=compare)
-    t.start(); t.join()
+    t.start()
+    t.join()
 
 
 def test_thread_comparisons_never_keep_a_forked_worker_from_exiting():
     "The helper process is a daemon: a forked worker (as nbdev_test's) that used it exits instead of hanging."
     import multiprocessing as mp
+
     result = mp.get_context("fork").Queue()
     worker = mp.get_context("fork").Process(target=_compare_in_a_thread, args=(result,))
-    worker.start(); worker.join(120)
+    worker.start()
+    worker.join(120)
     alive = worker.is_alive()
-    if alive: worker.kill()
+    if alive:
+        worker.kill()
     assert not alive and worker.exitcode == 0
     assert result.get(timeout=5) is True
 
 
 class CountingExtractor:
     "An extractor stand-in that answers 7 to every request and counts them."
-    def __init__(self): self.asked = 0
+
+    def __init__(self):
+        self.asked = 0
 
     def generate(self, requests):
         self.asked += len(requests)

@@ -2,11 +2,12 @@
 
 A local OpenAI-compatible server on 127.0.0.1 answers a scripted list of (status, headers), then 200; the delays
 are tenths of a second so that the tests are fast, and the waits are read from when the requests arrived."""
+
 import time
 
 from local_server import LocalServer, chat_reply
 
-from reasoning_study.backends.presets import load_backend, ModelPreset
+from reasoning_study.backends.presets import ModelPreset, load_backend
 from reasoning_study.backends.request import chat
 
 
@@ -29,8 +30,9 @@ class RateLimitedServer(LocalServer):
 
 
 def backend_for(server, **options):
-    return load_backend(ModelPreset("limited", "some-model", "openai"), base_url=server.base_url,
-                        retry_base_delay=0.01, **options)
+    return load_backend(
+        ModelPreset("limited", "some-model", "openai"), base_url=server.base_url, retry_base_delay=0.01, **options
+    )
 
 
 def test_retry_after_is_honoured_beyond_the_backoff_cap():

@@ -3,11 +3,12 @@
 A provider alias (`deepseek-reasoner`, `gpt-4o-mini`) can be repointed to another model at any time. A local
 OpenAI-compatible server on 127.0.0.1 stands in for such a provider: every reply names the model behind the alias
 (`model`) and a `system_fingerprint`, and the test repoints the alias between two runs on one store."""
+
 import pytest
 from local_server import LocalServer, chat_reply
 
-from reasoning_study.backends.presets import load_backend, ModelPreset
-from reasoning_study.backends.request import chat, SamplingParams
+from reasoning_study.backends.presets import ModelPreset, load_backend
+from reasoning_study.backends.request import SamplingParams, chat
 from reasoning_study.provenance import finish_record, start_record
 from reasoning_study.store import GenerationStore, generate_cached
 
@@ -28,8 +29,12 @@ class AliasServer(LocalServer):
 
 def alias_backend(server):
     "A fresh backend on the alias (a new run: it knows nothing of the server yet)."
-    return load_backend(ModelPreset("alias", "provider-alias", "openai", "never"), base_url=server.base_url,
-                        retry_base_delay=0.01, max_concurrency=1)
+    return load_backend(
+        ModelPreset("alias", "provider-alias", "openai", "never"),
+        base_url=server.base_url,
+        retry_base_delay=0.01,
+        max_concurrency=1,
+    )
 
 
 QUESTION = [chat("What is 2+2?", sampling=SamplingParams(temperature=0.7, max_tokens=16, seed=1))]
@@ -38,7 +43,11 @@ QUESTION = [chat("What is 2+2?", sampling=SamplingParams(temperature=0.7, max_to
 def test_each_completion_names_the_model_that_answered():
     with AliasServer("model-2024-07-18") as server:
         [[c]] = alias_backend(server).generate(QUESTION)
-    assert (c.served_model, c.system_fingerprint, c.text) == ("model-2024-07-18", "fp_model-2024-07-18", "answer of model-2024-07-18")
+    assert (c.served_model, c.system_fingerprint, c.text) == (
+        "model-2024-07-18",
+        "fp_model-2024-07-18",
+        "answer of model-2024-07-18",
+    )
 
 
 def test_a_stored_answer_is_reused_only_for_the_same_reported_model(tmp_path):
@@ -52,7 +61,8 @@ def test_a_stored_answer_is_reused_only_for_the_same_reported_model(tmp_path):
         [[again]] = generate_cached(first, QUESTION, store, progress=False)  # the same run: the model is known
         assert again.text == made.text and len(server.bodies) == 1 and store.last_stats.cached == 1
 
-        unchanged = alias_backend(server)  # a later run, the alias unchanged: one identifying request, the answer reused
+        # a later run, the alias unchanged: one identifying request, the answer reused
+        unchanged = alias_backend(server)
         [[reused]] = generate_cached(unchanged, QUESTION, store, progress=False)
         assert reused.text == "answer of model-2024-07-18" and store.last_stats.cached == 1
         [identify] = server.bodies[1:]
@@ -73,9 +83,19 @@ def test_run_json_names_the_reported_models():
         server.model = "model-2025-04-14"
         backend.generate(QUESTION)
     record = finish_record(start_record("musobench", {"x": 1}), {"model": backend})
-    assert record["served_models"] == {"model": [{"model": "model-2024-07-18", "system_fingerprint": "fp_model-2024-07-18"},
-                                                 {"model": "model-2025-04-14", "system_fingerprint": "fp_model-2025-04-14"}]}
-    assert set(record["backends"]["model"]) == {"backend", "model", "revision", "dtype", "device"}  # describe() unchanged
+    assert record["served_models"] == {
+        "model": [
+            {"model": "model-2024-07-18", "system_fingerprint": "fp_model-2024-07-18"},
+            {"model": "model-2025-04-14", "system_fingerprint": "fp_model-2025-04-14"},
+        ]
+    }
+    assert set(record["backends"]["model"]) == {
+        "backend",
+        "model",
+        "revision",
+        "dtype",
+        "device",
+    }  # describe() unchanged
 
 
 def test_stage_chunk_keeps_the_server_saturated():

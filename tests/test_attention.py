@@ -1,16 +1,18 @@
 """Streamed attention entropies on the real embedded model (SmolLM2-135M-Instruct), checked against attention maps."""
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from reasoning_study.studies.attention import recording as at
-from reasoning_study.metrics import attention as attention_metrics
-from reasoning_study.studies.attention import study as attention_study
 from reasoning_study.backends.presets import get_preset
-from reasoning_study.backends.request import chat, SamplingParams
+from reasoning_study.backends.request import SamplingParams, chat
 from reasoning_study.backends.transformers import from_preset
+from reasoning_study.metrics import attention as attention_metrics
+from reasoning_study.studies.attention import recording as at
+from reasoning_study.studies.attention import study as attention_study
 from reasoning_study.tasks.musobench import build_task
 
 pytestmark = pytest.mark.slow  # the embedded model generates in every test (the recorder's hooks on real attention)
@@ -21,7 +23,8 @@ N_TOKENS = 24
 
 @pytest.fixture(scope="module")
 def backend():
-    return from_preset(get_preset("smollm2-135m").with_options(dtype="float32"))  # float32 on any device: exact comparisons
+    # float32 on any device: exact comparisons
+    return from_preset(get_preset("smollm2-135m").with_options(dtype="float32"))
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +55,21 @@ def test_streamed_entropies_equal_output_attentions_maps(backend, request_, trac
     maps) gives the same tokens and the same entropies, per head and head-averaged, for every layer and step."""
     ids = torch.tensor([trace.prompt_ids], device=backend.device)
     with torch.inference_mode():
-        out = backend.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=N_TOKENS, do_sample=False,
-                                     output_attentions=True, return_dict_in_generate=True, pad_token_id=backend.pad_id)
-    generated = out.sequences[0, len(trace.prompt_ids):].tolist()
-    assert generated[:trace.n_steps] == trace.token_ids
+        out = backend.model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=N_TOKENS,
+            do_sample=False,
+            output_attentions=True,
+            return_dict_in_generate=True,
+            pad_token_id=backend.pad_id,
+        )
+    generated = out.sequences[0, len(trace.prompt_ids) :].tolist()
+    assert generated[: trace.n_steps] == trace.token_ids
     assert len(out.attentions) >= trace.n_steps
     for step in range(trace.n_steps):
-        rows = np.stack([layer[0, :, -1, :].float().cpu().numpy() for layer in out.attentions[step]])  # [layers, heads, keys]
+        # [layers, heads, keys]
+        rows = np.stack([layer[0, :, -1, :].float().cpu().numpy() for layer in out.attentions[step]])
         assert rows.shape[-1] == len(trace.prompt_ids) + step  # the query sees the prompt and the tokens before it
         per_head, averaged = reference_entropies(rows)
         np.testing.assert_allclose(trace.head_entropy[step], per_head, atol=1e-4)
@@ -68,7 +79,10 @@ def test_streamed_entropies_equal_output_attentions_maps(backend, request_, trac
 def test_generation_matches_backend_generate(backend, request_, trace):
     completion = backend.generate([request_])[0][0]
     assert trace.completion.text == completion.text
-    assert (trace.completion.finish_reason, trace.completion.completion_tokens) == (completion.finish_reason, completion.completion_tokens)
+    assert (trace.completion.finish_reason, trace.completion.completion_tokens) == (
+        completion.finish_reason,
+        completion.completion_tokens,
+    )
     assert trace.n_steps == completion.completion_tokens
 
 
@@ -91,8 +105,10 @@ def test_layer_subset_and_replay(backend, trace):
 def test_left_padded_batch_rows_equal_single_rows(implementation):
     """With padding the mask matters: each row's last query must equal the same prompt run alone."""
     backend = from_preset(get_preset("smollm2-135m").with_options(attn_implementation=implementation, dtype="float32"))
-    prompts = [backend.render_prompt_ids(chat("Name two prime numbers.")),
-               backend.render_prompt_ids(chat("Write one sentence about the sea, please, with a colour in it."))]
+    prompts = [
+        backend.render_prompt_ids(chat("Name two prime numbers.")),
+        backend.render_prompt_ids(chat("Write one sentence about the sea, please, with a colour in it.")),
+    ]
     width = max(map(len, prompts))
     ids = torch.tensor([[backend.pad_id] * (width - len(p)) + p for p in prompts], device=backend.device)
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=backend.device)
@@ -124,7 +140,8 @@ def test_recording_context_restores_and_refuses_nesting(backend):
     assert backend.model.config._attn_implementation == "eager"
     with at.recording_attention_entropy(backend.model, at.EntropyRecorder()):
         with pytest.raises(RuntimeError, match="already recording"):
-            with at.recording_attention_entropy(backend.model, at.EntropyRecorder()): pass
+            with at.recording_attention_entropy(backend.model, at.EntropyRecorder()):
+                pass
     assert backend.model.config._attn_implementation == "eager"
     with pytest.raises(NotImplementedError, match="eager or sdpa"):
         at.register_entropy_attention("flash_attention_2")
@@ -151,7 +168,9 @@ def test_study_tables_and_summaries(backend, item):
     assert set(summary.phase.astype(str)) == {"early", "middle", "late", "all"}
     assert (summary.n_runs == 1).all()
     whole = summary[(summary.phase == "all") & (summary.layer == 0) & (summary.paradigm == "short")]["mean"].item()
-    assert whole == pytest.approx(tidy[(tidy.layer == 0) & (tidy.paradigm == "short")][attention_metrics.ENTROPY].mean(), rel=1e-6)
+    assert whole == pytest.approx(
+        tidy[(tidy.layer == 0) & (tidy.paradigm == "short")][attention_metrics.ENTROPY].mean(), rel=1e-6
+    )
     curves = attention_metrics.relative_position_curves(entropies, bins=4)
     assert set(curves.position) == {0.125, 0.375, 0.625, 0.875}
     assert len(attention_metrics.paradigm_difference(curves)) == 2 * 4
@@ -168,15 +187,32 @@ def test_a_thinking_model_sampled_stored_compactly_and_read_back_for_the_figures
     """Qwen3 loops under greedy decoding in thinking mode: the study samples with the preset's (or given) settings, and a run's
     entropies are stored as one row per layer of float32 arrays, which the summaries and Figures 7 and 14 read back."""
     import matplotlib.pyplot as plt
+
     from reasoning_study.figures.attention import plot_entropy_heatmap, plot_entropy_layers
     from reasoning_study.store import GenerationStore
-    sampling = attention_study.preset_sampling("qwen3-8b-overthinking", seed=5)  # Qwen3's thinking sampling: 0.6, 0.95, 20
+
+    # Qwen3's thinking sampling: 0.6, 0.95, 20
+    sampling = attention_study.preset_sampling("qwen3-8b-overthinking", seed=5)
     with GenerationStore(tmp_path / "generations.sqlite") as store:
-        entropies, runs = at.entropy_study(qwen_tiny, [item], max_new_tokens=40, store=store, cache_dir=tmp_path / "entropies",
-                                           sampling=sampling, progress=False)
+        entropies, runs = at.entropy_study(
+            qwen_tiny,
+            [item],
+            max_new_tokens=40,
+            store=store,
+            cache_dir=tmp_path / "entropies",
+            sampling=sampling,
+            progress=False,
+        )
         generated = qwen_tiny.generated_tokens
-        again, _ = at.entropy_study(qwen_tiny, [item], max_new_tokens=40, store=store, cache_dir=tmp_path / "entropies",
-                                    sampling=sampling, progress=False)
+        again, _ = at.entropy_study(
+            qwen_tiny,
+            [item],
+            max_new_tokens=40,
+            store=store,
+            cache_dir=tmp_path / "entropies",
+            sampling=sampling,
+            progress=False,
+        )
     assert qwen_tiny.generated_tokens == generated  # the rerun read both runs back
     assert (runs.temperature == 0.6).all() and (runs.top_k == 20).all() and (runs.seed == 5).all()
     for paradigm, thinking in (("short", False), ("long", True)):
@@ -185,18 +221,29 @@ def test_a_thinking_model_sampled_stored_compactly_and_read_back_for_the_figures
         [[completion]] = qwen_tiny.generate([request])
         assert runs[runs.paradigm == paradigm].text.item() == completion.text  # sampled exactly as the backend samples
     greedy, _ = at.entropy_study(qwen_tiny, [item], ["long"], max_new_tokens=40, progress=False)
-    assert not np.array_equal(greedy[attention_metrics.ENTROPY][0], entropies[entropies.paradigm == "long"][attention_metrics.ENTROPY].iloc[0])  # another run
+    # another run
+    assert not np.array_equal(
+        greedy[attention_metrics.ENTROPY][0], entropies[entropies.paradigm == "long"][attention_metrics.ENTROPY].iloc[0]
+    )
     files = sorted((tmp_path / "entropies").iterdir())
     assert len(files) == 2 and all(f.name.endswith(".entropies.parquet") for f in files)
     back = pd.read_parquet(files[0])
-    assert len(back) == 2 and back["n_heads"].iloc[0] == 4 and back[attention_metrics.ENTROPY].iloc[0].dtype == np.float32  # 2 layers, 4 heads
+    # 2 layers, 4 heads
+    assert (
+        len(back) == 2 and back["n_heads"].iloc[0] == 4 and back[attention_metrics.ENTROPY].iloc[0].dtype == np.float32
+    )
     assert len(back["entropy_per_head"].iloc[0]) == 4 * back["n_steps"].iloc[0]
-    pd.testing.assert_frame_equal(attention_metrics.expand_entropies(again, per_head=True), attention_metrics.expand_entropies(entropies, per_head=True))
+    pd.testing.assert_frame_equal(
+        attention_metrics.expand_entropies(again, per_head=True),
+        attention_metrics.expand_entropies(entropies, per_head=True),
+    )
     # the study folder's entropy.parquet, read back: the curves and the figures
     entropies.to_parquet(tmp_path / "entropy.parquet")
     stored = pd.read_parquet(tmp_path / "entropy.parquet")
     relative = attention_metrics.relative_position_curves(stored, bins=4)
-    pd.testing.assert_frame_equal(relative, attention_metrics.relative_position_curves(attention_metrics.expand_entropies(entropies), bins=4))
+    pd.testing.assert_frame_equal(
+        relative, attention_metrics.relative_position_curves(attention_metrics.expand_entropies(entropies), bins=4)
+    )
     fig7 = plot_entropy_layers(relative, attention_metrics.absolute_step_curves(stored, step_width=8), layers=[0, 1])
     fig14 = plot_entropy_heatmap(relative, attention_metrics.paradigm_difference(relative))
     assert len(fig7.axes) == 4 and fig14.axes[0].images[0].get_array().shape == (2, 4)
@@ -229,34 +276,53 @@ def test_entropy_bounds(heads, keys, seed):
     assert averaged >= per_head.mean() - 1e-5
 
 
-@pytest.mark.parametrize("values, message", [
-    (dict(per_level=0), "'per_level'"),
-    (dict(paradigms=["short", "medium"]), "medium"),
-    (dict(layers=[3, -1]), "layer indices >= 0, got [-1]"),
-    (dict(levels=[]), "'levels' must not be empty"),
-    (dict(top_p=1.5), "'top_p' must be <= 1"),
-    (dict(preset="no-such-model"), "no-such-model"),
-    (dict(max_tokens=8), "did you mean 'max_new_tokens'"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        (dict(per_level=0), "'per_level'"),
+        (dict(paradigms=["short", "medium"]), "medium"),
+        (dict(layers=[3, -1]), "layer indices >= 0, got [-1]"),
+        (dict(levels=[]), "'levels' must not be empty"),
+        (dict(top_p=1.5), "'top_p' must be <= 1"),
+        (dict(preset="no-such-model"), "no-such-model"),
+        (dict(max_tokens=8), "did you mean 'max_new_tokens'"),
+    ],
+)
 def test_attention_config_rejects_bad_values(values, message):
     from reasoning_study.config import ConfigError, config_from
-    with pytest.raises(ConfigError) as e: config_from(attention_study.AttentionConfig, values)
+
+    with pytest.raises(ConfigError) as e:
+        config_from(attention_study.AttentionConfig, values)
     assert message in str(e.value)
 
 
 def test_study_entry_points_and_rescore(backend, tmp_path):
     from reasoning_study.studies.runner import execute
-    cfg = attention_study.AttentionConfig(tasks=["subsetsum"], per_level=1, layers=[0, 15, 29], max_new_tokens=5, bins=2, step_width=2,
-                             resamples=200, out_dir=str(tmp_path))
+
+    cfg = attention_study.AttentionConfig(
+        tasks=["subsetsum"],
+        per_level=1,
+        layers=[0, 15, 29],
+        max_new_tokens=5,
+        bins=2,
+        step_width=2,
+        resamples=200,
+        out_dir=str(tmp_path),
+    )
     done = execute("attention_entropy", cfg, tmp_path, backends=backend)
     raw, written = done.raw, done.written
     assert len(raw["runs"]) == 2 and len(raw["entropies"]) == 2 * 3  # short and long, three layers each
     assert done.record["backends"]["model"]["model"] == backend.model_id and done.record["counts"] == {"runs": 2}
-    assert (tmp_path / "figures" / "fig7_attention_entropy_layers.png").is_file() and "fig14_attention_entropy_grid" in written
+    assert (
+        tmp_path / "figures" / "fig7_attention_entropy_layers.png"
+    ).is_file() and "fig14_attention_entropy_grid" in written
     again = attention_study.rescore(tmp_path)
-    for name, file in attention_study.RESULT_FILES.items(): pd.testing.assert_frame_equal(again[name], pd.read_parquet(tmp_path / file))
+    for name, file in attention_study.RESULT_FILES.items():
+        pd.testing.assert_frame_equal(again[name], pd.read_parquet(tmp_path / file))
     from reasoning_study.cli import rescore_folder
-    assert rescore_folder(tmp_path, check=True) == dict.fromkeys(attention_study.RESULT_FILES, "unchanged")  # rs-rescore --check: the declared files
+
+    # rs-rescore --check: the declared files
+    assert rescore_folder(tmp_path, check=True) == dict.fromkeys(attention_study.RESULT_FILES, "unchanged")
     assert list(attention_study.per_layer_means(again["summary"]).index) == [0, 15, 29]
     # every mean has its interval columns (one run per paradigm here: no interval, and the report says so)
     summary, comparisons = again["summary"], again["comparisons"]
@@ -266,4 +332,5 @@ def test_study_entry_points_and_rescore(backend, tmp_path):
     assert len(comparisons) == 3 * 4 and (comparisons["n_units"] == 1).all()  # layers x (three phases and all), paired
     markdown = (tmp_path / "summary_layer_phase.md").read_text()
     assert "[n/a]" in markdown and "Intervals over fewer than 10 runs say little" in markdown, markdown
-    with pytest.raises(FileNotFoundError, match="not a finished attention-entropy run"): attention_study.rescore(tmp_path / "figures")
+    with pytest.raises(FileNotFoundError, match="not a finished attention-entropy run"):
+        attention_study.rescore(tmp_path / "figures")

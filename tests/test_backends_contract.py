@@ -2,44 +2,101 @@
 `describe()` on every backend, the token-level protocol, and one preset per model (point 8).
 
 The expectations are written out by hand: each set is what the backend's notebook says it does."""
+
 from types import SimpleNamespace
 
 import pytest
 
-from reasoning_study.backends.contract import (Backend, CAPABILITIES, capabilities_of, describe_backend,
-                                               DESCRIBE_KEYS, MissingCapability, require, stage_batch_size, supports,
-                                               TokenBackend)
-from reasoning_study.backends.presets import (check_backend_options, get_preset, load_backend, ModelPreset,
-                                              PRESET_ALIASES, PRESETS)
+from reasoning_study.backends.contract import (
+    CAPABILITIES,
+    DESCRIBE_KEYS,
+    Backend,
+    MissingCapability,
+    TokenBackend,
+    capabilities_of,
+    describe_backend,
+    require,
+    stage_batch_size,
+    supports,
+)
+from reasoning_study.backends.presets import (
+    PRESET_ALIASES,
+    PRESETS,
+    ModelPreset,
+    check_backend_options,
+    get_preset,
+    load_backend,
+)
 
 
 def test_the_capability_names():
-    assert set(CAPABILITIES) == {"token_prompts", "tokenizer", "kv_reuse", "prefill", "response_schema", "images", "logprobs",
-                                 "continuous_batching"}
+    assert set(CAPABILITIES) == {
+        "token_prompts",
+        "tokenizer",
+        "kv_reuse",
+        "prefill",
+        "response_schema",
+        "images",
+        "logprobs",
+        "continuous_batching",
+    }
     assert DESCRIBE_KEYS == ("backend", "model", "revision", "dtype", "device")
 
 
 def test_capabilities_of_the_local_backends():
     from reasoning_study.backends.transformers import TransformersBackend
-    from reasoning_study.backends.vllm import VllmBackend  # importable without vLLM: it is imported when an engine starts
+
+    # importable without vLLM: it is imported when an engine starts
+    from reasoning_study.backends.vllm import VllmBackend
+
     assert TransformersBackend.capabilities == {"token_prompts", "tokenizer", "kv_reuse", "prefill", "logprobs"}
-    assert VllmBackend.capabilities == {"token_prompts", "tokenizer", "prefill", "images", "response_schema", "continuous_batching",
-                                        "logprobs"}
+    assert VllmBackend.capabilities == {
+        "token_prompts",
+        "tokenizer",
+        "prefill",
+        "images",
+        "response_schema",
+        "continuous_batching",
+        "logprobs",
+    }
 
 
-@pytest.mark.parametrize("preset, mode, expected", [
-    ("o4-mini", "continue", {"images", "response_schema", "continuous_batching"}),  # a hosted API: no token prompts
-    ("deepseek-r1", "prefix", {"images", "response_schema", "continuous_batching", "prefill"}),  # DeepSeek's prefix mode continues
-    (ModelPreset("served", "my-model", "openai"), "continue", {"images", "response_schema", "continuous_batching", "token_prompts", "logprobs"}),
-    (ModelPreset("served", "my-model", "openai"), "tokens", {"images", "response_schema", "continuous_batching", "token_prompts", "prefill",
-                                                            "logprobs"}),
-    ("deepseek-v3", "continue", {"images", "response_schema", "continuous_batching", "logprobs"}),  # deepseek-chat returns them
-])
+@pytest.mark.parametrize(
+    "preset, mode, expected",
+    [
+        ("o4-mini", "continue", {"images", "response_schema", "continuous_batching"}),  # a hosted API: no token prompts
+        (
+            "deepseek-r1",
+            "prefix",
+            {"images", "response_schema", "continuous_batching", "prefill"},
+        ),  # DeepSeek's prefix mode continues
+        (
+            ModelPreset("served", "my-model", "openai"),
+            "continue",
+            {"images", "response_schema", "continuous_batching", "token_prompts", "logprobs"},
+        ),
+        (
+            ModelPreset("served", "my-model", "openai"),
+            "tokens",
+            {"images", "response_schema", "continuous_batching", "token_prompts", "prefill", "logprobs"},
+        ),
+        (
+            "deepseek-v3",
+            "continue",
+            {"images", "response_schema", "continuous_batching", "logprobs"},
+        ),  # deepseek-chat returns them
+    ],
+)
 def test_capabilities_of_the_openai_backend_follow_its_server_and_mode(preset, mode, expected):
     backend = load_backend(preset, base_url="http://127.0.0.1:9/v1", prefill_mode=mode, api_key_env="")
     assert backend.capabilities == expected and backend.continues_prefill == ("prefill" in expected)
-    assert backend.describe() == {"backend": "openai", "model": get_preset(preset).model_id, "revision": "main", "dtype": None,
-                                  "device": "http://127.0.0.1:9/v1"}
+    assert backend.describe() == {
+        "backend": "openai",
+        "model": get_preset(preset).model_id,
+        "revision": "main",
+        "dtype": None,
+        "device": "http://127.0.0.1:9/v1",
+    }
     assert isinstance(backend, Backend) and not isinstance(backend, TokenBackend)
 
 
@@ -47,16 +104,25 @@ def test_the_transformers_backend_describes_itself_and_is_token_level():
     backend = load_backend("smollm2-135m", num_threads=1)
     assert isinstance(backend, TokenBackend)
     described = describe_backend(backend)
-    assert described == {"backend": "transformers", "model": "embedded:SmolLM2-135M-Instruct", "revision": backend.revision,
-                         "dtype": "float32", "device": "cpu"}
+    assert described == {
+        "backend": "transformers",
+        "model": "embedded:SmolLM2-135M-Instruct",
+        "revision": backend.revision,
+        "dtype": "float32",
+        "device": "cpu",
+    }
     assert backend.revision.startswith("gguf-") and list(described) == list(DESCRIBE_KEYS)
 
 
 class Stub:
     name, model_id, revision = "stub", "stub-model", "r0"
     capabilities = frozenset({"token_prompts"})
-    def generate(self, requests): return []
-    def describe(self): return {"backend": "stub", "model": "stub-model", "revision": "r0", "dtype": None, "device": None}
+
+    def generate(self, requests):
+        return []
+
+    def describe(self):
+        return {"backend": "stub", "model": "stub-model", "revision": "r0", "dtype": None, "device": None}
 
 
 def test_require_names_the_backend_what_it_lacks_and_who_needs_it():
@@ -67,13 +133,17 @@ def test_require_names_the_backend_what_it_lacks_and_who_needs_it():
         "probing with method 'kv' needs 2 capabilities that the stub backend (stub-model) does not declare: "
         "kv_reuse (continues many suffixes from one encoded prefix (prefill_cache, continue_many)); "
         "tokenizer (tokenises locally (TokenBackend: tokenizer, render_prompt_ids, encode, decode, expects_thinking)). "
-        "It declares: token_prompts")
+        "It declares: token_prompts"
+    )
     assert isinstance(e.value, ValueError)
-    with pytest.raises(MissingCapability, match="this study needs 1 capability that the stub backend .* It declares: token_prompts"):
+    with pytest.raises(
+        MissingCapability, match="this study needs 1 capability that the stub backend .* It declares: token_prompts"
+    ):
         require(Stub(), "images")
     with pytest.raises(ValueError, match=r"unknown backend capabilities \['kv-reuse'\]"):
         require(Stub(), "kv-reuse")
-    with pytest.raises(ValueError, match="unknown backend capabilities"):  # a bad declaration is an error, not a silent no
+    # a bad declaration is an error, not a silent no
+    with pytest.raises(ValueError, match="unknown backend capabilities"):
         capabilities_of(SimpleNamespace(capabilities={"fast"}))
 
 
@@ -82,18 +152,27 @@ def test_supports_reads_declarations_and_old_stand_in_flags():
     old = SimpleNamespace(supports_continuous_batching=True, supports_images=False)
     assert capabilities_of(old) == {"continuous_batching"} and supports(old, "supports_continuous_batching")
     assert stage_batch_size(old, 30, 4) == 30 and stage_batch_size(Stub(), 30, 4) == 4
-    assert capabilities_of(SimpleNamespace(capabilities=frozenset(), supports_images=True)) == frozenset()  # a declaration wins
+    # a declaration wins
+    assert capabilities_of(SimpleNamespace(capabilities=frozenset(), supports_images=True)) == frozenset()
 
 
 def test_describe_backend_of_a_stand_in_without_describe():
     assert describe_backend(SimpleNamespace(name="scripted", model_id="m", revision="1")) == {
-        "backend": "scripted", "model": "m", "revision": "1", "dtype": None, "device": None}
+        "backend": "scripted",
+        "model": "m",
+        "revision": "1",
+        "dtype": None,
+        "device": None,
+    }
 
 
 def test_the_prober_asks_for_capabilities():
-    from reasoning_study.probing.prober import probe_method, render_prompt
     from reasoning_study.backends.request import chat
-    with pytest.raises(MissingCapability, match="probing with method 'batched' needs 1 capability that the stub backend"):
+    from reasoning_study.probing.prober import probe_method, render_prompt
+
+    with pytest.raises(
+        MissingCapability, match="probing with method 'batched' needs 1 capability that the stub backend"
+    ):
         probe_method(Stub())
     with pytest.raises(MissingCapability, match="does not declare: tokenizer"):
         render_prompt(Stub(), chat("Hi"))
@@ -107,7 +186,9 @@ def test_one_preset_per_model_content():
     content = lambda p: (p.model_id, p.backend, p.thinking, p.sampling, p.revision, p.multimodal, p.options, p.rules)
     assert len({content(p) for p in PRESETS.values()}) == len(PRESETS)
     assert "qwen3-8b" in PRESETS and not {"qwen3-8b-think", "qwen3-8b-no-think"} & set(PRESETS)
-    assert get_preset("qwen3-8b-think") is PRESETS["qwen3-8b"] and get_preset("qwen3-8b-no-think") is PRESETS["qwen3-8b"]
+    assert (
+        get_preset("qwen3-8b-think") is PRESETS["qwen3-8b"] and get_preset("qwen3-8b-no-think") is PRESETS["qwen3-8b"]
+    )
     assert PRESETS["qwen3-8b"].thinking == "template"  # the paradigm switches it per request
     assert set(PRESET_ALIASES.values()) <= set(PRESETS)
 
@@ -121,22 +202,35 @@ def test_backend_options_are_checked_by_their_backend():
 
 
 def test_weights_and_server_modules_and_no_old_names():
-    import subprocess, sys
-    code = ("import sys; import reasoning_study.backends.weights, reasoning_study.backends.server, reasoning_study.backends.vllm; "
-            "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'openai') if m in sys.modules))")
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import reasoning_study.backends.weights, reasoning_study.backends.server, reasoning_study.backends.vllm; "
+        "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'openai') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"  # resolving weights, starting servers and the vLLM module import none of them
-    from reasoning_study.backends import openai as oa, server, transformers as tb, vllm as vb, weights
-    assert weights.embedded_model_dir and server.serve_with_transformers  # each name lives in one module: no re-exports (pre-1.0)
-    assert not {"embedded_model_dir", "random_qwen3", "QWEN3_THINK_IDS", "tiny_qwen3_dir"} & set(tb.__all__) | set(dir(tb)) & {"tiny_qwen3_dir"}
+    from reasoning_study.backends import openai as oa
+    from reasoning_study.backends import server, weights
+    from reasoning_study.backends import transformers as tb
+    from reasoning_study.backends import vllm as vb
+
+    # each name lives in one module: no re-exports (pre-1.0)
+    assert weights.embedded_model_dir and server.serve_with_transformers
+    assert not {"embedded_model_dir", "random_qwen3", "QWEN3_THINK_IDS", "tiny_qwen3_dir"} & set(tb.__all__) | set(
+        dir(tb)
+    ) & {"tiny_qwen3_dir"}
     assert not {"free_port", "serve_command", "serve_with_transformers"} & set(dir(oa))
     assert not hasattr(vb, "serve_with_vllm")  # the server lifecycle lives in backends.server only (no circle back)
     source = open(vb.__file__).read()
-    assert "backends.transformers" not in source and "backends.openai" not in source  # issue 14: no reach into other backends
+    # issue 14: no reach into other backends
+    assert "backends.transformers" not in source and "backends.openai" not in source
 
 
 class KilledEngine:
     "A continuously batching stand-in killed once it has worked on `killed_after` samples (the kill comes mid-call)."
+
     name, model_id, revision, capabilities, stage_chunk = "engine", "m", "r", frozenset({"continuous_batching"}), 100
 
     def __init__(self, killed_after=None):
@@ -144,6 +238,7 @@ class KilledEngine:
 
     def generate(self, requests):
         from reasoning_study.backends.request import make_completion
+
         self.calls += 1
         if self.killed_after is not None and self.asked + len(requests) > self.killed_after:
             raise KeyboardInterrupt  # the job is killed while this call runs: none of its samples came back
@@ -155,6 +250,7 @@ def test_a_killed_stage_keeps_every_chunk_it_finished(tmp_path):
     "Issue 30, point 1: a stage on a continuously batching backend goes in chunks, each stored before the next starts."
     from reasoning_study.backends.request import SamplingParams, chat
     from reasoning_study.store import GenerationStore, generate_cached
+
     stage = [chat(f"q{i}", sampling=SamplingParams(max_tokens=4), tag=f"q{i}") for i in range(450)]
     engine = KilledEngine(killed_after=250)
     with GenerationStore(tmp_path / "s.sqlite") as store:

@@ -1,6 +1,6 @@
 """The transformers backend on the real embedded model (SmolLM2-135M-Instruct), short generations only."""
+
 import json
-import os
 import warnings
 from pathlib import Path
 
@@ -10,14 +10,19 @@ import torch
 from reasoning_study.backends import transformers as tb
 from reasoning_study.backends import weights  # the embedded model: found, converted, cached
 from reasoning_study.backends.contract import Backend
-from reasoning_study.backends.presets import load_backend, ModelPreset
-from reasoning_study.backends.request import chat, Request, SamplingParams
+from reasoning_study.backends.presets import ModelPreset, load_backend
+from reasoning_study.backends.request import Request, SamplingParams, chat
 
-pytestmark = pytest.mark.slow  # generation by the embedded model and the tiny Qwen3 (the backend's contract on real models)
+# generation by the embedded model and the tiny Qwen3 (the backend's contract on real models)
+pytestmark = pytest.mark.slow
 
-QUESTIONS = ["What is 2+2?", "Hi", "List three fruits.",
-             "Write a short story about a dragon who loves pancakes, with many details about the morning.",
-             "Name the largest planet of the solar system."]
+QUESTIONS = [
+    "What is 2+2?",
+    "Hi",
+    "List three fruits.",
+    "Write a short story about a dragon who loves pancakes, with many details about the morning.",
+    "Name the largest planet of the solar system.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -27,11 +32,19 @@ def backend():
 
 def with_batch_size(backend, batch_size, **kwargs):
     "Another backend over the same loaded model, differing only in how it batches."
-    return tb.TransformersBackend(backend.model, backend.tokenizer, backend.model_id, backend.revision,
-                                  backend.thinking, batch_size=batch_size, **kwargs)
+    return tb.TransformersBackend(
+        backend.model,
+        backend.tokenizer,
+        backend.model_id,
+        backend.revision,
+        backend.thinking,
+        batch_size=batch_size,
+        **kwargs,
+    )
 
 
-def texts(results): return [[c.text for c in cs] for cs in results]
+def texts(results):
+    return [[c.text for c in cs] for cs in results]
 
 
 def test_identity_and_protocol(backend):
@@ -52,11 +65,15 @@ def test_greedy_matches_transformers_generate(backend):
     request = chat("What is the capital of Italy?", sampling=SamplingParams(max_tokens=12))
     ids = backend.render_prompt_ids(request)
     with torch.inference_mode():
-        out = backend.model.generate(torch.tensor([ids], device=backend.device),
-                                     attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=backend.device),
-                                     max_new_tokens=12, do_sample=False)
-    reference = out[0, len(ids):].tolist()
-    if reference[-1] in backend.eos_ids: reference = reference[:-1]
+        out = backend.model.generate(
+            torch.tensor([ids], device=backend.device),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=backend.device),
+            max_new_tokens=12,
+            do_sample=False,
+        )
+    reference = out[0, len(ids) :].tolist()
+    if reference[-1] in backend.eos_ids:
+        reference = reference[:-1]
     assert backend.generate([request])[0][0].text == backend.decode(reference)
 
 
@@ -83,13 +100,23 @@ def test_seeded_sampling_reproducible_and_independent_of_batch(backend):
     assert [c.text for c in alone] == [c.text for c in crowded]
     assert [c.seed for c in alone] == [sampling.sample_seed(i) for i in range(3)]
     # sample i equals sample 0 of the same request with n=1 and seed = sample_seed(i)
-    single = backend.generate([chat("Tell me a fun fact.", sampling=SamplingParams(
-        temperature=1.0, top_p=0.95, top_k=50, seed=sampling.sample_seed(2), max_tokens=10))])[0][0]
+    single = backend.generate(
+        [
+            chat(
+                "Tell me a fun fact.",
+                sampling=SamplingParams(
+                    temperature=1.0, top_p=0.95, top_k=50, seed=sampling.sample_seed(2), max_tokens=10
+                ),
+            )
+        ]
+    )[0][0]
     assert single.text == alone[2].text
 
 
 def test_samples_differ(backend):
-    samples = backend.generate([chat("Write a word.", sampling=SamplingParams(temperature=1.0, n=4, seed=0, max_tokens=8))])[0]
+    samples = backend.generate(
+        [chat("Write a word.", sampling=SamplingParams(temperature=1.0, n=4, seed=0, max_tokens=8))]
+    )[0]
     assert len(samples) == 4 and [c.sample_index for c in samples] == [0, 1, 2, 3]
     assert len({c.text for c in samples}) > 1
 
@@ -106,7 +133,7 @@ def test_stop_strings(backend):
     stop = "fruits"
     assert stop in full.text
     stopped = backend.generate([chat(question, sampling=SamplingParams(max_tokens=24, stop=(stop, "zzz")))])[0][0]
-    assert stopped.text == full.text[:full.text.index(stop)]
+    assert stopped.text == full.text[: full.text.index(stop)]
     assert (stopped.finish_reason, stopped.status) == ("stop", "answered")
     assert stopped.completion_tokens < full.completion_tokens
 
@@ -119,7 +146,9 @@ def test_per_row_budgets_in_one_batch(backend):
 
 
 def test_truncated_thinking_is_not_an_answer(backend):
-    c = backend.generate([chat("What is 17 * 3?", prefill="<think>\nLet me", sampling=SamplingParams(max_tokens=4))])[0][0]
+    c = backend.generate([chat("What is 17 * 3?", prefill="<think>\nLet me", sampling=SamplingParams(max_tokens=4))])[
+        0
+    ][0]
     assert (c.finish_reason, c.status, c.answer) == ("length", "truncated", "")
     assert c.reasoning.startswith("Let me")
 
@@ -127,7 +156,12 @@ def test_truncated_thinking_is_not_an_answer(backend):
 def test_token_exact_prompt_equals_chat_render(backend):
     request = chat("What is 2 + 3?", sampling=SamplingParams(max_tokens=10))
     ids = backend.render_prompt_ids(request)
-    assert ids == backend.tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, return_dict=True)["input_ids"]
+    assert (
+        ids
+        == backend.tokenizer.apply_chat_template(request.messages, add_generation_prompt=True, return_dict=True)[
+            "input_ids"
+        ]
+    )
     exact = Request(prompt_token_ids=ids, sampling=request.sampling)
     assert texts(backend.generate([exact])) == texts(backend.generate([request]))
     # a prefill is tokenized on its own and appended after the template
@@ -138,19 +172,27 @@ def test_token_exact_prompt_equals_chat_render(backend):
 def test_error_isolation(backend):
     fine = chat("Hi", sampling=SamplingParams(max_tokens=5))
     too_long = Request(prompt_token_ids=[1] * backend.max_model_len, sampling=SamplingParams(max_tokens=5, n=2))
-    bad_token = Request(prompt_token_ids=[1, 10 ** 7], sampling=SamplingParams(max_tokens=5))  # fails inside the batch
+    bad_token = Request(prompt_token_ids=[1, 10**7], sampling=SamplingParams(max_tokens=5))  # fails inside the batch
     results = backend.generate([fine, too_long, bad_token, fine])
     assert [c.status for c in results[1]] == ["error", "error"] and "does not fit" in results[1][0].error
     assert results[2][0].status == "error" and results[2][0].error
-    assert results[0][0].status != "error" and texts([results[0]]) == texts([results[3]]) == texts(backend.generate([fine]))
+    assert results[0][0].status != "error" and texts([results[0]]) == texts([results[3]]) == texts(
+        backend.generate([fine])
+    )
 
 
 def test_images_are_an_error_not_a_silent_text_prompt(backend):
     from PIL import Image
+
     figure = Image.new("RGB", (8, 8), "red")
     fine = chat("Hi", sampling=SamplingParams(max_tokens=5))
-    results = backend.generate([chat("What colour is the figure?", images=[figure], sampling=SamplingParams(max_tokens=5, n=2)), fine,
-                                Request(prompt_token_ids=backend.render_prompt_ids(fine), images=[figure])])
+    results = backend.generate(
+        [
+            chat("What colour is the figure?", images=[figure], sampling=SamplingParams(max_tokens=5, n=2)),
+            fine,
+            Request(prompt_token_ids=backend.render_prompt_ids(fine), images=[figure]),
+        ]
+    )
     assert [c.status for c in results[0]] == ["error", "error"] and results[2][0].status == "error"
     assert "text-only" in results[0][0].error and "multimodal preset" in results[0][0].error
     assert texts([results[1]]) == texts(backend.generate([fine]))  # the other requests are unaffected
@@ -162,32 +204,46 @@ def test_images_are_an_error_not_a_silent_text_prompt(backend):
 def test_response_schema_is_accepted_and_decoded_freely(backend):
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
     sampling = SamplingParams(max_tokens=12)
-    [constrained], [free] = backend.generate([chat("What is 2+2? Reply in JSON.", response_schema=schema, sampling=sampling),
-                                              chat("What is 2+2? Reply in JSON.", sampling=sampling)])
+    [constrained], [free] = backend.generate(
+        [
+            chat("What is 2+2? Reply in JSON.", response_schema=schema, sampling=sampling),
+            chat("What is 2+2? Reply in JSON.", sampling=sampling),
+        ]
+    )
     assert constrained.status != "error" and constrained.text == free.text  # no constrained decoding here
 
 
-MULTIMODAL_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.content is string %}{{ m.content }}{% else %}"
-                       "{% for p in m.content %}{% if p.type == 'image' %}<image>{% else %}{{ p.text }}{% endif %}{% endfor %}{% endif %}"
-                       "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+MULTIMODAL_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{% if m.content is string %}{{ m.content }}{% else %}"
+    "{% for p in m.content %}{% if p.type == 'image' %}<image>{% else %}{{ p.text }}{% endif %}{% endfor %}{% endif %}"
+    "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def test_core_rendering_places_images_with_a_multimodal_template(backend):
     # the rendering vLLM uses (backends.contract.render_prompt_ids): image parts reach the template; templates that skip or
     # print them are refused. The embedded tokenizer with a small multimodal template stands in for a VLM's.
     import copy
+
     from PIL import Image
+
     from reasoning_study.backends.contract import render_prompt_ids
+
     figure = Image.new("RGB", (8, 8), "red")
     request = chat("Count the squares.", system="Be brief.", images=[figure, figure])
     vlm = copy.deepcopy(backend.tokenizer)
     vlm.chat_template = MULTIMODAL_TEMPLATE
     text = backend.tokenizer.decode(render_prompt_ids(vlm, request))
-    assert "<|im_start|>user\n<image><image>Count the squares.<|im_end|>" in text and text.startswith("<|im_start|>system\nBe brief.")
-    with pytest.raises(ValueError, match="does not place images .it fails on image parts"):  # SmolLM2's template wants strings
+    assert "<|im_start|>user\n<image><image>Count the squares.<|im_end|>" in text and text.startswith(
+        "<|im_start|>system\nBe brief."
+    )
+    # SmolLM2's template wants strings
+    with pytest.raises(ValueError, match="does not place images .it fails on image parts"):
         render_prompt_ids(backend.tokenizer, request)
     printing = copy.deepcopy(backend.tokenizer)
-    printing.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}"  # a text template that prints the parts
+    printing.chat_template = (
+        "{% for m in messages %}{{ m.content }}{% endfor %}"  # a text template that prints the parts
+    )
     with pytest.raises(ValueError, match="skips or prints the image parts"):
         render_prompt_ids(printing, request)
     skipping = copy.deepcopy(backend.tokenizer)
@@ -223,10 +279,20 @@ def test_continue_from_equals_reencoding(backend, trace):
 def test_continue_many_mixed_suffixes_and_counter(backend, trace):
     prompt, sequence = trace
     cached = backend.prefill_cache(sequence)
-    cues = [backend.encode(s) for s in ["\nAnswer:", "\nSo, putting it all together, the final answer is", " Therefore"]]
-    jobs = [(len(prompt) + 3, cues[0]), (len(sequence), cues[1]), (len(prompt) + 20, cues[2]), (len(prompt) + 8, cues[1])]
+    cues = [
+        backend.encode(s) for s in ["\nAnswer:", "\nSo, putting it all together, the final answer is", " Therefore"]
+    ]
+    jobs = [
+        (len(prompt) + 3, cues[0]),
+        (len(sequence), cues[1]),
+        (len(prompt) + 20, cues[2]),
+        (len(prompt) + 8, cues[1]),
+    ]
     greedy = SamplingParams(max_tokens=5)
-    prober, naive_runner = with_batch_size(backend, 3, probe_batch_size=3), with_batch_size(backend, 8)  # each counts its own tokens
+    prober, naive_runner = (
+        with_batch_size(backend, 3, probe_batch_size=3),
+        with_batch_size(backend, 8),
+    )  # each counts its own tokens
     continued = prober.continue_many(cached, jobs, greedy)
     naive = naive_runner.generate([Request(prompt_token_ids=sequence[:n] + s, sampling=greedy) for n, s in jobs])
     assert [c.text for c in continued] == [r[0].text for r in naive]
@@ -236,15 +302,19 @@ def test_continue_many_mixed_suffixes_and_counter(backend, trace):
 
 def test_continue_rejects_bad_input(backend, trace):
     cached = backend.prefill_cache(trace[1])
-    with pytest.raises(ValueError, match="prefix_len"): backend.continue_from(cached, 0, [1])
-    with pytest.raises(ValueError, match="n=1"): backend.continue_many(cached, [(5, [1])], SamplingParams(n=2))
+    with pytest.raises(ValueError, match="prefix_len"):
+        backend.continue_from(cached, 0, [1])
+    with pytest.raises(ValueError, match="n=1"):
+        backend.continue_many(cached, [(5, [1])], SamplingParams(n=2))
 
 
 def test_presets_are_offline_by_default():
     with pytest.raises(OSError, match="allow_download"):
         tb.from_preset(ModelPreset("nowhere", "reasoning-study-test/not-a-real-model", "transformers"))
     with pytest.raises(ValueError, match=r"unknown option\(s\) \[.batchsize.\] for the transformers backend"):
-        tb.from_preset(ModelPreset("typo", "embedded:SmolLM2-135M-Instruct", "transformers", options=(("batchsize", 2),)))
+        tb.from_preset(
+            ModelPreset("typo", "embedded:SmolLM2-135M-Instruct", "transformers", options=(("batchsize", 2),))
+        )
     with pytest.raises(ValueError, match="unknown embedded model"):
         tb.from_preset(ModelPreset("other", "embedded:TinyLlama", "transformers"))
 
@@ -269,11 +339,13 @@ def test_embedded_dir_survives_a_race(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- batched sampling, stop strings, numerics
 
+
 def test_numerics_and_cache_keyword(backend):
     device = tb.default_device()
     assert backend.numerics == ("float32/cpu" if device == "cpu" else "bfloat16/cuda")
     assert backend.cache_keyword in ("cache", "past_key_values")
     import inspect
+
     assert backend.cache_keyword in inspect.signature(backend.model.forward).parameters
 
 
@@ -303,14 +375,26 @@ def test_one_batched_draw_per_step(backend, monkeypatch):
     assert len(calls) == max(c.completion_tokens for c in samples) and calls[0] == 6
     monkeypatch.setattr(tb, "sample_tokens", sample)
     for i in (0, 5):
-        alone = backend.generate([chat("Name an animal.", sampling=SamplingParams(
-            temperature=0.9, top_k=40, top_p=0.9, seed=sampling.sample_seed(i), max_tokens=5, stop=("zzz",)))])[0][0]
+        alone = backend.generate(
+            [
+                chat(
+                    "Name an animal.",
+                    sampling=SamplingParams(
+                        temperature=0.9, top_k=40, top_p=0.9, seed=sampling.sample_seed(i), max_tokens=5, stop=("zzz",)
+                    ),
+                )
+            ]
+        )[0][0]
         assert alone.text == samples[i].text
 
 
 def test_mixed_sampling_rules_in_one_batch_equal_each_alone(backend):
-    rules = [SamplingParams(temperature=0.7, top_p=0.8, seed=1, max_tokens=8), SamplingParams(max_tokens=8),
-             SamplingParams(temperature=1.2, top_k=5, seed=2, max_tokens=8), SamplingParams(temperature=1.0, seed=3, max_tokens=8)]
+    rules = [
+        SamplingParams(temperature=0.7, top_p=0.8, seed=1, max_tokens=8),
+        SamplingParams(max_tokens=8),
+        SamplingParams(temperature=1.2, top_k=5, seed=2, max_tokens=8),
+        SamplingParams(temperature=1.0, seed=3, max_tokens=8),
+    ]
     requests = [chat(q, sampling=r) for q, r in zip(QUESTIONS, rules)]
     together = with_batch_size(backend, 8).generate(requests)
     assert texts(together) == [texts(backend.generate([r]))[0] for r in requests]
@@ -319,10 +403,14 @@ def test_mixed_sampling_rules_in_one_batch_equal_each_alone(backend):
 def test_sampler_is_row_independent_and_faithful():
     device = tb.default_device()
     logits = torch.randn(6, 300, generator=torch.Generator().manual_seed(1)).to(device)
-    rules = [SamplingParams(temperature=t, top_k=k, top_p=p) for t, k, p in
-             [(0.7, 0, 0.9), (0.0, 0, 1.0), (1.0, 20, 1.0), (1.5, 3, 0.5), (1.0, 0, 1.0), (0.3, 299, 0.99)]]
+    rules = [
+        SamplingParams(temperature=t, top_k=k, top_p=p)
+        for t, k, p in [(0.7, 0, 0.9), (0.0, 0, 1.0), (1.0, 20, 1.0), (1.5, 3, 0.5), (1.0, 0, 1.0), (0.3, 299, 0.99)]
+    ]
     for seed in range(10):
-        gens = lambda: [tb.row_generator(seed + 100 * i, device) if r.temperature else None for i, r in enumerate(rules)]
+        gens = lambda: [
+            tb.row_generator(seed + 100 * i, device) if r.temperature else None for i, r in enumerate(rules)
+        ]
         batch = tb.sample_tokens(logits, rules, gens()).tolist()
         alone = [tb.pick_next_token(logits[i], r, g) for i, (r, g) in enumerate(zip(rules, gens()))]
         assert batch == alone and batch[1] == int(logits[1].argmax())
@@ -331,7 +419,9 @@ def test_sampler_is_row_independent_and_faithful():
     # the empirical distribution of many draws follows the filtered probabilities
     probs = (tb.filter_logits(logits[3:4] / 1.5, 3, 0.5)).softmax(-1)
     g = tb.row_generator(0, device)
-    draws = torch.cat([tb.draw_tokens(probs, torch.rand(1, generator=g, device=device, dtype=torch.float64)) for _ in range(3000)])
+    draws = torch.cat(
+        [tb.draw_tokens(probs, torch.rand(1, generator=g, device=device, dtype=torch.float64)) for _ in range(3000)]
+    )
     freq = torch.bincount(draws, minlength=300).double() / 3000
     assert (freq - probs[0].double()).abs().max() < 0.04 and freq[probs[0] == 0].sum() == 0
 
@@ -339,7 +429,9 @@ def test_sampler_is_row_independent_and_faithful():
 def test_stop_strings_decode_only_a_tail(backend, monkeypatch):
     lengths, decode = [], backend.decode
     monkeypatch.setattr(backend, "decode", lambda ids: lengths.append(len(list(ids))) or decode(ids))
-    c = backend.generate([chat("Write a poem about the sea.", sampling=SamplingParams(max_tokens=24, stop=("zzz", "\n\n\n\n")))])[0][0]
+    c = backend.generate(
+        [chat("Write a poem about the sea.", sampling=SamplingParams(max_tokens=24, stop=("zzz", "\n\n\n\n")))]
+    )[0][0]
     assert c.completion_tokens == 24
     steps = lengths[:-1]  # the last call is the completion's own text
     assert len(steps) == 24 and max(steps) <= tb.stop_window(("zzz", "\n\n\n\n")) < 24
@@ -351,16 +443,17 @@ def test_stop_string_across_tokens_and_multibyte(backend):
     words = full.text.split()
     stop = " ".join(words[2:4])  # spans several tokens
     stopped = backend.generate([chat(question, sampling=SamplingParams(max_tokens=24, stop=(stop,)))])[0][0]
-    assert stopped.text == full.text[:full.text.index(stop)] and stopped.finish_reason == "stop"
+    assert stopped.text == full.text[: full.text.index(stop)] and stopped.finish_reason == "stop"
 
 
 # ---------------------------------------------------------------- the shared prefix of continue_many
+
 
 def long_trace(b, tokens=600):
     q = chat("Explain, step by step, how to add 17 and 25.", sampling=SamplingParams(max_tokens=8))
     prompt = b.render_prompt_ids(q)
     filler = b.encode(" First I add the tens, then the ones, and I check the sum again." * 60)
-    return prompt, prompt + filler[:tokens - len(prompt)]
+    return prompt, prompt + filler[: tokens - len(prompt)]
 
 
 @pytest.mark.parametrize("which", ["backend", "qwen"])
@@ -372,19 +465,33 @@ def test_continue_many_holds_one_prefix_not_one_per_row(which, request, monkeypa
     cue = b.encode("\nSo the answer is")
     jobs = [(len(sequence) - 40 * k, cue) for k in range(8)]
     held, run_model, loaded = [], b.run_model, b.model.config._attn_implementation
-    monkeypatch.setattr(b, "run_model", lambda cache, **inputs: held.append((tb.cache_nbytes(cache), cache)) or run_model(cache, **inputs))
+    monkeypatch.setattr(
+        b,
+        "run_model",
+        lambda cache, **inputs: held.append((tb.cache_nbytes(cache), cache)) or run_model(cache, **inputs),
+    )
     greedy = SamplingParams(max_tokens=6)
     continued = b.continue_many(cached, jobs, greedy)
     config = b.model.config.get_text_config()
-    per_position = 2 * config.num_hidden_layers * config.num_key_value_heads * getattr(config, "head_dim", config.hidden_size // config.num_attention_heads) * b.model.dtype.itemsize
+    per_position = (
+        2
+        * config.num_hidden_layers
+        * config.num_key_value_heads
+        * getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
+        * b.model.dtype.itemsize
+    )
     prefix_bytes = tb.cache_nbytes(cached.cache)
     assert prefix_bytes == len(sequence) * per_position  # the trace, exactly: its buffers were sized once
     own = len(jobs) * (len(cue) + greedy.max_tokens) * per_position  # each row's suffix and generated tokens
     largest = max(n for n, _ in held)
-    print(f"{which}: prefix {prefix_bytes / 1e6:.1f} MB, largest batch cache {largest / 1e6:.2f} MB, one copy per row would be {8 * prefix_bytes / 1e6:.1f} MB")
+    print(
+        f"{which}: prefix {prefix_bytes / 1e6:.1f} MB, largest batch cache {largest / 1e6:.2f} MB, one copy per row would be {8 * prefix_bytes / 1e6:.1f} MB"
+    )
     assert largest == own < 0.2 * prefix_bytes  # no pass held any copy of the prefix
     prefix_storage = {layer.keys.untyped_storage().data_ptr() for layer in cached.cache.layers}
-    assert not prefix_storage & {layer.keys.untyped_storage().data_ptr() for _, c in held for layer in c.layers if layer.keys is not None}
+    assert not prefix_storage & {
+        layer.keys.untyped_storage().data_ptr() for _, c in held for layer in c.layers if layer.keys is not None
+    }
     naive = b.generate([Request(prompt_token_ids=sequence[:n] + s, sampling=greedy) for n, s in jobs])
     assert [c.text for c in continued] == [r[0].text for r in naive]
     assert b.model.config._attn_implementation == loaded  # the loaded attention, put back
@@ -396,7 +503,13 @@ def test_continue_many_on_qwen3_equals_reencoding(qwen):
     sequence = prompt + qwen.encode(trace.text)
     cached = qwen.prefill_cache(sequence, chunk=7)
     close = qwen.encode("\n</think>\n\nThe answer is")
-    jobs = [(len(prompt) + 2, close), (len(sequence), close[:2]), (len(prompt) + 11, close), (len(prompt) + 6, []), (len(prompt) + 1, close[1:])]
+    jobs = [
+        (len(prompt) + 2, close),
+        (len(sequence), close[:2]),
+        (len(prompt) + 11, close),
+        (len(prompt) + 6, []),
+        (len(prompt) + 1, close[1:]),
+    ]
     greedy = SamplingParams(max_tokens=5)
     prober = with_batch_size(qwen, 3, probe_batch_size=3)  # two batches
     prober.prefill_chunk = 4  # the suffixes are encoded a row per forward pass, then decoded together

@@ -1,25 +1,32 @@
 """The vLLM backend: its pure parts everywhere; the engine itself only where vLLM is installed (GPU hosts,
 or the community CPU build), on the embedded model."""
+
 import sys
+from dataclasses import replace
+from types import SimpleNamespace
+from unittest import mock
 
 import pytest
+from conftest import HAVE_VLLM
 from transformers import AutoTokenizer
 
-from reasoning_study.backends.presets import get_preset, load_backend, ModelPreset
-from reasoning_study.backends.request import chat, Request, SamplingParams
+from reasoning_study.backends import vllm as vb
+from reasoning_study.backends.contract import expected_thinking, render_prompt_ids, stage_batch_size
+from reasoning_study.backends.contract import tokenize_continuation as encode
+from reasoning_study.backends.presets import ModelPreset, get_preset, load_backend
+from reasoning_study.backends.request import Request, SamplingParams, chat
+from reasoning_study.backends.vllm import VLLM_INSTALL_HINT, cacheable_tokens, from_preset, vllm_options
 from reasoning_study.backends.weights import embedded_model_dir
-from reasoning_study.backends.contract import expected_thinking, render_prompt_ids, stage_batch_size, tokenize_continuation as encode
-from reasoning_study.backends.vllm import (VLLM_INSTALL_HINT, cacheable_tokens, from_preset,
-                                           vllm_options)
 
-from conftest import HAVE_VLLM
-
-pytestmark = pytest.mark.xdist_group("vllm-engines")  # the embedded model's vLLM engine, started once (conftest.vllm_engine)
+# the embedded model's vLLM engine, started once (conftest.vllm_engine)
+pytestmark = pytest.mark.xdist_group("vllm-engines")
 
 
 def test_module_imports_without_vllm():
     import reasoning_study.backends.vllm  # noqa: F401
-    if not HAVE_VLLM: assert "vllm" not in sys.modules
+
+    if not HAVE_VLLM:
+        assert "vllm" not in sys.modules
 
 
 def test_missing_extra_names_the_install_command(monkeypatch):
@@ -50,9 +57,11 @@ def test_prompt_is_template_then_prefill(tokenizer):
 
 def test_enable_thinking_reaches_a_template_that_uses_it(tokenizer):
     hybrid = AutoTokenizer.from_pretrained(embedded_model_dir())
-    hybrid.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-                            "<|im_start|>assistant\n{% if enable_thinking is defined and not enable_thinking %}"
-                            "<think>\n\n</think>\n\n{% endif %}")
+    hybrid.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "<|im_start|>assistant\n{% if enable_thinking is defined and not enable_thinking %}"
+        "<think>\n\n</think>\n\n{% endif %}"
+    )
     off = hybrid.decode(render_prompt_ids(hybrid, chat("Hi", thinking=False), "template"))
     default = hybrid.decode(render_prompt_ids(hybrid, chat("Hi"), "template"))
     fixed = hybrid.decode(render_prompt_ids(hybrid, chat("Hi", thinking=False), "never"))  # not a switchable preset
@@ -73,8 +82,10 @@ def test_expected_thinking_follows_the_request_then_the_switch():
 
 # --- the engine (skipped without vLLM) -------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
-def engine(vllm_engine): return vllm_engine
+def engine(vllm_engine):
+    return vllm_engine
 
 
 def test_presets_with_the_same_weights_share_one_engine(engine):
@@ -84,11 +95,18 @@ def test_presets_with_the_same_weights_share_one_engine(engine):
 
 def test_engine_seed_contract_prefill_and_truncation(engine):
     sampling = SamplingParams(temperature=0.9, max_tokens=16, n=3, seed=21)
-    [three], [[prefilled], [short]] = (engine.generate([chat("Name an animal.", sampling=sampling)]),
-                                       engine.generate([chat("What is 2+2?", prefill="The answer is"),
-                                                        chat("Count to ten.", sampling=SamplingParams(max_tokens=2))]))
-    [[alone]] = engine.generate([chat("Name an animal.", sampling=SamplingParams(temperature=0.9, max_tokens=16,
-                                                                                seed=sampling.sample_seed(2)))])
+    [three], [[prefilled], [short]] = (
+        engine.generate([chat("Name an animal.", sampling=sampling)]),
+        engine.generate(
+            [
+                chat("What is 2+2?", prefill="The answer is"),
+                chat("Count to ten.", sampling=SamplingParams(max_tokens=2)),
+            ]
+        ),
+    )
+    [[alone]] = engine.generate(
+        [chat("Name an animal.", sampling=SamplingParams(temperature=0.9, max_tokens=16, seed=sampling.sample_seed(2)))]
+    )
     assert [c.seed for c in three] == [sampling.sample_seed(i) for i in range(3)] and three[2].text == alone.text
     assert len({c.text for c in three}) > 1  # different seeds, different samples
     assert prefilled.status == "answered" and not prefilled.text.startswith("The answer is")
@@ -115,10 +133,19 @@ def test_engine_probes_prefixes_with_prefix_caching(engine):
 
 
 def test_response_schema_constrains_decoding(engine):
-    import json, jsonschema
-    schema = {"type": "object", "properties": {"animal": {"type": "string", "maxLength": 20}, "legs": {"type": "integer"}},
-              "required": ["animal", "legs"], "additionalProperties": False}
-    request = chat("Name an animal and its number of legs.", response_schema=schema, sampling=SamplingParams(max_tokens=60))
+    import json
+
+    import jsonschema
+
+    schema = {
+        "type": "object",
+        "properties": {"animal": {"type": "string", "maxLength": 20}, "legs": {"type": "integer"}},
+        "required": ["animal", "legs"],
+        "additionalProperties": False,
+    }
+    request = chat(
+        "Name an animal and its number of legs.", response_schema=schema, sampling=SamplingParams(max_tokens=60)
+    )
     [[c]] = engine.generate([request])
     assert c.status == "answered", c
     jsonschema.validate(json.loads(c.answer), schema)
@@ -128,32 +155,44 @@ def test_the_failure_judge_sends_its_schema_as_structured_output(engine):
     "Constrained, the judge's reply is the schema's JSON from its first token; the free reply of the 135M model is not."
     from reasoning_study.probing.judge import JudgeCase, judge_traces
     from reasoning_study.prompts.overthinking import JUDGE_SCHEMA
-    case = JudgeCase("c1", "smollm2", "champ", "What is 7 times 8?", "56", "54",
-                     "7 times 8 is 56.", "7 times 8 is 56.\nWait, 7 times 8 is 54.\nFinal answer: 54")
+
+    case = JudgeCase(
+        "c1",
+        "smollm2",
+        "champ",
+        "What is 7 times 8?",
+        "56",
+        "54",
+        "7 times 8 is 56.",
+        "7 times 8 is 56.\nWait, 7 times 8 is 54.\nFinal answer: 54",
+    )
     sampling = SamplingParams(max_tokens=200)
-    constrained, free = (judge_traces(engine, [case], retries=0, sampling=sampling, structured=s).iloc[0] for s in (True, False))
+    constrained, free = (
+        judge_traces(engine, [case], retries=0, sampling=sampling, structured=s).iloc[0] for s in (True, False)
+    )
     first_key = next(iter(JUDGE_SCHEMA["properties"]))
     assert constrained["raw_reply"].replace(" ", "").startswith('{"' + first_key + '":'), constrained["raw_reply"][:80]
     assert not free["raw_reply"].lstrip().startswith('{"' + first_key)
     # the tiny model may fill a free-text field until the budget ends: then the row says so, nothing is invented
-    assert constrained["status"] == "ok" or (constrained["status"] == "parse_error" and constrained["finish_reason"] == "length")
+    assert constrained["status"] == "ok" or (
+        constrained["status"] == "parse_error" and constrained["finish_reason"] == "length"
+    )
 
 
 def test_images_for_a_text_only_model_are_an_error_row(engine):
     from PIL import Image
-    [[bad], [good]] = engine.generate([chat("Describe the figure.", images=(Image.new("RGB", (8, 8), "red"),)),
-                                       chat("Hi", sampling=SamplingParams(max_tokens=4))])
+
+    [[bad], [good]] = engine.generate(
+        [
+            chat("Describe the figure.", images=(Image.new("RGB", (8, 8), "red"),)),
+            chat("Hi", sampling=SamplingParams(max_tokens=4)),
+        ]
+    )
     assert bad.status == "error" and bad.error
     assert good.status in ("answered", "truncated")
 
 
 # --- several engines, whole stages, options (pure: no engine) ---------------------------------------------------
-
-from dataclasses import replace
-from types import SimpleNamespace
-from unittest import mock
-
-from reasoning_study.backends import vllm as vb
 
 
 def test_a_stage_goes_whole_to_vllm_and_in_batches_elsewhere(tmp_path):
@@ -163,7 +202,10 @@ def test_a_stage_goes_whole_to_vllm_and_in_batches_elsewhere(tmp_path):
 
     class Counting:
         name, model_id, revision = "stand-in", "stand-in", "0"
-        def __init__(self, continuous): self.capabilities, self.calls = frozenset({"continuous_batching"} if continuous else ()), []
+
+        def __init__(self, continuous):
+            self.capabilities, self.calls = frozenset({"continuous_batching"} if continuous else ()), []
+
         def generate(self, requests):
             self.calls.append(len(requests))
             return [[make_completion("ok", "stop")] for _ in requests]
@@ -179,23 +221,32 @@ def test_a_stage_goes_whole_to_vllm_and_in_batches_elsewhere(tmp_path):
 
 def test_trust_remote_code_reaches_the_engine_and_its_tokenizer(tmp_path):
     seen = {}
+
     def LLM(**kwargs):
         seen.update(kwargs)
-        return SimpleNamespace(get_tokenizer=lambda: "engine tokenizer",
-                               llm_engine=SimpleNamespace(model_config=SimpleNamespace(max_model_len=4096, dtype="torch.bfloat16"),
-                                                          vllm_config=SimpleNamespace(cache_config=SimpleNamespace(block_size=16))))
+        return SimpleNamespace(
+            get_tokenizer=lambda: "engine tokenizer",
+            llm_engine=SimpleNamespace(
+                model_config=SimpleNamespace(max_model_len=4096, dtype="torch.bfloat16"),
+                vllm_config=SimpleNamespace(cache_config=SimpleNamespace(block_size=16)),
+            ),
+        )
+
     preset = ModelPreset("remote", "internlm/Intern-S1-mini", "vllm", "always", options=(("trust_remote_code", True),))
     before = set(vb._ENGINES)
     with mock.patch.dict(sys.modules, {"vllm": SimpleNamespace(LLM=LLM)}):
         backend = load_backend(preset, model_dir=str(tmp_path))
-    for key in set(vb._ENGINES) - before: del vb._ENGINES[key]
+    for key in set(vb._ENGINES) - before:
+        del vb._ENGINES[key]
     assert seen["trust_remote_code"] is True and backend.tokenizer == "engine tokenizer"
 
 
 H200 = 139 * vb.GIB
-SIZES = {"Qwen/Qwen3-8B": vb.EngineMemory(int(16.4e9), 147456, 40960),
-         "Qwen/Qwen3-4B-Instruct-2507": vb.EngineMemory(int(8.0e9), 147456, 8192),
-         "Qwen/Qwen3-30B-A3B-Instruct-2507": vb.EngineMemory(int(61.1e9), 98304, 262144)}
+SIZES = {
+    "Qwen/Qwen3-8B": vb.EngineMemory(int(16.4e9), 147456, 40960),
+    "Qwen/Qwen3-4B-Instruct-2507": vb.EngineMemory(int(8.0e9), 147456, 8192),
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": vb.EngineMemory(int(61.1e9), 98304, 262144),
+}
 
 
 def sizes(preset, max_model_len=None):
@@ -203,8 +254,11 @@ def sizes(preset, max_model_len=None):
 
 
 def test_three_engines_share_one_gpu_sized_to_their_contexts():
-    roles = {"model": vb.EngineRole("qwen3-8b-overthinking"), "extractor": vb.EngineRole("qwen3-4b-extractor", context=8192),
-             "judge": vb.EngineRole("qwen3-judge", context=71680)}
+    roles = {
+        "model": vb.EngineRole("qwen3-8b-overthinking"),
+        "extractor": vb.EngineRole("qwen3-4b-extractor", context=8192),
+        "judge": vb.EngineRole("qwen3-judge", context=71680),
+    }
     planned = vb.co_resident_options(roles, gpu_bytes=H200, memory=sizes)
     shares = {r: o["gpu_memory_utilization"] for r, o in planned.items()}
     assert sum(shares.values()) <= 0.9 and max(shares, key=shares.get) == "judge"
@@ -212,11 +266,18 @@ def test_three_engines_share_one_gpu_sized_to_their_contexts():
     for role, options in planned.items():  # each engine holds its weights and a KV cache for one full-length request
         need = sizes(get_preset(roles[role].preset), options.get("max_model_len"))
         assert need.needed <= options["gpu_memory_utilization"] * H200
-    with pytest.raises(ValueError, match="more than 80% of this GPU"):  # the judge at its 262k context, a tighter budget
-        vb.co_resident_options({**roles, "judge": vb.EngineRole("qwen3-judge")}, budget=0.8, gpu_bytes=H200, memory=sizes)
+    # the judge at its 262k context, a tighter budget
+    with pytest.raises(ValueError, match="more than 80% of this GPU"):
+        vb.co_resident_options(
+            {**roles, "judge": vb.EngineRole("qwen3-judge")}, budget=0.8, gpu_bytes=H200, memory=sizes
+        )
     with pytest.raises(ValueError, match="add up to 1.10"):  # known before any GPU is asked
-        vb.co_resident_options({"model": vb.EngineRole("qwen3-8b-overthinking", {"gpu_memory_utilization": 0.6}),
-                                "judge": vb.EngineRole("qwen3-judge", {"gpu_memory_utilization": 0.5})})
+        vb.co_resident_options(
+            {
+                "model": vb.EngineRole("qwen3-8b-overthinking", {"gpu_memory_utilization": 0.6}),
+                "judge": vb.EngineRole("qwen3-judge", {"gpu_memory_utilization": 0.5}),
+            }
+        )
 
 
 def test_judge_context_fits_its_prompts():

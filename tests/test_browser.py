@@ -6,6 +6,7 @@ appended that picks filters the way a reader does (selects and the search box), 
 writes what the page then shows into a `<pre>`: a known dialogue and its highlighted candidates, the trace strips.
 Without Chromium they skip, saying so (`make test` installs Debian's chromium when run as root).
 """
+
 import html
 import json
 import re
@@ -20,8 +21,11 @@ from reasoning_study.browser import RUN_BROWSER, browser_size, candidate_rows, t
 from reasoning_study.tasks.musobench import read_jsonl
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not found: `make test` installs Debian's chromium "
-                                                             "package when run as root (apt-get install chromium)")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="headless Chromium not found: `make test` installs Debian's chromium "
+    "package when run as root (apt-get install chromium)",
+)
 on_slice = [pytest.mark.slow, pytest.mark.xdist_group("slice")]  # they read the slice sweep (conftest)
 
 # picks filters one after another as a reader does (each pick re-renders the filter bar), then reports what is shown
@@ -60,9 +64,23 @@ def browse(page: Path, tmp: Path, steps=(), fragment: str = "") -> dict:
     if not copy.exists():
         shutil.copytree(page.parent, copy)
     probe = copy / f"checked-{page.name}"  # beside the page's data folder: its relative links resolve
-    probe.write_text(page.read_text().replace("</body>", f"<script>{PICK % json.dumps([list(s) for s in steps])}</script></body>"))
-    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000", "--dump-dom",
-                           probe.as_uri() + fragment], capture_output=True, text=True, timeout=180)
+    probe.write_text(
+        page.read_text().replace("</body>", f"<script>{PICK % json.dumps([list(s) for s in steps])}</script></body>")
+    )
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            probe.as_uri() + fragment,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     found = re.search(r'<pre id="page-check">(.*?)</pre>', done.stdout, re.S)
     assert found, f"Chromium did not run the page check (exit {done.returncode}): {done.stderr[-2000:]}"
     return json.loads(html.unescape(found.group(1)))
@@ -72,13 +90,21 @@ def known_dialogue(run: Path) -> tuple[dict, list[dict]]:
     "A short-CoT base dialogue of the run whose first reply has parsed candidates, and those candidates (read in Python)."
     turns = pd.read_parquet(run / "turns.parquet")
     items = {(it.task, it.question_id): it for f in (run / "instances").glob("*.jsonl") for it in read_jsonl(f)}
-    for row in turns[(turns.turn == 1) & (turns.condition == "base")].sort_values(["paradigm", "question_id"], ascending=[False, True]).to_dict("records"):
-        found = candidate_rows(items[(row["task"], row["question_id"])], row["answer"], truncated=row["status"] == "truncated")
-        if found: return row, found
+    for row in (
+        turns[(turns.turn == 1) & (turns.condition == "base")]
+        .sort_values(["paradigm", "question_id"], ascending=[False, True])
+        .to_dict("records")
+    ):
+        found = candidate_rows(
+            items[(row["task"], row["question_id"])], row["answer"], truncated=row["status"] == "truncated"
+        )
+        if found:
+            return row, found
     pytest.fail("no base dialogue of the slice lists a candidate")
 
 
 # --- the pages are written where a reader looks ------------------------------------------------------------------
+
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("slice")
@@ -99,6 +125,7 @@ def test_each_run_folder_and_the_report_have_their_browsers(slice_sweep):
 
 # --- MuSoBench: filter to a known dialogue, see its candidates highlighted --------------------------------------
 
+
 @needs_chromium
 @pytest.mark.slow
 @pytest.mark.xdist_group("slice")
@@ -111,11 +138,17 @@ def test_musobench_browser_shows_a_known_dialogue_and_its_candidates(slice_sweep
     assert f"paradigm={row['paradigm']}" in seen["hash"] and "condition=base" in seen["hash"]  # the view can be linked
     (card,) = seen["cards"]
     assert card["title"].startswith(f"{row['task']} question {row['question_id']} "), card["title"]
-    shown = card["candidates"][:len(expected)]  # turn 1's candidates come first
-    assert [c["cls"] for c in shown] == [f"cand v-{'cut' if e['verdict'] == 'cut off' else e['verdict']}" for e in expected], shown
+    shown = card["candidates"][: len(expected)]  # turn 1's candidates come first
+    assert [c["cls"] for c in shown] == [
+        f"cand v-{'cut' if e['verdict'] == 'cut off' else e['verdict']}" for e in expected
+    ], shown
     for c, e in zip(shown, expected):
-        assert e["text"].strip() in c["text"] and (not e["reason"] or e["reason"] in c["text"]), (c, e)  # the broken constraint
-    assert card["marks"] and all(m["cls"].startswith("v-") for m in card["marks"])  # the candidates are marked in the reply
+        assert e["text"].strip() in c["text"] and (not e["reason"] or e["reason"] in c["text"]), (
+            c,
+            e,
+        )  # the broken constraint
+    # the candidates are marked in the reply
+    assert card["marks"] and all(m["cls"].startswith("v-") for m in card["marks"])
     assert seen["images"] == 0  # model output never becomes markup
 
 
@@ -132,6 +165,7 @@ def test_a_linked_view_opens_filtered(slice_sweep, tmp_path):
 
 # --- Overthinking: one strip per trajectory, τ where the prefixes say -------------------------------------------
 
+
 @needs_chromium
 @pytest.mark.slow
 @pytest.mark.xdist_group("slice")
@@ -141,7 +175,9 @@ def test_overthinking_browser_draws_the_trace_strips(slice_sweep, tmp_path):
     strips = [trace_strip(g) for _, g in prefixes.groupby(keys)]
     seen = browse(slice_sweep.report / "browser" / "overthinking.html", tmp_path)
     assert len(seen["overview"]) == len(strips) and "Trace strips" in seen["text"]
-    assert sum(any("tau" in c.split() for c in r) for r in seen["overview"]) == sum(s["tau"] is not None for s in strips)
+    assert sum(any("tau" in c.split() for c in r) for r in seen["overview"]) == sum(
+        s["tau"] is not None for s in strips
+    )
     assert sorted(len(r) for r in seen["overview"]) == sorted(len(s["cells"]) for s in strips)  # a cell per prefix
     assert all(r[-1].endswith("end") for r in seen["overview"])  # the end is marked
     failed = sum(c is None for s in strips for c in s["cells"])
@@ -161,13 +197,23 @@ def test_noveltybench_browser_shows_the_answers(slice_sweep, tmp_path):
 
 # --- untrusted text stays text ----------------------------------------------------------------------------------
 
+
 @needs_chromium
 def test_a_reply_that_is_markup_stays_text(tmp_path):
     evil = '</script><img src=x onerror="document.title=1"><script>document.title=2</script> <b>bold</b>'
-    sample = dict(id="x/1", kind="novelty", facets=dict(run="x", model=evil), status=evil, outcome="unscored", tags=[evil],
-                  title=evil, question=evil, scores={"judge": evil}, answers=[dict(text=evil, cls=0, rating=None)])
+    sample = dict(
+        id="x/1",
+        kind="novelty",
+        facets=dict(run="x", model=evil),
+        status=evil,
+        outcome="unscored",
+        tags=[evil],
+        title=evil,
+        question=evil,
+        scores={"judge": evil},
+        answers=[dict(text=evil, cls=0, rating=None)],
+    )
     page = write_browser([sample], tmp_path / "site" / "evil.html", title=evil, note=evil)
     seen = browse(page, tmp_path)
     assert seen["images"] == 0 and seen["scripts"] <= 4, seen  # the page's own scripts, its data file and the check
     assert evil in seen["text"] and len(seen["cards"]) == 1
-

@@ -1,5 +1,6 @@
 """Issue #14 point 8: `rs-rescore FOLDER...` and `rs-report FOLDER... [--out DIR]`, run as commands (subprocess) on a
 small run folder: a one-instance MuSoBench build with its run.json."""
+
 import os
 import subprocess
 import sys
@@ -8,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reasoning_study.studies.runner import execute
 from reasoning_study.studies.musobench.build import MuSoBenchBuildConfig
+from reasoning_study.studies.runner import execute
 
 pytestmark = pytest.mark.slow  # console scripts in fresh processes on a built run folder
 
@@ -19,8 +20,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def command(name: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     "A console script as settings.ini declares it (`rs-rescore=reasoning_study.cli:rescore_main`, ...), run in a fresh process."
     code = f"import sys; from reasoning_study.cli import {name}; sys.exit({name}(sys.argv[1:]))"
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env={**os.environ, "OMP_NUM_THREADS": "1"},
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture
@@ -37,26 +44,36 @@ def test_rescore_says_what_changed_and_writes_it_back(build_folder, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary unchanged"
     stored = pd.read_parquet(build_folder / "summary.parquet")
-    pd.read_parquet(build_folder / "summary.parquet").iloc[:0].to_parquet(build_folder / "summary.parquet")  # a stale table
+    # a stale table
+    pd.read_parquet(build_folder / "summary.parquet").iloc[:0].to_parquet(build_folder / "summary.parquet")
     again = command("rescore_main", str(build_folder))
-    assert again.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary changed", again.stdout
-    pd.testing.assert_frame_equal(pd.read_parquet(build_folder / "summary.parquet"), stored)  # written back as the run made it
+    assert again.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary changed", (
+        again.stdout
+    )
+    # written back as the run made it
+    pd.testing.assert_frame_equal(pd.read_parquet(build_folder / "summary.parquet"), stored)
     files = sorted(p.name for p in build_folder.iterdir())
 
-    stored.iloc[:0].to_parquet(build_folder / "summary.parquet")  # stale again: --check says so, writes nothing, exits 1
+    # stale again: --check says so, writes nothing, exits 1
+    stored.iloc[:0].to_parquet(build_folder / "summary.parquet")
     checked = command("rescore_main", "--check", str(build_folder))
-    assert checked.returncode == 1 and checked.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary changed"
+    assert (
+        checked.returncode == 1
+        and checked.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary changed"
+    )
     assert len(pd.read_parquet(build_folder / "summary.parquet")) == 0
     command("rescore_main", str(build_folder))
     assert command("rescore_main", "--check", str(build_folder)).returncode == 0
-    assert sorted(p.name for p in build_folder.iterdir()) == files  # exactly the study's declared files: nothing new was written
+    # exactly the study's declared files: nothing new was written
+    assert sorted(p.name for p in build_folder.iterdir()) == files
 
     empty = tmp_path / "empty"
     empty.mkdir()
     missing = command("rescore_main", str(empty), str(build_folder))
     assert missing.returncode == 1
     assert f"{empty}: no run.json, not re-scored" in missing.stderr
-    assert f"{build_folder} (musobench_build): instances unchanged, summary unchanged" in missing.stdout  # the others still are
+    # the others still are
+    assert f"{build_folder} (musobench_build): instances unchanged, summary unchanged" in missing.stdout
 
 
 def test_report_over_a_run_folder(build_folder, tmp_path):
@@ -72,17 +89,24 @@ def test_report_over_a_run_folder(build_folder, tmp_path):
 
 # --- issue #32 point 4: the commands from outside the project folder ----------------------------------------------
 
+
 def test_rs_sweep_from_another_folder_reads_the_sweep_file_there(tmp_path):
     "A sweep file copied out of the checkout, given absolute and relative, from a working directory outside it."
     (tmp_path / "grids").mkdir()
     sweep = tmp_path / "grids" / "musobench.yaml"
     sweep.write_text((ROOT / "nbs" / "sweeps" / "musobench.yaml").read_text())
-    for cwd, path in ((tmp_path, str(sweep)), (tmp_path, "grids/musobench.yaml"), (tmp_path / "grids", "musobench.yaml")):
+    for cwd, path in (
+        (tmp_path, str(sweep)),
+        (tmp_path, "grids/musobench.yaml"),
+        (tmp_path / "grids", "musobench.yaml"),
+    ):
         done = command("main", path, "--dry-run", "--out", "runs", cwd=cwd)
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr and "musobench" in done.stdout
     rel = command("main", "grids/missing.yaml", "--dry-run", cwd=tmp_path)  # relative to the working directory
-    assert rel.returncode == 2 and "Traceback" not in rel.stderr and str(tmp_path / "grids" / "missing.yaml") in rel.stderr
+    assert (
+        rel.returncode == 2 and "Traceback" not in rel.stderr and str(tmp_path / "grids" / "missing.yaml") in rel.stderr
+    )
 
 
 def test_without_a_checkout_the_commands_say_what_to_do_in_one_line(tmp_path):
@@ -90,10 +114,18 @@ def test_without_a_checkout_the_commands_say_what_to_do_in_one_line(tmp_path):
     sweep = tmp_path / "musobench.yaml"
     sweep.write_text((ROOT / "nbs" / "sweeps" / "musobench.yaml").read_text())
     for name, args in (("main", [str(sweep), "--dry-run"]), ("run_main", ["musobench_build", "out/run.ipynb"])):
-        code = ("import sys; import reasoning_study.runs as runs; runs.installed_checkout = lambda: None; "
-                f"from reasoning_study.cli import {name}; sys.exit({name}(sys.argv[1:]))")
-        done = subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True, text=True,
-                              env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+        code = (
+            "import sys; import reasoning_study.runs as runs; runs.installed_checkout = lambda: None; "
+            f"from reasoning_study.cli import {name}; sys.exit({name}(sys.argv[1:]))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+            timeout=600,
+        )
         assert done.returncode == 2, (name, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "install one editable (pip install -e <checkout>)" in done.stderr

@@ -1,6 +1,7 @@
 """Tests of `figures.musobench`: every figure and table renders from a small realistic table (the
 synthetic results, passed through the metric functions), has the right panels and artists, and saves
 as PNG; bad input fails with a clear message."""
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -11,14 +12,36 @@ from matplotlib.collections import PathCollection
 from matplotlib.quiver import Quiver
 
 from reasoning_study.figures.core import save_figure
-from reasoning_study.figures.musobench import (EXPLORATION_METRICS, plot_calibration, plot_exploration_calibration,
-                                               plot_factors, plot_mitigations, plot_movement, plot_recall_confidence,
-                                               plot_reliability, plot_solution_counts, plot_table, run_label,
-                                               table_reconsideration, table_self_consistency)
-from reasoning_study.metrics.musobench import (by_level, length_bins, length_confidence, mitigation_table,
-                                               movement_grid, movement_pairs, reconsideration_rates, reflection_sweep,
-                                               reliability_bins, summary_table, synthetic_results, temperature_sweep,
-                                               under_both_policies)
+from reasoning_study.figures.musobench import (
+    EXPLORATION_METRICS,
+    plot_calibration,
+    plot_exploration_calibration,
+    plot_factors,
+    plot_mitigations,
+    plot_movement,
+    plot_recall_confidence,
+    plot_reliability,
+    plot_solution_counts,
+    plot_table,
+    run_label,
+    table_reconsideration,
+    table_self_consistency,
+)
+from reasoning_study.metrics.musobench import (
+    by_level,
+    length_bins,
+    length_confidence,
+    mitigation_table,
+    movement_grid,
+    movement_pairs,
+    reconsideration_rates,
+    reflection_sweep,
+    reliability_bins,
+    summary_table,
+    synthetic_results,
+    temperature_sweep,
+    under_both_policies,
+)
 
 FAMILY = {"toy-instruct": "Toy", "toy-thinker": "Toy"}
 
@@ -63,8 +86,10 @@ def test_recall_confidence_figure_2(tmp_path, base):
 
 
 def test_recall_confidence_needs_a_task_and_columns(base):
-    with pytest.raises(ValueError, match="pass task="): plot_recall_confidence(base)
-    with pytest.raises(ValueError, match=r"missing \['confidence'\]"): plot_recall_confidence(base.drop(columns="confidence"), task="subsetsum")
+    with pytest.raises(ValueError, match="pass task="):
+        plot_recall_confidence(base)
+    with pytest.raises(ValueError, match=r"missing \['confidence'\]"):
+        plot_recall_confidence(base.drop(columns="confidence"), task="subsetsum")
 
 
 def test_calibration_figure_3(tmp_path, base):
@@ -94,16 +119,22 @@ def test_movement_figure_4(tmp_path, base):
     arrows = sum(len(q.U) for q in fig.axes[0].collections if isinstance(q, Quiver))
     assert len(fig.axes) == 1 and arrows == int((pairs["task"] == "timetabling").sum())
     grid = plot_movement(movement_grid(pairs), task="subsetsum")  # the reference's grid-averaged arrows
-    assert sum(len(q.U) for q in grid.axes[0].collections if isinstance(q, Quiver)) == len(movement_grid(pairs).query("task == 'subsetsum'"))
+    assert sum(len(q.U) for q in grid.axes[0].collections if isinstance(q, Quiver)) == len(
+        movement_grid(pairs).query("task == 'subsetsum'")
+    )
     assert saved(fig, tmp_path, "fig4")
 
 
 def test_factors_figure_5(tmp_path, results, base):
     long_runs = results[(results["paradigm"] == "long") & ~results["condition"].str.startswith("sc_")]
     sweep = results[(results["paradigm"] == "short") & (results["condition"] == "base")]
-    fig = plot_factors(lengths=length_bins(long_runs, by=["paradigm", "task"]), length_fit=length_confidence(long_runs, by=["paradigm", "task"]),
-                       levels=by_level(base, by=["paradigm", "task"]), temperatures=temperature_sweep(sweep, by=["paradigm", "task"]),
-                       task="subsetsum")
+    fig = plot_factors(
+        lengths=length_bins(long_runs, by=["paradigm", "task"]),
+        length_fit=length_confidence(long_runs, by=["paradigm", "task"]),
+        levels=by_level(base, by=["paradigm", "task"]),
+        temperatures=temperature_sweep(sweep, by=["paradigm", "task"]),
+        task="subsetsum",
+    )
     assert len(fig.axes) == 3
     assert fig.axes[0].get_xscale() == "log" and len(fig.axes[0].get_lines()) == 2  # binned means + fitted line
     assert len(fig.axes[1].get_lines()) == 4 and len(fig.axes[2].get_lines()) == 2
@@ -122,18 +153,31 @@ def test_factors_give_each_line_of_another_hue_its_own_colour(results):
 def test_factors_refuses_ambiguous_lines(results):
     with pytest.raises(ValueError, match="several rows per"):
         plot_factors(levels=by_level(results, by=["paradigm", "condition", "task"]), task="subsetsum")
-    with pytest.raises(ValueError, match="at least one"): plot_factors()
+    with pytest.raises(ValueError, match="at least one"):
+        plot_factors()
 
 
 def test_mitigations_figure_6(tmp_path, results):
     at = results[results["temperature"] == 0.2]
     explore = mitigation_table(at[at["paradigm"] == "short"], by=["paradigm", "condition", "task"])
-    sc = reliability_bins(at[(at["paradigm"] == "long") & at["condition"].isin(["base", "sc_median", "sc_voting"])], by=["paradigm", "condition", "task"])
-    fig = plot_mitigations(reflections=reflection_sweep(at, by=["paradigm", "task"]), exploration=explore, self_consistency=sc, task="subsetsum")
+    sc = reliability_bins(
+        at[(at["paradigm"] == "long") & at["condition"].isin(["base", "sc_median", "sc_voting"])],
+        by=["paradigm", "condition", "task"],
+    )
+    fig = plot_mitigations(
+        reflections=reflection_sweep(at, by=["paradigm", "task"]),
+        exploration=explore,
+        self_consistency=sc,
+        task="subsetsum",
+    )
     assert len(fig.axes) == 3
     assert len(fig.axes[0].get_lines()) == 3
     assert len(fig.axes[1].patches) == 2 * len(EXPLORATION_METRICS)
-    assert {t.get_text().split(" (ECE")[0] for t in fig.axes[2].get_legend().get_texts()} == {"Long-CoT", "w/ Median Conf", "w/ Voting"}
+    assert {t.get_text().split(" (ECE")[0] for t in fig.axes[2].get_legend().get_texts()} == {
+        "Long-CoT",
+        "w/ Median Conf",
+        "w/ Voting",
+    }
     assert saved(fig, tmp_path, "fig6")
     assert len(plot_mitigations(exploration=explore, task="subsetsum").axes) == 1
 
@@ -147,7 +191,10 @@ def test_exploration_calibration_figure_13(tmp_path, results):
 def test_table_1(tmp_path, base):
     table = table_reconsideration(reconsideration_rates(base, by=["model", "paradigm", "task"]))
     assert table.shape == (2, 6)
-    assert list(table.index.get_level_values("Paradigm")) == ["Short-CoT", "Long-CoT"]  # models sorted: toy-instruct, toy-thinker
+    assert list(table.index.get_level_values("Paradigm")) == [
+        "Short-CoT",
+        "Long-CoT",
+    ]  # models sorted: toy-instruct, toy-thinker
     assert table.to_numpy().max() <= 100 and table.to_numpy().min() >= 0
     assert saved(plot_table(table, title="Table 1", decimals=2), tmp_path, "table1")
 
@@ -161,13 +208,19 @@ def test_table_2(tmp_path, results):
     row = summary.set_index(["task", "condition"]).loc[("subsetsum", "sc_voting")]
     assert table.loc[("SubsetSum", "w/ Voting"), "Recall (%)"] == round(row["recall"] * 100, 2)
     assert saved(plot_table(table), tmp_path, "table2")
-    with pytest.raises(ValueError, match="one row per"): table_self_consistency(pd.concat([summary, summary]))
+    with pytest.raises(ValueError, match="one row per"):
+        table_self_consistency(pd.concat([summary, summary]))
 
 
 def test_run_labels():
-    assert [run_label("short"), run_label("long"), run_label("short", "exploration"), run_label("long", "sc_voting"),
-            run_label("long", "sc_threshold"), run_label("long", "reflection_k2")] == [
-        "Short-CoT", "Long-CoT", "w/ Exploration", "w/ Voting", "Threshold vote (ours)", "2 reflections"]
+    assert [
+        run_label("short"),
+        run_label("long"),
+        run_label("short", "exploration"),
+        run_label("long", "sc_voting"),
+        run_label("long", "sc_threshold"),
+        run_label("long", "reflection_k2"),
+    ] == ["Short-CoT", "Long-CoT", "w/ Exploration", "w/ Voting", "Threshold vote (ours)", "2 reflections"]
     # results written before the names were separated: the union was `sc_union`, the threshold vote `sc_vote`
     assert [run_label("long", "sc_union"), run_label("long", "sc_vote")] == ["w/ Voting", "Threshold vote (ours)"]
 
@@ -175,36 +228,70 @@ def test_run_labels():
 def test_tables_1_and_2_put_both_unscored_policies_side_by_side(tmp_path, results):
     # one Long-CoT reply on SubsetSum is cut off before a solution: it is in the table only under "zero", as an empty answer
     long = results[(results["paradigm"] == "long") & (results["temperature"] == 0.2)].reset_index(drop=True)
-    first = long.index[(long["condition"] == "base") & (long["task"] == "subsetsum") & (long["status"] == "answered")][0]
+    first = long.index[(long["condition"] == "base") & (long["task"] == "subsetsum") & (long["status"] == "answered")][
+        0
+    ]
     cut = long.copy()
-    cut.loc[first, ["status", "precision", "recall", "n_listed", "n_correct", "confidence", "decision"]] = ["truncated", None, None, None, None, None, None]
+    cut.loc[first, ["status", "precision", "recall", "n_listed", "n_correct", "confidence", "decision"]] = [
+        "truncated",
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+    ]
     summary = under_both_policies(summary_table, cut, by=["task", "condition"])
     table = table_self_consistency(summary)
-    scored, zeroed = (summary[(summary["task"] == "subsetsum") & (summary["condition"] == "base") & (summary["unscored"] == u)].iloc[0]
-                      for u in ("exclude", "zero"))
+    scored, zeroed = (
+        summary[(summary["task"] == "subsetsum") & (summary["condition"] == "base") & (summary["unscored"] == u)].iloc[
+            0
+        ]
+        for u in ("exclude", "zero")
+    )
     row = table.loc[("SubsetSum", "Long-CoT")]
     # no error rows here: "zero" scores every row of the group (the cut one, and the synthetic table's own truncated ones)
     assert scored["n_unscored"] >= 1 and scored["n_error"] == 0 and zeroed["n_zeroed"] == scored["n_unscored"]
     assert (row[("Rows", "scored only")], row[("Rows", "unscored = 0")]) == (scored["n_scored"], scored["n_rows"])
     # by hand: each zeroed row adds 0 to the sum of recalls and one row to the count
-    assert row[("Recall (%)", "unscored = 0")] == round(scored["recall"] * scored["n_scored"] / scored["n_rows"] * 100, 2)
-    assert row[("ECE (r)", "unscored = 0")] == row[("ECE (r)", "scored only")]  # no stated confidence: ECE does not move
+    assert row[("Recall (%)", "unscored = 0")] == round(
+        scored["recall"] * scored["n_scored"] / scored["n_rows"] * 100, 2
+    )
+    # no stated confidence: ECE does not move
+    assert row[("ECE (r)", "unscored = 0")] == row[("ECE (r)", "scored only")]
     voting = table.loc[("SubsetSum", "w/ Voting")]  # the other rows have nothing unscored: the two columns agree
     assert voting[("Recall (%)", "scored only")] == voting[("Recall (%)", "unscored = 0")]
-    assert list(table.index.get_level_values("Method")[:4]) == ["Long-CoT", "w/ Median Conf", "w/ Voting", "Threshold vote (ours)"]
+    assert list(table.index.get_level_values("Method")[:4]) == [
+        "Long-CoT",
+        "w/ Median Conf",
+        "w/ Voting",
+        "Threshold vote (ours)",
+    ]
     assert saved(plot_table(table, title="Table 2", decimals=2), tmp_path, "table2_both")
     base = cut[cut["condition"] == "base"]
     table1 = table_reconsideration(under_both_policies(reconsideration_rates, base, by=["model", "paradigm", "task"]))
     assert table1.columns.nlevels == 3 and set(table1.columns.get_level_values(2)) == {"scored only", "unscored = 0"}
     rows = table1.loc[("toy-thinker", "Long-CoT"), ("SubsetSum", "Rows")]
     assert rows["unscored = 0"] == rows["scored only"] + scored["n_unscored"]
-    for metric in ("CSR (%)", "ESC (%)"):  # an empty round 1 has no correct and no wrong solution: undefined, nothing moves
+    for metric in (
+        "CSR (%)",
+        "ESC (%)",
+    ):  # an empty round 1 has no correct and no wrong solution: undefined, nothing moves
         pair = table1.loc[("toy-thinker", "Long-CoT"), ("SubsetSum", metric)]
         assert pair["scored only"] == pair["unscored = 0"], metric
     # NSD: the synthetic table's own truncated rows carry a (made-up) reconsideration, so they enter it under "zero",
     # every correct round-2 solution new; the reply cut here has none and stays out
-    rates = under_both_policies(reconsideration_rates, base, by=["model", "paradigm", "task"]).set_index(["model", "task", "unscored"])
-    decided = base[(base["model"] == "toy-thinker") & (base["task"] == "subsetsum") & (base["status"] == "truncated") & base["decision"].notna()
-                   & base["decision"].ne("unparsable")]
-    assert rates.loc[("toy-thinker", "subsetsum", "zero"), "n_nsd"] == rates.loc[("toy-thinker", "subsetsum", "exclude"), "n_nsd"] + len(decided)
+    rates = under_both_policies(reconsideration_rates, base, by=["model", "paradigm", "task"]).set_index(
+        ["model", "task", "unscored"]
+    )
+    decided = base[
+        (base["model"] == "toy-thinker")
+        & (base["task"] == "subsetsum")
+        & (base["status"] == "truncated")
+        & base["decision"].notna()
+        & base["decision"].ne("unparsable")
+    ]
+    assert rates.loc[("toy-thinker", "subsetsum", "zero"), "n_nsd"] == rates.loc[
+        ("toy-thinker", "subsetsum", "exclude"), "n_nsd"
+    ] + len(decided)
     assert saved(plot_table(table1, title="Table 1", decimals=2), tmp_path, "table1_both")

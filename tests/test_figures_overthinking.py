@@ -1,5 +1,6 @@
 """Every figure and table of `figures.overthinking` renders from the metric tables of a realistic
 synthetic study, saves as PNG, and refuses inputs it would silently misdraw."""
+
 import math
 
 import matplotlib
@@ -11,14 +12,40 @@ import pytest
 
 from reasoning_study.figures.core import save_figure
 from reasoning_study.figures.overthinking import (
-    best_strategy_mask, largest_in_group_mask, plot_cross_model, plot_format_breakdown, plot_length_histograms,
-    plot_robustness, plot_stability_curve, plot_strategy_accuracy, plot_table, plot_test_time_scaling,
-    plot_token_statistics, plot_trace_strips, plot_transition_matrix, plot_wasted_budget, results_table, stopping_table,
-    table_markdown, taxonomy_results_table, trace_strips)
+    best_strategy_mask,
+    largest_in_group_mask,
+    plot_cross_model,
+    plot_format_breakdown,
+    plot_length_histograms,
+    plot_robustness,
+    plot_stability_curve,
+    plot_strategy_accuracy,
+    plot_table,
+    plot_test_time_scaling,
+    plot_token_statistics,
+    plot_trace_strips,
+    plot_transition_matrix,
+    plot_wasted_budget,
+    results_table,
+    stopping_table,
+    table_markdown,
+    taxonomy_results_table,
+    trace_strips,
+)
 from reasoning_study.metrics.overthinking import (
-    cross_model_spearman, length_distribution, optimal_vs_test_time_scaling, overthinking_table, robustness,
-    stability_curve, stopping_at_k, strategy_table, synthetic_tables, trajectories, transition_matrix,
-    wasted_budget_table)
+    cross_model_spearman,
+    length_distribution,
+    optimal_vs_test_time_scaling,
+    overthinking_table,
+    robustness,
+    stability_curve,
+    stopping_at_k,
+    strategy_table,
+    synthetic_tables,
+    trajectories,
+    transition_matrix,
+    wasted_budget_table,
+)
 
 MODELS = ("model-a", "model-b", "model-c")
 
@@ -36,9 +63,19 @@ def study():
 def figures(s):
     "Every figure of the paper that this module draws, from the study's metric tables."
     synth, traj, one, prefixes = s["synth"], s["traj"], s["one"], s["prefixes"]
-    judge = pd.DataFrame({"model": ["model-a", "model-b"], "benchmark": "mc-bench", "n_cases": [6, 3], "n_valid": [6, 2],
-                          "n_parse_error": [0, 1], "n_error": 0, "visual": [50.0, 50.0], "calculation": [100 / 6, 0.0],
-                          "logical": [100 / 3, 50.0]})  # as `probing.judge.taxonomy_table` writes it
+    judge = pd.DataFrame(
+        {
+            "model": ["model-a", "model-b"],
+            "benchmark": "mc-bench",
+            "n_cases": [6, 3],
+            "n_valid": [6, 2],
+            "n_parse_error": [0, 1],
+            "n_error": 0,
+            "visual": [50.0, 50.0],
+            "calculation": [100 / 6, 0.0],
+            "logical": [100 / 3, 50.0],
+        }
+    )  # as `probing.judge.taxonomy_table` writes it
     table1, table4 = results_table(s["strategies"]), taxonomy_results_table(judge)
     stop_now = traj[traj.template == "stop_now"]
     return {
@@ -46,24 +83,47 @@ def figures(s):
         "fig2_lengths": lambda: plot_length_histograms(length_distribution(one), row="model"),
         "fig3_formats": lambda: plot_format_breakdown(overthinking_table(one, by=["format"])),
         "fig4_stability": lambda: plot_stability_curve(stability_curve(prefixes)),
-        "fig6_robustness": lambda: plot_robustness(robustness(traj).query("model == 'model-a' and benchmark == 'mc-bench'")),
+        "fig6_robustness": lambda: plot_robustness(
+            robustness(traj).query("model == 'model-a' and benchmark == 'mc-bench'")
+        ),
         "fig7_cross_model": lambda: plot_cross_model(cross_model_spearman(traj)),
-        "fig8_scaling": lambda: plot_test_time_scaling(optimal_vs_test_time_scaling(stop_now, traces=synth["traces"].query("template == 'stop_now'"))),
+        "fig8_scaling": lambda: plot_test_time_scaling(
+            optimal_vs_test_time_scaling(stop_now, traces=synth["traces"].query("template == 'stop_now'"))
+        ),
         "fig9_transitions": lambda: plot_transition_matrix(transition_matrix(prefixes)),
         "fig10_tokens": lambda: plot_token_statistics(synth["utterances"], length_distribution(one, unit="tokens")),
         "fig11_wasted": lambda: plot_wasted_budget(wasted_budget_table(one)),
         "fig12_lengths_by_benchmark": lambda: plot_length_histograms(length_distribution(one)),
-        "fig13_formats_by_model": lambda: plot_format_breakdown(overthinking_table(one, by=["model", "format"]), col="model"),
+        "fig13_formats_by_model": lambda: plot_format_breakdown(
+            overthinking_table(one, by=["model", "format"]), col="model"
+        ),
         "table1": lambda: plot_table(table1, best_strategy_mask(table1), "Table 1"),
-        "table2": lambda: plot_table(stopping_table(stopping_at_k(prefixes), strategy_table(one, by=["model"])), title="Table 2"),
+        "table2": lambda: plot_table(
+            stopping_table(stopping_at_k(prefixes), strategy_table(one, by=["model"])), title="Table 2"
+        ),
         "table4": lambda: plot_table(table4, largest_in_group_mask(table4), "Table 4"),
         "trace_strips": lambda: plot_trace_strips(prefixes.query("model == 'model-a' and benchmark == 'mixed-bench'")),
     }
 
 
-NAMES = ["fig1_strategies", "fig2_lengths", "fig3_formats", "fig4_stability", "fig6_robustness", "fig7_cross_model",
-         "fig8_scaling", "fig9_transitions", "fig10_tokens", "fig11_wasted", "fig12_lengths_by_benchmark",
-         "fig13_formats_by_model", "table1", "table2", "table4", "trace_strips"]
+NAMES = [
+    "fig1_strategies",
+    "fig2_lengths",
+    "fig3_formats",
+    "fig4_stability",
+    "fig6_robustness",
+    "fig7_cross_model",
+    "fig8_scaling",
+    "fig9_transitions",
+    "fig10_tokens",
+    "fig11_wasted",
+    "fig12_lengths_by_benchmark",
+    "fig13_formats_by_model",
+    "table1",
+    "table2",
+    "table4",
+    "trace_strips",
+]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -102,9 +162,17 @@ def test_stopping_table_rows(study):
 
 
 def test_taxonomy_table_from_the_judge_table():
-    judge = pd.DataFrame({"model": ["m1", "m1", "m2"], "benchmark": ["b1", "b2", "b1"], "n_cases": [4, 2, 1], "n_valid": [4, 0, 1],
-                          "visual": [25.0, float("nan"), 0.0], "calculation": [25.0, float("nan"), 100.0],
-                          "logical": [50.0, float("nan"), 0.0]})
+    judge = pd.DataFrame(
+        {
+            "model": ["m1", "m1", "m2"],
+            "benchmark": ["b1", "b2", "b1"],
+            "n_cases": [4, 2, 1],
+            "n_valid": [4, 0, 1],
+            "visual": [25.0, float("nan"), 0.0],
+            "calculation": [25.0, float("nan"), 100.0],
+            "logical": [50.0, float("nan"), 0.0],
+        }
+    )
     table = taxonomy_results_table(judge)
     assert table.shape == (2, 6) and list(table.index) == ["m1", "m2"]
     assert table.loc["m1", ("b1", "L")] == 50.0 and table.loc["m2", ("b1", "C")] == 100.0
@@ -114,11 +182,26 @@ def test_taxonomy_table_from_the_judge_table():
 
 
 def test_taxonomy_table_from_counts_and_percents():
-    counts = pd.DataFrame({"model": "m", "benchmark": ["b1"] * 3 + ["b2"] * 2,
-                           "category": ["visual_hallucination_or_perception", "calculation_error", "logical_error",
-                                        "logical_error", "other"], "count": [2, 1, 1, 3, 1]})
+    counts = pd.DataFrame(
+        {
+            "model": "m",
+            "benchmark": ["b1"] * 3 + ["b2"] * 2,
+            "category": [
+                "visual_hallucination_or_perception",
+                "calculation_error",
+                "logical_error",
+                "logical_error",
+                "other",
+            ],
+            "count": [2, 1, 1, 3, 1],
+        }
+    )
     table = taxonomy_results_table(counts)
-    assert table.loc["m", ("b1", "V")] == 50.0 and table.loc["m", ("b2", "L")] == 75.0 and table.loc["m", ("b2", "O")] == 25.0
+    assert (
+        table.loc["m", ("b1", "V")] == 50.0
+        and table.loc["m", ("b2", "L")] == 75.0
+        and table.loc["m", ("b2", "O")] == 25.0
+    )
     assert table.loc["m", ("b2", "V")] == 0.0  # judged, none found
     assert list(table.columns.get_level_values(1)[:4]) == ["V", "C", "L", "O"]
     assert largest_in_group_mask(table).sum().sum() == 2
@@ -151,7 +234,7 @@ def test_trace_strips_sorted_by_tau_with_failed_probes_marked():
     strips = trace_strips(prefixes)
     taus = strips["first_correct_index"]
     solved = taus.dropna()
-    assert list(solved) == sorted(solved) and taus.iloc[len(solved):].isna().all()  # by τ, the unsolved last
+    assert list(solved) == sorted(solved) and taus.iloc[len(solved) :].isna().all()  # by τ, the unsolved last
     assert (strips["states"].map(len) == strips["n_utterances"] + 1).all()  # z_0..z_N
     failed = sum(s.count("failed probe") for s in strips["states"])
     assert failed > 0

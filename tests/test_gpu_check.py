@@ -2,6 +2,7 @@
 
 So that the command cannot rot between the rare runs on a GPU host: every stage runs, every assertion
 that the CPU can make passes, and the report has one row per shape and measure."""
+
 import os
 import re
 import subprocess
@@ -23,8 +24,12 @@ def makefile_cpu_args() -> list[str]:
 
 
 CPU_ARGS = makefile_cpu_args()
-ASSERTED = ["trace and probes", "probe answers, kv vs naive (correctness)", "prober encoded tokens, kv / naive",
-            "entropies vs output_attentions maps"]
+ASSERTED = [
+    "trace and probes",
+    "probe answers, kv vs naive (correctness)",
+    "prober encoded tokens, kv / naive",
+    "entropies vs output_attentions maps",
+]
 
 
 def table_rows(markdown: str) -> dict[tuple[str, str], dict]:
@@ -44,8 +49,13 @@ def cpu_report(tmp_path_factory):
     "`make gpu-check GPU_CHECK_CPU=1` on a machine without CUDA (hidden when there is one): the CPU smoke run, as CI runs it."
     out = tmp_path_factory.mktemp("gpu_check") / "gpu_check.md"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}  # the machine's cores are shared
-    done = subprocess.run(["make", "-s", "gpu-check", "GPU_CHECK_CPU=1", f"GPU_CHECK_MD={out}"], cwd=ROOT, env=env, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        ["make", "-s", "gpu-check", "GPU_CHECK_CPU=1", f"GPU_CHECK_MD={out}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert "no CUDA here" in done.stdout, done.stdout + done.stderr
     return done.returncode, out.read_text()
 
@@ -64,12 +74,21 @@ def test_every_row_and_every_assertion(cpu_report):
     names = measure_names(cfg)
     assert sorted(rows) == sorted(("tiny", n) for n in names)
     assert [m for s, m in rows] == names  # in table order
-    for name in ASSERTED: assert rows["tiny", name]["status"] == "pass", rows["tiny", name]
+    for name in ASSERTED:
+        assert rows["tiny", name]["status"] == "pass", rows["tiny", name]
     assert rows["tiny", "probe answers, kv vs naive (correctness)"]["value"].startswith("21/21 identical")
-    for n in cfg.entropy_lengths: assert rows["tiny", f"entropy peak above KV cache, {n} tokens"]["status"] == "n/a (no CUDA)"
+    for n in cfg.entropy_lengths:
+        assert rows["tiny", f"entropy peak above KV cache, {n} tokens"]["status"] == "n/a (no CUDA)"
     assert rows["tiny", "entropy peak flat in length"]["status"] == "n/a (no CUDA)"
-    for name in ["generation tokens/s, batch 1", "generation tokens/s, batch 4", "prober seconds, kv / naive", "prober speed-up, naive / kv"]:
-        assert rows["tiny", name]["status"] == "measured" and re.match(r"[\d.]+", rows["tiny", name]["value"]), rows["tiny", name]
+    for name in [
+        "generation tokens/s, batch 1",
+        "generation tokens/s, batch 4",
+        "prober seconds, kv / naive",
+        "prober speed-up, naive / kv",
+    ]:
+        assert rows["tiny", name]["status"] == "measured" and re.match(r"[\d.]+", rows["tiny", name]["value"]), rows[
+            "tiny", name
+        ]
 
 
 def test_bad_configuration_fails_fast(tmp_path, capsys):
@@ -83,7 +102,9 @@ def test_without_cuda_the_check_refuses_unless_the_cpu_run_is_asked_for(tmp_path
     out = tmp_path / "gpu_check.md"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
     env.pop("GPU_CHECK_CPU", None)
-    done = subprocess.run(["make", "-s", "gpu-check", f"GPU_CHECK_MD={out}"], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        ["make", "-s", "gpu-check", f"GPU_CHECK_MD={out}"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "no CUDA here" in done.stderr and "GPU_CHECK_CPU=1" in done.stderr, done.stderr
     assert not out.exists()  # nothing ran
@@ -91,7 +112,9 @@ def test_without_cuda_the_check_refuses_unless_the_cpu_run_is_asked_for(tmp_path
 
 def test_a_missing_tokenizer_is_a_row_per_stage_not_a_traceback(tmp_path, capsys):
     out = tmp_path / "gpu_check.md"
-    code = main(["--device", "cpu", "--shapes", "tiny", "--tokenizer-dir", str(tmp_path / "nowhere"), "--out", str(out)])
+    code = main(
+        ["--device", "cpu", "--shapes", "tiny", "--tokenizer-dir", str(tmp_path / "nowhere"), "--out", str(out)]
+    )
     err = capsys.readouterr().err
     assert code == 1
     assert "Traceback" not in err and "no Qwen3 tokenizer" in err and len(err.strip().splitlines()) == 1, err

@@ -1,5 +1,6 @@
 """Attention entropy: every per-layer and per-phase mean of a study's score has its cluster-bootstrap interval over
 runs, re-scored exactly; no model (synthetic entropy tables)."""
+
 import numpy as np
 import pandas as pd
 
@@ -24,7 +25,8 @@ def test_score_tables_have_their_intervals_and_are_reproduced_exactly():
     assert len(comparisons) == 3 * 4 and set(comparisons["n_units"]) == {5} and set(comparisons["n_unpaired"]) == {0}
     assert comparisons["p_value"].between(0, 1).all()
     again = study.score(raw, config)  # what rs-rescore --check compares: bit for bit
-    for name in study.RESULT_FILES: pd.testing.assert_frame_equal(again[name], results[name])
+    for name in study.RESULT_FILES:
+        pd.testing.assert_frame_equal(again[name], results[name])
     markdown = study.summary_markdown(results)
     assert "Intervals over fewer than 10 runs say little" in markdown and " [" in markdown
 

@@ -1,11 +1,18 @@
 """NoveltyBench Table 4: each number's interval over prompts sits on table4's own number, is deterministic given the
 seed, and the paired Long-CoT − Short-CoT comparison pairs the prompts both paradigms have."""
+
 import numpy as np
 import pandas as pd
 
 from reasoning_study.metrics.intervals import interval_text
-from reasoning_study.metrics.noveltybench import (NOVELTY_COMPARISON_COLUMNS, NOVELTY_METRICS, novelty_comparison_table,
-                                                  novelty_interval_table, table4, table4_intervals)
+from reasoning_study.metrics.noveltybench import (
+    NOVELTY_COMPARISON_COLUMNS,
+    NOVELTY_METRICS,
+    novelty_comparison_table,
+    novelty_interval_table,
+    table4,
+    table4_intervals,
+)
 
 BY = ["model", "paradigm", "mode", "judge", "rater"]  # the report's grouping (`studies.musobench.report.NOVELTY_BY`)
 
@@ -16,10 +23,20 @@ def novelty_rows(n_prompts=30, seed=0):
     for paradigm, lift in (("short", 0.0), ("long", 0.15)):
         for p in range(n_prompts):
             distinct = np.clip(rng.uniform(0.1, 0.7) + lift, 0, 1)
-            rows.append(dict(model="m", paradigm=paradigm, mode="single", judge="lexical", rater="constant",
-                             prompt_id=f"p{p}", status="empty" if rng.random() < 0.1 else "complete",
-                             distinct_pct=distinct, utility_pct=np.clip(distinct * rng.uniform(0.5, 1.0), 0, 1),
-                             confidence=np.nan if rng.random() < 0.1 else rng.choice([0.6, 0.75, 0.9, 0.95])))
+            rows.append(
+                dict(
+                    model="m",
+                    paradigm=paradigm,
+                    mode="single",
+                    judge="lexical",
+                    rater="constant",
+                    prompt_id=f"p{p}",
+                    status="empty" if rng.random() < 0.1 else "complete",
+                    distinct_pct=distinct,
+                    utility_pct=np.clip(distinct * rng.uniform(0.5, 1.0), 0, 1),
+                    confidence=np.nan if rng.random() < 0.1 else rng.choice([0.6, 0.75, 0.9, 0.95]),
+                )
+            )
     return pd.DataFrame(rows)
 
 

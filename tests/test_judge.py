@@ -1,6 +1,7 @@
 """Tests of `reasoning_study.probing.judge`: strict validation of hand-written replies, the retry loop and
 its statuses (scripted replies for the pure logic), Table 4 on hand-computed verdicts, and one real
 judge call on the embedded model through the generation store."""
+
 import json
 import math
 import os
@@ -9,71 +10,104 @@ import pandas as pd
 import pytest
 from local_server import LocalServer, chat_reply
 
-from reasoning_study.backends.request import make_completion, SamplingParams
-from reasoning_study.probing.judge import (CASE_COLUMNS, JUDGE_SAMPLING, RESULT_COLUMNS, JudgeCase, as_cases, attempt_sampling,
-                                           judge_request, judge_traces, parse_judgement, taxonomy_table)
+from reasoning_study.backends.request import SamplingParams, make_completion
+from reasoning_study.probing.judge import (
+    CASE_COLUMNS,
+    JUDGE_SAMPLING,
+    RESULT_COLUMNS,
+    JudgeCase,
+    as_cases,
+    attempt_sampling,
+    judge_request,
+    judge_traces,
+    parse_judgement,
+    taxonomy_table,
+)
 from reasoning_study.prompts.overthinking import FAILURE_CATEGORIES, JUDGE_SCHEMA
 from reasoning_study.store import GenerationStore
 
-VALID = {"category": "visual", "secondary_categories": [], "severity": 50,
-         "what_went_wrong": "It recounted the bricks and saw two missing that are there.",
-         "evidence": "on the right side, there are 2 bricks missing", "minimal_example": "Counting 5 bricks where the figure shows 6.",
-         "confidence": 80}
+VALID = {
+    "category": "visual",
+    "secondary_categories": [],
+    "severity": 50,
+    "what_went_wrong": "It recounted the bricks and saw two missing that are there.",
+    "evidence": "on the right side, there are 2 bricks missing",
+    "minimal_example": "Counting 5 bricks where the figure shows 6.",
+    "confidence": 80,
+}
 
 
 def case(case_id, model="m", benchmark="b"):
-    return JudgeCase(case_id, model, benchmark, f"How many bricks are in wall {case_id}?", "6", "5",
-                     "I count the bricks row by row: 3 + 3 = 6.", "I count the bricks row by row: 3 + 3 = 6. On the right side, 2 bricks are missing, so 5.")
+    return JudgeCase(
+        case_id,
+        model,
+        benchmark,
+        f"How many bricks are in wall {case_id}?",
+        "6",
+        "5",
+        "I count the bricks row by row: 3 + 3 = 6.",
+        "I count the bricks row by row: 3 + 3 = 6. On the right side, 2 bricks are missing, so 5.",
+    )
 
 
 # --- validation ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("reply", [
-    json.dumps(VALID),
-    "  \n" + json.dumps(VALID, indent=2) + "\n",
-    "```json\n" + json.dumps(VALID) + "\n```",
-    "```\n" + json.dumps(VALID) + "\n```",
-    "<think>The added step misreads the figure.</think>\n" + json.dumps(VALID),
-    "<think>a</think><think>b</think>" + json.dumps(VALID),
-    json.dumps({**VALID, "secondary_categories": ["logical", "calculation"], "severity": 0, "confidence": 100}),
-    json.dumps({**VALID, "evidence": ""}),  # the schema allows an empty quote
-])
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        json.dumps(VALID),
+        "  \n" + json.dumps(VALID, indent=2) + "\n",
+        "```json\n" + json.dumps(VALID) + "\n```",
+        "```\n" + json.dumps(VALID) + "\n```",
+        "<think>The added step misreads the figure.</think>\n" + json.dumps(VALID),
+        "<think>a</think><think>b</think>" + json.dumps(VALID),
+        json.dumps({**VALID, "secondary_categories": ["logical", "calculation"], "severity": 0, "confidence": 100}),
+        json.dumps({**VALID, "evidence": ""}),  # the schema allows an empty quote
+    ],
+)
 def test_valid_replies(reply):
     verdict, status, error = parse_judgement(reply)
     assert status == "ok" and error is None and verdict["category"] in FAILURE_CATEGORIES
     assert set(verdict) == set(JUDGE_SCHEMA["required"])
 
 
-@pytest.mark.parametrize("reply,reason", [
-    (None, "empty reply"),
-    ("   ", "empty reply"),
-    ("<think>only thoughts</think>", "nothing after the thinking block"),
-    ("<think>never closed {\"category\": \"visual\"}", "never closed"),
-    ("Category: logical", "not one JSON object"),
-    ("The verdict is " + json.dumps(VALID), "not one JSON object"),
-    (json.dumps(VALID) + " I am confident.", "not one JSON object"),
-    (json.dumps(VALID) + json.dumps(VALID), "not one JSON object"),
-    ("{'category': 'visual'}", "not one JSON object"),  # Python, not JSON
-    ('"visual"', "not an object"),
-    ("null", "not an object"),
-    (json.dumps({**VALID, "category": "Visual"}), "'Visual' is not one of"),
-    (json.dumps({**VALID, "category": "other"}), "'other' is not one of"),
-    (json.dumps({**VALID, "category": ["visual"]}), "is not of type 'string'"),
-    (json.dumps({**VALID, "secondary_categories": "logical"}), "is not of type 'array'"),
-    (json.dumps({**VALID, "severity": -1}), "less than the minimum"),
-    (json.dumps({**VALID, "severity": "50"}), "is not of type 'integer'"),
-    (json.dumps({**VALID, "severity": 50.5}), "is not of type 'integer'"),
-    (json.dumps({**VALID, "confidence": 0.8}), "is not of type 'integer'"),
-    (json.dumps({**VALID, "confidence": 1000}), "greater than the maximum"),
-    (json.dumps({**VALID, "severity": None}), "None is not of type 'integer'"),
-    (json.dumps({**VALID, "severity": float("nan")}), "NaN is not valid JSON"),
-    (json.dumps({**VALID, "confidence": float("inf")}), "Infinity is not valid JSON"),
-    (json.dumps({k: v for k, v in VALID.items() if k != "what_went_wrong"}), "'what_went_wrong' is a required property"),
-    (json.dumps({**VALID, "went_wrong": "x"}), "Additional properties are not allowed"),
-    (json.dumps({**VALID, "parse_error": False}), "Additional properties are not allowed"),
-    (json.dumps(VALID)[:-1] + ', "category": "logical"}', "duplicate keys ['category']"),
-    ("{}", "is a required property"),
-])
+@pytest.mark.parametrize(
+    "reply,reason",
+    [
+        (None, "empty reply"),
+        ("   ", "empty reply"),
+        ("<think>only thoughts</think>", "nothing after the thinking block"),
+        ('<think>never closed {"category": "visual"}', "never closed"),
+        ("Category: logical", "not one JSON object"),
+        ("The verdict is " + json.dumps(VALID), "not one JSON object"),
+        (json.dumps(VALID) + " I am confident.", "not one JSON object"),
+        (json.dumps(VALID) + json.dumps(VALID), "not one JSON object"),
+        ("{'category': 'visual'}", "not one JSON object"),  # Python, not JSON
+        ('"visual"', "not an object"),
+        ("null", "not an object"),
+        (json.dumps({**VALID, "category": "Visual"}), "'Visual' is not one of"),
+        (json.dumps({**VALID, "category": "other"}), "'other' is not one of"),
+        (json.dumps({**VALID, "category": ["visual"]}), "is not of type 'string'"),
+        (json.dumps({**VALID, "secondary_categories": "logical"}), "is not of type 'array'"),
+        (json.dumps({**VALID, "severity": -1}), "less than the minimum"),
+        (json.dumps({**VALID, "severity": "50"}), "is not of type 'integer'"),
+        (json.dumps({**VALID, "severity": 50.5}), "is not of type 'integer'"),
+        (json.dumps({**VALID, "confidence": 0.8}), "is not of type 'integer'"),
+        (json.dumps({**VALID, "confidence": 1000}), "greater than the maximum"),
+        (json.dumps({**VALID, "severity": None}), "None is not of type 'integer'"),
+        (json.dumps({**VALID, "severity": float("nan")}), "NaN is not valid JSON"),
+        (json.dumps({**VALID, "confidence": float("inf")}), "Infinity is not valid JSON"),
+        (
+            json.dumps({k: v for k, v in VALID.items() if k != "what_went_wrong"}),
+            "'what_went_wrong' is a required property",
+        ),
+        (json.dumps({**VALID, "went_wrong": "x"}), "Additional properties are not allowed"),
+        (json.dumps({**VALID, "parse_error": False}), "Additional properties are not allowed"),
+        (json.dumps(VALID)[:-1] + ', "category": "logical"}', "duplicate keys ['category']"),
+        ("{}", "is a required property"),
+    ],
+)
 def test_invalid_replies_are_parse_errors(reply, reason):
     verdict, status, error = parse_judgement(reply)
     assert verdict is None and status == "parse_error" and reason in error, error
@@ -86,13 +120,21 @@ def test_many_schema_errors_are_summarised():
 
 # --- cases -----------------------------------------------------------------------------------------
 
+
 def test_cases_from_a_dataframe_keep_extra_columns():
-    frame = pd.DataFrame([{**{c: getattr(case("a"), c) for c in CASE_COLUMNS}, "last_correct_index": 3, "final_index": 9}])
+    frame = pd.DataFrame(
+        [{**{c: getattr(case("a"), c) for c in CASE_COLUMNS}, "last_correct_index": 3, "final_index": 9}]
+    )
     (c,) = as_cases(frame)
-    assert c == JudgeCase(**{k: getattr(case("a"), k) for k in CASE_COLUMNS}, metadata={"last_correct_index": 3, "final_index": 9})
-    with pytest.raises(ValueError, match="unique"): as_cases([case("a"), case("a")])
-    with pytest.raises(ValueError, match="missing columns"): as_cases([{"case_id": "a", "model": "m"}])
-    with pytest.raises(TypeError, match="`gold` must be a string"): JudgeCase("a", "m", "b", "q", 6, "5", "p", "t")
+    assert c == JudgeCase(
+        **{k: getattr(case("a"), k) for k in CASE_COLUMNS}, metadata={"last_correct_index": 3, "final_index": 9}
+    )
+    with pytest.raises(ValueError, match="unique"):
+        as_cases([case("a"), case("a")])
+    with pytest.raises(ValueError, match="missing columns"):
+        as_cases([{"case_id": "a", "model": "m"}])
+    with pytest.raises(TypeError, match="`gold` must be a string"):
+        JudgeCase("a", "m", "b", "q", 6, "5", "p", "t")
 
 
 def test_request_carries_the_traces_and_the_schema_keys():
@@ -104,20 +146,28 @@ def test_request_carries_the_traces_and_the_schema_keys():
 
 
 def test_request_asks_for_structured_output_and_keys_on_it():
-    from reasoning_study.store import generation_key
     from types import SimpleNamespace
+
+    from reasoning_study.store import generation_key
+
     judge = SimpleNamespace(name="vllm", model_id="judge", revision="r")
     structured, free = judge_request(case("a")), judge_request(case("a"), structured=False)
     assert structured.response_schema == JUDGE_SCHEMA and free.response_schema is None
     assert structured.prompt_key()["response_schema"] == JUDGE_SCHEMA and "response_schema" not in free.prompt_key()
-    assert generation_key(judge, structured, 0) != generation_key(judge, free, 0)  # a free reply is never served for a constrained one
+    # a free reply is never served for a constrained one
+    assert generation_key(judge, structured, 0) != generation_key(judge, free, 0)
 
 
 def test_image_cases_show_the_figure():
     from PIL import Image
+
     figure = Image.new("RGB", (6, 6), "gray")
-    frame = pd.DataFrame([{**{c: getattr(case("a"), c) for c in CASE_COLUMNS}, "image": figure},
-                          {**{c: getattr(case("b"), c) for c in CASE_COLUMNS}, "image": None}])
+    frame = pd.DataFrame(
+        [
+            {**{c: getattr(case("a"), c) for c in CASE_COLUMNS}, "image": figure},
+            {**{c: getattr(case("b"), c) for c in CASE_COLUMNS}, "image": None},
+        ]
+    )
     with_figure, without = as_cases(frame)
     assert with_figure.image is figure and without.image is None and "image" not in with_figure.metadata
     assert len(judge_request(with_figure).images) == 1 and judge_request(without).images == ()
@@ -132,8 +182,10 @@ def test_retry_sampling():
 
 # --- the retry loop --------------------------------------------------------------------------------
 
+
 class ScriptedJudge:
     "A stand-in backend: replies keyed by (case tag, seed); None means the call fails (pure-logic tests only)."
+
     name, model_id, revision = "scripted", "scripted-judge", "v1"
 
     def __init__(self, script):
@@ -144,16 +196,28 @@ class ScriptedJudge:
         out = []
         for r in requests:
             reply = self.script[(r.tag, r.sampling.seed)]
-            out.append([make_completion("", "error", error="connection reset") if reply is None else make_completion(reply, "stop")])
+            out.append(
+                [
+                    make_completion("", "error", error="connection reset")
+                    if reply is None
+                    else make_completion(reply, "stop")
+                ]
+            )
         return out
 
 
 SCRIPT = {
     ("judge:ok", 0): json.dumps(VALID),
-    ("judge:fixed", 0): "It is visual.", ("judge:fixed", 1): json.dumps({**VALID, "category": "logical"}),
-    ("judge:hopeless", 0): "{}", ("judge:hopeless", 1): "[]", ("judge:hopeless", 2): json.dumps({**VALID, "severity": 900}),
-    ("judge:down", 0): None, ("judge:down", 1): None, ("judge:down", 2): None,
-    ("judge:flaky", 0): None, ("judge:flaky", 1): json.dumps({**VALID, "category": "calculation", "severity": 75.0}),
+    ("judge:fixed", 0): "It is visual.",
+    ("judge:fixed", 1): json.dumps({**VALID, "category": "logical"}),
+    ("judge:hopeless", 0): "{}",
+    ("judge:hopeless", 1): "[]",
+    ("judge:hopeless", 2): json.dumps({**VALID, "severity": 900}),
+    ("judge:down", 0): None,
+    ("judge:down", 1): None,
+    ("judge:down", 2): None,
+    ("judge:flaky", 0): None,
+    ("judge:flaky", 1): json.dumps({**VALID, "category": "calculation", "severity": 75.0}),
 }
 
 
@@ -164,7 +228,11 @@ def test_statuses_attempts_and_fields():
     assert result["status"].tolist() == ["ok", "ok", "parse_error", "error", "ok"]
     assert result["attempts"].tolist() == [1, 2, 3, 3, 2]
     assert result["category"].tolist()[:2] == ["visual", "logical"] and result.loc[4, "category"] == "calculation"
-    assert result.loc[4, "severity"] == 75 and result["severity"].dtype == "Int64" and result["confidence"].dtype == "Int64"
+    assert (
+        result.loc[4, "severity"] == 75
+        and result["severity"].dtype == "Int64"
+        and result["confidence"].dtype == "Int64"
+    )
     hopeless, down = result.loc[2], result.loc[3]
     assert "greater than the maximum" in hopeless["error"] and hopeless["raw_reply"] == SCRIPT[("judge:hopeless", 2)]
     assert all(pd.isna(hopeless[k]) for k in JUDGE_SCHEMA["required"])  # never turned into a category
@@ -172,14 +240,17 @@ def test_statuses_attempts_and_fields():
     # attempt k re-asks only the cases still invalid, with seed k and a non-zero temperature
     assert [[tag for tag, _, _ in call] for call in backend.calls] == [
         ["judge:ok", "judge:fixed", "judge:hopeless", "judge:down", "judge:flaky"],
-        ["judge:fixed", "judge:hopeless", "judge:down", "judge:flaky"], ["judge:hopeless", "judge:down"]]
+        ["judge:fixed", "judge:hopeless", "judge:down", "judge:flaky"],
+        ["judge:hopeless", "judge:down"],
+    ]
     assert {(seed, temp) for call in backend.calls[1:] for _, seed, temp in call} == {(1, 0.7), (2, 0.7)}
 
 
 def test_no_retries_and_bad_arguments():
     result = judge_traces(ScriptedJudge(SCRIPT), [case("fixed")], retries=0)
     assert (result.loc[0, "status"], result.loc[0, "attempts"]) == ("parse_error", 1)
-    with pytest.raises(ValueError, match="retries must be >= 0"): judge_traces(ScriptedJudge(SCRIPT), [case("ok")], retries=-1)
+    with pytest.raises(ValueError, match="retries must be >= 0"):
+        judge_traces(ScriptedJudge(SCRIPT), [case("ok")], retries=-1)
     assert judge_traces(ScriptedJudge(SCRIPT), []).empty
 
 
@@ -211,6 +282,7 @@ def test_an_attempt_goes_whole_to_a_continuously_batching_backend(tmp_path, cont
 
 # --- structured output through a real HTTP client and server ----------------------------------------
 
+
 class VerdictServer(LocalServer):
     """A local OpenAI-compatible server standing in for a judge with structured output: it records every body,
     and answers a request that carries the judge's response_format with the next scripted reply."""
@@ -228,14 +300,20 @@ class VerdictServer(LocalServer):
 
 
 def test_structured_judge_over_http(tmp_path):
-    from reasoning_study.backends.presets import load_backend, ModelPreset
+    from reasoning_study.backends.presets import ModelPreset, load_backend
+
     truncated_object = json.dumps(VALID)[:40]  # a reply cut at the token budget is still invalid JSON
     with VerdictServer([json.dumps(VALID), truncated_object, json.dumps({**VALID, "category": "logical"})]) as server:
-        backend = load_backend(ModelPreset("judge", "judge-model", "openai", "never"), base_url=server.base_url, max_concurrency=1)
+        backend = load_backend(
+            ModelPreset("judge", "judge-model", "openai", "never"), base_url=server.base_url, max_concurrency=1
+        )
         result = judge_traces(backend, [case("a"), case("b")], store=GenerationStore(tmp_path / "j.sqlite"), retries=1)
         unstructured = judge_traces(backend, [case("c")], retries=0, structured=False)
-    assert all(b["response_format"] == {"type": "json_schema", "json_schema": {"name": "response", "schema": JUDGE_SCHEMA, "strict": True}}
-               for b in server.bodies[:3])
+    assert all(
+        b["response_format"]
+        == {"type": "json_schema", "json_schema": {"name": "response", "schema": JUDGE_SCHEMA, "strict": True}}
+        for b in server.bodies[:3]
+    )
     assert "response_format" not in server.bodies[3]
     assert result["status"].tolist() == ["ok", "ok"] and result["attempts"].tolist() == [1, 2]
     assert result["category"].tolist() == ["visual", "logical"]
@@ -243,7 +321,8 @@ def test_structured_judge_over_http(tmp_path):
 
 
 def test_invalid_structured_reply_is_still_a_parse_error():
-    from reasoning_study.backends.presets import load_backend, ModelPreset
+    from reasoning_study.backends.presets import ModelPreset, load_backend
+
     with VerdictServer([json.dumps(VALID)[:40]]) as server:
         backend = load_backend(ModelPreset("judge", "judge-model", "openai", "never"), base_url=server.base_url)
         result = judge_traces(backend, [case("a")], retries=0)
@@ -253,33 +332,48 @@ def test_invalid_structured_reply_is_still_a_parse_error():
 
 # --- Table 4 ---------------------------------------------------------------------------------------
 
+
 def test_taxonomy_table_hand_computed():
-    rows = ([("m1", "aime", "ok", "logical")] * 3 + [("m1", "aime", "ok", "calculation")] + [("m1", "aime", "parse_error", None)] * 2
-            + [("m1", "gpqa", "ok", "visual"), ("m1", "gpqa", "error", None)]
-            + [("m2", "aime", "ok", "visual"), ("m2", "aime", "ok", "logical")])
+    rows = (
+        [("m1", "aime", "ok", "logical")] * 3
+        + [("m1", "aime", "ok", "calculation")]
+        + [("m1", "aime", "parse_error", None)] * 2
+        + [("m1", "gpqa", "ok", "visual"), ("m1", "gpqa", "error", None)]
+        + [("m2", "aime", "ok", "visual"), ("m2", "aime", "ok", "logical")]
+    )
     judgements = pd.DataFrame(rows, columns=["model", "benchmark", "status", "category"])
     table = taxonomy_table(judgements)
     assert table[["model", "benchmark"]].values.tolist() == [["m1", "aime"], ["m1", "gpqa"], ["m2", "aime"]]
-    assert table[["n_cases", "n_valid", "n_parse_error", "n_error"]].values.tolist() == [[6, 4, 2, 0], [2, 1, 0, 1], [2, 2, 0, 0]]
+    assert table[["n_cases", "n_valid", "n_parse_error", "n_error"]].values.tolist() == [
+        [6, 4, 2, 0],
+        [2, 1, 0, 1],
+        [2, 2, 0, 0],
+    ]
     assert table[list(FAILURE_CATEGORIES)].values.tolist() == [[0.0, 25.0, 75.0], [100.0, 0.0, 0.0], [50.0, 0.0, 50.0]]
     assert all(math.isclose(s, 100.0) for s in table[list(FAILURE_CATEGORIES)].sum(axis=1))
 
 
 def test_taxonomy_table_from_judge_output_and_errors():
-    result = judge_traces(ScriptedJudge(SCRIPT), [case("ok", "m1"), case("fixed", "m1"), case("hopeless", "m1")], retries=1)
+    result = judge_traces(
+        ScriptedJudge(SCRIPT), [case("ok", "m1"), case("fixed", "m1"), case("hopeless", "m1")], retries=1
+    )
     table = taxonomy_table(result)
     assert table.loc[0, ["n_cases", "n_valid", "n_parse_error"]].tolist() == [3, 2, 1]
     assert table.loc[0, ["visual", "logical"]].tolist() == [50.0, 50.0]
-    with pytest.raises(ValueError, match="lack columns"): taxonomy_table(result.drop(columns="status"))
-    with pytest.raises(ValueError, match="unknown categories"): taxonomy_table(result.assign(category="other"))
+    with pytest.raises(ValueError, match="lack columns"):
+        taxonomy_table(result.drop(columns="status"))
+    with pytest.raises(ValueError, match="unknown categories"):
+        taxonomy_table(result.assign(category="other"))
 
 
 # --- a real judge call -----------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def embedded():
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from reasoning_study.backends.presets import load_backend
+
     return load_backend("smollm2-135m")
 
 
@@ -303,7 +397,10 @@ def test_image_questions_need_a_judge_that_sees_the_figure():
     "Issue 30 point 5: a text-only judge of image questions is refused before any model loads, unless asked for."
     from reasoning_study.config import ConfigError
     from reasoning_study.studies.overthinking.study import OverthinkingConfig
-    image_questions = dict(preset="qwen2.5-vl-7b-instruct", benchmarks=["mathvision"], extractors=["rules"], musobench_tasks=[])
+
+    image_questions = dict(
+        preset="qwen2.5-vl-7b-instruct", benchmarks=["mathvision"], extractors=["rules"], musobench_tasks=[]
+    )
     with pytest.raises(ConfigError, match="judge 'qwen3-judge' is text-only"):
         OverthinkingConfig(**image_questions, judge="qwen3-judge")
     assert OverthinkingConfig(**image_questions, judge="qwen3-judge", text_only_judge=True).text_only_judge

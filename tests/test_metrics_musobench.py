@@ -1,22 +1,56 @@
 """Tests of `metrics.musobench`: hand-computed cases for every function (both ECE variants, every
 empty-denominator case, the reference's fill-ins), and properties checked with hypothesis."""
+
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reasoning_study.metrics.musobench import (
-    RESULT_COLUMNS, Aggregate, aggregate_questions, aggregate_samples, bin_edges, by_level, confidence_bin,
-    correct_retention, ece, error_correction, instance_reconsideration, length_bins, length_confidence,
-    median_confidence_index, mitigation_table, movement_grid, movement_pairs, new_solution_discovery,
-    reconsideration_counts, reconsideration_rates, reflection_sweep, reliability_bins, score_aggregate, set_scores,
-    solution_frequencies, summary_table, synthetic_results, temperature_sweep, union_solutions, vote_solutions,
-    voting_confidence, SC_METHODS, LEGACY_CONDITIONS, UNSCORED_POLICIES, apply_unscored, current_conditions, scored_mask,
-    under_both_policies, unscored_replies)
+    LEGACY_CONDITIONS,
+    RESULT_COLUMNS,
+    SC_METHODS,
+    UNSCORED_POLICIES,
+    aggregate_questions,
+    aggregate_samples,
+    apply_unscored,
+    bin_edges,
+    by_level,
+    confidence_bin,
+    correct_retention,
+    current_conditions,
+    ece,
+    error_correction,
+    instance_reconsideration,
+    length_bins,
+    length_confidence,
+    median_confidence_index,
+    mitigation_table,
+    movement_grid,
+    movement_pairs,
+    new_solution_discovery,
+    reconsideration_counts,
+    reconsideration_rates,
+    reflection_sweep,
+    reliability_bins,
+    score_aggregate,
+    score_answer,
+    scored_mask,
+    set_scores,
+    solution_frequencies,
+    summary_table,
+    synthetic_results,
+    temperature_sweep,
+    under_both_policies,
+    union_solutions,
+    unscored_replies,
+    vote_solutions,
+    voting_confidence,
+)
 from reasoning_study.tasks.core import ParsedSolution
-from reasoning_study.metrics.musobench import score_answer
 
 FAST = settings(max_examples=100, deadline=None)
 
@@ -29,6 +63,7 @@ def rows(**columns) -> pd.DataFrame:
 
 # ------------------------------------------------------------------ precision and recall
 
+
 def test_set_scores_hand_cases():
     assert set_scores({"a", "b", "c"}, {"a"}, 4) == dict(n_listed=3, n_correct=1, precision=1 / 3, recall=0.25)
     assert set_scores(set(), set(), 1)["precision"] == 0.0  # nothing listed: precision 0, as the reference
@@ -36,45 +71,61 @@ def test_set_scores_hand_cases():
     assert over["precision"] == 3 / 7 and over["recall"] == 1.0
 
 
-@pytest.mark.parametrize("listed, valid, count, message", [({1}, {1, 2}, 5, "must be listed"), ({1}, {1}, 0, ">= 1"),
-                                                           ({1, 2, 3}, {1, 2, 3}, 2, "disagree")])
+@pytest.mark.parametrize(
+    "listed, valid, count, message",
+    [({1}, {1, 2}, 5, "must be listed"), ({1}, {1}, 0, ">= 1"), ({1, 2, 3}, {1, 2, 3}, 2, "disagree")],
+)
 def test_set_scores_rejects_impossible_inputs(listed, valid, count, message):
-    with pytest.raises(ValueError, match=message): set_scores(listed, valid, count)
+    with pytest.raises(ValueError, match=message):
+        set_scores(listed, valid, count)
 
 
 def test_score_answer_counts_malformed_and_duplicates():
     "Y holds the distinct solutions and the distinct unreadable answers (the same words twice are one), not a cut-off entry."
-    parsed = [ParsedSolution((1,), "valid"), ParsedSolution((1,), "valid"), ParsedSolution((2,), "violation"),
-              ParsedSolution(None, "malformed", "non-integer element '1.5'", "Solution 4: {1.5}"),
-              ParsedSolution(None, "malformed", "non-integer element '1.5'", "**Solution 5:** {1.5}"),
-              ParsedSolution(None, "malformed", "no subset after 'Solution 6'", "Solution 6: none"),
-              ParsedSolution(None, "malformed", "cut off by the token limit", "Solution 7: 3, 1", cut_off=True)]
+    parsed = [
+        ParsedSolution((1,), "valid"),
+        ParsedSolution((1,), "valid"),
+        ParsedSolution((2,), "violation"),
+        ParsedSolution(None, "malformed", "non-integer element '1.5'", "Solution 4: {1.5}"),
+        ParsedSolution(None, "malformed", "non-integer element '1.5'", "**Solution 5:** {1.5}"),
+        ParsedSolution(None, "malformed", "no subset after 'Solution 6'", "Solution 6: none"),
+        ParsedSolution(None, "malformed", "cut off by the token limit", "Solution 7: 3, 1", cut_off=True),
+    ]
     # Y = {(1,), (2,), '{1.5}', 'none'}: 4 answers, 1 correct
     assert score_answer(parsed, 2) == dict(n_listed=4, n_correct=1, precision=0.25, recall=0.5, n_malformed=4)
 
 
 def test_precision_of_parsed_answers_follows_eq_2():
     "The issue's two cases, parsed from text: eq. 2 gives 1/2 and 1/3 (the old denominator gave 1.0 for both)."
-    from reasoning_study.tasks import subsetsum as ss, timetabling as tt
+    from reasoning_study.tasks import subsetsum as ss
+    from reasoning_study.tasks import timetabling as tt
+
     inst = ss.SubsetSumInstance((1, 5, 6, 7, 11, 12), 18)
     assert score_answer(ss.parse_answer("Solution 1: {1, 5, 12}\nSolution 2: {1.5, 4.5}", inst), 5)["precision"] == 0.5
     cut = ss.parse_answer("Solution 1: {1, 5, 12}\nSolution 2: {6, 12}\nSolution 3: 6, 1", inst, truncated=True)
     assert score_answer(cut, 5) == dict(n_listed=2, n_correct=2, precision=1.0, recall=0.4, n_malformed=1)
-    demo = tt.TimeTablingInstance((tt.Course((0, 2), (1,), 0), tt.Course((0, 1, 2), (0, 1), 1), tt.Course((1, 2), (1, 2), 0)))
+    demo = tt.TimeTablingInstance(
+        (tt.Course((0, 2), (1,), 0), tt.Course((0, 1, 2), (0, 1), 1), tt.Course((1, 2), (1, 2), 0))
+    )
     head = "| Course | Time | Room | Teacher |\n|---|---|---|---|\n"
-    text = (f"Solution 1:\n{head}| Course0 | T0 | R1 | P0 |\n| Course1 | T0 | R0 | P1 |\n| Course2 | T1 | R1 | P0 |\n\n"
-            f"Solution 2:\n{head}| Course0 | T0 | R1 | P0 |\n| Course1 | T1 | R0 | P1 |\n\n"
-            f"Solution 3:\n{head}| Course0 | T2 | R1 | P0 |\n| Course2 | T2 | R2 | P0 |")
+    text = (
+        f"Solution 1:\n{head}| Course0 | T0 | R1 | P0 |\n| Course1 | T0 | R0 | P1 |\n| Course2 | T1 | R1 | P0 |\n\n"
+        f"Solution 2:\n{head}| Course0 | T0 | R1 | P0 |\n| Course1 | T1 | R0 | P1 |\n\n"
+        f"Solution 3:\n{head}| Course0 | T2 | R1 | P0 |\n| Course2 | T2 | R2 | P0 |"
+    )
     scores = score_answer(tt.parse_answer(text, demo), len(tt.enumerate_solutions(demo)))
     assert (scores["n_listed"], scores["n_correct"]) == (3, 1) and scores["precision"] == pytest.approx(1 / 3)
 
 
 def test_unreadable_answers_are_wrong_answers_in_the_reconsideration_counts():
     from reasoning_study.tasks.core import UnreadableAnswer
+
     listed_1, valid_1 = {(1,), UnreadableAnswer("{1.5}")}, {(1,)}
-    kept = reconsideration_counts(listed_1, valid_1, listed_1, valid_1, 3)  # unchanged: the unreadable answer is kept, wrong
+    # unchanged: the unreadable answer is kept, wrong
+    kept = reconsideration_counts(listed_1, valid_1, listed_1, valid_1, 3)
     assert (kept["n_wrong_1"], kept["n_wrong_kept"], kept["precision_2"]) == (1, 1, 0.5)
-    fixed = reconsideration_counts(listed_1, valid_1, {(1,), (2,)}, {(1,), (2,)}, 3)  # round 2 replaces it by a solution
+    # round 2 replaces it by a solution
+    fixed = reconsideration_counts(listed_1, valid_1, {(1,), (2,)}, {(1,), (2,)}, 3)
     assert (fixed["n_wrong_1"], fixed["n_wrong_kept"], fixed["n_new_correct"], fixed["precision_2"]) == (1, 0, 1, 1.0)
 
 
@@ -96,22 +147,41 @@ def test_set_scores_in_unit_interval(answer):
 
 # ------------------------------------------------------------------ reconsideration counts and rates
 
+
 def test_reconsideration_counts_hand_case():
     c = reconsideration_counts({0, 1, 2, 50, 51}, {0, 1, 2}, {0, 1, 3, 4, 51, 52}, {0, 1, 3, 4}, 10)
-    assert c == dict(n_correct_2=4, n_listed_2=6, precision_2=4 / 6, recall_2=0.4, n_correct_kept=2, n_wrong_1=2,
-                     n_wrong_kept=1, n_new_correct=2)
+    assert c == dict(
+        n_correct_2=4,
+        n_listed_2=6,
+        precision_2=4 / 6,
+        recall_2=0.4,
+        n_correct_kept=2,
+        n_wrong_1=2,
+        n_wrong_kept=1,
+        n_new_correct=2,
+    )
 
 
 def test_reconsideration_counts_empty_rounds():
     c = reconsideration_counts(set(), set(), set(), set(), 3)
-    assert (c["n_correct_kept"], c["n_wrong_1"], c["n_wrong_kept"], c["n_new_correct"], c["precision_2"]) == (0, 0, 0, 0, 0.0)
-    with pytest.raises(ValueError, match="one round only"): reconsideration_counts({7}, set(), {7}, {7}, 9)
+    assert (c["n_correct_kept"], c["n_wrong_1"], c["n_wrong_kept"], c["n_new_correct"], c["precision_2"]) == (
+        0,
+        0,
+        0,
+        0,
+        0.0,
+    )
+    with pytest.raises(ValueError, match="one round only"):
+        reconsideration_counts({7}, set(), {7}, {7}, 9)
 
 
 @st.composite
 def two_rounds(draw):
     count = draw(st.integers(1, 20))
-    pool_valid, pool_wrong = st.sets(st.integers(0, count - 1), max_size=count), st.sets(st.integers(100, 115), max_size=8)
+    pool_valid, pool_wrong = (
+        st.sets(st.integers(0, count - 1), max_size=count),
+        st.sets(st.integers(100, 115), max_size=8),
+    )
     v1, w1, v2, w2 = draw(pool_valid), draw(pool_wrong), draw(pool_valid), draw(pool_wrong)
     return v1 | w1, v1, v2 | w2, v2, count
 
@@ -123,32 +193,52 @@ def test_reconsideration_counts_identities(r):
     # C2 splits into kept-correct and newly found correct
     assert c["n_correct_kept"] + c["n_new_correct"] == c["n_correct_2"]
     assert c["n_wrong_kept"] <= c["n_wrong_1"]
-    for rate in (correct_retention(c["n_correct_kept"], len(r[1])), error_correction(c["n_wrong_kept"], c["n_wrong_1"]),
-                 new_solution_discovery(c["n_new_correct"], r[4])):
+    for rate in (
+        correct_retention(c["n_correct_kept"], len(r[1])),
+        error_correction(c["n_wrong_kept"], c["n_wrong_1"]),
+        new_solution_discovery(c["n_new_correct"], r[4]),
+    ):
         assert math.isnan(rate) or 0 <= rate <= 1
-    for rate in (correct_retention(c["n_correct_kept"], len(r[1]), "reference"), error_correction(c["n_wrong_kept"], c["n_wrong_1"], "reference")):
+    for rate in (
+        correct_retention(c["n_correct_kept"], len(r[1]), "reference"),
+        error_correction(c["n_wrong_kept"], c["n_wrong_1"], "reference"),
+    ):
         assert 0 <= rate <= 1
 
 
-@pytest.mark.parametrize("rate, args, default, reference", [(correct_retention, (0, 0), np.nan, 0.0),
-                                                           (error_correction, (0, 0), np.nan, 1.0),
-                                                           (new_solution_discovery, (0, 0), np.nan, 0.0)])
+@pytest.mark.parametrize(
+    "rate, args, default, reference",
+    [
+        (correct_retention, (0, 0), np.nan, 0.0),
+        (error_correction, (0, 0), np.nan, 1.0),
+        (new_solution_discovery, (0, 0), np.nan, 0.0),
+    ],
+)
 def test_each_empty_denominator(rate, args, default, reference):
     assert math.isnan(rate(*args)) and rate(*args, undefined="reference") == reference
 
 
 def test_rates_vectorised():
-    np.testing.assert_allclose(error_correction(np.array([0, 1, 0]), np.array([2, 4, 0]), "reference"), [1.0, 0.75, 1.0])
+    np.testing.assert_allclose(
+        error_correction(np.array([0, 1, 0]), np.array([2, 4, 0]), "reference"), [1.0, 0.75, 1.0]
+    )
     out = correct_retention(pd.Series([1, 0]), pd.Series([2, 0]))
     assert out[0] == 0.5 and math.isnan(out[1])
 
 
 def reconsideration_table():
     "Rows 0-2 changed/unchanged with empty denominators, row 3 unparsable, row 4 truncated, row 5 no turn."
-    t = rows(answer_count=10, precision=0.5, recall=0.2,
-             decision=["changed", "changed", "unchanged", "unparsable", "changed", None],
-             n_correct=[3, 0, 2, 1, 0, 4], n_correct_kept=[2, 0, 2, 0, 0, 0], n_wrong_1=[2, 4, 0, 1, 0, 0],
-             n_wrong_kept=[1, 0, 0, 0, 0, 0], n_new_correct=[2, 1, 0, 5, 0, 0])
+    t = rows(
+        answer_count=10,
+        precision=0.5,
+        recall=0.2,
+        decision=["changed", "changed", "unchanged", "unparsable", "changed", None],
+        n_correct=[3, 0, 2, 1, 0, 4],
+        n_correct_kept=[2, 0, 2, 0, 0, 0],
+        n_wrong_1=[2, 4, 0, 1, 0, 0],
+        n_wrong_kept=[1, 0, 0, 0, 0, 0],
+        n_new_correct=[2, 1, 0, 5, 0, 0],
+    )
     t.loc[4, ["status", "precision", "recall"]] = ["truncated", np.nan, np.nan]
     return t
 
@@ -161,7 +251,9 @@ def test_reconsideration_rates_default_rule():
 
 
 def test_reconsideration_rates_reference_rule():
-    r = reconsideration_rates(reconsideration_table(), by=["model"], undefined="reference", unparsable="unchanged").iloc[0]
+    r = reconsideration_rates(
+        reconsideration_table(), by=["model"], undefined="reference", unparsable="unchanged"
+    ).iloc[0]
     assert r["csr"] == pytest.approx(2 / 3) and r["esc"] == pytest.approx(0.625) and r["nsd"] == pytest.approx(0.075)
     # fill-ins only, unparsable still excluded: rows 0-2
     r = reconsideration_rates(reconsideration_table(), by=["model"], undefined="reference").iloc[0]
@@ -169,8 +261,17 @@ def test_reconsideration_rates_reference_rule():
 
 
 def test_reconsideration_rates_all_denominators_empty():
-    t = rows(answer_count=0, precision=0.0, recall=0.0, decision="changed", n_correct=[0, 0], n_correct_kept=0,
-             n_wrong_1=0, n_wrong_kept=0, n_new_correct=0)
+    t = rows(
+        answer_count=0,
+        precision=0.0,
+        recall=0.0,
+        decision="changed",
+        n_correct=[0, 0],
+        n_correct_kept=0,
+        n_wrong_1=0,
+        n_wrong_kept=0,
+        n_new_correct=0,
+    )
     r = reconsideration_rates(t, by=["model"]).iloc[0]
     assert all(math.isnan(r[c]) for c in ("csr", "esc", "nsd")) and (r["n_csr"], r["n_esc"], r["n_nsd"]) == (0, 0, 0)
     ref = reconsideration_rates(t, by=["model"], undefined="reference").iloc[0]
@@ -185,13 +286,17 @@ def test_reconsideration_rates_no_undefined_means_variants_agree():
 
 def test_reconsideration_rates_validates():
     t = reconsideration_table()
-    with pytest.raises(ValueError, match="unchanged"): reconsideration_rates(t.assign(n_new_correct=1), by=["model"])
-    with pytest.raises(ValueError, match="exceed"): reconsideration_rates(t.assign(n_wrong_kept=5), by=["model"])
-    with pytest.raises(ValueError, match="unparsable must be"): reconsideration_rates(t, by=["model"], unparsable="drop")
+    with pytest.raises(ValueError, match="unchanged"):
+        reconsideration_rates(t.assign(n_new_correct=1), by=["model"])
+    with pytest.raises(ValueError, match="exceed"):
+        reconsideration_rates(t.assign(n_wrong_kept=5), by=["model"])
+    with pytest.raises(ValueError, match="unparsable must be"):
+        reconsideration_rates(t, by=["model"], unparsable="drop")
     assert len(instance_reconsideration(t)) == 3  # rows 0-2
 
 
 # ------------------------------------------------------------------ bins and ECE
+
 
 def test_bins_match_the_reference_binning_on_percent_confidences():
     conf = np.arange(101) / 100
@@ -217,7 +322,8 @@ def test_computed_confidences_bin_as_the_value_they_stand_for():
     assert ece(t) == pytest.approx(0.0, abs=1e-12)
     b = reliability_bins(t)
     assert b["count"].tolist()[:3] == [2, 1, 0]
-    with pytest.raises(ValueError, match="in \\[0, 1\\]"): confidence_bin(1 + 1e-6)
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        confidence_bin(1 + 1e-6)
 
 
 def test_ece_hand_cases_both_variants_both_metrics():
@@ -238,8 +344,12 @@ def test_ece_edges_and_empty_cases():
 
 
 def test_reliability_bins_keep_empty_bins_and_groups():
-    t = pd.concat([rows(paradigm="short", confidence=[0.95, 0.85], recall=[0.0, 0.1], precision=1.0),
-                   rows(paradigm="long", confidence=[np.nan], recall=[0.3], precision=1.0)])
+    t = pd.concat(
+        [
+            rows(paradigm="short", confidence=[0.95, 0.85], recall=[0.0, 0.1], precision=1.0),
+            rows(paradigm="long", confidence=[np.nan], recall=[0.3], precision=1.0),
+        ]
+    )
     b = reliability_bins(t, by=["paradigm"])
     assert len(b) == 20 and set(b["metric"]) == {"recall"}
     long, short = b[b["paradigm"] == "long"], b[b["paradigm"] == "short"]
@@ -305,7 +415,11 @@ def naive_ece(conf, perf, n_bins=10):
     for b in range(n_bins):
         members = [i for i in range(len(conf)) if bins[i] == b]
         if members:
-            total += len(members) / len(conf) * abs(np.mean([perf[i] for i in members]) - np.mean([conf[i] for i in members]))
+            total += (
+                len(members)
+                / len(conf)
+                * abs(np.mean([perf[i] for i in members]) - np.mean([conf[i] for i in members]))
+            )
     return total
 
 
@@ -333,13 +447,17 @@ def test_grouped_tables_equal_per_group_computation():
             assert (math.isnan(expected) and math.isnan(got)) or got == pytest.approx(expected)
         per_instance = instance_reconsideration(sub)
         assert rates.loc[key, "n_csr"] == per_instance["csr"].notna().sum()
-        if len(per_instance): assert rates.loc[key, "esc"] == pytest.approx(per_instance["esc"].mean(), nan_ok=True)
+        if len(per_instance):
+            assert rates.loc[key, "esc"] == pytest.approx(per_instance["esc"].mean(), nan_ok=True)
 
 
 # ------------------------------------------------------------------ summary and factors
 
+
 def test_summary_table_row_sets_and_counts():
-    t = rows(paradigm=["long"] * 4, confidence=[0.5, 0.6, 0.4, np.nan], recall=[0.2, 1.0, 0.5, 0.0], precision=[1, 1, 0.5, 0])
+    t = rows(
+        paradigm=["long"] * 4, confidence=[0.5, 0.6, 0.4, np.nan], recall=[0.2, 1.0, 0.5, 0.0], precision=[1, 1, 0.5, 0]
+    )
     t = pd.concat([t, rows(paradigm=["long"], status="truncated", confidence=0.9, recall=np.nan, precision=np.nan)])
     s = summary_table(t, by=["paradigm"]).iloc[0]
     assert (s["n_rows"], s["n_scored"], s["n_unscored"], s["n_confidence"], s["n_no_confidence"]) == (5, 4, 1, 3, 1)
@@ -358,7 +476,13 @@ def test_summary_table_keeps_missing_group_keys_and_handles_empty_tables():
 
 
 def test_length_confidence_hand_case():
-    t = rows(paradigm="long", reasoning_tokens=[10, 100, 1000, 10000], confidence=[0.9, 0.7, 0.5, 0.3], precision=1, recall=0.1)
+    t = rows(
+        paradigm="long",
+        reasoning_tokens=[10, 100, 1000, 10000],
+        confidence=[0.9, 0.7, 0.5, 0.3],
+        precision=1,
+        recall=0.1,
+    )
     r = length_confidence(t, by=["paradigm"]).iloc[0]
     assert (r["n"], round(r["r"], 9), round(r["slope"], 9), round(r["intercept"], 9)) == (4, -1.0, -0.2, 1.1)
     b = length_bins(t, by=["paradigm"], n_bins=3)
@@ -372,8 +496,14 @@ def test_length_confidence_degenerate_groups():
 
 
 def test_by_level_temperature_and_reflections():
-    t = rows(level=[1, 1, 2], recall=[0.4, 0.2, 0.1], confidence=[0.9, 0.7, 1.0], precision=1.0, temperature=[0.0, 0.0, 1.0],
-             condition=["reflection_k1", "reflection_k10", "base"])
+    t = rows(
+        level=[1, 1, 2],
+        recall=[0.4, 0.2, 0.1],
+        confidence=[0.9, 0.7, 1.0],
+        precision=1.0,
+        temperature=[0.0, 0.0, 1.0],
+        condition=["reflection_k1", "reflection_k10", "base"],
+    )
     lv = by_level(t, by=["model"]).set_index("level")
     assert lv.loc[1, "recall"] == pytest.approx(0.3) and lv.loc[1, "confidence_sem"] == pytest.approx(0.1)
     assert math.isnan(lv.loc[2, "recall_sem"])
@@ -382,17 +512,26 @@ def test_by_level_temperature_and_reflections():
 
 
 def test_movement_pairs_and_grid():
-    t = rows(condition="base", model=["s", "s", "l", "s", "l"], paradigm=["short", "short", "long", "short", "long"],
-             question_id=[1, 1, 1, 2, 3], confidence=[0.9, 0.7, 0.6, 0.9, 0.4], recall=[0.0, 0.2, 0.5, 0.1, 0.4], precision=1.0)
+    t = rows(
+        condition="base",
+        model=["s", "s", "l", "s", "l"],
+        paradigm=["short", "short", "long", "short", "long"],
+        question_id=[1, 1, 1, 2, 3],
+        confidence=[0.9, 0.7, 0.6, 0.9, 0.4],
+        recall=[0.0, 0.2, 0.5, 0.1, 0.4],
+        precision=1.0,
+    )
     pairs = movement_pairs(t, family={"s": "F", "l": "F"})
     assert list(pairs["question_id"]) == [1]  # questions 2 and 3 have one paradigm only
     assert pairs.iloc[0][["confidence_short", "recall_short"]].tolist() == pytest.approx([0.8, 0.1])
     assert bool(pairs.iloc[0]["toward_diagonal"])
     assert movement_grid(pairs)["count"].tolist() == [1]
-    with pytest.raises(ValueError, match="no family"): movement_pairs(t, family={"s": "F"})
+    with pytest.raises(ValueError, match="no family"):
+        movement_pairs(t, family={"s": "F"})
 
 
 # ------------------------------------------------------------------ self-consistency
+
 
 def test_median_confidence_selection():
     assert median_confidence_index([0.1, 0.9, 0.5, 0.4]) == 2  # median 0.45: 0.5 and 0.4 tie -> lowest index
@@ -407,7 +546,9 @@ def test_median_confidence_selection():
 def test_median_selection_is_one_closest_sample(confidences):
     i = median_confidence_index(confidences)
     known = [c for c in confidences if not math.isnan(c)]
-    if not known: assert i is None; return
+    if not known:
+        assert i is None
+        return
     distances = [abs(c - np.median(known)) if not math.isnan(c) else np.inf for c in confidences]
     assert distances[i] <= min(distances) + 1e-12
     assert all(distances[j] > min(distances) + 1e-12 for j in range(i))  # no earlier tie
@@ -416,20 +557,25 @@ def test_median_selection_is_one_closest_sample(confidences):
 def test_vote_union_and_confidence_hand_case():
     samples = [({1, 2, 3}, 0.9), ({1, 2}, 0.6), ({1, 9}, 0.3), (set(), 0.8)]
     sets = [s for s, _ in samples]
-    assert vote_solutions(sets) == {1, 2} and vote_solutions(sets, 0.75) == {1} and union_solutions(sets) == {1, 2, 3, 9}
+    assert (
+        vote_solutions(sets) == {1, 2} and vote_solutions(sets, 0.75) == {1} and union_solutions(sets) == {1, 2, 3, 9}
+    )
     assert voting_confidence(samples, {1, 2}) == pytest.approx(0.66)
     assert voting_confidence(samples, union_solutions(sets)) == pytest.approx(4.5 / 7)
     assert voting_confidence(samples, set()) == pytest.approx(0.65)
     agg = aggregate_samples(samples, "threshold")  # ours: a majority of the samples
-    assert score_aggregate(agg, {1, 2, 3}, 5) == dict(n_listed=2, n_correct=2, precision=1.0, recall=0.4,
-                                                      confidence=pytest.approx(0.66), sample_index=None)
+    assert score_aggregate(agg, {1, 2, 3}, 5) == dict(
+        n_listed=2, n_correct=2, precision=1.0, recall=0.4, confidence=pytest.approx(0.66), sample_index=None
+    )
     med = aggregate_samples(samples, "median")
     assert (med.sample_index, med.solutions, med.confidence) == (1, {1, 2}, 0.6)
     assert aggregate_questions({"q": samples}, "voting")["q"].solutions == {1, 2, 3, 9}  # the paper's voting: the union
     voting = aggregate_samples(samples)  # the default: the paper's voting
     assert (voting.solutions, voting.confidence) == ({1, 2, 3, 9}, pytest.approx(4.5 / 7))
-    with pytest.raises(ValueError, match="method must be one of"): aggregate_samples(samples, "vote")  # the old names are gone
-    with pytest.raises(ValueError, match="threshold"): vote_solutions(sets, 1.5)
+    with pytest.raises(ValueError, match="method must be one of"):
+        aggregate_samples(samples, "vote")  # the old names are gone
+    with pytest.raises(ValueError, match="threshold"):
+        vote_solutions(sets, 1.5)
 
 
 def test_exact_threshold_shares_are_kept():
@@ -464,11 +610,14 @@ def test_voting_properties(samples, t1, t2):
 @given(sample_lists())
 def test_median_aggregate_is_one_of_the_samples(samples):
     agg = aggregate_samples(samples, "median")
-    if agg.sample_index is None: assert all(math.isnan(c) for _, c in samples)
-    else: assert agg.solutions == samples[agg.sample_index][0] and agg.confidence == samples[agg.sample_index][1]
+    if agg.sample_index is None:
+        assert all(math.isnan(c) for _, c in samples)
+    else:
+        assert agg.solutions == samples[agg.sample_index][0] and agg.confidence == samples[agg.sample_index][1]
 
 
 # ------------------------------------------------------------------ the synthetic table
+
 
 def test_synthetic_results_follow_the_contract():
     t = synthetic_results(n_questions=6, seed=1)
@@ -477,40 +626,73 @@ def test_synthetic_results_follow_the_contract():
     assert scored["precision"].between(0, 1).all() and scored["recall"].between(0, 1).all()
     assert t[t["status"] != "answered"]["recall"].isna().all()
     assert t["confidence"].dropna().between(0, 1).all()
-    assert set(t["condition"]) == {"base", "exploration", "reflection_k1", "reflection_k2", "reflection_k4", "sc_median", "sc_voting", "sc_threshold"}
+    assert set(t["condition"]) == {
+        "base",
+        "exploration",
+        "reflection_k1",
+        "reflection_k2",
+        "reflection_k4",
+        "sc_median",
+        "sc_voting",
+        "sc_threshold",
+    }
     m = mitigation_table(t, by=["paradigm", "condition"])
     assert len(m) == 9 and m["csr"].dropna().between(0, 1).all()
 
 
 def test_rows_scored_from_truncated_answers_count_only_with_their_flag():
     from reasoning_study.metrics import musobench as mm
-    table = pd.DataFrame(dict(status=["answered", "truncated", "truncated"], precision=[1.0, 0.5, 0.5], recall=[0.5, 0.25, 0.25],
-                              confidence=[0.5, 0.25, 0.9], scored_from_truncated=[False, True, False]))
-    assert list(mm.scored_mask(table)) == [True, True, False]  # an unflagged truncated row is not an answer, whatever its numbers
+
+    table = pd.DataFrame(
+        dict(
+            status=["answered", "truncated", "truncated"],
+            precision=[1.0, 0.5, 0.5],
+            recall=[0.5, 0.25, 0.25],
+            confidence=[0.5, 0.25, 0.9],
+            scored_from_truncated=[False, True, False],
+        )
+    )
+    assert list(mm.scored_mask(table)) == [
+        True,
+        True,
+        False,
+    ]  # an unflagged truncated row is not an answer, whatever its numbers
     assert list(mm.calibration_rows(table).index) == [0, 1]
     assert math.isclose(mm.ece(table), 0.0)  # rows 0 and 1 are calibrated; row 2 (0.9 vs 0.25) stays out
     assert list(mm.scored_mask(table.drop(columns="scored_from_truncated"))) == [True, False, False]
 
 
-
 # ------------------------------------------------------------------ self-consistency names (issue 13, point 5)
+
 
 def test_self_consistency_conditions_name_the_papers_rows_and_ours():
     assert SC_METHODS == {"median": "sc_median", "voting": "sc_voting", "threshold": "sc_threshold"}
     assert LEGACY_CONDITIONS == {"sc_union": "sc_voting", "sc_vote": "sc_threshold"}  # union was the paper's voting
     old = pd.DataFrame(dict(condition=["sc_union", "sc_vote", "sc_median", "base"], recall=[0.5, 0.2, 0.3, 0.1]))
     new = current_conditions(old)
-    assert list(new["condition"]) == ["sc_voting", "sc_threshold", "sc_median", "base"] and list(new["recall"]) == [0.5, 0.2, 0.3, 0.1]
+    assert list(new["condition"]) == ["sc_voting", "sc_threshold", "sc_median", "base"] and list(new["recall"]) == [
+        0.5,
+        0.2,
+        0.3,
+        0.1,
+    ]
     assert list(old["condition"])[:2] == ["sc_union", "sc_vote"]
-    with pytest.raises(ValueError, match="missing \\['condition'\\]"): current_conditions(pd.DataFrame(dict(recall=[1.0])))
+    with pytest.raises(ValueError, match="missing \\['condition'\\]"):
+        current_conditions(pd.DataFrame(dict(recall=[1.0])))
 
 
 # ------------------------------------------------------------------ the unscored policy (issue 13, point 4)
 
+
 def replies(statuses, recall, confidence=None, **more):
     n = len(statuses)
-    return rows(status=statuses, recall=recall, precision=[r if r is None else 1.0 for r in recall],
-                confidence=confidence if confidence is not None else [0.5] * n, **more).astype({"recall": float, "precision": float})
+    return rows(
+        status=statuses,
+        recall=recall,
+        precision=[r if r is None else 1.0 for r in recall],
+        confidence=confidence if confidence is not None else [0.5] * n,
+        **more,
+    ).astype({"recall": float, "precision": float})
 
 
 def test_unscored_policy_hand_case():
@@ -519,12 +701,22 @@ def test_unscored_policy_hand_case():
     assert list(unscored_replies(t)) == [False, True, False]
     e, z = (summary_table(t, by=[], unscored=u).iloc[0] for u in UNSCORED_POLICIES)
     assert (e["recall"], e["n_scored"], e["n_unscored"], e["n_error"]) == (0.6, 1, 2, 1)
-    assert (z["recall"], z["precision"], z["n_scored"], z["n_zeroed"], z["n_unscored"], z["n_error"]) == (0.3, 0.5, 2, 1, 1, 1)
-    assert e["ece_recall"] == z["ece_recall"] == pytest.approx(0.2)  # the cut reply stated no confidence: ECE(r) = |0.6 - 0.8|
-    rated = t.assign(confidence=[0.8, 0.4, np.nan])  # had it stated 0.4: bins (0.7, 0.8] and (0.3, 0.4], ECE = (0.2 + 0.4) / 2
+    assert (z["recall"], z["precision"], z["n_scored"], z["n_zeroed"], z["n_unscored"], z["n_error"]) == (
+        0.3,
+        0.5,
+        2,
+        1,
+        1,
+        1,
+    )
+    # the cut reply stated no confidence: ECE(r) = |0.6 - 0.8|
+    assert e["ece_recall"] == z["ece_recall"] == pytest.approx(0.2)
+    # had it stated 0.4: bins (0.7, 0.8] and (0.3, 0.4], ECE = (0.2 + 0.4) / 2
+    rated = t.assign(confidence=[0.8, 0.4, np.nan])
     assert summary_table(rated, by=[], unscored="zero").iloc[0]["ece_recall"] == pytest.approx(0.3)
     assert ece(apply_unscored(rated, "zero")) == pytest.approx(0.3) and ece(rated) == pytest.approx(0.2)
-    with pytest.raises(ValueError, match="unscored must be one of"): summary_table(t, unscored="all")
+    with pytest.raises(ValueError, match="unscored must be one of"):
+        summary_table(t, unscored="all")
 
 
 @st.composite
@@ -544,7 +736,14 @@ def test_zero_policy_adds_the_unscored_replies_at_zero(t):
     for group, sub in t.groupby("paradigm"):
         e, z = both.loc[(group, "exclude")], both.loc[(group, "zero")]
         answered, errors = (sub["status"] == "answered").sum(), (sub["status"] == "error").sum()
-        assert (e["n_scored"], z["n_scored"], z["n_zeroed"], z["n_error"]) == (answered, len(sub) - errors, len(sub) - errors - answered, errors)
-        if answered: assert z["recall"] * z["n_scored"] == pytest.approx(e["recall"] * e["n_scored"])  # the same sum, more rows
-        else: assert math.isnan(e["recall"]) and (z["n_scored"] == 0 or z["recall"] == 0.0)
+        assert (e["n_scored"], z["n_scored"], z["n_zeroed"], z["n_error"]) == (
+            answered,
+            len(sub) - errors,
+            len(sub) - errors - answered,
+            errors,
+        )
+        if answered:
+            assert z["recall"] * z["n_scored"] == pytest.approx(e["recall"] * e["n_scored"])  # the same sum, more rows
+        else:
+            assert math.isnan(e["recall"]) and (z["n_scored"] == 0 or z["recall"] == 0.0)
     assert (scored_mask(apply_unscored(t, "zero")) == (t["status"] != "error").to_numpy()).all()

@@ -1,4 +1,5 @@
 """MuSoBench: the public reference data, reproducible builds, and the build notebook end to end."""
+
 import hashlib
 import json
 import subprocess
@@ -24,11 +25,15 @@ needs_reference = pytest.mark.skipif(not REFERENCE.exists(), reason="shared/refe
 def test_reference_file_round_trips_byte_for_byte(tmp_path):
     items = read_jsonl(REFERENCE)
     assert len(items) == 700 and {it.task for it in items} == {"subsetsum"}
-    assert sorted(pd.Series([it.level for it in items]).value_counts().to_dict().items()) == [(l, 100) for l in range(1, 8)]
+    assert sorted(pd.Series([it.level for it in items]).value_counts().to_dict().items()) == [
+        (l, 100) for l in range(1, 8)
+    ]
     out = write_jsonl(items, tmp_path / "again.jsonl", extra_fields=False)
     assert out.read_bytes() == REFERENCE.read_bytes()
     with_levels = write_jsonl(items, tmp_path / "levels.jsonl")
-    assert [(b.instance, b.solutions, b.level) for b in read_jsonl(with_levels)] == [(a.instance, a.solutions, a.level) for a in items]
+    assert [(b.instance, b.solutions, b.level) for b in read_jsonl(with_levels)] == [
+        (a.instance, a.solutions, a.level) for a in items
+    ]
 
 
 @needs_reference
@@ -79,8 +84,24 @@ def test_builds_have_no_duplicates_and_correct_levels():
 def test_build_notebook_end_to_end_with_papermill(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
-    cmd = [str(BIN / "papermill"), str(ROOT / "nbs" / "experiments" / "musobench_build.ipynb"), str(out / "executed.ipynb"),
-           "-p", "per_level", "2", "-p", "workers", "1", "-p", "out_dir", str(out), "-y", "levels: [1, 2]", "--cwd", str(ROOT / "nbs")]
+    cmd = [
+        str(BIN / "papermill"),
+        str(ROOT / "nbs" / "experiments" / "musobench_build.ipynb"),
+        str(out / "executed.ipynb"),
+        "-p",
+        "per_level",
+        "2",
+        "-p",
+        "workers",
+        "1",
+        "-p",
+        "out_dir",
+        str(out),
+        "-y",
+        "levels: [1, 2]",
+        "--cwd",
+        str(ROOT / "nbs"),
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     summary = pd.read_csv(out / "summary.csv")
@@ -94,8 +115,17 @@ def test_build_notebook_end_to_end_with_papermill(tmp_path):
 @pytest.mark.slow
 def test_build_notebook_rejects_a_bad_parameter_before_building(tmp_path):
     out = tmp_path / "bad"
-    cmd = [str(BIN / "papermill"), str(ROOT / "nbs" / "experiments" / "musobench_build.ipynb"), str(tmp_path / "x.ipynb"),
-           "-p", "per_level", "ten", "-p", "out_dir", str(out)]
+    cmd = [
+        str(BIN / "papermill"),
+        str(ROOT / "nbs" / "experiments" / "musobench_build.ipynb"),
+        str(tmp_path / "x.ipynb"),
+        "-p",
+        "per_level",
+        "ten",
+        "-p",
+        "out_dir",
+        str(out),
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True)
     assert result.returncode != 0 and "'per_level' must be int" in result.stderr + result.stdout
     assert not (out / "timetabling.jsonl").exists()

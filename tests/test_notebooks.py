@@ -1,6 +1,6 @@
 """Notebook hygiene: papermill's `parameters` tag survives nbdev_clean, and every experiment has one."""
+
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,11 +9,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-RUNNABLE = sorted((ROOT / "nbs" / "experiments").glob("*.ipynb")) + sorted((ROOT / "nbs" / "benchmarks").glob("*.ipynb"))
+RUNNABLE = sorted((ROOT / "nbs" / "experiments").glob("*.ipynb")) + sorted(
+    (ROOT / "nbs" / "benchmarks").glob("*.ipynb")
+)
 
 
 def _parameter_cells(path):
-    return [c for c in json.loads(Path(path).read_text())["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    return [
+        c for c in json.loads(Path(path).read_text())["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])
+    ]
 
 
 @pytest.mark.parametrize("nb", RUNNABLE, ids=lambda p: p.name)
@@ -41,6 +45,7 @@ def test_parameters_tag_survives_nbdev_clean(tmp_path):
 def test_committed_notebooks_are_clean():
     "nbdev_clean leaves every committed notebook unchanged (no outputs or stray metadata)."
     for nb in sorted((ROOT / "nbs").rglob("*.ipynb")):
-        if ".ipynb_checkpoints" in nb.parts: continue
+        if ".ipynb_checkpoints" in nb.parts:
+            continue
         cells = json.loads(nb.read_text())["cells"]
         assert all(not c.get("outputs") for c in cells if c["cell_type"] == "code"), f"{nb.name} has outputs"

@@ -6,17 +6,29 @@ A probe that errored (backend or extractor) has `correct` missing. Every reducti
 its last good prefix. Both are checked against tables built by hand without the failed probes (random
 trajectories by hypothesis), and Fig. 8's K = 1 point against Table 1's Actual.
 """
+
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reasoning_study.metrics.overthinking import (
-    FAILED_PROBE_STATUSES, apply_failed_probes, check_prefix_table, failed_probe_table, is_harmful,
-    optimal_vs_test_time_scaling, prefix_rows, stability_curve, stopping_at_k, strategy_table, synthetic_tables,
-    trajectories, transition_matrix)
+    FAILED_PROBE_STATUSES,
+    apply_failed_probes,
+    check_prefix_table,
+    failed_probe_table,
+    is_harmful,
+    optimal_vs_test_time_scaling,
+    prefix_rows,
+    stability_curve,
+    stopping_at_k,
+    strategy_table,
+    synthetic_tables,
+    trajectories,
+)
 
 GOLD, ERR = "y", "ERR"  # ERR: the probe failed
 KEYS = dict(model="m", benchmark="b", seed=0, template="stop_now", extractor="rules")
@@ -27,8 +39,16 @@ def table_of(named_lists: dict[str, list]) -> pd.DataFrame:
     parts = []
     for item, preds in named_lists.items():
         z = [None if p == ERR else p == GOLD for p in preds]
-        parts.append(prefix_rows(z, [None if p == ERR else p for p in preds], [3 + k for k in range(len(preds) - 1)],
-                                 item_id=item, format="mc" if sum(map(ord, item)) % 2 else "ff", **KEYS))
+        parts.append(
+            prefix_rows(
+                z,
+                [None if p == ERR else p for p in preds],
+                [3 + k for k in range(len(preds) - 1)],
+                item_id=item,
+                format="mc" if sum(map(ord, item)) % 2 else "ff",
+                **KEYS,
+            )
+        )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -36,14 +56,17 @@ def by_hand(named_lists: dict[str, list], policy: str) -> dict[str, list]:
     "The lists a policy leaves: without the trajectories that failed (exclude), or each cut before its first failure."
     out = {}
     for item, preds in named_lists.items():
-        if ERR not in preds: out[item] = preds
-        elif policy == "cut" and preds.index(ERR) > 0: out[item] = preds[:preds.index(ERR)]
+        if ERR not in preds:
+            out[item] = preds
+        elif policy == "cut" and preds.index(ERR) > 0:
+            out[item] = preds[: preds.index(ERR)]
     return out
 
 
 answers = st.sampled_from([GOLD, "a", "b", None, ERR])
 named = st.lists(st.lists(answers, min_size=1, max_size=9), min_size=1, max_size=8).map(
-    lambda lists: {f"i{j}": preds for j, preds in enumerate(lists)})
+    lambda lists: {f"i{j}": preds for j, preds in enumerate(lists)}
+)
 fast = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -51,8 +74,12 @@ def reductions(table: pd.DataFrame, policy: str | None = None) -> dict:
     kw = {} if policy is None else dict(failed_probes=policy)
     traj = trajectories(table, **kw)
     answers = traj["actual_prediction"].astype(object)
-    return {"trajectories": traj.assign(actual_prediction=answers.where(answers.notna(), None)),  # (NaN or None: no answer) "strategies": strategy_table(traj, by=[]), "transitions": transition_matrix(table, **kw),
-            "stopping": stopping_at_k(table, ks=(1, 2, math.inf), **kw), "stability": stability_curve(table, **kw)}
+    return {
+        # (NaN or None: no answer) "strategies": strategy_table(traj, by=[]), "transitions": transition_matrix(table, **kw),
+        "trajectories": traj.assign(actual_prediction=answers.where(answers.notna(), None)),
+        "stopping": stopping_at_k(table, ks=(1, 2, math.inf), **kw),
+        "stability": stability_curve(table, **kw),
+    }
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -61,7 +88,8 @@ def test_every_reduction_equals_the_table_without_the_failed_probes(lists, polic
     kept = by_hand(lists, policy)
     table = table_of(lists)
     if not kept:
-        with pytest.raises(ValueError, match="no trajectory left"): trajectories(table, failed_probes=policy)
+        with pytest.raises(ValueError, match="no trajectory left"):
+            trajectories(table, failed_probes=policy)
         return
     got, expected = reductions(table, policy), reductions(table_of(kept))
     for name in got:
@@ -72,7 +100,8 @@ def test_every_reduction_equals_the_table_without_the_failed_probes(lists, polic
 @given(named)
 def test_an_error_is_never_read_as_wrong(lists):
     kept = by_hand(lists, "exclude")
-    if not kept: return
+    if not kept:
+        return
     s = strategy_table(trajectories(table_of(lists)), by=[]).set_index("strategy")
     z = {item: [p == GOLD for p in preds] for item, preds in kept.items()}
     assert s.loc["Actual", "n"] == len(kept)  # only the trajectories without a failed probe
@@ -103,20 +132,28 @@ def test_the_issue_examples_by_hand():
     assert s.loc[["No-CoT", "Actual", "Optimal"], "accuracy"].tolist() == [0.0, 0.0, 0.0]
     assert s.loc["Actual", "harmful_rate"] == 0.0
     cut = trajectories(table_of(lists), failed_probes="cut").set_index("item_id")
-    assert cut.loc["late_error", ["n_utterances", "actual_correct", "verbose", "harmful"]].tolist() == [2, True, True, False]
+    assert cut.loc["late_error", ["n_utterances", "actual_correct", "verbose", "harmful"]].tolist() == [
+        2,
+        True,
+        True,
+        False,
+    ]
     assert "all_failed" not in cut.index
     # an older table wrote correct=False for an errored probe: its probe_status still marks it
     old = table_of(lists).assign(correct=lambda t: t["correct"].fillna(False))
     assert set(trajectories(old)["item_id"]) == {"ok_wrong"}
     assert set(FAILED_PROBE_STATUSES) == {"error", "extractor_error"}
-    with pytest.raises(ValueError, match="failed_probes must be one of"): check_prefix_table(old, failed_probes="zero")
+    with pytest.raises(ValueError, match="failed_probes must be one of"):
+        check_prefix_table(old, failed_probes="zero")
 
 
 def test_synthetic_failures_and_the_identities():
     synth = synthetic_tables(n_items=15, seeds=(0, 1, 2), failure_rate=0.3)
     prefixes = synth["prefixes"]
     failed = prefixes["probe_status"] == "error"
-    assert failed.any() and prefixes.loc[failed, "correct"].isna().all() and prefixes.loc[~failed, "correct"].notna().all()
+    assert (
+        failed.any() and prefixes.loc[failed, "correct"].isna().all() and prefixes.loc[~failed, "correct"].notna().all()
+    )
     assert prefixes.loc[failed, "prediction"].isna().all()
     counts = failed_probe_table(prefixes, by=[]).iloc[0]
     assert 0.15 < counts["n_with_failed_probes"] / counts["n_trajectories"] < 0.45
@@ -124,11 +161,15 @@ def test_synthetic_failures_and_the_identities():
         traj = trajectories(prefixes, failed_probes=policy)
         counts = failed_probe_table(prefixes, policy, by=[]).iloc[0]
         assert len(traj) == counts["n_trajectories"] - counts["n_excluded"]
-        wide = strategy_table(traj).pivot_table(index=["model", "benchmark"], columns="strategy", values=["accuracy", "harmful_rate"],
-                                                observed=True)
+        wide = strategy_table(traj).pivot_table(
+            index=["model", "benchmark"], columns="strategy", values=["accuracy", "harmful_rate"], observed=True
+        )
         assert wide[("accuracy", "Optimal")].to_numpy() == pytest.approx(
-            (wide[("accuracy", "Actual")] + wide[("harmful_rate", "Actual")]).to_numpy())
-        k_inf = stopping_at_k(prefixes, ks=(math.inf,), by=["model", "benchmark"], failed_probes=policy).set_index(["model", "benchmark"])
+            (wide[("accuracy", "Actual")] + wide[("harmful_rate", "Actual")]).to_numpy()
+        )
+        k_inf = stopping_at_k(prefixes, ks=(math.inf,), by=["model", "benchmark"], failed_probes=policy).set_index(
+            ["model", "benchmark"]
+        )
         actual = strategy_table(traj).query("strategy == 'Actual'").set_index(["model", "benchmark"])
         assert k_inf["accuracy"].to_numpy() == pytest.approx(actual["accuracy"].to_numpy())  # Stopping@∞ is Actual
         assert k_inf["harmful_rate"].to_numpy() == pytest.approx(actual["harmful_rate"].to_numpy())
@@ -140,16 +181,30 @@ def test_k1_of_the_scaling_curves_is_table1_actual():
     synth = synthetic_tables(n_items=12, models=("model-a", "model-b"), seeds=(0, 1, 2, 3))
     traj = trajectories(synth["prefixes"])
     scaling = optimal_vs_test_time_scaling(traj, by=["model", "benchmark"])
-    k1 = scaling[scaling.k == 1].pivot_table(index=["model", "benchmark"], columns="strategy", values="accuracy", observed=True)
-    table1 = strategy_table(traj).pivot_table(index=["model", "benchmark"], columns="strategy", values="accuracy", observed=True)
+    k1 = scaling[scaling.k == 1].pivot_table(
+        index=["model", "benchmark"], columns="strategy", values="accuracy", observed=True
+    )
+    table1 = strategy_table(traj).pivot_table(
+        index=["model", "benchmark"], columns="strategy", values="accuracy", observed=True
+    )
     for curve in ("Actual Length", "Pass@K"):
         assert k1[curve].to_numpy() == pytest.approx(table1["Actual"].to_numpy())
     assert k1["Optimal Length"].to_numpy() == pytest.approx(table1["Optimal"].to_numpy())
     # the own answer differs from the probed z_N: its curves are labelled, and the probed ones do not move
     traces = synth["traces"].assign(final_correct=~synth["traces"]["final_correct"])
     both = optimal_vs_test_time_scaling(traj, by=["model", "benchmark"], traces=traces)
-    assert set(both["strategy"]) == {"Pass@K", "Actual Length", "Optimal Length", "Pass@K (own answer)", "Actual Length (own answer)"}
-    pd.testing.assert_frame_equal(both[both.strategy.isin(["Pass@K", "Actual Length", "Optimal Length"])].reset_index(drop=True),
-                                  scaling.reset_index(drop=True))
-    own_k1 = both[(both.k == 1) & (both.strategy == "Pass@K (own answer)")].set_index(["model", "benchmark"])["accuracy"]
+    assert set(both["strategy"]) == {
+        "Pass@K",
+        "Actual Length",
+        "Optimal Length",
+        "Pass@K (own answer)",
+        "Actual Length (own answer)",
+    }
+    pd.testing.assert_frame_equal(
+        both[both.strategy.isin(["Pass@K", "Actual Length", "Optimal Length"])].reset_index(drop=True),
+        scaling.reset_index(drop=True),
+    )
+    own_k1 = both[(both.k == 1) & (both.strategy == "Pass@K (own answer)")].set_index(["model", "benchmark"])[
+        "accuracy"
+    ]
     assert own_k1.to_numpy() == pytest.approx(1 - table1["Actual"].to_numpy())

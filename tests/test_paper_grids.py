@@ -9,13 +9,14 @@ empty answer: the paper's means run over all N instances), the same for both mod
 pair runs in one cell (short and long presets) or in one cell per model (`paradigms`, same `model`).
 The paper grids validate the way `rs-sweep --dry-run` does, and a copy asking a hosted model for a
 parameter its provider rejects (or a budget over its cap) fails with exit status 2."""
+
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 import yaml
 
-from reasoning_study.backends.presets import get_preset, PRESET_ALIASES, PRESETS
+from reasoning_study.backends.presets import PRESET_ALIASES, PRESETS, get_preset
 from reasoning_study.cli import main
 from reasoning_study.sweep.spec import load_sweep
 
@@ -45,7 +46,9 @@ def test_every_grid_expands_and_validates(path):
 def test_paper_grids_set_the_papers_protocol(path):
     for cell in musobench_cells(path):
         p = cell.parameters
-        assert "reply_openings" in p and "read_truncated" in p and "unscored" in p, f"{cell.id} inherits the notebook's CPU defaults"
+        assert "reply_openings" in p and "read_truncated" in p and "unscored" in p, (
+            f"{cell.id} inherits the notebook's CPU defaults"
+        )
         assert set(p["reply_openings"]) <= {"confidence"}, (cell.id, p["reply_openings"])
         assert p["read_truncated"] is False, cell.id
         assert p["unscored"] == "zero", (cell.id, p["unscored"])
@@ -56,9 +59,21 @@ def test_both_models_of_a_pair_get_the_same_protocol(path):
     pairs = defaultdict(list)
     for cell in musobench_cells(path):
         p = cell.parameters
-        assert p.get("short_preset") and p.get("long_preset"), f"{cell.id}: a MuSoBench cell names both models of its pair"
-        assert get_preset(p["short_preset"]).thinking != "always" and get_preset(p["long_preset"]).thinking != "never", cell.id
-        pairs[(p.get("model"), p["short_preset"], p["long_preset"], tuple(p["tasks"]), p.get("temperature") if "paradigms" not in p else None)].append(cell)
+        assert p.get("short_preset") and p.get("long_preset"), (
+            f"{cell.id}: a MuSoBench cell names both models of its pair"
+        )
+        assert (
+            get_preset(p["short_preset"]).thinking != "always" and get_preset(p["long_preset"]).thinking != "never"
+        ), cell.id
+        pairs[
+            (
+                p.get("model"),
+                p["short_preset"],
+                p["long_preset"],
+                tuple(p["tasks"]),
+                p.get("temperature") if "paradigms" not in p else None,
+            )
+        ].append(cell)
     for key, cells in pairs.items():
         settings = {tuple((k, str(c.parameters.get(k))) for k in PAIR_SETTINGS) for c in cells}
         assert len(settings) == 1, (key, [c.id for c in cells])
@@ -84,7 +99,8 @@ def test_paper_grids_name_each_model_once(path):
     for cell in musobench_cells(path):
         short, long = cell.parameters["short_preset"], cell.parameters["long_preset"]
         assert short in PRESETS and long in PRESETS and not {short, long} & set(PRESET_ALIASES), (cell.id, short, long)
-        if short == long: assert get_preset(short).thinking == "template", (cell.id, short)
+        if short == long:
+            assert get_preset(short).thinking == "template", (cell.id, short)
 
 
 @pytest.mark.parametrize("path", PAPER_GRIDS, ids=lambda p: p.stem)
@@ -106,12 +122,27 @@ def changed_grid(tmp_path: Path, case: str, **values) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("case, values, message", [
-    ("o4-mini", {"temperature": 0.2}, "preset 'o4-mini' (OpenAI model 'o4-mini-2025-04-16'): temperature=0.2 is rejected"),
-    ("gpt-4o-mini", {"max_tokens": 20480}, "preset 'gpt-4o-mini' (OpenAI model 'gpt-4o-mini-2024-07-18'): max_tokens=20480 is above"),
-    ("deepseek-v3", {"max_tokens": 20480}, "preset 'deepseek-v3' (DeepSeek model 'deepseek-chat'): max_tokens=20480 is above"),
-    ("o4-mini", {"top_p": 0.95}, "top_p=0.95 is rejected"),
-])
+@pytest.mark.parametrize(
+    "case, values, message",
+    [
+        (
+            "o4-mini",
+            {"temperature": 0.2},
+            "preset 'o4-mini' (OpenAI model 'o4-mini-2025-04-16'): temperature=0.2 is rejected",
+        ),
+        (
+            "gpt-4o-mini",
+            {"max_tokens": 20480},
+            "preset 'gpt-4o-mini' (OpenAI model 'gpt-4o-mini-2024-07-18'): max_tokens=20480 is above",
+        ),
+        (
+            "deepseek-v3",
+            {"max_tokens": 20480},
+            "preset 'deepseek-v3' (DeepSeek model 'deepseek-chat'): max_tokens=20480 is above",
+        ),
+        ("o4-mini", {"top_p": 0.95}, "top_p=0.95 is rejected"),
+    ],
+)
 def test_a_parameter_the_provider_rejects_fails_validation(case, values, message, tmp_path, capsys):
     copy = changed_grid(tmp_path, case, **values)
     assert main([str(copy), "--dry-run", "--out", str(tmp_path / "out")]) == 2
@@ -134,7 +165,12 @@ OVERTHINKING_GRID = ROOT / "nbs" / "sweeps" / "overthinking.yaml"
 def overthinking_cells(path: Path = OVERTHINKING_GRID) -> list:
     from reasoning_study.config import config_from
     from reasoning_study.studies.overthinking.study import OverthinkingConfig
-    return [(c, config_from(OverthinkingConfig, c.parameters)) for c in load_sweep(path).cells if c.notebook_name == "overthinking"]
+
+    return [
+        (c, config_from(OverthinkingConfig, c.parameters))
+        for c in load_sweep(path).cells
+        if c.notebook_name == "overthinking"
+    ]
 
 
 def check_the_llm_extractor_reads_everything(path: Path = OVERTHINKING_GRID):
@@ -147,7 +183,9 @@ def check_the_llm_extractor_reads_everything(path: Path = OVERTHINKING_GRID):
 
 def check_the_robustness_cell_is_the_papers(path: Path = OVERTHINKING_GRID):
     "Appendix A: VL-Rethinker on MathVision, three seeds x two termination prompts x two extractors; only there."
-    robust = [(c, config) for c, config in overthinking_cells(path) if len(config.templates) * len(config.extractors) > 1]
+    robust = [
+        (c, config) for c, config in overthinking_cells(path) if len(config.templates) * len(config.extractors) > 1
+    ]
     assert robust, "no cell runs the robustness study"
     assert {config.preset for _, config in robust} == {"vl-rethinker-7b"}
     assert {tuple(config.benchmarks) for _, config in robust} == {("mathvision",)}
@@ -157,15 +195,20 @@ def check_the_robustness_cell_is_the_papers(path: Path = OVERTHINKING_GRID):
         assert set(config.extractors) == {"llm:qwen3-4b-extractor", "llm:qwen3.5-4b-extractor"}, cell.id
     seeds = defaultdict(set)  # the other cells run one seed per model and benchmark (their seeds are not the study's)
     for cell, config in overthinking_cells(path):
-        if (cell, config) not in robust and config.n_samples == 1: seeds[(config.preset, tuple(config.benchmarks))].add(config.seed)
+        if (cell, config) not in robust and config.n_samples == 1:
+            seeds[(config.preset, tuple(config.benchmarks))].add(config.seed)
     assert all(len(s) == 1 for s in seeds.values()), dict(seeds)
-    main_seeds = {config.seed for _, config in overthinking_cells(path) if config.preset == "vl-rethinker-7b" and "mathvision" in config.benchmarks
-                  and (_, config) not in robust}
+    main_seeds = {
+        config.seed
+        for _, config in overthinking_cells(path)
+        if config.preset == "vl-rethinker-7b" and "mathvision" in config.benchmarks and (_, config) not in robust
+    }
     assert not main_seeds & {config.seed for _, config in robust}  # no trace generated twice
 
 
 def check_image_questions_have_a_judge_that_sees_them(path: Path = OVERTHINKING_GRID):
     from reasoning_study.tasks.qa import has_images
+
     for cell, config in overthinking_cells(path):
         if config.judge is not None and any(has_images(b) for b in config.benchmarks):
             assert get_preset(config.judge).multimodal and not config.text_only_judge, (cell.id, config.judge)
@@ -175,14 +218,22 @@ def check_every_cell_fits_an_h200(path: Path = OVERTHINKING_GRID):
     "Issue 30 point 4: every cell's engines fit an H200 together, each sized from the study's budgets, not the model's context."
     from reasoning_study.studies.overthinking.study import model_context, plan_roles
     from reasoning_study.sweep.rehearsal import GPUS, paper_model_memory
+
     for cell, config in overthinking_cells(path):
         plan = plan_roles(config, GPUS["H200"], paper_model_memory)  # raises when they do not fit
         assert plan.roles["model"].context == model_context(config) < 65536, cell.id
         assert plan.options["model"]["max_model_len"] <= model_context(config), cell.id
 
 
-@pytest.mark.parametrize("check", [check_the_llm_extractor_reads_everything, check_the_robustness_cell_is_the_papers,
-                                   check_image_questions_have_a_judge_that_sees_them, check_every_cell_fits_an_h200],
-                         ids=lambda f: f.__name__.removeprefix("check_"))
+@pytest.mark.parametrize(
+    "check",
+    [
+        check_the_llm_extractor_reads_everything,
+        check_the_robustness_cell_is_the_papers,
+        check_image_questions_have_a_judge_that_sees_them,
+        check_every_cell_fits_an_h200,
+    ],
+    ids=lambda f: f.__name__.removeprefix("check_"),
+)
 def test_the_overthinking_grid_runs_the_papers_protocol(check):
     check()

@@ -7,6 +7,7 @@ fetches a newer map from the network. Where ours and the map disagree, the prese
 why; the map's retirement dates of our presets' models are listed in `RETIRED`, so that a newer map that moves one
 shows up here before a paid run meets it. LiteLLM's lists of accepted parameters live in its code, not in the map;
 they are compared by hand in the stop note of issue #29."""
+
 import importlib.util
 import json
 from pathlib import Path
@@ -46,7 +47,8 @@ def test_every_api_preset_is_in_the_map(model_map):
     missing = [p.name for p in API_PRESETS if not entry(model_map, p)]
     assert not missing, f"not in LiteLLM's map: {missing}"
     assert {p.name: entry(model_map, p)["litellm_provider"] for p in API_PRESETS} == {
-        p.name: p.rules.provider.lower() for p in API_PRESETS}
+        p.name: p.rules.provider.lower() for p in API_PRESETS
+    }
 
 
 @pytest.mark.parametrize("preset", API_PRESETS, ids=lambda p: p.name)
@@ -56,7 +58,9 @@ def test_caps_and_reasoning_agree_with_the_map(model_map, preset):
     theirs = {"max_tokens_cap": e.get("max_output_tokens"), "reasoning": bool(e.get("supports_reasoning"))}
     differ = {field for field in ours if ours[field] != theirs[field]}
     kept = {field for name, field in KEPT_OURS if name == preset.name}
-    assert differ == kept, f"{preset.name}: ours {ours}, LiteLLM's {theirs}; a new disagreement needs a reason in KEPT_OURS"
+    assert differ == kept, (
+        f"{preset.name}: ours {ours}, LiteLLM's {theirs}; a new disagreement needs a reason in KEPT_OURS"
+    )
 
 
 def test_the_maps_retirement_dates_are_known(model_map):

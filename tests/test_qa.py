@@ -1,6 +1,7 @@
 """Tests of `reasoning_study.tasks.qa`: the offline sets read from installed packages, and every paper
 benchmark mapping on small local files (JSONL, parquet with real image features, save_to_disk folders,
 hub-repository folders), loaded through `datasets` with the hub switched off."""
+
 import os
 
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # nothing here may touch the hub
@@ -15,8 +16,15 @@ import pytest
 from math_verify import parse
 from PIL import Image
 
-from reasoning_study.tasks.qa import (BENCHMARKS, HUB_BENCHMARKS, QAItem, gpqa_options, items_table, load_benchmark,
-                                      split_options)
+from reasoning_study.tasks.qa import (
+    BENCHMARKS,
+    HUB_BENCHMARKS,
+    QAItem,
+    gpqa_options,
+    items_table,
+    load_benchmark,
+    split_options,
+)
 
 
 def write_jsonl(path: Path, records: list[dict]) -> Path:
@@ -32,7 +40,8 @@ def picture(color="red") -> Image.Image:
 def image_dataset(records: list[dict], image_columns: tuple[str, ...]) -> datasets.Dataset:
     "A Dataset whose image columns carry the datasets Image feature (as the hub's parquet files do)."
     ds = datasets.Dataset.from_list(records)
-    for column in image_columns: ds = ds.cast_column(column, datasets.Image())
+    for column in image_columns:
+        ds = ds.cast_column(column, datasets.Image())
     return ds
 
 
@@ -43,10 +52,17 @@ def cache(tmp_path):
 
 # --- offline sets --------------------------------------------------------------------------------
 
+
 def test_champ_items_are_numeric_free_form():
     items = load_benchmark("champ")
     assert len(items) == 131 and {i.format for i in items} == {"ff"}
-    assert Counter(i.metadata["category"] for i in items).keys() <= {"Combinatorics", "Inequality", "Number-Theory", "Polynomial", "Sequence"}
+    assert Counter(i.metadata["category"] for i in items).keys() <= {
+        "Combinatorics",
+        "Inequality",
+        "Number-Theory",
+        "Polynomial",
+        "Sequence",
+    }
     for item in items:  # every gold answer is a number math-verify can read
         parsed = parse(f"${item.answer}$")
         assert parsed and parsed[0].is_number, (item.id, item.answer)
@@ -66,27 +82,46 @@ def test_sampling_is_seeded_and_in_file_order():
     rows = [int(i.id.split("/")[1]) for i in a]
     assert rows == sorted(rows)
     assert [i.id for i in load_benchmark("mmlu-sample", n=10, seed=4)] != [i.id for i in a]
-    with pytest.raises(ValueError, match="only 131"): load_benchmark("champ", n=500)
+    with pytest.raises(ValueError, match="only 131"):
+        load_benchmark("champ", n=500)
 
 
 def test_offline_sets_take_no_path_and_unknown_names_fail():
-    with pytest.raises(ValueError, match="no path"): load_benchmark("champ", path="x.jsonl")
-    with pytest.raises(KeyError, match="known: champ"): load_benchmark("aime24")
+    with pytest.raises(ValueError, match="no path"):
+        load_benchmark("champ", path="x.jsonl")
+    with pytest.raises(KeyError, match="known: champ"):
+        load_benchmark("aime24")
     assert set(BENCHMARKS) == {"champ", "mmlu-sample", *HUB_BENCHMARKS}
 
 
 def test_hub_needs_permission(tmp_path):
-    with pytest.raises(FileNotFoundError, match="allow_hub=True"): load_benchmark("aime2025")
-    with pytest.raises(FileNotFoundError, match="no file or folder"): load_benchmark("aime2025", path=tmp_path / "missing")
-    bad = tmp_path / "data.csv"; bad.write_text("a\n1\n")
-    with pytest.raises(ValueError, match="json/.jsonl/.parquet"): load_benchmark("aime2025", path=bad)
+    with pytest.raises(FileNotFoundError, match="allow_hub=True"):
+        load_benchmark("aime2025")
+    with pytest.raises(FileNotFoundError, match="no file or folder"):
+        load_benchmark("aime2025", path=tmp_path / "missing")
+    bad = tmp_path / "data.csv"
+    bad.write_text("a\n1\n")
+    with pytest.raises(ValueError, match="json/.jsonl/.parquet"):
+        load_benchmark("aime2025", path=bad)
 
 
 # --- paper benchmarks on local files -------------------------------------------------------------
 
+
 def test_aime2025_jsonl(tmp_path, cache):
-    path = write_jsonl(tmp_path / "aime25.jsonl", [
-        {"id": 10 + k, "problem": f"Find the remainder of {k} squared.", "solution": "...", "answer": k * k, "url": f"u{k}"} for k in range(5)])
+    path = write_jsonl(
+        tmp_path / "aime25.jsonl",
+        [
+            {
+                "id": 10 + k,
+                "problem": f"Find the remainder of {k} squared.",
+                "solution": "...",
+                "answer": k * k,
+                "url": f"u{k}",
+            }
+            for k in range(5)
+        ],
+    )
     items = load_benchmark("aime2025", path=path, cache_dir=cache)
     assert [i.id for i in items] == [f"aime2025/{10 + k}" for k in range(5)]
     assert [i.answer for i in items] == ["0", "1", "4", "9", "16"]  # integer answers become text
@@ -95,9 +130,19 @@ def test_aime2025_jsonl(tmp_path, cache):
 
 
 def test_gpqa_parquet_shuffles_by_record_id(tmp_path, cache):
-    records = [{"Record ID": f"rec{k}", "Question": f"Question {k}?", "Correct Answer": f"right {k}\n",
-                "Incorrect Answer 1": f"wrong a{k}", "Incorrect Answer 2": f"wrong b{k}", "Incorrect Answer 3": f"wrong c{k}",
-                "Subdomain": "Physics (general)", "High-level domain": "Physics"} for k in range(24)]
+    records = [
+        {
+            "Record ID": f"rec{k}",
+            "Question": f"Question {k}?",
+            "Correct Answer": f"right {k}\n",
+            "Incorrect Answer 1": f"wrong a{k}",
+            "Incorrect Answer 2": f"wrong b{k}",
+            "Incorrect Answer 3": f"wrong c{k}",
+            "Subdomain": "Physics (general)",
+            "High-level domain": "Physics",
+        }
+        for k in range(24)
+    ]
     path = tmp_path / "gpqa_diamond.parquet"
     datasets.Dataset.from_list(records).to_parquet(str(path))
     items = load_benchmark("gpqa", path=path, cache_dir=cache)
@@ -114,14 +159,32 @@ def test_gpqa_parquet_shuffles_by_record_id(tmp_path, cache):
 
 def test_mathvista_parquet_with_images(tmp_path, cache):
     records = [
-        {"pid": "1", "question": "Which bar is tallest?", "choices": ["red", "blue", "green"], "answer": "blue",
-         "question_type": "multi_choice", "answer_type": "text", "precision": None, "unit": None,
-         "query": "Hint: ...\nQuestion: Which bar is tallest?\nChoices:\n(A) red\n(B) blue\n(C) green",
-         "image": "images/1.jpg", "decoded_image": picture("red")},
-        {"pid": "2", "question": "What is the slope?", "choices": None, "answer": "1.5", "question_type": "free_form",
-         "answer_type": "float", "precision": 1.0, "unit": None,
-         "query": "Hint: Please answer the question requiring a floating-point number with one decimal place.\nQuestion: What is the slope?",
-         "image": "images/2.jpg", "decoded_image": picture("blue")},
+        {
+            "pid": "1",
+            "question": "Which bar is tallest?",
+            "choices": ["red", "blue", "green"],
+            "answer": "blue",
+            "question_type": "multi_choice",
+            "answer_type": "text",
+            "precision": None,
+            "unit": None,
+            "query": "Hint: ...\nQuestion: Which bar is tallest?\nChoices:\n(A) red\n(B) blue\n(C) green",
+            "image": "images/1.jpg",
+            "decoded_image": picture("red"),
+        },
+        {
+            "pid": "2",
+            "question": "What is the slope?",
+            "choices": None,
+            "answer": "1.5",
+            "question_type": "free_form",
+            "answer_type": "float",
+            "precision": 1.0,
+            "unit": None,
+            "query": "Hint: Please answer the question requiring a floating-point number with one decimal place.\nQuestion: What is the slope?",
+            "image": "images/2.jpg",
+            "decoded_image": picture("blue"),
+        },
     ]
     path = tmp_path / "testmini.parquet"
     image_dataset(records, ("decoded_image",)).to_parquet(str(path))
@@ -134,22 +197,59 @@ def test_mathvista_parquet_with_images(tmp_path, cache):
 
 
 def test_mathvista_answer_outside_choices_fails(tmp_path, cache):
-    path = write_jsonl(tmp_path / "bad.jsonl", [{"pid": "9", "question": "q", "choices": ["a", "b"], "answer": "c",
-                                                  "question_type": "multi_choice", "image": ""}])
-    with pytest.raises(ValueError, match="not among the choices"): load_benchmark("mathvista", path=path, cache_dir=cache)
+    path = write_jsonl(
+        tmp_path / "bad.jsonl",
+        [
+            {
+                "pid": "9",
+                "question": "q",
+                "choices": ["a", "b"],
+                "answer": "c",
+                "question_type": "multi_choice",
+                "image": "",
+            }
+        ],
+    )
+    with pytest.raises(ValueError, match="not among the choices"):
+        load_benchmark("mathvista", path=path, cache_dir=cache)
 
 
 def test_mathvision_jsonl_with_image_paths(tmp_path, cache):
     (tmp_path / "images").mkdir()
-    for k in (1, 2, 3): picture().save(tmp_path / "images" / f"{k}.jpg")
-    path = write_jsonl(tmp_path / "mathvision.jsonl", [
-        {"id": "1", "question": "<image1> Which shape comes next?", "options": ["A", "B", "C", "D", "E"], "answer": "D",
-         "image": "images/1.jpg", "level": 2, "subject": "logic"},
-        {"id": "2", "question": "<image1> How many triangles?", "options": [], "answer": "7", "image": "images/2.jpg",
-         "level": 1, "subject": "counting"},
-        {"id": "3", "question": "<image1> Area of the square?", "options": ["4", "8", "16", "32", "64"], "answer": "C",
-         "image": "images/3.jpg", "level": 3, "subject": "metric geometry - area"},
-    ])
+    for k in (1, 2, 3):
+        picture().save(tmp_path / "images" / f"{k}.jpg")
+    path = write_jsonl(
+        tmp_path / "mathvision.jsonl",
+        [
+            {
+                "id": "1",
+                "question": "<image1> Which shape comes next?",
+                "options": ["A", "B", "C", "D", "E"],
+                "answer": "D",
+                "image": "images/1.jpg",
+                "level": 2,
+                "subject": "logic",
+            },
+            {
+                "id": "2",
+                "question": "<image1> How many triangles?",
+                "options": [],
+                "answer": "7",
+                "image": "images/2.jpg",
+                "level": 1,
+                "subject": "counting",
+            },
+            {
+                "id": "3",
+                "question": "<image1> Area of the square?",
+                "options": ["4", "8", "16", "32", "64"],
+                "answer": "C",
+                "image": "images/3.jpg",
+                "level": 3,
+                "subject": "metric geometry - area",
+            },
+        ],
+    )
     in_image, free, choice = load_benchmark("mathvision", path=path, cache_dir=cache)
     assert (in_image.format, in_image.options, in_image.answer, in_image.letters) == ("mc", None, "D", "ABCDE")
     assert (free.format, free.answer, free.metadata["subject"]) == ("ff", "7", "counting")
@@ -158,28 +258,60 @@ def test_mathvision_jsonl_with_image_paths(tmp_path, cache):
 
 
 def test_mathvision_answer_must_name_an_option(tmp_path, cache):
-    path = write_jsonl(tmp_path / "bad.jsonl", [{"id": "4", "question": "q", "options": ["1", "2"], "answer": "3", "image": ""}])
-    with pytest.raises(ValueError, match="neither an option letter nor an option"): load_benchmark("mathvision", path=path, cache_dir=cache)
+    path = write_jsonl(
+        tmp_path / "bad.jsonl", [{"id": "4", "question": "q", "options": ["1", "2"], "answer": "3", "image": ""}]
+    )
+    with pytest.raises(ValueError, match="neither an option letter nor an option"):
+        load_benchmark("mathvision", path=path, cache_dir=cache)
 
 
 def test_mathvision_constant_ids_fail_loudly(tmp_path, cache):
-    path = write_jsonl(tmp_path / "dup.jsonl", [{"id": "1", "question": f"q{k}", "options": [], "answer": "3", "image": ""}
-                                                for k in range(2)])
-    with pytest.raises(ValueError, match="duplicate item id 'mathvision/1'"): load_benchmark("mathvision", path=path, cache_dir=cache)
+    path = write_jsonl(
+        tmp_path / "dup.jsonl",
+        [{"id": "1", "question": f"q{k}", "options": [], "answer": "3", "image": ""} for k in range(2)],
+    )
+    with pytest.raises(ValueError, match="duplicate item id 'mathvision/1'"):
+        load_benchmark("mathvision", path=path, cache_dir=cache)
 
 
 def test_mathverse_save_to_disk_folder(tmp_path):
     records = [
-        {"sample_index": "1", "problem_index": "1", "problem_version": "Text Dominant", "question_type": "multi-choice",
-         "question": "As shown in the figure, angle BAC = 60.0, then the length of BC is ()\nChoices:\nA:2\nB:2√{3}\nC:√{3}\nD:2√{2}",
-         "answer": "C", "query_cot": "...", "query_wo": "...", "question_for_eval": "...", "image": picture()},
-        {"sample_index": "2", "problem_index": "1", "problem_version": "Vision Only", "question_type": "multi-choice",
-         "question": "", "answer": "C", "query_wo": "...",
-         "query_cot": "According to the question shown in the image, please first conduct reasoning, and then answer the question and provide the correct option letter, e.g., A, B, C, D, at the end.",
-         "question_for_eval": "...", "image": picture()},
-        {"sample_index": "3", "problem_index": "2", "problem_version": "Text Lite", "question_type": "free-form",
-         "question": "Find the perimeter of the triangle.", "answer": "12", "query_cot": "...", "query_wo": "...",
-         "question_for_eval": "...", "image": picture()},
+        {
+            "sample_index": "1",
+            "problem_index": "1",
+            "problem_version": "Text Dominant",
+            "question_type": "multi-choice",
+            "question": "As shown in the figure, angle BAC = 60.0, then the length of BC is ()\nChoices:\nA:2\nB:2√{3}\nC:√{3}\nD:2√{2}",
+            "answer": "C",
+            "query_cot": "...",
+            "query_wo": "...",
+            "question_for_eval": "...",
+            "image": picture(),
+        },
+        {
+            "sample_index": "2",
+            "problem_index": "1",
+            "problem_version": "Vision Only",
+            "question_type": "multi-choice",
+            "question": "",
+            "answer": "C",
+            "query_wo": "...",
+            "query_cot": "According to the question shown in the image, please first conduct reasoning, and then answer the question and provide the correct option letter, e.g., A, B, C, D, at the end.",
+            "question_for_eval": "...",
+            "image": picture(),
+        },
+        {
+            "sample_index": "3",
+            "problem_index": "2",
+            "problem_version": "Text Lite",
+            "question_type": "free-form",
+            "question": "Find the perimeter of the triangle.",
+            "answer": "12",
+            "query_cot": "...",
+            "query_wo": "...",
+            "question_for_eval": "...",
+            "image": picture(),
+        },
     ]
     folder = tmp_path / "mathverse"
     datasets.DatasetDict({"testmini": image_dataset(records, ("image",))}).save_to_disk(str(folder))
@@ -194,12 +326,30 @@ def test_mathverse_save_to_disk_folder(tmp_path):
 
 def test_mmstar_hub_repository_folder(tmp_path, cache):
     records = [
-        {"index": 0, "question": "Which option describe the object relationship in the image correctly?\nOptions: A: The suitcase is on the book., B: The suitcase is beneath the cat., C: The suitcase is beneath the bed., D: The suitcase is beneath the book.",
-         "answer": "A", "category": "coarse perception", "l2_category": "image scene and topic", "image": picture()},
-        {"index": 1, "question": "What is the total of 3, 4, and 5?\nOptions: A: 12, B: 3, 4, and 5, C: 10, D: 11",
-         "answer": "A", "category": "math", "l2_category": "numeric commonsense and calculation", "image": picture()},
-        {"index": 2, "question": "Pick the odd one out shown in the image.", "answer": "B", "category": "logical reasoning",
-         "l2_category": "diagram reasoning", "image": picture()},
+        {
+            "index": 0,
+            "question": "Which option describe the object relationship in the image correctly?\nOptions: A: The suitcase is on the book., B: The suitcase is beneath the cat., C: The suitcase is beneath the bed., D: The suitcase is beneath the book.",
+            "answer": "A",
+            "category": "coarse perception",
+            "l2_category": "image scene and topic",
+            "image": picture(),
+        },
+        {
+            "index": 1,
+            "question": "What is the total of 3, 4, and 5?\nOptions: A: 12, B: 3, 4, and 5, C: 10, D: 11",
+            "answer": "A",
+            "category": "math",
+            "l2_category": "numeric commonsense and calculation",
+            "image": picture(),
+        },
+        {
+            "index": 2,
+            "question": "Pick the odd one out shown in the image.",
+            "answer": "B",
+            "category": "logical reasoning",
+            "l2_category": "diagram reasoning",
+            "image": picture(),
+        },
     ]
     repo = tmp_path / "MMStar"
     (repo / "data").mkdir(parents=True)
@@ -208,13 +358,24 @@ def test_mmstar_hub_repository_folder(tmp_path, cache):
     assert first.question == "Which option describe the object relationship in the image correctly?"
     assert first.options[0] == "The suitcase is on the book." and first.answer == "The suitcase is on the book."
     assert commas.options == ["12", "3, 4, and 5", "10", "11"]  # commas inside an option stay in it
-    assert (unparsed.options, unparsed.answer, unparsed.question) == (None, "B", "Pick the odd one out shown in the image.")
+    assert (unparsed.options, unparsed.answer, unparsed.question) == (
+        None,
+        "B",
+        "Pick the odd one out shown in the image.",
+    )
     assert isinstance(first.image, Image.Image)
 
 
 def test_ai2d_parquet_index_answers(tmp_path, cache):
-    records = [{"question": "Which label shows the leaf?", "options": ["A", "B", "C", "D"], "answer": "2", "image": picture()},
-               {"question": "What eats grass?", "options": ["hawk", "rabbit", "snake", "owl"], "answer": "1", "image": picture()}]
+    records = [
+        {"question": "Which label shows the leaf?", "options": ["A", "B", "C", "D"], "answer": "2", "image": picture()},
+        {
+            "question": "What eats grass?",
+            "options": ["hawk", "rabbit", "snake", "owl"],
+            "answer": "1",
+            "image": picture(),
+        },
+    ]
     path = tmp_path / "ai2d_test.parquet"
     image_dataset(records, ("image",)).to_parquet(str(path))
     labels, food = load_benchmark("ai2d", path=path, cache_dir=cache)
@@ -224,12 +385,33 @@ def test_ai2d_parquet_index_answers(tmp_path, cache):
 
 def test_vmcbench_letter_and_index_answers(tmp_path, cache):
     (tmp_path / "img.png").write_bytes(b"")
-    path = write_jsonl(tmp_path / "vmc.jsonl", [
-        {"index": 5, "question": "What color is the bus?", "A": "red", "B": "yellow", "C": "blue", "D": "green",
-         "answer": "B", "category": "General", "image": "img.png"},
-        {"index": 6, "question": "How many dogs?", "A": "1", "B": "2", "C": "3", "D": "4", "answer": 3,
-         "category": "Counting", "image": "img.png"},
-    ])
+    path = write_jsonl(
+        tmp_path / "vmc.jsonl",
+        [
+            {
+                "index": 5,
+                "question": "What color is the bus?",
+                "A": "red",
+                "B": "yellow",
+                "C": "blue",
+                "D": "green",
+                "answer": "B",
+                "category": "General",
+                "image": "img.png",
+            },
+            {
+                "index": 6,
+                "question": "How many dogs?",
+                "A": "1",
+                "B": "2",
+                "C": "3",
+                "D": "4",
+                "answer": 3,
+                "category": "Counting",
+                "image": "img.png",
+            },
+        ],
+    )
     bus, dogs = load_benchmark("vmcbench", path=path, cache_dir=cache)
     assert (bus.id, bus.answer, bus.answer_letter, bus.metadata["category"]) == ("vmcbench/5", "yellow", "B", "General")
     assert (dogs.answer, dogs.answer_letter) == ("4", "D")
@@ -245,31 +427,63 @@ def test_split_options_edge_cases():
 def test_items_table_and_validation():
     items = load_benchmark("champ", n=2) + load_benchmark("mmlu-sample", n=2)
     table = items_table(items)
-    assert list(table.columns) == ["id", "benchmark", "format", "question", "answer", "answer_letter", "options", "has_image"]
+    assert list(table.columns) == [
+        "id",
+        "benchmark",
+        "format",
+        "question",
+        "answer",
+        "answer_letter",
+        "options",
+        "has_image",
+    ]
     assert table["format"].tolist() == ["ff", "ff", "mc", "mc"] and not table["has_image"].any()
-    with pytest.raises(ValueError, match="empty question and no image"): QAItem("x/1", "x", "  ", "1")
-    with pytest.raises(ValueError, match="format must be"): QAItem("x/1", "x", "q", "1", "open")
+    with pytest.raises(ValueError, match="empty question and no image"):
+        QAItem("x/1", "x", "  ", "1")
+    with pytest.raises(ValueError, match="format must be"):
+        QAItem("x/1", "x", "q", "1", "open")
 
 
 def test_item_images_become_request_images(tmp_path, cache):
     "A figure loaded as a PIL image (parquet) or as a file path (JSONL) goes into a request, with a stable content key."
-    from reasoning_study.backends.request import chat, RequestImage
+    from reasoning_study.backends.request import RequestImage, chat
     from reasoning_study.tasks.qa import has_images
+
     (tmp_path / "images").mkdir()
     picture("green").save(tmp_path / "images" / "1.png")
-    records = [{"id": "1", "question": "<image1> How many triangles?", "options": [], "answer": "7", "image": "images/1.png"}]
+    records = [
+        {"id": "1", "question": "<image1> How many triangles?", "options": [], "answer": "7", "image": "images/1.png"}
+    ]
     path = write_jsonl(tmp_path / "mathvision.jsonl", records)
     [from_path] = load_benchmark("mathvision", path=path, cache_dir=cache)
     [again] = load_benchmark("mathvision", path=path, cache_dir=cache)
     request = chat(from_path.question, images=from_path.images)
-    assert request.images == (RequestImage.of((tmp_path / "images" / "1.png").read_bytes()),)  # a PNG file is sent byte for byte
+    # a PNG file is sent byte for byte
+    assert request.images == (RequestImage.of((tmp_path / "images" / "1.png").read_bytes()),)
     assert request.prompt_key() == chat(again.question, images=again.images).prompt_key()
     assert request.images[0].to_pil().getpixel((0, 0)) == (0, 128, 0)
     parquet = tmp_path / "mathvista.parquet"
-    image_dataset([{"pid": "1", "question": "Slope?", "choices": None, "answer": "2", "question_type": "free_form", "answer_type": "integer",
-                    "precision": None, "unit": None, "query": "Slope?", "image": "x.png", "decoded_image": picture("blue")}],
-                  ("decoded_image",)).to_parquet(str(parquet))
+    image_dataset(
+        [
+            {
+                "pid": "1",
+                "question": "Slope?",
+                "choices": None,
+                "answer": "2",
+                "question_type": "free_form",
+                "answer_type": "integer",
+                "precision": None,
+                "unit": None,
+                "query": "Slope?",
+                "image": "x.png",
+                "decoded_image": picture("blue"),
+            }
+        ],
+        ("decoded_image",),
+    ).to_parquet(str(parquet))
     [decoded] = load_benchmark("mathvista", path=parquet, cache_dir=cache)
     assert chat("q", images=decoded.images).images[0].to_pil().size == (8, 6)
     assert not load_benchmark("champ", n=1)[0].images
-    assert [has_images(b) for b in ("champ", "mmlu-sample", "gpqa", "aime2025", "mathvista", "ai2d")] == [False] * 4 + [True] * 2
+    assert [has_images(b) for b in ("champ", "mmlu-sample", "gpqa", "aime2025", "mathvista", "ai2d")] == [False] * 4 + [
+        True
+    ] * 2

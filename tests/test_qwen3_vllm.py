@@ -6,21 +6,25 @@ the same tokens: thinking on and off, a prefill inside the thinking block, a for
 prompts; and vLLM's batched prober must return the KV prober's answers on a thinking trace. The text is
 noise (random weights); what is compared is exact. Skipped without vLLM; `make test-vllm` runs it with the
 community CPU build."""
-import pytest
 
+import pytest
 from conftest import need_vllm
-from reasoning_study.backends.presets import load_backend, ModelPreset
-from reasoning_study.backends.request import chat, Request, SamplingParams
+
+from reasoning_study.backends.presets import ModelPreset, load_backend
+from reasoning_study.backends.request import Request, SamplingParams, chat
 from reasoning_study.backends.weights import QWEN3_THINK_IDS
 from reasoning_study.probing.prober import plan_probes, probe_batched, probe_kv, render_prompt, trace_request
 from reasoning_study.probing.trace import split_trace
 from reasoning_study.prompts.overthinking import termination_suffix
 
-pytestmark = pytest.mark.xdist_group("vllm-engines")  # the embedded model's vLLM engine, started once (conftest.vllm_engine)
+# the embedded model's vLLM engine, started once (conftest.vllm_engine)
+pytestmark = pytest.mark.xdist_group("vllm-engines")
 
 GREEDY = SamplingParams(max_tokens=24)
-TRACE = ("First, list the numbers that are small enough.\n\nWait, 12 is too large on its own, so drop it.\n\n"
-         "Now try pairs: 5 + 13 reaches 18.\n\nWait, let me double-check: 5 + 13 = 18.\n\nSo one subset is {5, 13}.")
+TRACE = (
+    "First, list the numbers that are small enough.\n\nWait, 12 is too large on its own, so drop it.\n\n"
+    "Now try pairs: 5 + 13 reaches 18.\n\nWait, let me double-check: 5 + 13 = 18.\n\nSo one subset is {5, 13}."
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,18 +51,24 @@ def rows(completions):
 
 
 def test_both_backends_render_qwen3_prompts_alike(hf, engine):
-    requests = [chat("What is 2+2?", thinking=True), chat("What is 2+2?", thinking=False),
-                chat("Hi", system="Be brief.", thinking=True, prefill="<think>\nLet me"),
-                chat("Hi", thinking=True, prefill="<think>\nShort.\n</think>\n\n")]
+    requests = [
+        chat("What is 2+2?", thinking=True),
+        chat("What is 2+2?", thinking=False),
+        chat("Hi", system="Be brief.", thinking=True, prefill="<think>\nLet me"),
+        chat("Hi", thinking=True, prefill="<think>\nShort.\n</think>\n\n"),
+    ]
     for request in requests:
         assert render_prompt(engine, request) == render_prompt(hf, request)
     assert engine.revision == hf.revision and engine.revision.startswith("random-")
 
 
 def test_greedy_outputs_equal_transformers_thinking_on_and_off(hf, engine):
-    requests = [chat("What is 2+2?", thinking=True, sampling=GREEDY), chat("What is 2+2?", thinking=False, sampling=GREEDY),
-                chat("Name a colour.", thinking=True, prefill="<think>\nLet me", sampling=GREEDY),
-                chat("Name a colour.", thinking=True, prefill="<think>\nA colour.\n</think>\n\n", sampling=GREEDY)]
+    requests = [
+        chat("What is 2+2?", thinking=True, sampling=GREEDY),
+        chat("What is 2+2?", thinking=False, sampling=GREEDY),
+        chat("Name a colour.", thinking=True, prefill="<think>\nLet me", sampling=GREEDY),
+        chat("Name a colour.", thinking=True, prefill="<think>\nA colour.\n</think>\n\n", sampling=GREEDY),
+    ]
     ours, theirs = engine.generate(requests), hf.generate(requests)
     assert rows(ours) == rows(theirs)
     assert len({text for text, _, _ in rows(ours)}) == len(requests)  # varied tokens: the comparison could fail
@@ -82,21 +92,27 @@ def test_batched_prober_equals_the_kv_prober_on_a_thinking_trace(hf, engine):
     prompt_ids = render_prompt(hf, request)
     assert prompt_ids == render_prompt(engine, request)
     probes = plan_probes(hf, prompt_ids, split_trace(TRACE, hf.tokenizer), termination_suffix("stop_now", True))
-    assert all(QWEN3_THINK_IDS[1] in s for s in probes.suffix_ids)  # every probe closes the thinking with the real token
+    # every probe closes the thinking with the real token
+    assert all(QWEN3_THINK_IDS[1] in s for s in probes.suffix_ids)
     sampling = SamplingParams(max_tokens=10)
     kv = probe_kv(hf, probes, sampling)
     [batched], computed = probe_batched(engine, [(probes, range(len(probes)))], sampling)
     assert [c.text for c in batched] == [c.text for c in kv] and len({c.text for c in kv}) > 1
     assert [c.prompt_tokens for c in batched] == [len(probes.prompt_token_ids(i)) for i in range(len(probes))]
-    assert computed is not None  # the engine reports its prefix-cache hits (a trace this short fits in one CPU block of 128)
+    # the engine reports its prefix-cache hits (a trace this short fits in one CPU block of 128)
+    assert computed is not None
 
 
 def test_numerics_are_part_of_the_generation_key(hf, engine):
     "The vLLM engine names its numerics (float32 on this CPU build), so its generations never answer for bf16 GPU ones."
     import types
+
     from reasoning_study.store import generation_key, key_numerics
+
     assert engine.numerics == ("float32/cuda" if engine.numerics.endswith("cuda") else "float32/cpu")
     assert key_numerics(engine) == engine.numerics and key_numerics(hf) is None  # transformers fp32 CPU: the legacy key
     request = chat("Hi", sampling=GREEDY)
-    gpu = types.SimpleNamespace(name=engine.name, model_id=engine.model_id, revision=engine.revision, numerics="bfloat16/cuda")
+    gpu = types.SimpleNamespace(
+        name=engine.name, model_id=engine.model_id, revision=engine.revision, numerics="bfloat16/cuda"
+    )
     assert generation_key(engine, request, 0) != generation_key(gpu, request, 0)

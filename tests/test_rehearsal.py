@@ -7,6 +7,7 @@ vLLM servers on 127.0.0.1 through the real `openai` client, the overthinking stu
 extractor, judge: co-resident vLLM engines in one kernel, planned together; the judge loads only for a harmful
 trace), and a multimodal cell, which is named as not rehearsed. Each rehearsal is one sweep of real papermill runs; the report compiles over its run folders.
 Skipped without vLLM; `make test-vllm` runs it with the CPU build (about six minutes on two cores)."""
+
 import json
 
 import pandas as pd
@@ -19,8 +20,12 @@ from reasoning_study.sweep.spec import load_sweep
 pytestmark = pytest.mark.xdist_group("rehearsal")  # one rehearsal at a time: each holds vLLM engines
 
 # the DeepSeek pair runs as two cells (each model its own budget: issue 30, point 2)
-MUSOBENCH = ["qwen3-8b__tasks=subsetsum", "api__deepseek-r1__tasks=subsetsum", "api__deepseek-v3__tasks=subsetsum",
-             "api__o4-mini__tasks=subsetsum"]
+MUSOBENCH = [
+    "qwen3-8b__tasks=subsetsum",
+    "api__deepseek-r1__tasks=subsetsum",
+    "api__deepseek-v3__tasks=subsetsum",
+    "api__o4-mini__tasks=subsetsum",
+]
 OVERTHINKING = ["language-gpqa__qwen3-8b", "multimodal__instruct"]
 
 
@@ -106,5 +111,6 @@ def test_the_overthinking_trio_runs_and_multimodal_is_named(overthinking):
 
 def test_the_report_compiles_over_the_rehearsal(musobench):
     from reasoning_study.cli import compile_report
+
     _, folder = musobench
     assert compile_report(folder, progress=False).is_file()

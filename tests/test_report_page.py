@@ -7,6 +7,7 @@ find its anchor, and the page must hold no code cell, no prompt, no stderr or er
 traceback and no warning. `make test` installs Debian's `chromium` where it can (as root); elsewhere
 the browser test skips, saying so (the checks of the figures and of re-scoring need no browser).
 """
+
 import json
 import re
 import shutil
@@ -19,8 +20,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slice")]  # they read the slice sweep (conftest)
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium not found: `make test` installs Debian's chromium package "
-                                                             "when run as root (apt-get install chromium); install it to run the report page test")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="headless Chromium not found: `make test` installs Debian's chromium package "
+    "when run as root (apt-get install chromium); install it to run the report page test",
+)
 
 CHECK = """
 window.addEventListener("load", () => {
@@ -43,11 +47,24 @@ def browse(page: Path, tmp: Path) -> dict:
     "Load a copy of the page with the checking script in headless Chromium; the script's findings."
     probe = tmp / f"checked-{page.name}"
     probe.write_text(page.read_text().replace("</body>", f"<script>{CHECK}</script></body>"))
-    done = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000", "--dump-dom",
-                           probe.as_uri()], capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     found = re.search(r'<pre id="page-check">(.*?)</pre>', done.stdout, re.S)
     assert found, f"Chromium did not run the page check (exit {done.returncode}): {done.stderr[-2000:]}"
     import html
+
     return json.loads(html.unescape(found.group(1)))
 
 
@@ -68,19 +85,31 @@ def test_report_page_in_a_browser(report, tmp_path):
     assert seen["code"] == 0 and seen["errors"] == 0, seen
     assert not seen["traceback"] and seen["warnings"] == [], seen["warnings"]
     text = seen["text"]
-    assert "Report of sweep slice" in text and "5 finished runs" in text and "Contents" in text and seen["toc"] >= len(drawn)
-    for item in ["Figure 2", "Figure 7", "Table 1", "Table 4"]: assert item in text
-    assert "From 2 runs: musobench, musobench-novelty." in text and "instance per condition" in text  # captions: the runs and the instances behind them
+    assert (
+        "Report of sweep slice" in text
+        and "5 finished runs" in text
+        and "Contents" in text
+        and seen["toc"] >= len(drawn)
+    )
+    for item in ["Figure 2", "Figure 7", "Table 1", "Table 4"]:
+        assert item in text
+    # captions: the runs and the instances behind them
+    assert "From 2 runs: musobench, musobench-novelty." in text and "instance per condition" in text
     assert "small data: n = 1 per condition" in text  # one instance per paradigm and task: said in the caption
     assert "smollm2-135m" in text and "Runs and provenance" in text
     status = pd.read_csv(report / "figures.csv").set_index(["paper", "item"])["status"]
-    assert status[("MuSoBench", "Table 4")] == "drawn" and "paper (Qwen3-8B)" in text and "small data: n = " in text  # beside the paper's rows
-    assert status[("Beyond the papers", "Stopping Pareto")] == "drawn" and status[("Beyond the papers", "Stopping policies")] == "drawn"
+    # beside the paper's rows
+    assert status[("MuSoBench", "Table 4")] == "drawn" and "paper (Qwen3-8B)" in text and "small data: n = " in text
+    assert (
+        status[("Beyond the papers", "Stopping Pareto")] == "drawn"
+        and status[("Beyond the papers", "Stopping policies")] == "drawn"
+    )
     assert status[("Beyond the papers", "Trace strips")] == "drawn"  # issue 32: one strip per probed trace, sorted by τ
     # issue 32: Table 4's caption counts NoveltyBench prompts, not the MuSoBench instances of its runs
-    table4 = text[text.index("MuSoBench Table 4:"):][:600]  # its caption
+    table4 = text[text.index("MuSoBench Table 4:") :][:600]  # its caption
     assert "prompts per condition" in table4 or "prompt per condition" in table4, table4
-    assert "Samples" in text and seen["toc"] >= len(drawn) + 1  # the sample browsers: linked from the page and its contents
+    # the sample browsers: linked from the page and its contents
+    assert "Samples" in text and seen["toc"] >= len(drawn) + 1
     policies = pd.read_csv(report / "overthinking" / "tables" / "stopping_policies.csv")
     assert {"Actual", "Optimal", "Stopping@K", "Consistency", "Entropy", "Budget"} <= set(policies.policy)
 
@@ -89,11 +118,13 @@ def test_small_data_is_said_on_the_figures_face(report):
     "Every MuSoBench figure of the slice (one instance per condition) carries the firebrick small-data note below its axes."
     import numpy as np
     from PIL import Image
+
     pngs = sorted((report / "musobench" / "figures").glob("*.png"))
     assert pngs, "no MuSoBench figure drawn"
     for png in pngs:
-        with Image.open(png) as im: pixels = np.asarray(im.convert("RGB")).astype(int)
-        bottom = pixels[-max(12, len(pixels) // 12):]
+        with Image.open(png) as im:
+            pixels = np.asarray(im.convert("RGB")).astype(int)
+        bottom = pixels[-max(12, len(pixels) // 12) :]
         red = (np.abs(bottom - np.array([178, 34, 34])) < 40).all(axis=-1)  # matplotlib's "firebrick"
         assert red.sum() > 20, f"{png.name}: no small-data note at the bottom"
 
@@ -101,4 +132,5 @@ def test_small_data_is_said_on_the_figures_face(report):
 def test_every_run_folder_of_the_slice_rescores_exactly(report):
     "Issue #14's acceptance: `rescore` of every run folder of a sweep reproduces its stored tables (an empty dict: nothing differs)."
     from reasoning_study.cli import rescore_sweep
+
     assert rescore_sweep(report.parent) == {}

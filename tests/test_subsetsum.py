@@ -1,19 +1,34 @@
 """Acceptance tests of `tasks.subsetsum`: the public reference data is reproduced exactly, the
 enumerator agrees with CP-SAT and with the counter, and the model-answer parser never raises and reads
 back what we write, in any order and with noise around it."""
+
 import json
 import os
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reasoning_study.tasks.core import ParsedSolution, TooManySolutions, attempt_rng, level_of, valid_solutions
-from reasoning_study.tasks.subsetsum import (_CHECKING, LEVELS, TASK, SubsetSumInstance, check_solution, count_solutions,
-                                             cpsat_enumerate, enumerate_solutions, generate_instance, instance_key,
-                                             parse_answer, parse_question, parse_solutions_text, render_solution,
-                                             render_solutions)
+from reasoning_study.tasks.subsetsum import (
+    _CHECKING,
+    LEVELS,
+    TASK,
+    SubsetSumInstance,
+    check_solution,
+    count_solutions,
+    cpsat_enumerate,
+    enumerate_solutions,
+    generate_instance,
+    instance_key,
+    parse_answer,
+    parse_question,
+    parse_solutions_text,
+    render_solution,
+    render_solutions,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE_NAME = "musobench_subsetsum.jsonl"
@@ -21,19 +36,24 @@ REFERENCE_NAME = "musobench_subsetsum.jsonl"
 
 def reference_path() -> Path | None:
     "The public reference file: $MUSOBENCH_SUBSETSUM_JSONL, else data/reference/ in the repo, else ../shared/reference/."
-    candidates = [os.environ.get("MUSOBENCH_SUBSETSUM_JSONL"), ROOT / "data" / "reference" / REFERENCE_NAME,
-                  ROOT.parent / "shared" / "reference" / REFERENCE_NAME]
+    candidates = [
+        os.environ.get("MUSOBENCH_SUBSETSUM_JSONL"),
+        ROOT / "data" / "reference" / REFERENCE_NAME,
+        ROOT.parent / "shared" / "reference" / REFERENCE_NAME,
+    ]
     return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
 
 
 @pytest.fixture(scope="module")
 def reference_rows():
     path = reference_path()
-    if path is None: pytest.skip(f"reference data {REFERENCE_NAME} not found (set MUSOBENCH_SUBSETSUM_JSONL)")
+    if path is None:
+        pytest.skip(f"reference data {REFERENCE_NAME} not found (set MUSOBENCH_SUBSETSUM_JSONL)")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 # ---------------------------------------------------------------- the reference data, reproduced
+
 
 @pytest.mark.slow
 def test_reference_data_reproduced_exactly(reference_rows):
@@ -105,28 +125,41 @@ def test_cap():
     inst = next(i for i in RANDOM if count_solutions(i) > 20)
     n = count_solutions(inst)
     for enumerate_ in (enumerate_solutions, cpsat_enumerate):
-        with pytest.raises(TooManySolutions) as e: enumerate_(inst, cap=20)
+        with pytest.raises(TooManySolutions) as e:
+            enumerate_(inst, cap=20)
         assert e.value.cap == 20
         assert len(enumerate_(inst, cap=n)) == n
-        with pytest.raises(ValueError, match="cap"): enumerate_(inst, cap=-1)
+        with pytest.raises(ValueError, match="cap"):
+            enumerate_(inst, cap=-1)
 
 
 # ---------------------------------------------------------------- texts
 
+
 def test_question_round_trip_and_errors():
-    for inst in RANDOM[:50]: assert parse_question(inst.question()) == inst
-    for bad in ["", "Given the set of unique integers: {}\nFind all subsets that sum exactly to the target: 3",
-                "Given the set of unique integers: {1, 2}\nFind all subsets that sum to: 3",
-                "Given the set of unique integers: {1, 1}\nFind all subsets that sum exactly to the target: 2"]:
-        with pytest.raises(ValueError): parse_question(bad)
-    with pytest.raises(ValueError, match="not a SubsetSum question"): parse_question(None)
+    for inst in RANDOM[:50]:
+        assert parse_question(inst.question()) == inst
+    for bad in [
+        "",
+        "Given the set of unique integers: {}\nFind all subsets that sum exactly to the target: 3",
+        "Given the set of unique integers: {1, 2}\nFind all subsets that sum to: 3",
+        "Given the set of unique integers: {1, 1}\nFind all subsets that sum exactly to the target: 2",
+    ]:
+        with pytest.raises(ValueError):
+            parse_question(bad)
+    with pytest.raises(ValueError, match="not a SubsetSum question"):
+        parse_question(None)
 
 
 def test_instance_validation():
-    with pytest.raises(ValueError, match="distinct"): SubsetSumInstance((2, 2), 4)
-    with pytest.raises(ValueError, match="positive"): SubsetSumInstance((-2, 2), 0)
-    with pytest.raises(TypeError): SubsetSumInstance((True, 2), 3)
+    with pytest.raises(ValueError, match="distinct"):
+        SubsetSumInstance((2, 2), 4)
+    with pytest.raises(ValueError, match="positive"):
+        SubsetSumInstance((-2, 2), 0)
+    with pytest.raises(TypeError):
+        SubsetSumInstance((True, 2), 3)
     import numpy as np
+
     inst = SubsetSumInstance(tuple(np.array([3, 1, 2])), np.int64(3))
     assert inst.values == (3, 1, 2) and type(inst.values[0]) is int and type(inst.target) is int
 
@@ -137,25 +170,31 @@ def test_solutions_text_round_trip_and_errors():
     assert render_solutions(inst, []) == "[]"
     assert parse_solutions_text("[[1, 4], [2, 3], [5]]", inst) == [(1, 4), (2, 3), (5,)]
     for bad in ["", "[[1, 2]", "{1: 2}", "[[1, 'a']]", "[[1, True]]", "[1, 2]", "__import__('os')"]:
-        with pytest.raises(ValueError): parse_solutions_text(bad)
-    with pytest.raises(ValueError, match="invalid entries"): parse_solutions_text("[[1, 2]]", inst)
+        with pytest.raises(ValueError):
+            parse_solutions_text(bad)
+    with pytest.raises(ValueError, match="invalid entries"):
+        parse_solutions_text("[[1, 2]]", inst)
     assert render_solution(inst, (1, 4), 7) == "Solution 7: {1, 4}"
 
 
 # ---------------------------------------------------------------- the constraint checker
 
-@pytest.mark.parametrize("solution, problems", [
-    ((16, 19), []),
-    ((35,), []),
-    ((4, 4, 27), ["uses 4 twice"]),
-    ((4, 4, 4, 23), ["uses 4 3 times", "uses 23, which is not in the set"]),
-    ((7, 28), ["uses 7, which is not in the set", "uses 28, which is not in the set"]),
-    ((1, 16, 19), ["sums to 36, not 35"]),
-    ((16,), ["sums to 16, not 35"]),
-    ((-4, 39), ["uses -4, which is not in the set", "uses 39, which is not in the set"]),
-    ((9, 9, 19), ["uses 9 twice", "sums to 37, not 35"]),
-    ((), ["is empty"]),
-])
+
+@pytest.mark.parametrize(
+    "solution, problems",
+    [
+        ((16, 19), []),
+        ((35,), []),
+        ((4, 4, 27), ["uses 4 twice"]),
+        ((4, 4, 4, 23), ["uses 4 3 times", "uses 23, which is not in the set"]),
+        ((7, 28), ["uses 7, which is not in the set", "uses 28, which is not in the set"]),
+        ((1, 16, 19), ["sums to 36, not 35"]),
+        ((16,), ["sums to 16, not 35"]),
+        ((-4, 39), ["uses -4, which is not in the set", "uses 39, which is not in the set"]),
+        ((9, 9, 19), ["uses 9 twice", "sums to 37, not 35"]),
+        ((), ["is empty"]),
+    ],
+)
 def test_check_solution(solution, problems):
     inst = SubsetSumInstance((19, 4, 41, 40, 1, 16, 9, 35, 6, 27), 35)
     assert check_solution(inst, solution) == problems
@@ -163,7 +202,8 @@ def test_check_solution(solution, problems):
 
 
 def test_check_solution_rejects_non_integers():
-    with pytest.raises(TypeError): check_solution(SubsetSumInstance((1, 2), 3), (1, "2"))
+    with pytest.raises(TypeError):
+        check_solution(SubsetSumInstance((1, 2), 3), (1, "2"))
 
 
 # ---------------------------------------------------------------- parsing model answers: hand cases
@@ -197,9 +237,13 @@ Solution 4: 6 + 9 + 19 = 35
 Solution 5: {1, 6, 9, 19.0}
 Solution 6: {3, 5,"""
     assert statuses(text) == [
-        ("valid", (16, 19), ""), ("valid", (4, 6, 9, 16), ""), ("violation", (4, 4, 27), "uses 4 twice"),
-        ("violation", (6, 9, 19), "sums to 34, not 35"), ("malformed", None, "non-integer element '19.0'"),
-        ("malformed", None, "unfinished")]
+        ("valid", (16, 19), ""),
+        ("valid", (4, 6, 9, 16), ""),
+        ("violation", (4, 4, 27), "uses 4 twice"),
+        ("violation", (6, 9, 19), "sums to 34, not 35"),
+        ("malformed", None, "non-integer element '19.0'"),
+        ("malformed", None, "unfinished"),
+    ]
 
 
 def test_answer_with_reasoning_inside_a_block():
@@ -210,7 +254,10 @@ def test_answer_with_reasoning_inside_a_block():
 
 def test_answer_with_empty_and_prose_blocks():
     text = "Solution 1: {}\nSolution 2: none left\nSolution 3:"
-    assert statuses(text) == [("violation", (), "is empty"), ("malformed", None, "no subset after 'Solution 2'")]  # 3: bare
+    assert statuses(text) == [
+        ("violation", (), "is empty"),
+        ("malformed", None, "no subset after 'Solution 2'"),
+    ]  # 3: bare
 
 
 def test_prose_mentioning_a_solution_is_not_a_heading():
@@ -219,8 +266,14 @@ def test_prose_mentioning_a_solution_is_not_a_heading():
 
 
 def test_truncated_sum_and_bare_list():
-    assert statuses("Solution 1: 16, 19\nSolution 2: 1 + 6 +") == [("valid", (16, 19), ""), ("malformed", None, "unfinished")]
-    assert statuses("Solution 1: 16, 19\nSolution 2: 1, 6,") == [("valid", (16, 19), ""), ("malformed", None, "unfinished")]
+    assert statuses("Solution 1: 16, 19\nSolution 2: 1 + 6 +") == [
+        ("valid", (16, 19), ""),
+        ("malformed", None, "unfinished"),
+    ]
+    assert statuses("Solution 1: 16, 19\nSolution 2: 1, 6,") == [
+        ("valid", (16, 19), ""),
+        ("malformed", None, "unfinished"),
+    ]
 
 
 def test_answer_without_headings():
@@ -235,14 +288,22 @@ Trying 27 + 6 = 33, too small; 27 + 6 + 1 = 34.
 - {1, 2, ..., 9}
 [Note: all subsets were checked.] [[CONFIDENCE: \boxed{90}]]
 Total 4 feasible subsets"""
-    assert statuses(text) == [("valid", (16, 19), ""), ("valid", (1, 6, 9, 19), ""), ("valid", (4, 6, 9, 16), ""),
-                              ("valid", (35,), ""), ("violation", (6, 41), "sums to 47, not 35"),
-                              ("malformed", None, "contains an ellipsis")]
+    assert statuses(text) == [
+        ("valid", (16, 19), ""),
+        ("valid", (1, 6, 9, 19), ""),
+        ("valid", (4, 6, 9, 16), ""),
+        ("valid", (35,), ""),
+        ("violation", (6, 41), "sums to 47, not 35"),
+        ("malformed", None, "contains an ellipsis"),
+    ]
 
 
 def test_answer_with_several_sets_on_a_line_and_truncated_tail():
     assert statuses("The subsets are {16, 19}, {35} and [1, 6, 9,") == [
-        ("valid", (16, 19), ""), ("valid", (35,), ""), ("malformed", None, "unfinished")]
+        ("valid", (16, 19), ""),
+        ("valid", (35,), ""),
+        ("malformed", None, "unfinished"),
+    ]
 
 
 def test_whole_set_is_a_solution_when_it_sums_to_the_target():
@@ -268,22 +329,69 @@ def test_nothing_to_parse():
 
 # ---------------------------------------------------------------- parsing model answers: fuzzing
 
+
 def check_invariants(parsed, inst):
     assert isinstance(parsed, list)
     for p in parsed:
         assert isinstance(p, ParsedSolution) and isinstance(p.text, str)
         assert not p.reason.startswith("parser error"), p.reason
-        if p.status == "malformed": assert p.solution is None and p.reason
+        if p.status == "malformed":
+            assert p.solution is None and p.reason
         else:
             assert p.status in ("valid", "violation") and list(p.solution) == sorted(p.solution)
             assert p.reason == "; ".join(check_solution(inst, p.solution))
             assert (p.status == "valid") == (p.reason == "")
 
 
-FRAGMENTS = ["Solution 1:", "**Solution 2:**", "Subset 3 -", "### Solution 4\n", "1. ", "- ", "{", "}", "[", "]",
-             "\\{", "\\}", "\\left", "\\right", "\\text{", "\\boxed{", "$", "`", "*", "_", "+", "=", " + ", " = ",
-             ", ", ",", " ", "\n", "\r\n", "3", "17", "35", "16", "19", "-4", "1.5", "...", "…", "given", "set of",
-             "9" * 130, "٣", "\\", "(sum = 35)", "Total 3 feasible solutions", "\uff0c", "\u2212"]
+FRAGMENTS = [
+    "Solution 1:",
+    "**Solution 2:**",
+    "Subset 3 -",
+    "### Solution 4\n",
+    "1. ",
+    "- ",
+    "{",
+    "}",
+    "[",
+    "]",
+    "\\{",
+    "\\}",
+    "\\left",
+    "\\right",
+    "\\text{",
+    "\\boxed{",
+    "$",
+    "`",
+    "*",
+    "_",
+    "+",
+    "=",
+    " + ",
+    " = ",
+    ", ",
+    ",",
+    " ",
+    "\n",
+    "\r\n",
+    "3",
+    "17",
+    "35",
+    "16",
+    "19",
+    "-4",
+    "1.5",
+    "...",
+    "…",
+    "given",
+    "set of",
+    "9" * 130,
+    "٣",
+    "\\",
+    "(sum = 35)",
+    "Total 3 feasible solutions",
+    "\uff0c",
+    "\u2212",
+]
 ANSWER_LIKE = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=40).map("".join)
 
 
@@ -302,10 +410,12 @@ def test_rendered_solutions_parse_back_in_any_order_with_noise(attempt, data):
     inst = generate_instance(attempt_rng(TASK, 1, attempt))
     solutions = enumerate_solutions(inst)
     order = data.draw(st.permutations(solutions))
-    chosen = order[:data.draw(st.integers(1, min(len(order), 12)))]
+    chosen = order[: data.draw(st.integers(1, min(len(order), 12)))]
     lines = [data.draw(NOISE)]
-    for k, s in enumerate(chosen, start=1):  # noise before a heading never reads as a checking step ("CHECk Solution 1: ..."),
-        before = data.draw(NOISE.filter(lambda t: not _CHECKING.search(t)))  # which the parser skips by design (a re-check)
+    # noise before a heading never reads as a checking step ("CHECk Solution 1: ..."),
+    for k, s in enumerate(chosen, start=1):
+        # which the parser skips by design (a re-check)
+        before = data.draw(NOISE.filter(lambda t: not _CHECKING.search(t)))
         lines.append(f"{before} {render_solution(inst, s, k)} {data.draw(NOISE)}")
         lines.append(data.draw(NOISE))
     parsed = parse_answer("\n".join(lines), inst)
@@ -320,14 +430,16 @@ def test_rendered_solutions_parse_back_in_any_order_with_noise(attempt, data):
 def test_listed_sets_parse_back_without_headings(attempt, data):
     inst = generate_instance(attempt_rng(TASK, 2, attempt))
     solutions = enumerate_solutions(inst)
-    chosen = data.draw(st.permutations(solutions))[:data.draw(st.integers(1, min(len(solutions), 12)))]
+    chosen = data.draw(st.permutations(solutions))[: data.draw(st.integers(1, min(len(solutions), 12)))]
     styles = ["- {%s}", "* [%s]", "$\\{%s\\}$", "**{%s}**", "{%s} (sum)", "%+"]  # %+: written as a sum
     lines = []
     for s in chosen:
         lines.append(data.draw(NOISE))
         style = data.draw(st.sampled_from(styles))
-        if style == "%+" and len(s) > 1: lines.append(" + ".join(map(str, s)) + f" = {inst.target}")
-        else: lines.append(style.replace("%+", "{%s}").replace("%s", ", ".join(map(str, s))))
+        if style == "%+" and len(s) > 1:
+            lines.append(" + ".join(map(str, s)) + f" = {inst.target}")
+        else:
+            lines.append(style.replace("%+", "{%s}").replace("%s", ", ".join(map(str, s))))
     parsed = parse_answer("\n".join(lines), inst)
     check_invariants(parsed, inst)
     assert [p.solution for p in parsed] == list(chosen)
@@ -341,39 +453,46 @@ SMALL = SubsetSumInstance((1, 5, 6, 7, 11, 12), 18)  # solutions {1,5,12} {1,6,1
 
 def test_a_malformed_answer_is_a_wrong_answer():
     from reasoning_study.tasks.core import UnreadableAnswer, listed_solutions
+
     parsed = parse_answer("Solution 1: {1, 5, 12}\nSolution 2: {1.5, 4.5}", SMALL)
     assert [(p.status, p.cut_off) for p in parsed] == [("valid", False), ("malformed", False)]
     assert listed_solutions(parsed) == {(1, 5, 12), UnreadableAnswer("{1.5, 4.5}")}  # |Y| = 2: precision 1/2 (eq. 2)
     # the same unreadable answer twice is one answer, as a repeated solution is
-    again = parse_answer("Solution 1: {1.5, 4.5}\n**Solution 2:** {1.5,4.5}\nSolution 3: {6, 12}\nSolution 4: {6, 12}", SMALL)
-    assert listed_solutions(again) == {(6, 12), UnreadableAnswer("{1.5, 4.5}"), UnreadableAnswer("{1.5,4.5}")} or \
-        len(listed_solutions(again)) in (2, 3)
+    again = parse_answer(
+        "Solution 1: {1.5, 4.5}\n**Solution 2:** {1.5,4.5}\nSolution 3: {6, 12}\nSolution 4: {6, 12}", SMALL
+    )
+    assert listed_solutions(again) == {(6, 12), UnreadableAnswer("{1.5, 4.5}"), UnreadableAnswer("{1.5,4.5}")} or len(
+        listed_solutions(again)
+    ) in (2, 3)
 
 
-@pytest.mark.parametrize("text, truncated, expected", [
-    ("Solution 1: {6, 12}\nSolution 2: 6, 1", False, [(6, 12), (1, 6)]),  # read as written
-    ("Solution 1: {6, 12}\nSolution 2: 6, 1", True, [(6, 12), "cut"]),  # was going to say 6, 12 or 6, 1, 11
-    ("Solution 1: {6, 12}\nSolution 2: 1 + 5 + 1", False, [(6, 12), (1, 1, 5)]),
-    ("Solution 1: {6, 12}\nSolution 2: 1 + 5 + 1", True, [(6, 12), "cut"]),
-    ("Solution 1: {6, 12}\nSolution 2: 7 and 1", True, [(6, 12), "cut"]),
-    ("Solution 1: {6, 12}\nSolution 2: 7 an", True, [(6, 12), "cut"]),  # inside 'and'
-    ("Solution 1: {6, 12}\nSolution 2: 1, 5,", True, [(6, 12), "cut"]),
-    ("Solution 1: {6, 12}\nSolution 2: 1, 5,", False, [(6, 12), "unfinished"]),
-    ("Solution 1: {6, 12}\nSolution 2: (1, 6", True, [(6, 12), "cut"]),
-    ("Solution 1: {6, 12}\nSolution 2: {1, 6", False, [(6, 12), "unfinished"]),
-    ("Solution 1: {6, 12}\nSolution 2:", True, [(6, 12), "cut"]),
-    ("Solution 1: {6, 12}\nSolution 2:", False, [(6, 12)]),  # a bare heading is no answer
-    ("Solution 1:\nSolution 2: {6, 12}", False, [(6, 12)]),
-    ("Solution 1: {6, 12}\nSolution 2: none le", True, [(6, 12), "cut"]),
-    ("Solution 1: {6, 12}\nSolution 2: {7, 11}", True, [(6, 12), (7, 11)]),  # closed: complete
-    ("Solution 1: {6, 12}\nSolution 2: 7 + 11 = 18", True, [(6, 12), (7, 11)]),  # '=' closes the elements
-    ("Solution 1: {6, 12}\nSolution 2: 7, 11 ✓", True, [(6, 12), (7, 11)]),
-    ("Solution 1: {6, 12}\nSolution 2: 7, 11\nLet me check the", True, [(6, 12), (7, 11)]),
-    ("- {6, 12}\n- 7 + 1", True, [(6, 12), "cut"]),
-    ("- {6, 12}\n- 7 + 1", False, [(6, 12), (1, 7)]),
-    ("- {6, 12}\n1) 7, 1", True, [(6, 12), "cut"]),
-    ("The subsets are {6, 12} and {7,", True, [(6, 12), "cut"]),
-])
+@pytest.mark.parametrize(
+    "text, truncated, expected",
+    [
+        ("Solution 1: {6, 12}\nSolution 2: 6, 1", False, [(6, 12), (1, 6)]),  # read as written
+        ("Solution 1: {6, 12}\nSolution 2: 6, 1", True, [(6, 12), "cut"]),  # was going to say 6, 12 or 6, 1, 11
+        ("Solution 1: {6, 12}\nSolution 2: 1 + 5 + 1", False, [(6, 12), (1, 1, 5)]),
+        ("Solution 1: {6, 12}\nSolution 2: 1 + 5 + 1", True, [(6, 12), "cut"]),
+        ("Solution 1: {6, 12}\nSolution 2: 7 and 1", True, [(6, 12), "cut"]),
+        ("Solution 1: {6, 12}\nSolution 2: 7 an", True, [(6, 12), "cut"]),  # inside 'and'
+        ("Solution 1: {6, 12}\nSolution 2: 1, 5,", True, [(6, 12), "cut"]),
+        ("Solution 1: {6, 12}\nSolution 2: 1, 5,", False, [(6, 12), "unfinished"]),
+        ("Solution 1: {6, 12}\nSolution 2: (1, 6", True, [(6, 12), "cut"]),
+        ("Solution 1: {6, 12}\nSolution 2: {1, 6", False, [(6, 12), "unfinished"]),
+        ("Solution 1: {6, 12}\nSolution 2:", True, [(6, 12), "cut"]),
+        ("Solution 1: {6, 12}\nSolution 2:", False, [(6, 12)]),  # a bare heading is no answer
+        ("Solution 1:\nSolution 2: {6, 12}", False, [(6, 12)]),
+        ("Solution 1: {6, 12}\nSolution 2: none le", True, [(6, 12), "cut"]),
+        ("Solution 1: {6, 12}\nSolution 2: {7, 11}", True, [(6, 12), (7, 11)]),  # closed: complete
+        ("Solution 1: {6, 12}\nSolution 2: 7 + 11 = 18", True, [(6, 12), (7, 11)]),  # '=' closes the elements
+        ("Solution 1: {6, 12}\nSolution 2: 7, 11 ✓", True, [(6, 12), (7, 11)]),
+        ("Solution 1: {6, 12}\nSolution 2: 7, 11\nLet me check the", True, [(6, 12), (7, 11)]),
+        ("- {6, 12}\n- 7 + 1", True, [(6, 12), "cut"]),
+        ("- {6, 12}\n- 7 + 1", False, [(6, 12), (1, 7)]),
+        ("- {6, 12}\n1) 7, 1", True, [(6, 12), "cut"]),
+        ("The subsets are {6, 12} and {7,", True, [(6, 12), "cut"]),
+    ],
+)
 def test_the_last_entry_of_a_truncated_reply(text, truncated, expected):
     parsed = parse_answer(text, SMALL, truncated=truncated)
     read = ["cut" if p.cut_off else (p.reason if p.status == "malformed" else p.solution) for p in parsed]
@@ -384,52 +503,80 @@ def test_the_last_entry_of_a_truncated_reply(text, truncated, expected):
 
 # ---------------------------------------------------------------- answers as real models write them (by hand)
 
-@pytest.mark.parametrize("text", [
-    "Solution 1: (16, 19)\nSolution 2: (35,)\nSolution 3: (1, 6, 9, 19)\nSolution 4: (4, 6, 9, 16)",  # tuples
-    "The subsets are (16, 19), (35,), (1, 6, 9, 19) and (4, 6, 9, 16).",
-    "- 16 + 19 = 35\n- 35 = 35\n- 1 + 6 + 9 + 19 = 35\n- 4 + 6 + 9 + 16 = 35",  # sums as list items
-    "1) 16+19\n2) 35 = 35\n3) 1+6+9+19\n4) 4+6+9+16",  # numbered lines
-    "Solution 1: 16 and 19\nSolution 2: 35\nSolution 3: 1, 6, 9 and 19\nSolution 4: 4, 6, 9, and 16",  # 'and'
-    "Solution 1: 16, 19\nSolution 2: 35\nSolution 3: 1, 6, 9, 19\nSolution 4: 4, 6, 9, 16",  # bare lists
-    "- 16 and 19\n- {35}\n- 1, 6, 9, 19\n- 4 & 6 & 9 & 16",
-    "```\nSolution 1: {16, 19}\nSolution 2: {35}\nSolution 3: {1, 6, 9, 19}\nSolution 4: {4, 6, 9, 16}\n```",  # code block
-    "```python\nsolutions = [(16, 19), (35,), (1, 6, 9, 19), (4, 6, 9, 16)]\nprint(len(solutions))\n```",
-    '```json\n{"solutions": [[16, 19], [35], [1, 6, 9, 19], [4, 6, 9, 16]], "count": 4}\n```',
-    "| # | Subset | Sum |\n|---|---|---|\n| 1 | {16, 19} | 35 |\n| 2 | {35} | 35 |\n| 3 | 1, 6, 9, 19 | 35 |\n| 4 | 4 + 6 + 9 + 16 | 35 |",
-    "| Solution | Elements | Sum | Valid |\n|:-:|:-:|:-:|:-:|\n| Solution 1 | 16, 19 | 35 | ✓ |\n| Solution 2 | 35 | 35 | ✓ |\n"
-    "| Solution 3 | 1, 6, 9, 19 | 35 | ✓ |\n| Solution 4 | 4, 6, 9, 16 | 35 | ✓ |",
-    r"**Solution 1:** $\{16, 19\}$" + "\n" + r"**Solution 2:** $\{35\}$" + "\n" + r"**Solution 3:** $\{1, 6, 9, 19\}$" + "\n" + r"**Solution 4:** $\left\{4, 6, 9, 16\right\}$",
-])
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Solution 1: (16, 19)\nSolution 2: (35,)\nSolution 3: (1, 6, 9, 19)\nSolution 4: (4, 6, 9, 16)",  # tuples
+        "The subsets are (16, 19), (35,), (1, 6, 9, 19) and (4, 6, 9, 16).",
+        "- 16 + 19 = 35\n- 35 = 35\n- 1 + 6 + 9 + 19 = 35\n- 4 + 6 + 9 + 16 = 35",  # sums as list items
+        "1) 16+19\n2) 35 = 35\n3) 1+6+9+19\n4) 4+6+9+16",  # numbered lines
+        "Solution 1: 16 and 19\nSolution 2: 35\nSolution 3: 1, 6, 9 and 19\nSolution 4: 4, 6, 9, and 16",  # 'and'
+        "Solution 1: 16, 19\nSolution 2: 35\nSolution 3: 1, 6, 9, 19\nSolution 4: 4, 6, 9, 16",  # bare lists
+        "- 16 and 19\n- {35}\n- 1, 6, 9, 19\n- 4 & 6 & 9 & 16",
+        "```\nSolution 1: {16, 19}\nSolution 2: {35}\nSolution 3: {1, 6, 9, 19}\nSolution 4: {4, 6, 9, 16}\n```",  # code block
+        "```python\nsolutions = [(16, 19), (35,), (1, 6, 9, 19), (4, 6, 9, 16)]\nprint(len(solutions))\n```",
+        '```json\n{"solutions": [[16, 19], [35], [1, 6, 9, 19], [4, 6, 9, 16]], "count": 4}\n```',
+        "| # | Subset | Sum |\n|---|---|---|\n| 1 | {16, 19} | 35 |\n| 2 | {35} | 35 |\n| 3 | 1, 6, 9, 19 | 35 |\n| 4 | 4 + 6 + 9 + 16 | 35 |",
+        "| Solution | Elements | Sum | Valid |\n|:-:|:-:|:-:|:-:|\n| Solution 1 | 16, 19 | 35 | ✓ |\n| Solution 2 | 35 | 35 | ✓ |\n"
+        "| Solution 3 | 1, 6, 9, 19 | 35 | ✓ |\n| Solution 4 | 4, 6, 9, 16 | 35 | ✓ |",
+        r"**Solution 1:** $\{16, 19\}$"
+        + "\n"
+        + r"**Solution 2:** $\{35\}$"
+        + "\n"
+        + r"**Solution 3:** $\{1, 6, 9, 19\}$"
+        + "\n"
+        + r"**Solution 4:** $\left\{4, 6, 9, 16\right\}$",
+    ],
+)
 def test_real_model_forms(text):
     parsed = parse_answer(text, DEMO)
     assert [p.status for p in parsed] == ["valid"] * 4, [(p.status, p.solution, p.reason) for p in parsed]
     assert sorted(p.solution for p in parsed) == DEMO_SOLUTIONS
 
 
-@pytest.mark.parametrize("text", [
-    "We need subsets of {19, 4, 41, 40, 1, 16, 9, 35, 6, 27} that sum to 35.",  # the problem restated
-    "Sorted: 1, 4, 6, 9, 16, 19, 27, 35, 40, 41\n- 1, 4, 6, 9, 16, 19, 27, 35, 40, 41",
-    "Trying 27 + 6 = 33, too small; 27 + 6 + 1 = 34.\n- 27 + 4 = 31\n1) 27 + 6 = 33",  # partial sums
-    "| Subset | Sum | Valid |\n|---|---|---|\n| {27, 6} | 33 | ✗ |\n| 16, 9 | 25 | no |",  # a table of checks
-    "Checking solution 1: correct.\nVerification of subset 2: ok",  # checking steps
-    "Total 4 feasible solutions shown above.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We need subsets of {19, 4, 41, 40, 1, 16, 9, 35, 6, 27} that sum to 35.",  # the problem restated
+        "Sorted: 1, 4, 6, 9, 16, 19, 27, 35, 40, 41\n- 1, 4, 6, 9, 16, 19, 27, 35, 40, 41",
+        "Trying 27 + 6 = 33, too small; 27 + 6 + 1 = 34.\n- 27 + 4 = 31\n1) 27 + 6 = 33",  # partial sums
+        "| Subset | Sum | Valid |\n|---|---|---|\n| {27, 6} | 33 | ✗ |\n| 16, 9 | 25 | no |",  # a table of checks
+        "Checking solution 1: correct.\nVerification of subset 2: ok",  # checking steps
+        "Total 4 feasible solutions shown above.",
+    ],
+)
 def test_what_is_not_an_answer(text):
     assert parse_answer(text, DEMO) == []
 
 
 def test_checking_steps_between_answers_add_nothing():
-    text = ("Let me list them.\nSolution 1: {16, 19}\nChecking solution 1: 16 + 19 = 35, yes.\nSolution 2: {35}\n"
-            "| Subset | Sum | Valid |\n|---|---|---|\n| {27, 6} | 33 | ✗ |\nSolution 3: 1 + 6 + 9 + 19 = 35\nSolution 4: 4, 6, 9, 16 (sum = 35)")
+    text = (
+        "Let me list them.\nSolution 1: {16, 19}\nChecking solution 1: 16 + 19 = 35, yes.\nSolution 2: {35}\n"
+        "| Subset | Sum | Valid |\n|---|---|---|\n| {27, 6} | 33 | ✗ |\nSolution 3: 1 + 6 + 9 + 19 = 35\nSolution 4: 4, 6, 9, 16 (sum = 35)"
+    )
     assert [(p.status, p.solution) for p in parse_answer(text, DEMO)] == [
-        ("valid", (16, 19)), ("valid", (35,)), ("valid", (1, 6, 9, 19)), ("valid", (4, 6, 9, 16))]
+        ("valid", (16, 19)),
+        ("valid", (35,)),
+        ("valid", (1, 6, 9, 19)),
+        ("valid", (4, 6, 9, 16)),
+    ]
 
 
 # ---------------------------------------------------------------- every style, fuzzed: rendered, surrounded by prose, read back
 
-def _csv(s): return ", ".join(map(str, s))
-def _and(s): return str(s[0]) if len(s) == 1 else ", ".join(map(str, s[:-1])) + " and " + str(s[-1])
-def _sum(s, t): return " + ".join(map(str, s)) + f" = {t}"
+
+def _csv(s):
+    return ", ".join(map(str, s))
+
+
+def _and(s):
+    return str(s[0]) if len(s) == 1 else ", ".join(map(str, s[:-1])) + " and " + str(s[-1])
+
+
+def _sum(s, t):
+    return " + ".join(map(str, s)) + f" = {t}"
+
 
 HEADED = {  # style -> (solution, index, target) -> text
     "set": lambda s, k, t: f"Solution {k}: {{{_csv(s)}}}",
@@ -449,16 +596,21 @@ UNHEADED = {  # style -> (solution, index, target) -> one line
     "bare": lambda s, k, t: f"{_csv(s)} ✓" if len(s) > 1 else f"{s[0]} = {t}",
     "latex": lambda s, k, t: f"$\\{{{_csv(s)}\\}}$",
 }
-PROSE = st.text(alphabet="abcdefhijklmopqrtuwxyz ABCDEFHIJ.,;:!?'\"-*_", max_size=30)  # no digits, brackets, 'given', 'set of'
+# no digits, brackets, 'given', 'set of'
+PROSE = st.text(alphabet="abcdefhijklmopqrtuwxyz ABCDEFHIJ.,;:!?'\"-*_", max_size=30)
 
 
 def _chosen(data, inst, at_most=10):
     solutions = enumerate_solutions(inst)
-    return data.draw(st.permutations(solutions))[:data.draw(st.integers(1, min(len(solutions), at_most)))]
+    return data.draw(st.permutations(solutions))[: data.draw(st.integers(1, min(len(solutions), at_most)))]
 
 
 def _fenced(data, lines):
-    return ["```" + data.draw(st.sampled_from(["", "text", "python"]))] + lines + ["```"] if data.draw(st.booleans()) else lines
+    return (
+        ["```" + data.draw(st.sampled_from(["", "text", "python"]))] + lines + ["```"]
+        if data.draw(st.booleans())
+        else lines
+    )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -495,14 +647,27 @@ def test_every_line_style_parses_back(attempt, data):
 def test_tables_parse_back(attempt, data):
     inst = generate_instance(attempt_rng(TASK, 5, attempt))
     chosen = _chosen(data, inst)
-    header, label = data.draw(st.sampled_from([("| # | Subset | Sum |", lambda k: str(k)), ("| Solution | Elements | Sum |", lambda k: f"Solution {k}"),
-                                                ("| Subset # | Numbers | Total |", lambda k: str(k))]))
-    cell = {"set": lambda s: f"{{{_csv(s)}}}", "list": _csv, "sum": lambda s: " + ".join(map(str, s)),
-            "tuple": lambda s: f"({_csv(s)}{',' if len(s) == 1 else ''})", "and": _and}
+    header, label = data.draw(
+        st.sampled_from(
+            [
+                ("| # | Subset | Sum |", lambda k: str(k)),
+                ("| Solution | Elements | Sum |", lambda k: f"Solution {k}"),
+                ("| Subset # | Numbers | Total |", lambda k: str(k)),
+            ]
+        )
+    )
+    cell = {
+        "set": lambda s: f"{{{_csv(s)}}}",
+        "list": _csv,
+        "sum": lambda s: " + ".join(map(str, s)),
+        "tuple": lambda s: f"({_csv(s)}{',' if len(s) == 1 else ''})",
+        "and": _and,
+    }
     rows = [header, "|---|---|---|"]
     for k, s in enumerate(chosen, start=1):
         rows.append(f"| {label(k)} | {cell[data.draw(st.sampled_from(sorted(cell)))](s)} | {inst.target} |")
-        if data.draw(st.booleans()) and (wrong := min(inst.values)) != inst.target:  # a checked attempt: its sum is not the target
+        # a checked attempt: its sum is not the target
+        if data.draw(st.booleans()) and (wrong := min(inst.values)) != inst.target:
             rows.append(f"| {label(k)}b | {{{wrong}}} | {wrong} |")
     text = "\n".join([data.draw(PROSE)] + rows + [data.draw(PROSE)])
     parsed = parse_answer(text, inst)
@@ -529,6 +694,7 @@ def test_a_truncated_reply_lists_exactly_its_complete_entries(attempt, data):
     parsed = parse_answer(prefix, inst, truncated=True)
     check_invariants(parsed, inst)
     answers = [p for p in parsed if not p.cut_off]
-    assert [(p.status, p.solution) for p in answers] == [("valid", s) for s in chosen[:len(answers)]], prefix
+    assert [(p.status, p.solution) for p in answers] == [("valid", s) for s in chosen[: len(answers)]], prefix
     complete = sum(end <= cut and prefix[end:].strip() != "" for end in ends)
-    assert complete <= len(answers) <= sum(start < cut for start in starts), prefix  # an entry cut after its last element may be read
+    # an entry cut after its last element may be read
+    assert complete <= len(answers) <= sum(start < cut for start in starts), prefix

@@ -8,6 +8,7 @@ item to a resumable store, the way the real stores do) makes each cell take a fe
 - two sweeps on one output folder at once: the second waits for the cells the first holds (and says
   so in its log), then skips them as finished; each cell runs once.
 """
+
 import json
 import os
 import signal
@@ -18,10 +19,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_sweep import notebook_processes as leftovers  # guard, papermill and kernel processes naming a folder
 
 from reasoning_study.sweep.index import DONE_FILE, WORK
 from reasoning_study.sweep.locks import lock_path
-from test_sweep import notebook_processes as leftovers  # guard, papermill and kernel processes naming a folder
 
 pytestmark = pytest.mark.slow  # sweeps killed and rerun (real processes)
 
@@ -31,20 +32,38 @@ SPEC = "name: locks\nexperiments:\n  - notebook: tiny\n    grid: {seed: [0, 1, 2
 
 
 def code(text: str, tags=()) -> dict:
-    return dict(cell_type="code", id=f"c{len(tags)}", metadata={"tags": list(tags)}, source=text, outputs=[], execution_count=None)
+    return dict(
+        cell_type="code",
+        id=f"c{len(tags)}",
+        metadata={"tags": list(tags)},
+        source=text,
+        outputs=[],
+        execution_count=None,
+    )
 
 
-TINY = dict(nbformat=4, nbformat_minor=5, metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-            cells=[code(f"out_dir = '.'  # the run folder\nseed = 0  # a grid parameter\nitems = {ITEMS}  # items to store\n"
-                        "pause = 0.3  # seconds per item", tags=["parameters"]),
-                   code("import json, os, time\nfrom pathlib import Path\n"
-                        "store = Path(out_dir) / 'store.jsonl'\n"
-                        "with open(Path(out_dir) / 'starts.txt', 'a') as f: f.write(f'{os.getpid()}\\n')\n"
-                        "have = {json.loads(l)['item'] for l in store.read_text().splitlines()} if store.exists() else set()\n"
-                        "for i in range(items):\n"
-                        "    if i in have: continue  # resumed: what was stored is kept\n"
-                        "    time.sleep(pause)\n"
-                        "    with open(store, 'a') as f: f.write(json.dumps({'item': i, 'pid': os.getpid()}) + '\\n')")])
+TINY = dict(
+    nbformat=4,
+    nbformat_minor=5,
+    metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    cells=[
+        code(
+            f"out_dir = '.'  # the run folder\nseed = 0  # a grid parameter\nitems = {ITEMS}  # items to store\n"
+            "pause = 0.3  # seconds per item",
+            tags=["parameters"],
+        ),
+        code(
+            "import json, os, time\nfrom pathlib import Path\n"
+            "store = Path(out_dir) / 'store.jsonl'\n"
+            "with open(Path(out_dir) / 'starts.txt', 'a') as f: f.write(f'{os.getpid()}\\n')\n"
+            "have = {json.loads(l)['item'] for l in store.read_text().splitlines()} if store.exists() else set()\n"
+            "for i in range(items):\n"
+            "    if i in have: continue  # resumed: what was stored is kept\n"
+            "    time.sleep(pause)\n"
+            "    with open(store, 'a') as f: f.write(json.dumps({'item': i, 'pid': os.getpid()}) + '\\n')"
+        ),
+    ],
+)
 
 
 @pytest.fixture
@@ -58,8 +77,14 @@ def project(tmp_path) -> Path:
 
 
 def start(project: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "reasoning_study.cli", "locks.yaml", "--out", "outputs"], cwd=project,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "reasoning_study.cli", "locks.yaml", "--out", "outputs"],
+        cwd=project,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def wait_for(condition, process: subprocess.Popen | None = None, timeout: float = 180):
@@ -82,13 +107,20 @@ def test_sigkill_mid_cell_then_rerun_at_once(project):
     record = (sweep / CELLS[0] / DONE_FILE).read_text()
     first.send_signal(signal.SIGKILL)
     first.wait()
-    rerun = subprocess.run([sys.executable, "-m", "reasoning_study.cli", "locks.yaml", "--out", "outputs"], cwd=project,
-                           env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "reasoning_study.cli", "locks.yaml", "--out", "outputs"],
+        cwd=project,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert f"[start] {CELLS[0]}" not in rerun.stdout and f"[start] {CELLS[1]}" in rerun.stdout
     assert (sweep / CELLS[0] / DONE_FILE).read_text() == record  # the finished folder is intact, not run again
     for cell in CELLS:
-        assert sorted(rows(sweep / cell)) == list(range(ITEMS)), cell  # every item once: no orphan wrote beside the rerun
+        # every item once: no orphan wrote beside the rerun
+        assert sorted(rows(sweep / cell)) == list(range(ITEMS)), cell
     starts = (sweep / CELLS[1] / "starts.txt").read_text().split()
     assert len(starts) == 2  # the killed run and the one that resumed it (2 items were kept)
     assert not psutil.pid_exists(int(starts[0])) or psutil.Process(int(starts[0])).status() == psutil.STATUS_ZOMBIE
@@ -127,6 +159,8 @@ def test_two_sweeps_at_once_share_the_cells(project):
         assert (sweep / cell / DONE_FILE).is_file()
         assert len((sweep / cell / "starts.txt").read_text().split()) == 1, cell  # one run per cell
         assert sorted(rows(sweep / cell)) == list(range(ITEMS)), cell
-    started = [line.split()[1] for out in (out_first, out_second) for line in out.splitlines() if line.startswith("[start] ")]
+    started = [
+        line.split()[1] for out in (out_first, out_second) for line in out.splitlines() if line.startswith("[start] ")
+    ]
     assert sorted(started) == CELLS  # each cell started by one of the two sweeps (a cell it waited for is only skipped)
     assert not (sweep / WORK).exists()

@@ -12,6 +12,7 @@ renders the chat with the server's /tokenize, appends the prefill's tokens and s
 /completions: the same prompt tokens, and the same greedy text, as the offline path. One server and one
 offline engine for the module (each start costs about a minute on a small CPU). Skipped without vLLM;
 `make test-vllm` runs it with the CPU build."""
+
 import json
 import urllib.request
 
@@ -19,8 +20,8 @@ import pytest
 from conftest import need_vllm
 
 from reasoning_study.backends.contract import render_prompt_ids
-from reasoning_study.backends.presets import load_backend, ModelPreset
-from reasoning_study.backends.request import chat, Request, SamplingParams
+from reasoning_study.backends.presets import ModelPreset, load_backend
+from reasoning_study.backends.request import Request, SamplingParams, chat
 
 # one vLLM server at a time on this 2-core, 24 GiB machine: beside a rehearsal (its engines and its API stand-ins
 # servers) a second server failed to start its engine core (two fresh-clone CI runs); alone it starts in seconds
@@ -35,22 +36,26 @@ def qwen3_engine():
     "The offline vLLM backend on the tiny Qwen3 (float32 and eager on CPU: comparable token for token)."
     need_vllm()
     import torch
+
     from reasoning_study.backends import vllm
+
     precision = dict(batch_invariant=True) if torch.cuda.is_available() else dict(dtype="float32", enforce_eager=True)
     preset = ModelPreset("qwen3-tiny-vllm", "embedded:qwen3-tiny-random", "vllm", "template", GREEDY)
     before = set(vllm._ENGINES)
     yield load_backend(preset, max_model_len=2048, gpu_memory_utilization=0.3, **precision)
     for key in set(vllm._ENGINES) - before:  # shut down only this module's engine, while pytest still captures output
         core = getattr(getattr(vllm._ENGINES.pop(key), "llm_engine", None), "engine_core", None)
-        if hasattr(core, "shutdown"): core.shutdown()
+        if hasattr(core, "shutdown"):
+            core.shutdown()
 
 
 @pytest.fixture(scope="module")
 def served():
     "(base_url, model folder) of the tiny Qwen3 served by `vllm serve` for this module."
     need_vllm()
-    from reasoning_study.backends.weights import tiny_qwen3_dir
     from reasoning_study.backends.server import serve_with_vllm
+    from reasoning_study.backends.weights import tiny_qwen3_dir
+
     model_dir = str(tiny_qwen3_dir())
     with serve_with_vllm(model_dir, dtype="float32", max_model_len=2048, startup_timeout=900) as base_url:
         yield base_url, model_dir
@@ -67,8 +72,14 @@ def as_served(completions):
 
 
 def test_greedy_chat_equals_the_offline_engine(served, qwen3_engine):
-    requests = [chat(q, thinking=t, sampling=GREEDY) for q, t in
-                (("What is 2+2?", False), ("Name three primary colours.", True), ("Write one sentence about the sea.", None))]
+    requests = [
+        chat(q, thinking=t, sampling=GREEDY)
+        for q, t in (
+            ("What is 2+2?", False),
+            ("Name three primary colours.", True),
+            ("Write one sentence about the sea.", None),
+        )
+    ]
     answers = client(served).generate(requests)
     assert all(c.error is None for [c] in answers), [c.error for [c] in answers]
     assert as_served(answers) == as_served(qwen3_engine.generate(requests))
@@ -76,7 +87,11 @@ def test_greedy_chat_equals_the_offline_engine(served, qwen3_engine):
 
 def test_token_prompts_equal_the_offline_engine(served, qwen3_engine):
     prefilled = chat("What is 12 times 3?", prefill=THINKING_PREFILL, thinking=True, sampling=GREEDY)
-    exact = Request(prompt_token_ids=render_prompt_ids(qwen3_engine.tokenizer, prefilled, "template"), thinking=True, sampling=GREEDY)
+    exact = Request(
+        prompt_token_ids=render_prompt_ids(qwen3_engine.tokenizer, prefilled, "template"),
+        thinking=True,
+        sampling=GREEDY,
+    )
     [[by_ids]] = client(served).generate([exact])
     [[offline]] = qwen3_engine.generate([prefilled])
     assert by_ids.status != "error", by_ids.error
@@ -85,46 +100,74 @@ def test_token_prompts_equal_the_offline_engine(served, qwen3_engine):
 
 def tokenize(base_url: str, body: dict) -> list[int]:
     from reasoning_study.backends.openai import token_ids_of, tokenize_url
-    call = urllib.request.Request(tokenize_url(base_url), data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(call, timeout=60) as reply: return token_ids_of(json.loads(reply.read()))
+
+    call = urllib.request.Request(
+        tokenize_url(base_url), data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(call, timeout=60) as reply:
+        return token_ids_of(json.loads(reply.read()))
 
 
-@pytest.mark.parametrize("prefill, thinking", [(THINKING_PREFILL, True), (THINKING_PREFILL, None), ("Solution 1:", False)])
+@pytest.mark.parametrize(
+    "prefill, thinking", [(THINKING_PREFILL, True), (THINKING_PREFILL, None), ("Solution 1:", False)]
+)
 def test_the_servers_tokenize_renders_the_offline_prompt(served, qwen3_engine, prefill, thinking):
     from reasoning_study.backends.openai import tokenize_bodies
+
     base_url, model_dir = served
     request = chat("What is 2+2?", system="Be brief.", prefill=prefill, thinking=thinking)
     rendered, continuation = tokenize_bodies(request, model_dir, "template")
-    assert tokenize(base_url, rendered) + tokenize(base_url, continuation) == render_prompt_ids(qwen3_engine.tokenizer, request, "template")
+    assert tokenize(base_url, rendered) + tokenize(base_url, continuation) == render_prompt_ids(
+        qwen3_engine.tokenizer, request, "template"
+    )
 
 
 def test_a_thinking_prefill_in_tokens_mode_is_the_offline_prompt(served, qwen3_engine):
-    requests = [chat("What is 2+2?", prefill=THINKING_PREFILL, thinking=True, sampling=GREEDY),
-                chat("Count to three.", prefill="<think>\nOne, two", sampling=GREEDY),  # thinking on by the template's default
-                chat("Name a colour.", prefill="Solution 1:", thinking=False, sampling=GREEDY)]
+    requests = [
+        chat("What is 2+2?", prefill=THINKING_PREFILL, thinking=True, sampling=GREEDY),
+        chat("Count to three.", prefill="<think>\nOne, two", sampling=GREEDY),  # thinking on by the template's default
+        chat("Name a colour.", prefill="Solution 1:", thinking=False, sampling=GREEDY),
+    ]
     answers = client(served, prefill_mode="tokens").generate(requests)
     offline = qwen3_engine.generate(requests)
     assert all(c.error is None for [c] in answers), [c.error for [c] in answers]
-    assert [c.prompt_tokens for [c] in answers] == [len(render_prompt_ids(qwen3_engine.tokenizer, r, "template")) for r in requests]
+    assert [c.prompt_tokens for [c] in answers] == [
+        len(render_prompt_ids(qwen3_engine.tokenizer, r, "template")) for r in requests
+    ]
     assert as_served(answers) == as_served(offline)
     assert [(c.reasoning, c.answer) for [c] in answers] == [(c.reasoning, c.answer) for [c] in offline]
 
 
 def test_continue_mode_refuses_a_thinking_prefill(served, qwen3_engine):
-    refused = [chat("What is 2+2?", prefill=THINKING_PREFILL, thinking=True, sampling=GREEDY),
-               chat("What is 2+2?", prefill="Solution 1:", sampling=GREEDY)]  # thinking on: the template would close it first
-    plain = chat("Name a colour.", prefill="Solution 1:", thinking=False, sampling=GREEDY)  # the template's own non-thinking prompt
+    refused = [
+        chat("What is 2+2?", prefill=THINKING_PREFILL, thinking=True, sampling=GREEDY),
+        chat("What is 2+2?", prefill="Solution 1:", sampling=GREEDY),
+    ]  # thinking on: the template would close it first
+    # the template's own non-thinking prompt
+    plain = chat("Name a colour.", prefill="Solution 1:", thinking=False, sampling=GREEDY)
     [*errors, [continued]] = client(served).generate(refused + [plain])
-    assert all(c.status == "error" and "prefill_mode='tokens'" in c.error for [c] in errors), [c.error for [c] in errors]
+    assert all(c.status == "error" and "prefill_mode='tokens'" in c.error for [c] in errors), [
+        c.error for [c] in errors
+    ]
     [[offline]] = qwen3_engine.generate([plain])
-    assert continued.error is None and (continued.text, continued.prompt_tokens) == (offline.text, offline.prompt_tokens)
+    assert continued.error is None and (continued.text, continued.prompt_tokens) == (
+        offline.text,
+        offline.prompt_tokens,
+    )
 
 
 def test_seeded_samples_follow_the_contract(served):
     sampling = SamplingParams(temperature=1.0, max_tokens=12, n=3, seed=13)
     backend = client(served)
     [three] = backend.generate([chat("Tell me a word.", thinking=False, sampling=sampling)])
-    [[alone]] = backend.generate([chat("Tell me a word.", thinking=False,
-                                       sampling=SamplingParams(temperature=1.0, max_tokens=12, seed=sampling.sample_seed(2)))])
+    [[alone]] = backend.generate(
+        [
+            chat(
+                "Tell me a word.",
+                thinking=False,
+                sampling=SamplingParams(temperature=1.0, max_tokens=12, seed=sampling.sample_seed(2)),
+            )
+        ]
+    )
     assert [c.seed for c in three] == [sampling.sample_seed(i) for i in range(3)] and three[2].text == alone.text
     assert all(c.status in ("answered", "truncated") for c in three)

@@ -21,22 +21,28 @@ __all__ = ['ThinkingSwitch', 'DEFAULT_STAGE_CHUNK', 'DESCRIBE_KEYS', 'CAPABILITI
 # %% ../../nbs/11_backends.contract.ipynb #36da4902
 DEFAULT_STAGE_CHUNK = 1024  # samples per call for a continuously batching backend that names no `stage_chunk`
 
+
 def stage_chunk(backend) -> int:
     "How many samples one call of a stage hands a continuously batching backend: its `stage_chunk`, or the default."
     chunk = getattr(backend, "stage_chunk", None)
-    if chunk is None: return DEFAULT_STAGE_CHUNK
+    if chunk is None:
+        return DEFAULT_STAGE_CHUNK
     if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk < 1:
         raise ValueError(f"{backend_label(backend)}: stage_chunk must be an int >= 1, got {chunk!r}")
     return chunk
 
-def stage_batch_size(backend,  # the backend that answers the stage
-                     samples: int,  # samples in the stage (sum of n over its requests)
-                     batch_size: int = 8,  # samples per call on a backend that decodes fixed batches
-                    ) -> int:
+
+def stage_batch_size(
+    backend,  # the backend that answers the stage
+    samples: int,  # samples in the stage (sum of n over its requests)
+    batch_size: int = 8,  # samples per call on a backend that decodes fixed batches
+) -> int:
     """Samples per `generate` call for a stage: chunks of `stage_chunk` where the backend batches continuously (vLLM,
     API servers), else `batch_size`."""
-    if batch_size < 1: raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if not supports(backend, "continuous_batching"): return batch_size
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if not supports(backend, "continuous_batching"):
+        return batch_size
     return max(min(samples, stage_chunk(backend)), 1)
 
 # %% ../../nbs/11_backends.contract.ipynb #732be50d
@@ -44,10 +50,12 @@ def tokenize_continuation(tokenizer, text: str) -> list[int]:
     "Tokens of `text` as a continuation (no BOS or other special tokens added)."
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-def render_prompt_ids(tokenizer,  # a Hugging Face tokenizer (vLLM's own is one)
-                      request: Request,
-                      switch: ThinkingSwitch = "never",  # the preset's thinking switch
-                     ) -> list[int]:
+
+def render_prompt_ids(
+    tokenizer,  # a Hugging Face tokenizer (vLLM's own is one)
+    request: Request,
+    switch: ThinkingSwitch = "never",  # the preset's thinking switch
+) -> list[int]:
     "The exact prompt tokens of a request: the chat template plus the prefill, or the given token ids."
     if request.prompt_token_ids is not None:
         if request.prefill:
@@ -56,28 +64,35 @@ def render_prompt_ids(tokenizer,  # a Hugging Face tokenizer (vLLM's own is one)
     if getattr(tokenizer, "chat_template", None) is None:
         raise ValueError("this tokenizer has no chat template: send `prompt_token_ids` instead of chat messages")
     extra = {"enable_thinking": request.thinking} if switch == "template" and request.thinking is not None else {}
-    render = lambda messages: tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
-                                                            **extra)
-    if not request.images: text = render(request.messages)
+    render = lambda messages: tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, **extra
+    )
+    if not request.images:
+        text = render(request.messages)
     else:
         unfit = (
             "this chat template does not place images ({}): a request with images needs a multimodal model's template"
         )
-        try: text = render(template_messages(request))
+        try:
+            text = render(template_messages(request))
         except Exception as e:
             raise ValueError(unfit.format(f"it fails on image parts: {type(e).__name__}: {e}")) from None
         if text == render(request.messages) or "'type': 'image'" in text:
             raise ValueError(unfit.format("it skips or prints the image parts"))
-    return tokenize_continuation(tokenizer,
-                                 text) + (tokenize_continuation(tokenizer, request.prefill) if request.prefill else [])
+    return tokenize_continuation(tokenizer, text) + (
+        tokenize_continuation(tokenizer, request.prefill) if request.prefill else []
+    )
+
 
 def expected_thinking(switch: ThinkingSwitch, request: Request) -> bool | None:
     "Whether a thinking block is expected: the request's `thinking` when set, else the preset's switch."
-    if request.thinking is not None: return request.thinking
+    if request.thinking is not None:
+        return request.thinking
     return {"always": True, "never": False}.get(switch)
 
 # %% ../../nbs/11_backends.contract.ipynb #107c4b0d
 DESCRIBE_KEYS = ("backend", "model", "revision", "dtype", "device")  # what `Backend.describe()` returns
+
 
 @runtime_checkable
 class Backend(Protocol):
@@ -94,10 +109,12 @@ class Backend(Protocol):
         "backend, model, revision, dtype, device (DESCRIBE_KEYS): what a run records of the backend."
         ...
 
+
 @runtime_checkable
 class TokenBackend(Backend, Protocol):
     """A backend that tokenises locally (capability `tokenizer`): token-exact prompts are built here, the same way for
     every such backend."""
+
     tokenizer: Any  # a Hugging Face tokenizer
 
     def render_prompt_ids(self, request: Request) -> list[int]:
@@ -128,26 +145,36 @@ CAPABILITIES = {  # what a backend may declare (`Backend.capabilities`), and wha
     "continuous_batching": "schedules many requests at once (stage_batch_size: a stage in chunks of stage_chunk)",
 }
 # flags of stand-ins from before
-LEGACY_FLAGS = {"supports_images": "images", "supports_response_schema": "response_schema",
-                "supports_continuous_batching": "continuous_batching", "continues_prefill": "prefill"}
+LEGACY_FLAGS = {
+    "supports_images": "images",
+    "supports_response_schema": "response_schema",
+    "supports_continuous_batching": "continuous_batching",
+    "continues_prefill": "prefill",
+}
+
 
 class MissingCapability(ValueError):
     "A backend lacks what a study needs (raised by `require`)."
 
+
 def check_capabilities(names) -> frozenset[str]:
     "`names` as a frozenset, when every one is in CAPABILITIES; a ValueError naming the unknown ones otherwise."
-    if isinstance(names, str): raise TypeError(f"capabilities are a collection of names, got the string {names!r}")
+    if isinstance(names, str):
+        raise TypeError(f"capabilities are a collection of names, got the string {names!r}")
     names = frozenset(names)
     if unknown := sorted(names - set(CAPABILITIES)):
         raise ValueError(f"unknown backend capabilities {unknown}; known: {sorted(CAPABILITIES)}")
     return names
 
+
 def capabilities_of(backend) -> frozenset[str]:
     """What `backend` declares: its `capabilities`; a stand-in without them, its older `supports_*` flags (undeclared
     means no)."""
     declared = getattr(backend, "capabilities", None)
-    if declared is not None: return check_capabilities(declared)
+    if declared is not None:
+        return check_capabilities(declared)
     return frozenset(cap for flag, cap in LEGACY_FLAGS.items() if getattr(backend, flag, False) is True)
+
 
 def supports(backend, capability: str) -> bool:
     """Whether `backend` declares `capability` (a CAPABILITIES name; an older flag name such as `supports_images` is
@@ -155,15 +182,19 @@ def supports(backend, capability: str) -> bool:
     capability = LEGACY_FLAGS.get(capability, capability)
     return capability in check_capabilities([capability]) & capabilities_of(backend)
 
+
 def backend_label(backend) -> str:
     "How errors name a backend: 'the vllm backend (Qwen/Qwen3-8B)'."
     name, model = getattr(backend, "name", None) or type(backend).__name__, getattr(backend, "model_id", None)
     return f"the {name} backend" + (f" ({model})" if model else "")
 
-def require(backend, *capabilities: str,
-            # who needs them, for the message: "probing (method 'kv')", "the MuSoBench protocol", ...
-            study: str = "this study",
-           ):
+
+def require(
+    backend,
+    *capabilities: str,
+    # who needs them, for the message: "probing (method 'kv')", "the MuSoBench protocol", ...
+    study: str = "this study",
+):
     """`backend` when it declares every capability; a `MissingCapability` naming the backend, what it lacks and who
     needs it otherwise."""
     missing = sorted(check_capabilities(capabilities) - capabilities_of(backend))
@@ -178,26 +209,36 @@ def require(backend, *capabilities: str,
         )
     return backend
 
+
 def describe_backend(backend) -> dict:
     """`backend.describe()` with exactly DESCRIBE_KEYS; a stand-in without `describe` by its identity (dtype and device
     None)."""
-    if callable(getattr(type(backend), "describe", None)): described = dict(backend.describe())
+    if callable(getattr(type(backend), "describe", None)):
+        described = dict(backend.describe())
     else:
-        described = {"backend": getattr(backend, "name", type(backend).__name__),
-                     "model": getattr(backend, "model_id", None),
-                       "revision": getattr(backend, "revision", None), "dtype": None, "device": None}
+        described = {
+            "backend": getattr(backend, "name", type(backend).__name__),
+            "model": getattr(backend, "model_id", None),
+            "revision": getattr(backend, "revision", None),
+            "dtype": None,
+            "device": None,
+        }
     if set(described) != set(DESCRIBE_KEYS):
         raise ValueError(
             f"{backend_label(backend)}: describe() must give exactly {list(DESCRIBE_KEYS)}, got {sorted(described)}"
         )
     return {k: described[k] for k in DESCRIBE_KEYS}
 
+
 # token-exact prompts, e.g. the prefixes of one trace
-def generate_token_prompts(backend, token_prompts: Sequence[Sequence[int]],
-                           sampling: SamplingParams,  # the same sampling for all
-                           thinking: bool | None = None,  # whether the prompts leave a thinking block open
-                          ) -> list[list[Completion]]:
+def generate_token_prompts(
+    backend,
+    token_prompts: Sequence[Sequence[int]],
+    sampling: SamplingParams,  # the same sampling for all
+    thinking: bool | None = None,  # whether the prompts leave a thinking block open
+) -> list[list[Completion]]:
     """What capability `token_prompts` promises, the method of every backend that declares it: one token-exact request
     per prompt, generated together."""
-    return backend.generate([Request(prompt_token_ids=list(p), sampling=sampling,
-                                     thinking=thinking) for p in token_prompts])
+    return backend.generate(
+        [Request(prompt_token_ids=list(p), sampling=sampling, thinking=thinking) for p in token_prompts]
+    )

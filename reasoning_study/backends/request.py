@@ -21,6 +21,7 @@ __all__ = ['SAMPLE_SEED_STRIDE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OP
 # %% ../../nbs/10_backends.request.ipynb #4dab9056
 SAMPLE_SEED_STRIDE = 1_000_003  # a prime: sample i of seed s never equals sample j of a nearby seed s'
 
+
 @dataclass(frozen=True)
 class SamplingParams:
     temperature: float = 0.0  # 0 means greedy
@@ -33,10 +34,14 @@ class SamplingParams:
     logprobs: bool = False  # also return each generated token's log-probability (Completion.token_logprobs)
 
     def __post_init__(self):
-        if self.temperature < 0: raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0 < self.top_p <= 1: raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.max_tokens < 1: raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
-        if self.n < 1: raise ValueError(f"n must be >= 1, got {self.n}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
         if not isinstance(self.logprobs, bool):
             raise TypeError(f"logprobs must be True or False, got {self.logprobs!r}")
         object.__setattr__(self, "stop", tuple(self.stop))
@@ -47,6 +52,7 @@ class SamplingParams:
 
 # %% ../../nbs/10_backends.request.ipynb #3f3ca1fe
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
 
 @dataclass(frozen=True, repr=False)
 class RequestImage:
@@ -59,22 +65,30 @@ class RequestImage:
         if hashlib.sha256(self.png).hexdigest() != self.sha256:
             raise ValueError("RequestImage.sha256 does not match its PNG bytes")
 
-    def __repr__(self): return f"RequestImage(sha256={self.sha256[:12]}..., {len(self.png)} bytes)"
+    def __repr__(self):
+        return f"RequestImage(sha256={self.sha256[:12]}..., {len(self.png)} bytes)"
 
     @classmethod
-    def of(cls, image: Any,  # a PIL image, PNG/JPEG/... bytes, a file path, or a RequestImage
-          ) -> "RequestImage":
+    def of(
+        cls,
+        image: Any,  # a PIL image, PNG/JPEG/... bytes, a file path, or a RequestImage
+    ) -> "RequestImage":
         "An image as PNG bytes and their hash (PNG input is kept as is; a RequestImage passes through)."
-        if isinstance(image, RequestImage): return image
+        if isinstance(image, RequestImage):
+            return image
         if isinstance(image, (str, Path)):
             path = Path(image)
-            if not path.is_file(): raise FileNotFoundError(f"image file {str(path)!r} does not exist")
+            if not path.is_file():
+                raise FileNotFoundError(f"image file {str(path)!r} does not exist")
             image = path.read_bytes()
         if isinstance(image, (bytes, bytearray)):
             data = bytes(image)
-            if not data.startswith(PNG_SIGNATURE): data = _to_png(_open_image(data))
-        elif hasattr(image, "save") and hasattr(image, "mode"): data = _to_png(image)  # a PIL image
-        else: raise TypeError(f"an image must be a PIL image, image bytes or a file path, got {type(image).__name__}")
+            if not data.startswith(PNG_SIGNATURE):
+                data = _to_png(_open_image(data))
+        elif hasattr(image, "save") and hasattr(image, "mode"):
+            data = _to_png(image)  # a PIL image
+        else:
+            raise TypeError(f"an image must be a PIL image, image bytes or a file path, got {type(image).__name__}")
         return cls(data, hashlib.sha256(data).hexdigest())
 
     def to_pil(self):
@@ -87,14 +101,20 @@ class RequestImage:
         "The image as a `data:image/png;base64,...` URI (what OpenAI-compatible chat APIs take)."
         return "data:image/png;base64," + base64.b64encode(self.png).decode("ascii")
 
+
 def _open_image(data: bytes):
     from PIL import Image, UnidentifiedImageError
-    try: return Image.open(io.BytesIO(data))
-    except UnidentifiedImageError as e: raise ValueError(f"not an image Pillow can read ({len(data)} bytes)") from e
+
+    try:
+        return Image.open(io.BytesIO(data))
+    except UnidentifiedImageError as e:
+        raise ValueError(f"not an image Pillow can read ({len(data)} bytes)") from e
+
 
 def _to_png(image) -> bytes:
     "PNG bytes of a PIL image (modes PNG cannot store, such as CMYK, become RGB)."
-    if image.mode not in ("1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"): image = image.convert("RGB")
+    if image.mode not in ("1", "L", "LA", "I", "I;16", "P", "RGB", "RGBA"):
+        image = image.convert("RGB")
     buffer = io.BytesIO()
     image.save(buffer, format="PNG")
     return buffer.getvalue()
@@ -104,20 +124,25 @@ def check_response_schema(schema: Any) -> dict:
     "The schema, if it is a dict holding a valid JSON Schema in plain JSON; a clear error otherwise."
     if not isinstance(schema, dict):
         raise TypeError(f"response_schema must be a JSON Schema dict, got {type(schema).__name__}")
-    if not schema: raise ValueError("response_schema is empty: give a JSON Schema such as {'type': 'object', ...}")
-    try: json.dumps(schema, allow_nan=False)
-    except (TypeError, ValueError) as e: raise ValueError(f"response_schema must be plain JSON data: {e}") from e
+    if not schema:
+        raise ValueError("response_schema is empty: give a JSON Schema such as {'type': 'object', ...}")
+    try:
+        json.dumps(schema, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"response_schema must be plain JSON data: {e}") from e
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
-    try: Draft202012Validator.check_schema(schema)
+
+    try:
+        Draft202012Validator.check_schema(schema)
     except SchemaError as e:
         where = "/".join(map(str, e.absolute_path)) or "the top level"
         raise ValueError(f"response_schema is not a valid JSON Schema (at {where}): {e.message}") from None
     return schema
 
-
 # %% ../../nbs/10_backends.request.ipynb #539383e5
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
+
 
 @dataclass
 class Request:
@@ -137,24 +162,35 @@ class Request:
         if self.messages and self.prompt_token_ids is not None:
             raise ValueError("give either `messages` or `prompt_token_ids`, not both")
         for m in self.messages:
-            if not isinstance(m, dict) or m.get("role") not in ("system", "user",
-                                                                "assistant") or not isinstance(m.get("content"), str):
+            if (
+                not isinstance(m, dict)
+                or m.get("role") not in ("system", "user", "assistant")
+                or not isinstance(m.get("content"), str)
+            ):
                 raise ValueError(f"bad chat message {m!r}: need {{'role': system|user|assistant, 'content': str}}")
         if isinstance(self.images, (str, bytes, Path)) or hasattr(self.images, "save"):
             raise TypeError("`images` is a sequence of images: wrap a single image in a tuple")
         self.images = tuple(RequestImage.of(image) for image in self.images)
         if self.images and self.messages and not any(m["role"] == "user" for m in self.messages):
             raise ValueError("images go with the first user message, and this request has none")
-        if self.response_schema is not None: check_response_schema(self.response_schema)
+        if self.response_schema is not None:
+            check_response_schema(self.response_schema)
 
     def prompt_key(self) -> dict:
         "Everything that determines the prompt, as plain JSON-able data (the store hashes this)."
-        key = {"messages": self.messages, "prompt_token_ids": self.prompt_token_ids,
-               "prefill": self.prefill, "thinking": self.thinking}
+        key = {
+            "messages": self.messages,
+            "prompt_token_ids": self.prompt_token_ids,
+            "prefill": self.prefill,
+            "thinking": self.thinking,
+        }
         # only when present: older keys are unchanged
-        if self.images: key["images"] = [image.sha256 for image in self.images]
-        if self.response_schema is not None: key["response_schema"] = self.response_schema
+        if self.images:
+            key["images"] = [image.sha256 for image in self.images]
+        if self.response_schema is not None:
+            key["response_schema"] = self.response_schema
         return key
+
 
 def chat(user: str, system: str | None = None, **kwargs) -> Request:
     "A one-turn chat request: the common case, in one call."
@@ -166,11 +202,14 @@ def template_messages(request: Request) -> list[dict]:
     """The chat messages as a chat template sees them: with images, the first user message becomes [image parts..., text
     part]."""
     messages = [dict(m) for m in request.messages]
-    if not request.images: return messages
+    if not request.images:
+        return messages
     k = next(k for k, m in enumerate(messages) if m["role"] == "user")
-    messages[k]["content"] = [{"type": "image"} for _ in request.images] + [{"type": "text",
-                                                                             "text": messages[k]["content"]}]
+    messages[k]["content"] = [{"type": "image"} for _ in request.images] + [
+        {"type": "text", "text": messages[k]["content"]}
+    ]
     return messages
+
 
 def request_images(request: Request) -> list:
     "The request's images as PIL images, in order (e.g. vLLM's `multi_modal_data={'image': ...}`)."
@@ -178,6 +217,7 @@ def request_images(request: Request) -> list:
 
 # %% ../../nbs/10_backends.request.ipynb #84681b54
 Status = Literal["answered", "truncated", "error"]
+
 
 @dataclass
 class Completion:
@@ -198,22 +238,26 @@ class Completion:
     system_fingerprint: str | None = None  # the server's configuration tag of that response, when it sends one
 
     def __post_init__(self):
-        if self.token_logprobs is None: return
+        if self.token_logprobs is None:
+            return
         self.token_logprobs = tuple(float(x) for x in self.token_logprobs)
         if len(self.token_logprobs) != self.completion_tokens:
             raise ValueError(
                 f"{len(self.token_logprobs)} token log-probabilities for {self.completion_tokens} completion tokens"
             )
 
-    def to_dict(self) -> dict: return asdict(self)
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 # %% ../../nbs/10_backends.request.ipynb #35dabe41
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
-def split_reasoning(text: str,  # generated text
-                    prefill: str = "",  # the assistant prefill the text continues
-                    thinking: bool | None = None,  # whether a thinking block is expected
-                   ) -> tuple[str, str, bool]:
+
+def split_reasoning(
+    text: str,  # generated text
+    prefill: str = "",  # the assistant prefill the text continues
+    thinking: bool | None = None,  # whether a thinking block is expected
+) -> tuple[str, str, bool]:
     "Split `prefill + text` into (reasoning, answer, thinking_closed)."
     full = prefill + text
     opened = THINK_OPEN in full or bool(thinking)
@@ -226,15 +270,26 @@ def split_reasoning(text: str,  # generated text
         return reasoning.strip(), "", False
     return "", text.strip(), True
 
+
 def completion_status(finish_reason: str, thinking_closed: bool) -> Status:
     "The status rule: errors are errors, running out of tokens or an unclosed thinking block is `truncated`."
-    if finish_reason == "error": return "error"
-    if finish_reason == "length" or not thinking_closed: return "truncated"
+    if finish_reason == "error":
+        return "error"
+    if finish_reason == "length" or not thinking_closed:
+        return "truncated"
     return "answered"
 
-def make_completion(text: str, finish_reason: str, prefill: str = "", thinking: bool | None = None,
-                    **kwargs) -> Completion:
+
+def make_completion(
+    text: str, finish_reason: str, prefill: str = "", thinking: bool | None = None, **kwargs
+) -> Completion:
     "Build a `Completion` from raw text: split the reasoning off and derive the status."
     reasoning, answer, closed = split_reasoning(text, prefill, thinking)
-    return Completion(text=text, reasoning=reasoning, answer=answer, finish_reason=finish_reason,
-                      status=completion_status(finish_reason, closed), **kwargs)
+    return Completion(
+        text=text,
+        reasoning=reasoning,
+        answer=answer,
+        finish_reason=finish_reason,
+        status=completion_status(finish_reason, closed),
+        **kwargs,
+    )

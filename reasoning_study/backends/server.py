@@ -30,34 +30,41 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 # %% ../../nbs/17_backends.server.ipynb #c1b17e2d
-def log_summary(text: str,  # a server's whole log
-                tail: int = 3000,  # characters of its end
-                causes: int = 12,  # lines that name an error, from before the end
-               ) -> str:
+def log_summary(
+    text: str,  # a server's whole log
+    tail: int = 3000,  # characters of its end
+    causes: int = 12,  # lines that name an error, from before the end
+) -> str:
     """What a failed server's log says: the lines before its end that name an error (the root cause a traceback buries:
     vLLM's engine core logs it long before it exits), then its last `tail` characters."""
     head, end = text[:-tail] if len(text) > tail else "", text[-tail:]
     named = [l for l in head.splitlines() if "Error" in l or "error:" in l.lower() or "Killed" in l][-causes:]
     return ("lines naming an error earlier in its log:\n" + "\n".join(named) + "\n...\n" if named else "") + end
 
+
 def _healthy(base_url: str) -> bool:
     try:
-        with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2) as r: return r.status == 200
-    except OSError: return False
+        with urllib.request.urlopen(base_url.removesuffix("/v1") + "/health", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
 
 @contextlib.contextmanager
-def serve_command(command: Sequence[str],  # the server's command line; it must listen on 127.0.0.1:`port`
-                  port: int,
-                  name: str = "server",  # how errors name it
-                  env: dict[str, str] | None = None,  # variables added to this process's environment
-                  startup_timeout: float = 180.0,  # seconds to wait for its /health to answer
-                 ) -> Iterator[str]:
+def serve_command(
+    command: Sequence[str],  # the server's command line; it must listen on 127.0.0.1:`port`
+    port: int,
+    name: str = "server",  # how errors name it
+    env: dict[str, str] | None = None,  # variables added to this process's environment
+    startup_timeout: float = 180.0,  # seconds to wait for its /health to answer
+) -> Iterator[str]:
     """Run a local OpenAI-compatible server for the duration of the block; yields its base_url. Its log is kept for
     errors."""
     base_url = f"http://127.0.0.1:{port}/v1"
     with tempfile.TemporaryFile("w+") as log:
-        server = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT,
-                                  env={**os.environ, **(env or {})})
+        server = subprocess.Popen(
+            list(command), stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
         try:
             deadline = time.monotonic() + startup_timeout
             while not _healthy(base_url):
@@ -69,56 +76,96 @@ def serve_command(command: Sequence[str],  # the server's command line; it must 
             yield base_url
         finally:
             server.terminate()
-            try: server.wait(timeout=15)
+            try:
+                server.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
 
+
 @contextlib.contextmanager
 # a transformers checkpoint folder (its config names `architectures`)
-def serve_with_transformers(model_dir: str | Path,
-                            port: int | None = None,  # None picks a free port
-                            device: str = "cpu",  # "cpu", "auto", "cuda:0", ...
-                            threads: int | None = None,  # CPU threads for the server's torch (None: torch's default)
-                            startup_timeout: float = 180.0,  # seconds to wait for the server to answer
-                           ) -> Iterator[str]:
+def serve_with_transformers(
+    model_dir: str | Path,
+    port: int | None = None,  # None picks a free port
+    device: str = "cpu",  # "cpu", "auto", "cuda:0", ...
+    threads: int | None = None,  # CPU threads for the server's torch (None: torch's default)
+    startup_timeout: float = 180.0,  # seconds to wait for the server to answer
+) -> Iterator[str]:
     "Run `transformers serve` on 127.0.0.1 for the duration of the block; yields the base_url to call."
     port = port or free_port()
-    command = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir),
-               "--host", "127.0.0.1", "--port", str(port), "--device", device, "--log-level", "warning"]
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-           **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
-    with serve_command(command, port, "transformers serve", env, startup_timeout) as base_url: yield base_url
+    command = [
+        sys.executable,
+        "-m",
+        "transformers.cli.transformers",
+        "serve",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--device",
+        device,
+        "--log-level",
+        "warning",
+    ]
+    env = {
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+        **({"OMP_NUM_THREADS": str(threads)} if threads else {}),
+    }
+    with serve_command(command, port, "transformers serve", env, startup_timeout) as base_url:
+        yield base_url
 
 # %% ../../nbs/17_backends.server.ipynb #44d5104d
-def vllm_server_command(model_dir: str | Path,  # what the server loads (served under this name)
-                        port: int,
-                        dtype: str = "auto",
-                        max_model_len: int | None = None,
-                        enforce_eager: bool = False,
-                        extra_args: Sequence[str] = (),  # any other `vllm serve` flags
-                       ) -> list[str]:
+def vllm_server_command(
+    model_dir: str | Path,  # what the server loads (served under this name)
+    port: int,
+    dtype: str = "auto",
+    max_model_len: int | None = None,
+    enforce_eager: bool = False,
+    extra_args: Sequence[str] = (),  # any other `vllm serve` flags
+) -> list[str]:
     "The command line of vLLM's OpenAI-compatible server on 127.0.0.1."
     import sys
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-               "--host", "127.0.0.1", "--port", str(port), "--dtype", dtype, "--seed", "0"]
-    if max_model_len: command += ["--max-model-len", str(max_model_len)]
-    if enforce_eager: command.append("--enforce-eager")
+
+    command = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        dtype,
+        "--seed",
+        "0",
+    ]
+    if max_model_len:
+        command += ["--max-model-len", str(max_model_len)]
+    if enforce_eager:
+        command.append("--enforce-eager")
     return command + list(extra_args)
 
+
 @contextlib.contextmanager
-def serve_with_vllm(model_dir: str | Path,  # a local model folder (e.g. `embedded_model_dir()`)
-                    port: int | None = None,  # None picks a free port
-                    dtype: str = "auto",  # "float32" to compare with other backends on CPU
-                    max_model_len: int | None = None,
-                    enforce_eager: bool | None = None,  # None: eager without CUDA (no compile pass at start-up)
-                    extra_args: Sequence[str] = (),
-                    startup_timeout: float = 600.0,  # seconds to wait for /health
-                   ) -> Iterator[str]:
+def serve_with_vllm(
+    model_dir: str | Path,  # a local model folder (e.g. `embedded_model_dir()`)
+    port: int | None = None,  # None picks a free port
+    dtype: str = "auto",  # "float32" to compare with other backends on CPU
+    max_model_len: int | None = None,
+    enforce_eager: bool | None = None,  # None: eager without CUDA (no compile pass at start-up)
+    extra_args: Sequence[str] = (),
+    startup_timeout: float = 600.0,  # seconds to wait for /health
+) -> Iterator[str]:
     "Run vLLM's OpenAI-compatible server for the duration of the block; yields the base_url to call."
     import_vllm()
     if enforce_eager is None:
         import torch
+
         enforce_eager = not torch.cuda.is_available()
     port = port or free_port()
     command = vllm_server_command(model_dir, port, dtype, max_model_len, enforce_eager, extra_args)

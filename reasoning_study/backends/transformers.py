@@ -18,8 +18,12 @@ from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer
 from transformers.cache_utils import Cache, DynamicLayer
 from transformers.utils import logging as hf_logging
 
-from .contract import (ThinkingSwitch, expected_thinking, generate_token_prompts,
-                                               render_prompt_ids)
+from reasoning_study.backends.contract import (
+    ThinkingSwitch,
+    expected_thinking,
+    generate_token_prompts,
+    render_prompt_ids,
+)
 from .presets import ModelPreset, get_preset
 from .request import Completion, Request, SamplingParams, make_completion
 from .weights import EMBEDDED_PREFIX, embedded_model, hub_commit
@@ -33,74 +37,94 @@ __all__ = ['TOP_P_CANDIDATES', 'STOP_WINDOW_MARGIN', 'VOCAB_BLOCK', 'PREFILL_CHU
            'PrefixRows', 'shared_prefix_attention', 'attention_implementation']
 
 # %% ../../nbs/13_backends.transformers.ipynb #5c416ded
-def default_device() -> str: return "cuda" if torch.cuda.is_available() else "cpu"
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
 
 _LOADED: dict[tuple, tuple] = {}  # one (model, tokenizer) per source and settings, per process
 
-def load_model(source: str | Path,  # a local folder or a Hugging Face id
-               device: str | None = None,  # default: cuda if available, else cpu
-               dtype: str | None = None,  # default: float32 on cpu, bfloat16 on gpu
-               attn_implementation: str | None = None,  # default: eager on cpu, sdpa on gpu
-               revision: str | None = None,  # hub revision (ignored for a local folder)
-               local_files_only: bool = True,  # offline unless explicitly allowed
-               trust_remote_code: bool = False,  # run the repository's own model code (e.g. Intern-S1-mini)
-              ) -> tuple:
+
+def load_model(
+    source: str | Path,  # a local folder or a Hugging Face id
+    device: str | None = None,  # default: cuda if available, else cpu
+    dtype: str | None = None,  # default: float32 on cpu, bfloat16 on gpu
+    attn_implementation: str | None = None,  # default: eager on cpu, sdpa on gpu
+    revision: str | None = None,  # hub revision (ignored for a local folder)
+    local_files_only: bool = True,  # offline unless explicitly allowed
+    trust_remote_code: bool = False,  # run the repository's own model code (e.g. Intern-S1-mini)
+) -> tuple:
     "Load (once per process) a causal LM in eval mode and its tokenizer: `(model, tokenizer)`."
     device = device or default_device()
     dtype = dtype or ("float32" if device == "cpu" else "bfloat16")
     attn_implementation = attn_implementation or ("eager" if device == "cpu" else "sdpa")
-    if Path(source).is_dir(): revision = None
+    if Path(source).is_dir():
+        revision = None
     key = (str(source), revision, device, dtype, attn_implementation, trust_remote_code)
-    if key in _LOADED: return _LOADED[key]
+    if key in _LOADED:
+        return _LOADED[key]
     kwargs = dict(revision=revision, local_files_only=local_files_only, trust_remote_code=trust_remote_code)
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype),
-                                                     attn_implementation=attn_implementation, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=getattr(torch, dtype), attn_implementation=attn_implementation, **kwargs
+        )
     except OSError as e:
-        if not local_files_only: raise
-        raise OSError(f"{source!r} is not a local folder nor in the local Hugging Face cache; download it first "
-                      f"(`hf download {source}`) or pass the option allow_download=True") from e
+        if not local_files_only:
+            raise
+        raise OSError(
+            f"{source!r} is not a local folder nor in the local Hugging Face cache; download it first "
+            f"(`hf download {source}`) or pass the option allow_download=True"
+        ) from e
     finally:
-        if bars: hf_logging.enable_progress_bar()
+        if bars:
+            hf_logging.enable_progress_bar()
     _LOADED[key] = model.to(device).eval(), tokenizer
     return _LOADED[key]
+
 
 def numerics_tag(model) -> str:
     "The dtype and device type the model computes in, e.g. `float32/cpu` or `bfloat16/cuda`."
     weight = next(model.parameters())
     return f"{str(weight.dtype).removeprefix('torch.')}/{weight.device.type}"
 
+
 def cache_keyword(model) -> str:
     "The keyword the model's `forward` takes its KV cache by: `cache` (transformers >= 5.24) or `past_key_values`."
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
+
 def supports_prefix_sharing(model) -> bool:
     """Whether rows can share one cached prefix on `model`: its attention is swappable (AttentionInterface) and every
     layer attends to all positions."""
-    return bool(getattr(model, "_supports_attention_backend",
-                        False)) and not any(DynamicCache(config=model.config).is_sliding)
+    return bool(getattr(model, "_supports_attention_backend", False)) and not any(
+        DynamicCache(config=model.config).is_sliding
+    )
 
 # %% ../../nbs/13_backends.transformers.ipynb #09df9397
 def _per_row(value, rows: int) -> list:
     "A sampling parameter given once for all rows, or once per row, as one value per row."
     return [value] * rows if isinstance(value, (int, float)) else list(value)
 
+
 TOP_P_CANDIDATES = 256  # tokens looked at first for a top-p cut (4 times more, as often as a row needs, when short)
+
 
 def _rows(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
     "The rows `rows` of a batch (the batch itself, not a copy, when they are all of it)."
     return logits if len(rows) == len(logits) else logits[torch.tensor(rows, device=logits.device)]
 
+
 def _put_rows(logits: torch.Tensor, rows: list[int], part: torch.Tensor) -> torch.Tensor:
     "The batch with its rows `rows` replaced by `part`."
     return part if len(rows) == len(logits) else logits.index_copy(0, torch.tensor(rows, device=logits.device), part)
 
-def top_p_outside(logits: torch.Tensor,  # (rows, vocab)
-                  top_p: torch.Tensor,  # (rows, 1)
-                 ) -> torch.Tensor:
+
+def top_p_outside(
+    logits: torch.Tensor,  # (rows, vocab)
+    top_p: torch.Tensor,  # (rows, 1)
+) -> torch.Tensor:
     """Which tokens lie outside each row's nucleus: those whose more likely tokens already hold `top_p` of the
     probability."""
     rows, vocab = logits.shape
@@ -112,7 +136,8 @@ def top_p_outside(logits: torch.Tensor,  # (rows, vocab)
         probs = (values - _rows(total, pending)).exp()
         cut = probs.cumsum(-1) - probs >= _rows(top_p, pending)  # the mass before a token already reaches top_p
         covered = (cut[:, -1] | (k == vocab)).tolist()  # the nucleus ends among the candidates (the rest is outside)
-        if all(covered) and len(pending) == rows: return outside.scatter_(-1, order, cut)
+        if all(covered) and len(pending) == rows:
+            return outside.scatter_(-1, order, cut)
         done = [j for j, c in enumerate(covered) if c]
         if done:
             index = torch.tensor([pending[j] for j in done], device=logits.device)
@@ -120,13 +145,16 @@ def top_p_outside(logits: torch.Tensor,  # (rows, vocab)
         pending, k = [r for r, c in zip(pending, covered) if not c], min(4 * k, vocab)
     return outside
 
-def filter_logits(logits: torch.Tensor,  # next-token logits: one row (vocab,) or a batch (rows, vocab)
-                  top_k: int | Sequence[int] = 0,  # keep the k most likely tokens (0: all); one value, or one per row
-                  # keep the smallest set with this much probability; one, or per row
-                  top_p: float | Sequence[float] = 1.0,
-                 ) -> torch.Tensor:
+
+def filter_logits(
+    logits: torch.Tensor,  # next-token logits: one row (vocab,) or a batch (rows, vocab)
+    top_k: int | Sequence[int] = 0,  # keep the k most likely tokens (0: all); one value, or one per row
+    # keep the smallest set with this much probability; one, or per row
+    top_p: float | Sequence[float] = 1.0,
+) -> torch.Tensor:
     "Logits with the tokens outside each row's top-k / top-p set to -inf."
-    if logits.dim() == 1: return filter_logits(logits[None], top_k, top_p)[0]
+    if logits.dim() == 1:
+        return filter_logits(logits[None], top_k, top_p)[0]
     rows, vocab = logits.shape
     top_k, top_p = _per_row(top_k, rows), _per_row(top_p, rows)
     if cut := [i for i in range(rows) if 0 < top_k[i] < vocab]:
@@ -134,14 +162,18 @@ def filter_logits(logits: torch.Tensor,  # next-token logits: one row (vocab,) o
         kth = torch.topk(part, int(k.max()), dim=-1).values.gather(-1, (k - 1)[:, None])  # each row's k-th largest
         logits = _put_rows(logits, cut, part.masked_fill(part < kth, float("-inf")))
     if cut := [i for i in range(rows) if top_p[i] < 1.0]:
-        part, p = _rows(logits, cut), torch.tensor([top_p[i] for i in cut], dtype=logits.dtype,
-                                                   device=logits.device)[:, None]
+        part, p = (
+            _rows(logits, cut),
+            torch.tensor([top_p[i] for i in cut], dtype=logits.dtype, device=logits.device)[:, None],
+        )
         logits = _put_rows(logits, cut, part.masked_fill(top_p_outside(part, p), float("-inf")))
     return logits
 
-def draw_tokens(probs: torch.Tensor,  # (rows, vocab) probabilities (each row's total need not be exactly 1)
-                uniforms: torch.Tensor,  # (rows,) one uniform number in [0, 1) per row
-               ) -> torch.Tensor:
+
+def draw_tokens(
+    probs: torch.Tensor,  # (rows, vocab) probabilities (each row's total need not be exactly 1)
+    uniforms: torch.Tensor,  # (rows,) one uniform number in [0, 1) per row
+) -> torch.Tensor:
     "Inverse-CDF draws: per row, the first token whose cumulative probability exceeds `uniform * total`."
     cdf = probs.double().cumsum(-1)
     index = torch.searchsorted(cdf, (uniforms.double() * cdf[:, -1])[:, None], right=True)[:, 0]
@@ -151,48 +183,64 @@ def draw_tokens(probs: torch.Tensor,  # (rows, vocab) probabilities (each row's 
         index = torch.where(beyond, last, index)
     return index
 
-def sample_tokens(logits: torch.Tensor,  # (rows, vocab) next-token logits
-                  samplings: Sequence[SamplingParams],  # one per row
-                  generators: Sequence[torch.Generator | None],  # one per row: its own random stream (None when greedy)
-                 ) -> torch.Tensor:
+
+def sample_tokens(
+    logits: torch.Tensor,  # (rows, vocab) next-token logits
+    samplings: Sequence[SamplingParams],  # one per row
+    generators: Sequence[torch.Generator | None],  # one per row: its own random stream (None when greedy)
+) -> torch.Tensor:
     "The next token of every row, as a tensor: greedy at temperature 0, else one draw from the row's own stream."
     sampled = [i for i, s in enumerate(samplings) if s.temperature > 0]
-    if len(sampled) < len(samplings): tokens = logits.argmax(-1)
-    if not sampled: return tokens
+    if len(sampled) < len(samplings):
+        tokens = logits.argmax(-1)
+    if not sampled:
+        return tokens
     device = logits.device
     temperature = torch.tensor([samplings[i].temperature for i in sampled], device=device)[:, None]
-    filtered = filter_logits(_rows(logits, sampled).float() / temperature, [samplings[i].top_k for i in sampled],
-                             [samplings[i].top_p for i in sampled])
+    filtered = filter_logits(
+        _rows(logits, sampled).float() / temperature,
+        [samplings[i].top_k for i in sampled],
+        [samplings[i].top_p for i in sampled],
+    )
     uniforms = torch.cat([torch.rand(1, generator=generators[i], device=device, dtype=torch.float64) for i in sampled])
     drawn = draw_tokens(filtered.softmax(-1), uniforms)
-    return drawn if len(sampled) == len(samplings) else tokens.index_copy(0, torch.tensor(sampled, device=device),
-                                                                          drawn)
+    return (
+        drawn if len(sampled) == len(samplings) else tokens.index_copy(0, torch.tensor(sampled, device=device), drawn)
+    )
 
-def sampled_logprobs(logits: torch.Tensor,  # (rows, vocab) raw next-token logits
-                     tokens: torch.Tensor,  # (rows,) the token each row took
-                    ) -> torch.Tensor:
+
+def sampled_logprobs(
+    logits: torch.Tensor,  # (rows, vocab) raw next-token logits
+    tokens: torch.Tensor,  # (rows,) the token each row took
+) -> torch.Tensor:
     """ln p of each row's token under the softmax of the raw logits: temperature 1, before top-k / top-p (vLLM's
     default)."""
     return logits.float().log_softmax(-1).gather(-1, tokens[:, None])[:, 0]
 
-def pick_next_token(logits: torch.Tensor,  # one row of next-token logits
-                    sampling: SamplingParams,
-                    generator: torch.Generator | None,  # the row's own random stream (None when greedy)
-                   ) -> int:
+
+def pick_next_token(
+    logits: torch.Tensor,  # one row of next-token logits
+    sampling: SamplingParams,
+    generator: torch.Generator | None,  # the row's own random stream (None when greedy)
+) -> int:
     "One row's next token: `sample_tokens` on a batch of one (the same draw the row gets in any batch)."
     return int(sample_tokens(logits[None], [sampling], [generator])[0])
+
 
 def row_generator(seed: int | None, device: str) -> torch.Generator:
     "A random stream for one row: seeded, or from fresh entropy when `seed` is None."
     g = torch.Generator(device=device)
-    if seed is None: g.seed()
-    else: g.manual_seed(seed)
+    if seed is None:
+        g.seed()
+    else:
+        g.manual_seed(seed)
     return g
 
 # %% ../../nbs/13_backends.transformers.ipynb #55c85979
 @dataclass
 class DecodeRow:
     "The decoding state of one sequence in a batch."
+
     prompt_len: int  # prompt tokens (prefix and suffix included)
     sampling: SamplingParams
     seed: int | None  # this row's seed (sample i of a request: sampling.sample_seed(i))
@@ -204,11 +252,14 @@ class DecodeRow:
     latency_s: float = 0.0
     logprobs: list[float] | None = None  # ln p of each generated token, when the sampling asks for them ([] to start)
 
+
 STOP_WINDOW_MARGIN = 4  # tokens decoded before the longest span a stop string can have
+
 
 def stop_window(stops: Sequence[str]) -> int:
     "How many trailing tokens can hold a stop string the newest token completes (its UTF-8 bytes, plus a margin)."
     return max((len(s.encode()) for s in stops if s), default=0) + STOP_WINDOW_MARGIN
+
 
 def first_stop(text: str, stops: Sequence[str]) -> int | None:
     "Where the earliest stop string starts in `text` (None if there is none)."
@@ -218,12 +269,15 @@ def first_stop(text: str, stops: Sequence[str]) -> int | None:
 # %% ../../nbs/13_backends.transformers.ipynb #89dfe6f1
 class BufferedLayer(DynamicLayer):
     "A cache layer in a buffer that grows in blocks: new positions are written in place, the attention reads a view."
+
     # initial content, e.g. a shared prefix: (batch, kv heads, positions, head dim)
-    def __init__(self, keys: torch.Tensor | None = None,
-                 values: torch.Tensor | None = None,
-                 room: int = 0,  # positions to reserve beyond the initial content (without content: at the first write)
-                 block: int = 256,  # when full, grow by at least this many positions
-                ):
+    def __init__(
+        self,
+        keys: torch.Tensor | None = None,
+        values: torch.Tensor | None = None,
+        room: int = 0,  # positions to reserve beyond the initial content (without content: at the first write)
+        block: int = 256,  # when full, grow by at least this many positions
+    ):
         super().__init__()
         self.block, self.length, self.buffers, self.room = block, 0, None, room
         if keys is not None:
@@ -238,97 +292,129 @@ class BufferedLayer(DynamicLayer):
         "Make the buffers hold `positions` positions (a copy of what is filled: rare, one layer at a time)."
         new = [t.new_empty((*t.shape[:-2], positions, t.shape[-1])) for t in (key_states, value_states)]
         if self.buffers is not None:
-            for old, fresh in zip(self.buffers, new): fresh[..., :self.length, :] = old[..., :self.length, :]
+            for old, fresh in zip(self.buffers, new):
+                fresh[..., : self.length, :] = old[..., : self.length, :]
         self.buffers = new
 
     def _views(self):
-        self.keys, self.values = (b[..., :self.length, :] for b in self.buffers)
+        self.keys, self.values = (b[..., : self.length, :] for b in self.buffers)
         return self.keys, self.values
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         "Write the new positions after the filled part; return views of everything filled so far."
-        if not self.is_initialized: self.lazy_initialization(key_states, value_states)
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
         end = self.length + key_states.shape[-2]
         if self.buffers is None:
             self._reserve(key_states, value_states, max(end, self.room) if self.room else end + self.block)
-        elif end > self.buffers[0].shape[-2]: self._reserve(key_states, value_states, end + self.block)
-        self.buffers[0][..., self.length:end, :], self.buffers[1][..., self.length:end, :] = key_states, value_states
+        elif end > self.buffers[0].shape[-2]:
+            self._reserve(key_states, value_states, end + self.block)
+        self.buffers[0][..., self.length : end, :], self.buffers[1][..., self.length : end, :] = (
+            key_states,
+            value_states,
+        )
         self.length = end
         return self._views()
 
-    def get_seq_length(self) -> int: return self.length
+    def get_seq_length(self) -> int:
+        return self.length
 
     def reset(self) -> None:
         self.buffers, self.length = None, 0
         super().reset()
 
-    def reorder_cache(self, beam_idx: torch.LongTensor) -> None: self.batch_select_indices(beam_idx)
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        self.batch_select_indices(beam_idx)
 
     def crop(self, tokens_to_remove: int) -> None:
-        if tokens_to_remove > 0: raise ValueError("crop takes a negative number of positions to remove")
+        if tokens_to_remove > 0:
+            raise ValueError("crop takes a negative number of positions to remove")
         self.length = max(self.length + tokens_to_remove, 0)
-        if self.buffers is not None: self._views()
+        if self.buffers is not None:
+            self._views()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         "Keep the rows `indices` (their filled part only: the buffers shrink to it, plus a block)."
-        if self.buffers is None: return
-        self.buffers = [b[indices, ..., :self.length + self.block, :] for b in self.buffers]
+        if self.buffers is None:
+            return
+        self.buffers = [b[indices, ..., : self.length + self.block, :] for b in self.buffers]
         self._views()
+
 
 def cache_nbytes(cache: Cache) -> int:
     "Bytes held by a cache's key and value tensors, each storage counted once (views and expands share one)."
-    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
-                for layer in cache.layers for t in (layer.keys, layer.values) if t is not None}
+    storages = {
+        t.untyped_storage().data_ptr(): t.untyped_storage().nbytes()
+        for layer in cache.layers
+        for t in (layer.keys, layer.values)
+        if t is not None
+    }
     return sum(storages.values())
 
+
 VOCAB_BLOCK = 1024  # output rows per block of the CPU output projection
+
 
 def blocked_linear(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
     """`layer(x)` computed in blocks of `VOCAB_BLOCK` output features (each output is the same dot product); one row
     runs whole."""
     # one row: as fast whole
-    if x.numel() <= x.shape[-1]: return torch.nn.functional.linear(x, layer.weight, layer.bias)
+    if x.numel() <= x.shape[-1]:
+        return torch.nn.functional.linear(x, layer.weight, layer.bias)
     biases = layer.bias.split(VOCAB_BLOCK) if layer.bias is not None else [None] * -(-layer.out_features // VOCAB_BLOCK)
-    return torch.cat([torch.nn.functional.linear(x, w, b) for w, b in zip(layer.weight.split(VOCAB_BLOCK), biases)],
-                     dim=-1)
+    return torch.cat(
+        [torch.nn.functional.linear(x, w, b) for w, b in zip(layer.weight.split(VOCAB_BLOCK), biases)], dim=-1
+    )
+
 
 @contextmanager
 def blocked_output_projection(model):
     """While active, the model's output layer runs as `blocked_linear` (on CPU, for a plain `nn.Linear` over a large
     vocabulary)."""
     head = model.get_output_embeddings()
-    if (not isinstance(head, torch.nn.Linear) or head.weight.device.type != "cpu" or head.out_features <= VOCAB_BLOCK
-            or "forward" in vars(head)):  # someone else (e.g. an offloading hook) already replaced its forward
+    if (
+        not isinstance(head, torch.nn.Linear)
+        or head.weight.device.type != "cpu"
+        or head.out_features <= VOCAB_BLOCK
+        or "forward" in vars(head)
+    ):  # someone else (e.g. an offloading hook) already replaced its forward
         yield
         return
     head.forward = functools.partial(blocked_linear, head)
-    try: yield
-    finally: del head.forward
+    try:
+        yield
+    finally:
+        del head.forward
 
 # %% ../../nbs/13_backends.transformers.ipynb #38838f7a
 PREFILL_CHUNK = {"cpu": 256, "cuda": 1024}  # prompt tokens per forward pass, by device type (CPU: measured below)
 # attention scores held at once by the shared-prefix attention (elements)
 ATTENTION_BLOCK = {"cpu": 2**24, "cuda": 2**28}
 
+
 class TransformersBackend:
     "A `Backend` over a transformers causal LM: batched, per-sample seeds, reusable KV caches."
+
     name = "transformers"
     # token-level, with KV-cache reuse for the prober; no "images" (a text-only causal LM: such requests become `error`
     # completions), no "response_schema" (no constrained decoding: such a request is generated normally).
     # An instance drops "kv_reuse" when its model cannot share a prefix between rows (`supports_prefix_sharing`).
     capabilities = frozenset({"token_prompts", "tokenizer", "kv_reuse", "prefill", "logprobs"})
 
-    def __init__(self, model, tokenizer,
-                 model_id: str,  # what was loaded (e.g. "embedded:SmolLM2-135M-Instruct")
-                 revision: str,  # file hash or hub commit: part of every cache key
-                 thinking: ThinkingSwitch = "never",  # how the model's thinking mode is switched
-                 batch_size: int = 8,  # rows decoded together
-                 max_model_len: int | None = None,  # context size (default: from the model config)
-                 # prompt tokens per forward pass (default: PREFILL_CHUNK of the device type)
-                 prefill_chunk: int | None = None,
-                 # rows continued together over one cached prefix (`continue_many`, the KV prober)
-                 probe_batch_size: int = 64,
-                ):
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        model_id: str,  # what was loaded (e.g. "embedded:SmolLM2-135M-Instruct")
+        revision: str,  # file hash or hub commit: part of every cache key
+        thinking: ThinkingSwitch = "never",  # how the model's thinking mode is switched
+        batch_size: int = 8,  # rows decoded together
+        max_model_len: int | None = None,  # context size (default: from the model config)
+        # prompt tokens per forward pass (default: PREFILL_CHUNK of the device type)
+        prefill_chunk: int | None = None,
+        # rows continued together over one cached prefix (`continue_many`, the KV prober)
+        probe_batch_size: int = 64,
+    ):
         self.device = str(next(model.parameters()).device)
         # the defaults below: measured on CPU, the GPU's for any accelerator
         kind = "cpu" if self.device == "cpu" else "cuda"
@@ -338,7 +424,8 @@ class TransformersBackend:
         self.model, self.tokenizer, self.model_id, self.revision = model, tokenizer, model_id, revision
         self.thinking, self.batch_size = thinking, batch_size
         self.prefill_chunk, self.probe_batch_size = prefill_chunk, probe_batch_size
-        if not supports_prefix_sharing(model): self.capabilities = TransformersBackend.capabilities - {"kv_reuse"}
+        if not supports_prefix_sharing(model):
+            self.capabilities = TransformersBackend.capabilities - {"kv_reuse"}
         self.attention_block = ATTENTION_BLOCK[kind]
         self.numerics = numerics_tag(model)  # dtype/device: part of the store key (see `store`)
         self.cache_keyword = cache_keyword(model)
@@ -356,8 +443,13 @@ class TransformersBackend:
 
     def describe(self) -> dict:
         "What a run records of this backend (`backends.contract.DESCRIBE_KEYS`)."
-        return dict(backend=self.name, model=self.model_id, revision=self.revision, dtype=self.numerics.split("/")[0],
-                    device=self.device)
+        return dict(
+            backend=self.name,
+            model=self.model_id,
+            revision=self.revision,
+            dtype=self.numerics.split("/")[0],
+            device=self.device,
+        )
 
     # --- rendering -------------------------------------------------------------------------------
     def expects_thinking(self, request: Request) -> bool | None:
@@ -379,12 +471,14 @@ class TransformersBackend:
         "Tokens of `text` as a continuation (no BOS or other special tokens added)."
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def decode(self, ids: Sequence[int]) -> str: return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
     # --- decoding --------------------------------------------------------------------------------
     def check_fits(self, prompt_len: int) -> int:
         "The room left for new tokens after a prompt; a clear error if there is none."
-        if prompt_len < 1: raise ValueError("empty prompt")
+        if prompt_len < 1:
+            raise ValueError("empty prompt")
         if prompt_len >= self.max_model_len:
             raise ValueError(f"prompt of {prompt_len} tokens does not fit the context of {self.max_model_len} tokens")
         return self.max_model_len - prompt_len
@@ -392,21 +486,31 @@ class TransformersBackend:
     def new_row(self, prompt_len: int, sampling: SamplingParams, seed: int | None) -> DecodeRow:
         room = self.check_fits(prompt_len)
         generator = row_generator(seed, self.device) if sampling.temperature > 0 else None
-        return DecodeRow(prompt_len, sampling, seed, min(sampling.max_tokens, room), generator,
-                         logprobs=[] if sampling.logprobs else None)
+        return DecodeRow(
+            prompt_len,
+            sampling,
+            seed,
+            min(sampling.max_tokens, room),
+            generator,
+            logprobs=[] if sampling.logprobs else None,
+        )
 
     def _advance(self, row: DecodeRow, token: int, started: float):
         "Append one token to a row and decide whether it has finished."
         row.tokens.append(token)
-        if token in self.eos_ids: row.finish_reason = "stop"
+        if token in self.eos_ids:
+            row.finish_reason = "stop"
         elif row.sampling.stop:
-            tail = self.decode(row.tokens[-stop_window(row.sampling.stop):])  # a new stop string ends in this tail
+            tail = self.decode(row.tokens[-stop_window(row.sampling.stop) :])  # a new stop string ends in this tail
             if any(s and s in tail for s in row.sampling.stop):
                 text = self.decode(row.tokens)
                 cut = first_stop(text, row.sampling.stop)
-                if cut is not None: row.text, row.finish_reason = text[:cut], "stop"
-        if row.finish_reason is None and len(row.tokens) >= row.max_new: row.finish_reason = "length"
-        if row.finish_reason: row.latency_s = time.perf_counter() - started
+                if cut is not None:
+                    row.text, row.finish_reason = text[:cut], "stop"
+        if row.finish_reason is None and len(row.tokens) >= row.max_new:
+            row.finish_reason = "length"
+        if row.finish_reason:
+            row.latency_s = time.perf_counter() - started
 
     def new_cache(self, room: int = 0) -> Cache:
         """An empty KV cache for the model: its full-attention layers grow in place (`BufferedLayer`), `room` positions
@@ -420,8 +524,9 @@ class TransformersBackend:
         with blocked_output_projection(self.model):
             return self.model(**inputs, **{self.cache_keyword: cache}, use_cache=True)
 
-    def _step(self, logits: torch.Tensor, rows: list[DecodeRow], live: list[int],
-              started: float) -> tuple[torch.Tensor, list[int]]:
+    def _step(
+        self, logits: torch.Tensor, rows: list[DecodeRow], live: list[int], started: float
+    ) -> tuple[torch.Tensor, list[int]]:
         """Pick the next token of every live row (one batched draw) and advance them: (their tokens, the positions still
         live)."""
         tokens = sample_tokens(logits, [rows[r].sampling for r in live], [rows[r].generator for r in live])
@@ -429,7 +534,8 @@ class TransformersBackend:
         if scored := [b for b, r in enumerate(live) if rows[r].logprobs is not None]:
             for b, value in zip(scored, sampled_logprobs(_rows(logits, scored), _rows(tokens, scored)).tolist()):
                 rows[live[b]].logprobs.append(value)
-        for r, token in zip(live, tokens.tolist()): self._advance(rows[r], token, started)  # one device sync per step
+        for r, token in zip(live, tokens.tolist()):
+            self._advance(rows[r], token, started)  # one device sync per step
         self.generated_tokens += len(live)
         return tokens, [b for b, r in enumerate(live) if rows[r].finish_reason is None]
 
@@ -439,25 +545,32 @@ class TransformersBackend:
         past, head = cache.get_seq_length(), (input_ids.shape[1] - 1) // self.prefill_chunk * self.prefill_chunk
         for start in range(0, head, self.prefill_chunk):
             end = start + self.prefill_chunk
-            self.run_model(cache, input_ids=input_ids[:, start:end], attention_mask=attention_mask[:, :past + end],
-                         position_ids=position_ids[:, start:end], logits_to_keep=1)
+            self.run_model(
+                cache,
+                input_ids=input_ids[:, start:end],
+                attention_mask=attention_mask[:, : past + end],
+                position_ids=position_ids[:, start:end],
+                logits_to_keep=1,
+            )
         return head
 
     @torch.inference_mode()
-    def _decode(self, input_ids, attention_mask, position_ids, cache: DynamicCache,
-                rows: list[DecodeRow]) -> list[DecodeRow]:
+    def _decode(
+        self, input_ids, attention_mask, position_ids, cache: DynamicCache, rows: list[DecodeRow]
+    ) -> list[DecodeRow]:
         "Run a batch to the end: encode the prompts (in chunks), then one token per unfinished row per step."
         started = time.perf_counter()
-        self.prefill_tokens += int(attention_mask[:, -input_ids.shape[1]:].sum())
+        self.prefill_tokens += int(attention_mask[:, -input_ids.shape[1] :].sum())
         head = self._prefill_head(input_ids, attention_mask, position_ids, cache)
         input_ids, position_ids = input_ids[:, head:], position_ids[:, head:]
         live = list(range(len(rows)))  # the row behind each batch position
         while True:
-            logits = self.run_model(cache, input_ids=input_ids, attention_mask=attention_mask,
-                                    position_ids=position_ids,
-                                  logits_to_keep=1).logits[:, -1]
+            logits = self.run_model(
+                cache, input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, logits_to_keep=1
+            ).logits[:, -1]
             tokens, keep = self._step(logits, rows, live, started)
-            if not keep: return rows
+            if not keep:
+                return rows
             if len(keep) < len(live):  # finished rows leave the batch
                 index = torch.tensor(keep, device=self.device)
                 cache.batch_select_indices(index)
@@ -479,21 +592,33 @@ class TransformersBackend:
 
     # --- completions -----------------------------------------------------------------------------
     def row_text(self, row: DecodeRow) -> str:
-        if row.text is not None: return row.text
+        if row.text is not None:
+            return row.text
         tokens = row.tokens[:-1] if row.tokens and row.tokens[-1] in self.eos_ids else row.tokens
         return self.decode(tokens)
 
-    def to_completion(self, row: DecodeRow, prefill: str, thinking: bool | None, sample_index: int = 0,
-                      cached_prompt_tokens: int = 0) -> Completion:
-        return make_completion(self.row_text(row), row.finish_reason, prefill=prefill, thinking=thinking,
-                               prompt_tokens=row.prompt_len, completion_tokens=len(row.tokens),
-                               sample_index=sample_index, seed=row.seed, cached_prompt_tokens=cached_prompt_tokens,
-                               latency_s=row.latency_s, token_logprobs=row.logprobs)
+    def to_completion(
+        self, row: DecodeRow, prefill: str, thinking: bool | None, sample_index: int = 0, cached_prompt_tokens: int = 0
+    ) -> Completion:
+        return make_completion(
+            self.row_text(row),
+            row.finish_reason,
+            prefill=prefill,
+            thinking=thinking,
+            prompt_tokens=row.prompt_len,
+            completion_tokens=len(row.tokens),
+            sample_index=sample_index,
+            seed=row.seed,
+            cached_prompt_tokens=cached_prompt_tokens,
+            latency_s=row.latency_s,
+            token_logprobs=row.logprobs,
+        )
 
     @staticmethod
     def error_completion(error: Exception, sample_index: int = 0, seed: int | None = None) -> Completion:
-        return make_completion("", "error", sample_index=sample_index, seed=seed,
-                               error=f"{type(error).__name__}: {error}")
+        return make_completion(
+            "", "error", sample_index=sample_index, seed=seed, error=f"{type(error).__name__}: {error}"
+        )
 
     # --- the Backend protocol ----------------------------------------------------------------------
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
@@ -501,40 +626,59 @@ class TransformersBackend:
         results = [[None] * r.sampling.n for r in requests]
         jobs = []  # (request index, sample index, prompt ids)
         for q, request in enumerate(requests):
-            try: self.check_fits(len(ids := self.render_prompt_ids(request)))
+            try:
+                self.check_fits(len(ids := self.render_prompt_ids(request)))
             except Exception as e:
-                results[q] = [self.error_completion(e, i,
-                                                    request.sampling.sample_seed(i)) for i in range(request.sampling.n)]
+                results[q] = [
+                    self.error_completion(e, i, request.sampling.sample_seed(i)) for i in range(request.sampling.n)
+                ]
                 continue
             jobs += [(q, i, ids) for i in range(request.sampling.n)]
         jobs.sort(key=lambda job: len(job[2]))  # similar lengths share a batch: less padding
         for start in range(0, len(jobs), self.batch_size):
-            batch = jobs[start:start + self.batch_size]
-            for (q, i, _), completion in zip(batch, self._run_isolated(batch, requests)): results[q][i] = completion
+            batch = jobs[start : start + self.batch_size]
+            for (q, i, _), completion in zip(batch, self._run_isolated(batch, requests)):
+                results[q][i] = completion
         return results
 
     # capability token_prompts (backends.contract): batches of similar lengths, no prefix shared (that is continue_many)
     generate_token_prompts = generate_token_prompts
 
     def _run_batch(self, batch, requests) -> list[Completion]:
-        rows = [self.new_row(len(ids), requests[q].sampling, requests[q].sampling.sample_seed(i)) for q, i,
-                ids in batch]
+        rows = [
+            self.new_row(len(ids), requests[q].sampling, requests[q].sampling.sample_seed(i)) for q, i, ids in batch
+        ]
         self.decode_prompts([ids for _, _, ids in batch], rows)
-        return [self.to_completion(row, requests[q].prefill, self.expects_thinking(requests[q]), i)
-                for row, (q, i, _) in zip(rows, batch)]
+        return [
+            self.to_completion(row, requests[q].prefill, self.expects_thinking(requests[q]), i)
+            for row, (q, i, _) in zip(rows, batch)
+        ]
 
     def _run_isolated(self, batch, requests) -> list[Completion]:
         "Run a batch; if it fails, run its rows one by one so that only the failing ones become errors."
-        try: return self._run_batch(batch, requests)
+        try:
+            return self._run_batch(batch, requests)
         except Exception as e:
-            if len(batch) > 1: return [c for job in batch for c in self._run_isolated([job], requests)]
+            if len(batch) > 1:
+                return [c for job in batch for c in self._run_isolated([job], requests)]
             q, i, _ = batch[0]
             return [self.error_completion(e, i, requests[q].sampling.sample_seed(i))]
 
 # %% ../../nbs/13_backends.transformers.ipynb #bd16aac1
-PRESET_OPTIONS = {"batch_size", "probe_batch_size", "prefill_chunk", "device", "dtype", "attn_implementation",
-                  "max_model_len",
-                  "model_dir", "allow_download", "num_threads", "trust_remote_code"}
+PRESET_OPTIONS = {
+    "batch_size",
+    "probe_batch_size",
+    "prefill_chunk",
+    "device",
+    "dtype",
+    "attn_implementation",
+    "max_model_len",
+    "model_dir",
+    "allow_download",
+    "num_threads",
+    "trust_remote_code",
+}
+
 
 def check_options(preset: ModelPreset) -> None:
     """Fail, naming the known ones, when the preset has options this backend does not take
@@ -542,15 +686,20 @@ def check_options(preset: ModelPreset) -> None:
     if unknown := sorted(set(dict(preset.options)) - PRESET_OPTIONS):
         raise ValueError(f"unknown option(s) {unknown} for the transformers backend; known: {sorted(PRESET_OPTIONS)}")
 
+
 def from_preset(preset: str | ModelPreset) -> TransformersBackend:
     "A `TransformersBackend` for a preset (an embedded model or a Hugging Face causal LM)."
     preset = get_preset(preset)
     check_options(preset)
     options = dict(preset.options)
-    if "num_threads" in options: torch.set_num_threads(options["num_threads"])  # process-wide CPU threads
-    load = dict(device=options.get("device"), dtype=options.get("dtype"),
-                attn_implementation=options.get("attn_implementation"),
-                trust_remote_code=options.get("trust_remote_code", False))
+    if "num_threads" in options:
+        torch.set_num_threads(options["num_threads"])  # process-wide CPU threads
+    load = dict(
+        device=options.get("device"),
+        dtype=options.get("dtype"),
+        attn_implementation=options.get("attn_implementation"),
+        trust_remote_code=options.get("trust_remote_code", False),
+    )
     if preset.model_id.startswith(EMBEDDED_PREFIX):
         folder, revision = embedded_model(preset.model_id)
         model, tokenizer = load_model(folder, **load)
@@ -561,33 +710,46 @@ def from_preset(preset: str | ModelPreset) -> TransformersBackend:
         local = not options.get("allow_download", False)
         model, tokenizer = load_model(preset.model_id, revision=preset.revision, local_files_only=local, **load)
         revision = hub_commit(preset.model_id, preset.revision)
-    return TransformersBackend(model, tokenizer, preset.model_id, revision, preset.thinking,
-                               batch_size=options.get("batch_size", 8), max_model_len=options.get("max_model_len"),
-                               prefill_chunk=options.get("prefill_chunk"),
-                               probe_batch_size=options.get("probe_batch_size", 64))
+    return TransformersBackend(
+        model,
+        tokenizer,
+        preset.model_id,
+        revision,
+        preset.thinking,
+        batch_size=options.get("batch_size", 8),
+        max_model_len=options.get("max_model_len"),
+        prefill_chunk=options.get("prefill_chunk"),
+        probe_batch_size=options.get("probe_batch_size", 64),
+    )
 
 # %% ../../nbs/13_backends.transformers.ipynb #8900f0c1
 @dataclass
 class PrefixCache:
     "The KV cache of one token sequence (a prompt and its thinking trace), encoded once, reused for every prefix."
+
     token_ids: list[int]
     cache: Cache  # batch of one
 
-    def __len__(self): return len(self.token_ids)
+    def __len__(self):
+        return len(self.token_ids)
 
     def layer(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         "Keys and values of one layer, (kv heads, positions, head dim) each."
         layer = self.cache.layers[index]
         return layer.keys[0], layer.values[0]
 
+
 class PrefixRows:
     """The rows of a `continue_many` batch: row r sees the shared prefix below `limits[r]` and its own positions from
     `pads[r]` on."""
-    def __init__(self, prefix: PrefixCache,
-                 limits: torch.Tensor,  # each row's prefix length (cached positions it sees)
-                 pads: torch.Tensor,  # each row's padding: its own positions start there
-                 block_elements: int,  # attention scores held at once (ATTENTION_BLOCK)
-                ):
+
+    def __init__(
+        self,
+        prefix: PrefixCache,
+        limits: torch.Tensor,  # each row's prefix length (cached positions it sees)
+        pads: torch.Tensor,  # each row's padding: its own positions start there
+        block_elements: int,  # attention scores held at once (ATTENTION_BLOCK)
+    ):
         self.prefix, self.limits, self.pads, self.block_elements = prefix, limits, pads, block_elements
         self._plan = (None, [])  # the blocks of the last forward pass (every layer reuses them)
 
@@ -604,14 +766,16 @@ class PrefixRows:
     def blocks(self, queries: int, own: int, heads: int) -> list[tuple[int, int, int, torch.Tensor]]:
         "Consecutive rows in blocks, each attended as one sequence: (start, end, prefix width, `mask` of the block)."
         key = (queries, own, heads)
-        if self._plan[0] == key: return self._plan[1]
+        if self._plan[0] == key:
+            return self._plan[1]
         limits, blocks, start = self.limits.tolist(), [], 0
         while start < len(limits):
             end, width = start + 1, limits[start]
             # a block's queries also score its other rows' own slots: keep those below its prefix width
             while end < len(limits):
                 wider, rows = max(width, limits[end]), end + 1 - start
-                if rows * own > wider or heads * rows * queries * (wider + rows * own) > self.block_elements: break
+                if rows * own > wider or heads * rows * queries * (wider + rows * own) > self.block_elements:
+                    break
                 width, end = wider, end + 1
             blocks.append((start, end, width, self.mask(start, end, width, queries, own)))
             start = end
@@ -631,21 +795,34 @@ class PrefixRows:
             torch.arange(own, device=device).repeat(rows),
         )
         prefix = torch.arange(width, device=device)[None, :] < self.limits[start:end][owner][:, None]
-        mine = ((key_owner[None, :] == owner[:, None]) & (key_slot[None, :] >= self.pads[start:end][owner][:, None])
-                & (key_slot[None, :] <= asked[:, None]))
+        mine = (
+            (key_owner[None, :] == owner[:, None])
+            & (key_slot[None, :] >= self.pads[start:end][owner][:, None])
+            & (key_slot[None, :] <= asked[:, None])
+        )
         return torch.cat([prefix, mine], dim=1)
+
 
 SHARED_PREFIX = "reasoning_study_shared_prefix"  # its name in transformers' AttentionInterface
 
+
 # query (rows, heads, queries, dim); key, value: the rows' own cache
-def shared_prefix_attention(module, query, key, value,
-                            attention_mask, scaling: float, dropout: float = 0.0,
-                            # passed through the model's forward by `continue_many`
-                            prefix_rows: PrefixRows | None = None,
-                            **kwargs):
+def shared_prefix_attention(
+    module,
+    query,
+    key,
+    value,
+    attention_mask,
+    scaling: float,
+    dropout: float = 0.0,
+    # passed through the model's forward by `continue_many`
+    prefix_rows: PrefixRows | None = None,
+    **kwargs,
+):
     """Attention over a shared cached prefix (each row below its limit) and the row's own positions: one softmax over
     both (SDPA per block)."""
-    if prefix_rows is None: raise ValueError("shared_prefix_attention needs prefix_rows (continue_many passes them)")
+    if prefix_rows is None:
+        raise ValueError("shared_prefix_attention needs prefix_rows (continue_many passes them)")
     if kwargs.get("softcap") is not None or kwargs.get("s_aux") is not None:
         raise NotImplementedError("shared_prefix_attention has no logit soft-capping or attention sinks")
     prefix_keys, prefix_values = prefix_rows.prefix.layer(module.layer_idx)  # (kv heads, positions, dim)
@@ -656,24 +833,29 @@ def shared_prefix_attention(module, query, key, value,
         n = end - start
         # the block's rows one after another
         mine = lambda t: t[start:end].transpose(0, 1).reshape(t.shape[1], n * t.shape[2], dim)
-        keys, values = (torch.cat([shared[:, :width], mine(t)], dim=1)[None] for shared,
-                        t in ((prefix_keys, key), (prefix_values, value)))
-        mixed = torch.nn.functional.scaled_dot_product_attention(mine(query)[None], keys, values, attn_mask=sees,
-                                                                 scale=scaling,
-                                                                 enable_gqa=heads != kv_heads)
+        keys, values = (
+            torch.cat([shared[:, :width], mine(t)], dim=1)[None]
+            for shared, t in ((prefix_keys, key), (prefix_values, value))
+        )
+        mixed = torch.nn.functional.scaled_dot_product_attention(
+            mine(query)[None], keys, values, attn_mask=sees, scale=scaling, enable_gqa=heads != kv_heads
+        )
         out[start:end] = mixed[0].view(heads, n, queries, dim).permute(1, 2, 0, 3)
     return out, None
 
+
 AttentionInterface.register(SHARED_PREFIX, shared_prefix_attention)
+
 
 @contextmanager
 def attention_implementation(model, name: str):
     "While active, the model's attention layers run the registered attention function `name`."
     saved = model.config._attn_implementation
     model.config._attn_implementation = name
-    try: yield
-    finally: model.config._attn_implementation = saved
-
+    try:
+        yield
+    finally:
+        model.config._attn_implementation = saved
 
 # %% ../../nbs/13_backends.transformers.ipynb #326d7878
 def _require_prefix_sharing(self: TransformersBackend):
@@ -683,11 +865,13 @@ def _require_prefix_sharing(self: TransformersBackend):
             "AttentionInterface, with full-attention layers only; probe it with method 'naive'"
         )
 
+
 @torch.inference_mode()
-def prefill_cache(self: TransformersBackend,
-                  token_ids: Sequence[int],  # prompt + trace tokens, e.g. from `render_prompt_ids`
-                  chunk: int | None = None,  # tokens per forward pass (default: the backend's prefill_chunk)
-                 ) -> PrefixCache:
+def prefill_cache(
+    self: TransformersBackend,
+    token_ids: Sequence[int],  # prompt + trace tokens, e.g. from `render_prompt_ids`
+    chunk: int | None = None,  # tokens per forward pass (default: the backend's prefill_chunk)
+) -> PrefixCache:
     "Encode a token sequence once and keep its KV cache for `continue_from` / `continue_many`."
     token_ids = list(token_ids)
     if not 1 <= len(token_ids) <= self.max_model_len:
@@ -696,18 +880,20 @@ def prefill_cache(self: TransformersBackend,
     chunk = chunk or self.prefill_chunk
     cache = self.new_cache(room=len(token_ids))
     for start in range(0, len(token_ids), chunk):
-        part = torch.tensor([token_ids[start:start + chunk]], device=self.device)
+        part = torch.tensor([token_ids[start : start + chunk]], device=self.device)
         self.run_model(cache, input_ids=part, logits_to_keep=1)
     self.prefill_tokens += len(token_ids)
     return PrefixCache(token_ids, cache)
 
+
 @torch.inference_mode()
-def continue_many(self: TransformersBackend,
-                  prefix: PrefixCache,
-                  continuations: Sequence[tuple[int, Sequence[int]]],  # (prefix_len, suffix_ids) pairs
-                  sampling: SamplingParams = SamplingParams(),  # n must be 1; each row uses sampling.seed
-                  thinking: bool | None = None,  # True if the continuation is still inside a thinking block
-                 ) -> list[Completion]:
+def continue_many(
+    self: TransformersBackend,
+    prefix: PrefixCache,
+    continuations: Sequence[tuple[int, Sequence[int]]],  # (prefix_len, suffix_ids) pairs
+    sampling: SamplingParams = SamplingParams(),  # n must be 1; each row uses sampling.seed
+    thinking: bool | None = None,  # True if the continuation is still inside a thinking block
+) -> list[Completion]:
     "Continue several prefixes of one cached sequence, each followed by its suffix: one completion each."
     if sampling.n != 1:
         raise ValueError("continue_many gives one completion per prefix: use n=1 (or repeat with other seeds)")
@@ -717,26 +903,37 @@ def continue_many(self: TransformersBackend,
         if not 1 <= prefix_len <= len(prefix):
             raise ValueError(f"prefix_len must be in 1..{len(prefix)}, got {prefix_len}")
         suffix = list(suffix)
-        if not suffix: prefix_len, suffix = prefix_len - 1, [prefix.token_ids[prefix_len - 1]]  # re-feed the last token
+        if not suffix:
+            prefix_len, suffix = prefix_len - 1, [prefix.token_ids[prefix_len - 1]]  # re-feed the last token
         jobs.append((prefix_len, suffix))
     order = sorted(range(len(jobs)), key=lambda j: jobs[j][0])  # similar prefixes share a block of the attention
     results = [None] * len(jobs)
     for start in range(0, len(order), self.probe_batch_size):
-        batch = order[start:start + self.probe_batch_size]
-        try: rows = self._continue_batch(prefix, [jobs[j] for j in batch], sampling)
+        batch = order[start : start + self.probe_batch_size]
+        try:
+            rows = self._continue_batch(prefix, [jobs[j] for j in batch], sampling)
         except Exception as e:
-            for j in batch: results[j] = self.error_completion(e, 0, sampling.seed)
+            for j in batch:
+                results[j] = self.error_completion(e, 0, sampling.seed)
             continue
         for j, row in zip(batch, rows):
-            results[j] = self.to_completion(row, self.decode(continuations[j][1]), thinking,
-                                            cached_prompt_tokens=jobs[j][0])
+            results[j] = self.to_completion(
+                row, self.decode(continuations[j][1]), thinking, cached_prompt_tokens=jobs[j][0]
+            )
     return results
+
 
 def joined_rows(caches: Sequence[Cache], room: int) -> Cache:
     "One cache holding the rows of several (in order), with `room` more positions for each row."
-    return Cache(layers=[BufferedLayer(torch.cat([c.layers[i].keys for c in caches]),
-                                       torch.cat([c.layers[i].values for c in caches]), room)
-                         for i in range(len(caches[0].layers))])
+    return Cache(
+        layers=[
+            BufferedLayer(
+                torch.cat([c.layers[i].keys for c in caches]), torch.cat([c.layers[i].values for c in caches]), room
+            )
+            for i in range(len(caches[0].layers))
+        ]
+    )
+
 
 @torch.inference_mode()
 def _continue_batch(self: TransformersBackend, prefix: PrefixCache, jobs, sampling: SamplingParams) -> list[DecodeRow]:
@@ -748,41 +945,55 @@ def _continue_batch(self: TransformersBackend, prefix: PrefixCache, jobs, sampli
     # suffixes left-padded to a common length: each row's last token in the last column
     width = max(len(s) for _, s in jobs)
     ids = tensor([[self.pad_id] * (width - len(s)) + s for _, s in jobs])
-    layout = PrefixRows(prefix, tensor([n for n, _ in jobs]), tensor([width - len(s) for _, s in jobs]),
-                        self.attention_block)
+    layout = PrefixRows(
+        prefix, tensor([n for n, _ in jobs]), tensor([width - len(s) for _, s in jobs]), self.attention_block
+    )
     positions, per_pass = layout.positions(torch.arange(width, device=self.device)), max(1, self.prefill_chunk // width)
     with attention_implementation(self.model, SHARED_PREFIX):
         caches, logits = [], []
         for start in range(0, len(jobs), per_pass):
             part = slice(start, start + per_pass)
             caches.append(self.new_cache(room=width))
-            logits.append(self.run_model(caches[-1], input_ids=ids[part], position_ids=positions[part],
-                                         logits_to_keep=1,
-                                         prefix_rows=layout.rows(part)).logits[:, -1])
+            logits.append(
+                self.run_model(
+                    caches[-1],
+                    input_ids=ids[part],
+                    position_ids=positions[part],
+                    logits_to_keep=1,
+                    prefix_rows=layout.rows(part),
+                ).logits[:, -1]
+            )
         self.prefill_tokens += sum(len(s) for _, s in jobs)
-        cache, logits, live = joined_rows(caches,
-                                          max(row.max_new for row in rows)), torch.cat(logits), list(range(len(rows)))
+        cache, logits, live = (
+            joined_rows(caches, max(row.max_new for row in rows)),
+            torch.cat(logits),
+            list(range(len(rows))),
+        )
         while True:
             tokens, keep = self._step(logits, rows, live, started)
-            if not keep: return rows
+            if not keep:
+                return rows
             if len(keep) < len(live):  # finished rows leave the batch
                 index = tensor(keep)
                 cache.batch_select_indices(index)
                 layout, tokens, live = layout.rows(index), tokens[index], [live[b] for b in keep]
             slot = tensor([cache.get_seq_length()])
-            logits = self.run_model(cache, input_ids=tokens[:, None], position_ids=layout.positions(slot),
-                                    prefix_rows=layout).logits[:, -1]
+            logits = self.run_model(
+                cache, input_ids=tokens[:, None], position_ids=layout.positions(slot), prefix_rows=layout
+            ).logits[:, -1]
 
-def continue_from(self: TransformersBackend,
-                  prefix: PrefixCache,
-                  prefix_len: int,  # how many cached tokens to keep
-                  suffix_ids: Sequence[int],  # tokens to append (e.g. a forced-answer cue)
-                  sampling: SamplingParams = SamplingParams(),
-                  thinking: bool | None = None,  # True if the continuation is still inside a thinking block
-                 ) -> Completion:
+
+def continue_from(
+    self: TransformersBackend,
+    prefix: PrefixCache,
+    prefix_len: int,  # how many cached tokens to keep
+    suffix_ids: Sequence[int],  # tokens to append (e.g. a forced-answer cue)
+    sampling: SamplingParams = SamplingParams(),
+    thinking: bool | None = None,  # True if the continuation is still inside a thinking block
+) -> Completion:
     "Continue the first `prefix_len` cached tokens followed by `suffix_ids`; only the suffix is encoded."
     return self.continue_many(prefix, [(prefix_len, suffix_ids)], sampling, thinking)[0]
 
+
 for _method in (prefill_cache, continue_many, _continue_batch, continue_from):
     setattr(TransformersBackend, _method.__name__, _method)
-

@@ -5,12 +5,12 @@
 # %% ../../nbs/14_backends.vllm.ipynb #5bc46082
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import json
 import math
 import os
-import functools
 import subprocess
 import sys
 import time
@@ -18,10 +18,16 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from .contract import (expected_thinking, generate_token_prompts, render_prompt_ids,
-                                               stage_batch_size, supports, tokenize_continuation)
-from .presets import check_backend_options, get_preset, ModelPreset
-from .request import Completion, make_completion, Request, request_images, SamplingParams
+from reasoning_study.backends.contract import (
+    expected_thinking,
+    generate_token_prompts,
+    render_prompt_ids,
+    stage_batch_size,
+    supports,
+    tokenize_continuation,
+)
+from .presets import ModelPreset, check_backend_options, get_preset
+from .request import Completion, Request, SamplingParams, make_completion, request_images
 from .weights import hub_commit, resolve_weights
 
 # %% auto #0
@@ -37,16 +43,21 @@ __all__ = ['VLLM_INSTALL_HINT', 'STAGE_CHUNK_PER_SEQUENCE', 'STAGE_CHUNK_FALLBAC
 # %% ../../nbs/14_backends.vllm.ipynb #f757f987
 VLLM_INSTALL_HINT = "pip install 'reasoning_study[vllm]'"
 
+
 def vllm_available() -> bool:
     "Whether vLLM can be imported here (without importing it)."
     return importlib.util.find_spec("vllm") is not None
 
+
 def import_vllm():
     "The `vllm` module; a clear error with the install hint when the extra is missing."
-    try: return importlib.import_module("vllm")
+    try:
+        return importlib.import_module("vllm")
     except ImportError as e:
-        raise ImportError(f"the vllm backend needs vLLM, an optional extra for CUDA hosts: {VLLM_INSTALL_HINT} "
-                          f"(or use the 'transformers' or 'openai' backend). Import failed with: {e}") from e
+        raise ImportError(
+            f"the vllm backend needs vLLM, an optional extra for CUDA hosts: {VLLM_INSTALL_HINT} "
+            f"(or use the 'transformers' or 'openai' backend). Import failed with: {e}"
+        ) from e
 
 # %% ../../nbs/14_backends.vllm.ipynb #1ba79141
 @dataclass(frozen=True)
@@ -74,6 +85,7 @@ class VllmOptions:
             raise ValueError(f"max_model_len too small: {self.max_model_len}")
         object.__setattr__(self, "engine_kwargs", dict(self.engine_kwargs))
 
+
 def vllm_options(preset: ModelPreset) -> VllmOptions:
     "The vLLM options of a preset; unknown names are an error that lists the known ones."
     given = dict(preset.options)
@@ -83,21 +95,32 @@ def vllm_options(preset: ModelPreset) -> VllmOptions:
     return VllmOptions(**given)
 
 # %% ../../nbs/14_backends.vllm.ipynb #6e4c7a2b
-def sample_params_kwargs(sampling: SamplingParams,  # the request's sampling
-                         index: int,  # which sample
-                         skip_special_tokens: bool = True,
-                        ) -> dict:
+def sample_params_kwargs(
+    sampling: SamplingParams,  # the request's sampling
+    index: int,  # which sample
+    skip_special_tokens: bool = True,
+) -> dict:
     "Keyword arguments of `vllm.SamplingParams` for sample `index` of a request."
-    return dict(n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or -1,
-                max_tokens=sampling.max_tokens, seed=sampling.sample_seed(index), stop=list(sampling.stop) or None,
-                skip_special_tokens=skip_special_tokens, **({"logprobs": 0} if sampling.logprobs else {}))
+    return dict(
+        n=1,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k or -1,
+        max_tokens=sampling.max_tokens,
+        seed=sampling.sample_seed(index),
+        stop=list(sampling.stop) or None,
+        skip_special_tokens=skip_special_tokens,
+        **({"logprobs": 0} if sampling.logprobs else {}),
+    )
 
 # %% ../../nbs/14_backends.vllm.ipynb #75b1f05b
-def structured_output_kwargs(vllm: Any,  # the vllm module
-                             schema: dict | None,  # the request's response_schema
-                            ) -> dict:
+def structured_output_kwargs(
+    vllm: Any,  # the vllm module
+    schema: dict | None,  # the request's response_schema
+) -> dict:
     "The `vllm.SamplingParams` keyword that constrains decoding to `schema` ({} without one)."
-    if schema is None: return {}
+    if schema is None:
+        return {}
     sampling_params = importlib.import_module("vllm.sampling_params")
     if hasattr(sampling_params, "StructuredOutputsParams"):
         return {"structured_outputs": sampling_params.StructuredOutputsParams(json=schema)}
@@ -106,29 +129,41 @@ def structured_output_kwargs(vllm: Any,  # the vllm module
     raise NotImplementedError(f"this vLLM ({getattr(vllm, '__version__', '?')}) has no structured outputs")
 
 # %% ../../nbs/14_backends.vllm.ipynb #0e3e2a6a
-def sampled_logprobs_of(sample: Any,  # a vllm CompletionOutput
-                       ) -> list[float] | None:
+def sampled_logprobs_of(
+    sample: Any,  # a vllm CompletionOutput
+) -> list[float] | None:
     "The log-probability of each generated token (its own entry at every position); None when the request did not ask."
-    if getattr(sample, "logprobs", None) is None: return None
+    if getattr(sample, "logprobs", None) is None:
+        return None
     if len(sample.logprobs) != len(sample.token_ids):
         raise ValueError(
             f"vLLM returned {len(sample.logprobs)} positions of log-probabilities for {len(sample.token_ids)} tokens"
         )
     return [float(position[token].logprob) for token, position in zip(sample.token_ids, sample.logprobs)]
 
-def completion_from_output(output: Any,  # a vllm RequestOutput
-                           prefill: str = "",  # the request's prefill
-                           thinking: bool | None = None,  # whether a thinking block is expected
-                           **kwargs,  # sample_index, seed, latency_s
-                          ) -> Completion:
+
+def completion_from_output(
+    output: Any,  # a vllm RequestOutput
+    prefill: str = "",  # the request's prefill
+    thinking: bool | None = None,  # whether a thinking block is expected
+    **kwargs,  # sample_index, seed, latency_s
+) -> Completion:
     "Turn one vLLM `RequestOutput` (one sample) into a `Completion`."
     sample = output.outputs[0]
     finish = sample.finish_reason if sample.finish_reason in ("stop", "length") else "error"
     error = None if finish != "error" else f"vLLM finished with {sample.finish_reason!r}"
-    return make_completion(sample.text, finish, prefill, thinking, prompt_tokens=len(output.prompt_token_ids or ()),
-                           completion_tokens=len(sample.token_ids),
-                           cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
-                           error=error, token_logprobs=sampled_logprobs_of(sample), **kwargs)
+    return make_completion(
+        sample.text,
+        finish,
+        prefill,
+        thinking,
+        prompt_tokens=len(output.prompt_token_ids or ()),
+        completion_tokens=len(sample.token_ids),
+        cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
+        error=error,
+        token_logprobs=sampled_logprobs_of(sample),
+        **kwargs,
+    )
 
 # %% ../../nbs/14_backends.vllm.ipynb #4ff5ea77
 def resolve_model(preset: ModelPreset, options: VllmOptions) -> tuple[str, str]:
@@ -139,70 +174,110 @@ def resolve_model(preset: ModelPreset, options: VllmOptions) -> tuple[str, str]:
 # %% ../../nbs/14_backends.vllm.ipynb #534e1045
 _ENGINES: dict[tuple, Any] = {}  # one vllm.LLM per (weights, engine settings), per process
 
-def engine_for(source: str,  # what vLLM loads: a local folder or a hub id
-               revision: str | None,  # hub revision (None for a folder)
-               options: VllmOptions,
-              ) -> Any:
+
+def engine_for(
+    source: str,  # what vLLM loads: a local folder or a hub id
+    revision: str | None,  # hub revision (None for a folder)
+    options: VllmOptions,
+) -> Any:
     "The `vllm.LLM` for these weights and settings, built on first use and shared afterwards."
     o = options
-    key = (source, revision, o.tensor_parallel_size, o.gpu_memory_utilization, o.max_model_len, o.dtype,
-           o.enable_prefix_caching, o.seed, o.enforce_eager, o.trust_remote_code, o.batch_invariant,
-           repr(sorted(o.engine_kwargs.items())))
+    key = (
+        source,
+        revision,
+        o.tensor_parallel_size,
+        o.gpu_memory_utilization,
+        o.max_model_len,
+        o.dtype,
+        o.enable_prefix_caching,
+        o.seed,
+        o.enforce_eager,
+        o.trust_remote_code,
+        o.batch_invariant,
+        repr(sorted(o.engine_kwargs.items())),
+    )
     if key not in _ENGINES:
         vllm = import_vllm()
-        if o.batch_invariant: os.environ["VLLM_BATCH_INVARIANT"] = "1"  # read when the engine starts
+        if o.batch_invariant:
+            os.environ["VLLM_BATCH_INVARIANT"] = "1"  # read when the engine starts
         _ENGINES[key] = vllm.LLM(
-            model=source, revision=revision, tensor_parallel_size=o.tensor_parallel_size,
-            gpu_memory_utilization=o.gpu_memory_utilization, max_model_len=o.max_model_len, dtype=o.dtype,
-            enable_prefix_caching=o.enable_prefix_caching, seed=o.seed, enforce_eager=o.enforce_eager,
-            trust_remote_code=o.trust_remote_code, **o.engine_kwargs)
+            model=source,
+            revision=revision,
+            tensor_parallel_size=o.tensor_parallel_size,
+            gpu_memory_utilization=o.gpu_memory_utilization,
+            max_model_len=o.max_model_len,
+            dtype=o.dtype,
+            enable_prefix_caching=o.enable_prefix_caching,
+            seed=o.seed,
+            enforce_eager=o.enforce_eager,
+            trust_remote_code=o.trust_remote_code,
+            **o.engine_kwargs,
+        )
     return _ENGINES[key]
 
 # %% ../../nbs/14_backends.vllm.ipynb #f4c35267
-def isolate_failures(jobs: Sequence,  # the batch, in order
-                     run: Callable[[list], list],  # the batched call: one result per job, or it raises
-                     error: Callable[[Any, Exception], Any],  # the result of a job that fails alone
-                    ) -> list:
+def isolate_failures(
+    jobs: Sequence,  # the batch, in order
+    run: Callable[[list], list],  # the batched call: one result per job, or it raises
+    error: Callable[[Any, Exception], Any],  # the result of a job that fails alone
+) -> list:
     "One result per job: `run` on the whole batch, and on halves of a failing batch, down to the jobs that fail alone."
     jobs = list(jobs)
-    if not jobs: return []
-    try: return list(run(jobs))
+    if not jobs:
+        return []
+    try:
+        return list(run(jobs))
     except Exception as e:
-        if len(jobs) == 1: return [error(jobs[0], e)]
+        if len(jobs) == 1:
+            return [error(jobs[0], e)]
         half = len(jobs) // 2
         return isolate_failures(jobs[:half], run, error) + isolate_failures(jobs[half:], run, error)
 
 # %% ../../nbs/14_backends.vllm.ipynb #00dffd09
-def expanded_prompt_length(prompt: Sequence[int],  # the rendered prompt's token ids (one placeholder per image)
-                           images: Sequence,  # the request's images
-                           processor: Any = None,  # the model's HF processor (None: text tokens only)
-                           decode: Callable[[Sequence[int]], str] | None = None,  # token ids -> the prompt's text
-                          ) -> int:
+def expanded_prompt_length(
+    prompt: Sequence[int],  # the rendered prompt's token ids (one placeholder per image)
+    images: Sequence,  # the request's images
+    processor: Any = None,  # the model's HF processor (None: text tokens only)
+    decode: Callable[[Sequence[int]], str] | None = None,  # token ids -> the prompt's text
+) -> int:
     """The prompt's length once each image placeholder is expanded to the image's tokens (its text length without
     images)."""
-    if not images or processor is None or decode is None: return len(prompt)
-    try: expanded = processor(text=[decode(prompt)], images=list(images), add_special_tokens=False)["input_ids"][0]
-    except Exception: return len(prompt)  # the engine checks it, and the bisection isolates it
+    if not images or processor is None or decode is None:
+        return len(prompt)
+    try:
+        expanded = processor(text=[decode(prompt)], images=list(images), add_special_tokens=False)["input_ids"][0]
+    except Exception:
+        return len(prompt)  # the engine checks it, and the bisection isolates it
     return max(len(expanded), len(prompt))
 
-def model_processor(source: str,  # what vLLM loads: a local folder or a hub id
-                    options: VllmOptions,
-                   ) -> Any:
+
+def model_processor(
+    source: str,  # what vLLM loads: a local folder or a hub id
+    options: VllmOptions,
+) -> Any:
     "The model's HF processor, loaded offline alone; None when there is none (a text-only model) or it cannot load."
     try:
         from transformers import AutoProcessor
-        return AutoProcessor.from_pretrained(source, trust_remote_code=options.trust_remote_code,
-                                             local_files_only=Path(source).is_dir() or not options.allow_download)
-    except Exception: return None
+
+        return AutoProcessor.from_pretrained(
+            source,
+            trust_remote_code=options.trust_remote_code,
+            local_files_only=Path(source).is_dir() or not options.allow_download,
+        )
+    except Exception:
+        return None
 
 # %% ../../nbs/14_backends.vllm.ipynb #34114c9e
 STAGE_CHUNK_PER_SEQUENCE = 4  # a chunk holds this many times the sequences the engine runs at once
 STAGE_CHUNK_FALLBACK = 1024  # samples per call when the scheduler's max_num_seqs cannot be read
 
+
 def stage_chunk_of(llm: Any) -> int:
     "Samples one `generate` call of a stage carries: 4 x the scheduler's max_num_seqs (1024 when it cannot be read)."
-    try: seqs = int(llm.llm_engine.vllm_config.scheduler_config.max_num_seqs)
-    except (AttributeError, TypeError, ValueError): return STAGE_CHUNK_FALLBACK
+    try:
+        seqs = int(llm.llm_engine.vllm_config.scheduler_config.max_num_seqs)
+    except (AttributeError, TypeError, ValueError):
+        return STAGE_CHUNK_FALLBACK
     return STAGE_CHUNK_PER_SEQUENCE * seqs if seqs > 0 else STAGE_CHUNK_FALLBACK
 
 # %% ../../nbs/14_backends.vllm.ipynb #92b2a3e7
@@ -216,25 +291,31 @@ class _Job:
 
     def engine_prompt(self) -> dict:
         "What `vllm.LLM.generate` takes: the token ids, plus the images as multi-modal data."
-        if not self.images: return {"prompt_token_ids": self.prompt}
+        if not self.images:
+            return {"prompt_token_ids": self.prompt}
         return {"prompt_token_ids": self.prompt, "multi_modal_data": {"image": self.images}}
+
 
 def engine_numerics(llm: Any) -> str:
     "The engine's numerics tag, e.g. 'bfloat16/cuda' or 'float32/cpu' (`store.key_numerics` puts it in every key)."
     import torch
+
     dtype = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")
     return f"{dtype}/{'cuda' if torch.cuda.is_available() else 'cpu'}"
 
+
 class VllmBackend:
     "A `Backend` running vLLM's offline engine in this process."
+
     name = "vllm"
     # images: passed as multi-modal data (the model must be multimodal, or the request becomes `error`);
     # response_schema:
     # structured outputs; continuous_batching: the engine schedules all it is given (`stage_batch_size` hands it a whole
     # stage);
     # logprobs: the sampled tokens' log-probabilities (SamplingParams(logprobs=0))
-    capabilities = frozenset({"token_prompts", "tokenizer", "prefill", "images", "response_schema",
-                              "continuous_batching", "logprobs"})
+    capabilities = frozenset(
+        {"token_prompts", "tokenizer", "prefill", "images", "response_schema", "continuous_batching", "logprobs"}
+    )
 
     def __init__(self, preset: ModelPreset, options: VllmOptions | None = None):
         self.vllm = import_vllm()
@@ -251,7 +332,8 @@ class VllmBackend:
         # part of every store key: fp32 CPU and bf16 GPU generations never mix
         self.numerics = engine_numerics(self.llm)
 
-    def __repr__(self): return f"VllmBackend({self.model_id!r}, revision={self.revision!r})"
+    def __repr__(self):
+        return f"VllmBackend({self.model_id!r}, revision={self.revision!r})"
 
     @property
     def stage_chunk(self) -> int:
@@ -261,8 +343,10 @@ class VllmBackend:
     def prompt_length(self, prompt: list[int], images: Sequence) -> int:
         """The prompt's length as the engine counts it: images expanded by the model's processor
         (`expanded_prompt_length`)."""
-        if not images: return len(prompt)
-        if self._processor is None: self._processor = model_processor(self.source, self.options) or False
+        if not images:
+            return len(prompt)
+        if self._processor is None:
+            self._processor = model_processor(self.source, self.options) or False
         return expanded_prompt_length(prompt, images, self._processor or None, self.decode)
 
     def describe(self) -> dict:
@@ -276,9 +360,14 @@ class VllmBackend:
         switch)."""
         return render_prompt_ids(self.tokenizer, request, self.preset.thinking)
 
-    def encode(self, text: str) -> list[int]: return tokenize_continuation(self.tokenizer, text)
-    def decode(self, ids: Sequence[int]) -> str: return self.tokenizer.decode(list(ids), skip_special_tokens=False)
-    def expects_thinking(self, request: Request) -> bool | None: return expected_thinking(self.preset.thinking, request)
+    def encode(self, text: str) -> list[int]:
+        return tokenize_continuation(self.tokenizer, text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def expects_thinking(self, request: Request) -> bool | None:
+        return expected_thinking(self.preset.thinking, request)
 
     def generate(self, requests: Sequence[Request]) -> list[list[Completion]]:
         "One list of `request.sampling.n` completions per request, in request order."
@@ -289,17 +378,19 @@ class VllmBackend:
                 prompt, images = self.render_prompt_ids(request), request_images(request)
                 length = self.prompt_length(prompt, images)
                 if length >= self.max_model_len:
-                    raise ValueError(f"prompt of {length} tokens{' (images expanded)' if length != len(prompt) else ''} "
-                                     f"does not fit max_model_len={self.max_model_len}")
+                    raise ValueError(
+                        f"prompt of {length} tokens{' (images expanded)' if length != len(prompt) else ''} "
+                        f"does not fit max_model_len={self.max_model_len}"
+                    )
             except Exception as e:
                 results[q] = [self._error(request, i, e) for i in range(request.sampling.n)]
                 continue
             # once per request
             structured = structured_output_kwargs(self.vllm, request.response_schema)
             for i in range(request.sampling.n):
-                params = self.vllm.SamplingParams(**sample_params_kwargs(request.sampling, i,
-                                                                         self.options.skip_special_tokens),
-                                                                         **structured)
+                params = self.vllm.SamplingParams(
+                    **sample_params_kwargs(request.sampling, i, self.options.skip_special_tokens), **structured
+                )
                 jobs.append(_Job(q, i, prompt, params, images))
         for job, completion in zip(jobs, self._run_isolated(jobs, requests)):
             results[job.request][job.sample] = completion
@@ -309,25 +400,41 @@ class VllmBackend:
     generate_token_prompts = generate_token_prompts
 
     def _error(self, request: Request, index: int, error: Exception) -> Completion:
-        return make_completion("", "error", request.prefill, expected_thinking(self.preset.thinking, request),
-                               sample_index=index,
-                               seed=request.sampling.sample_seed(index), error=f"{type(error).__name__}: {error}")
+        return make_completion(
+            "",
+            "error",
+            request.prefill,
+            expected_thinking(self.preset.thinking, request),
+            sample_index=index,
+            seed=request.sampling.sample_seed(index),
+            error=f"{type(error).__name__}: {error}",
+        )
 
     def _run(self, jobs: list[_Job], requests: Sequence[Request]) -> list[Completion]:
         started = time.perf_counter()
         outputs = self.llm.generate([j.engine_prompt() for j in jobs], [j.params for j in jobs], use_tqdm=False)
         elapsed = time.perf_counter() - started  # the batch's wall time: samples run together
-        return [completion_from_output(out, requests[j.request].prefill,
-                                       expected_thinking(self.preset.thinking, requests[j.request]),
-                                       sample_index=j.sample, seed=requests[j.request].sampling.sample_seed(j.sample),
-                                       latency_s=elapsed)
-                for j, out in zip(jobs, outputs)]
+        return [
+            completion_from_output(
+                out,
+                requests[j.request].prefill,
+                expected_thinking(self.preset.thinking, requests[j.request]),
+                sample_index=j.sample,
+                seed=requests[j.request].sampling.sample_seed(j.sample),
+                latency_s=elapsed,
+            )
+            for j, out in zip(jobs, outputs)
+        ]
 
     def _run_isolated(self, jobs: list[_Job], requests: Sequence[Request]) -> list[Completion]:
         """Run all jobs in one call; if that fails, bisect (`isolate_failures`) so that only the failing ones become
         errors."""
-        return isolate_failures(jobs, lambda batch: self._run(batch, requests),
-                                lambda job, e: self._error(requests[job.request], job.sample, e))
+        return isolate_failures(
+            jobs,
+            lambda batch: self._run(batch, requests),
+            lambda job, e: self._error(requests[job.request], job.sample, e),
+        )
+
 
 def from_preset(preset: str | ModelPreset) -> VllmBackend:
     "A `VllmBackend` for a preset (what `load_backend` calls); needs the vllm extra."
@@ -339,22 +446,28 @@ def from_preset(preset: str | ModelPreset) -> VllmBackend:
 GIB = 1 << 30
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
 
+
 @dataclass(frozen=True)
 class EngineMemory:
     "What one vLLM engine holds on the GPU, in bytes."
+
     weights: int  # the weights, in the dtype the engine runs
     kv_per_token: int  # KV cache of one token (all layers, keys and values)
     context: int  # tokens its KV cache must hold at least: one sequence of `max_model_len`
     overhead: int = 4 * GIB  # activations of the profile run, CUDA graphs, sampler buffers
 
     @property
-    def needed(self) -> int: return self.weights + self.kv_per_token * self.context + self.overhead
+    def needed(self) -> int:
+        return self.weights + self.kv_per_token * self.context + self.overhead
+
 
 def _text_config(config: dict) -> dict:
     "The language model's part of a (possibly multimodal) config."
     for key in ("text_config", "llm_config", "language_config"):
-        if isinstance(config.get(key), dict) and "num_hidden_layers" in config[key]: return config[key]
+        if isinstance(config.get(key), dict) and "num_hidden_layers" in config[key]:
+            return config[key]
     return config
+
 
 def model_folder(preset: ModelPreset, options: VllmOptions | None = None) -> Path:
     "The local folder of a preset's weights (offline: a hub model must be in the local cache)."
@@ -363,11 +476,13 @@ def model_folder(preset: ModelPreset, options: VllmOptions | None = None) -> Pat
         raise FileNotFoundError(f"{preset.model_id!r} is not downloaded yet: its size cannot be read before loading")
     return Path(source)
 
-def model_memory(preset: str | ModelPreset,
-                 # the context the engine serves (None: the preset's option, else the model's own)
-                 max_model_len: int | None = None,
-                 overhead: int = 4 * GIB,
-                ) -> EngineMemory:
+
+def model_memory(
+    preset: str | ModelPreset,
+    # the context the engine serves (None: the preset's option, else the model's own)
+    max_model_len: int | None = None,
+    overhead: int = 4 * GIB,
+) -> EngineMemory:
     "What an engine for `preset` needs on the GPU, read from its local config and weight files (nothing is loaded)."
     preset = get_preset(preset)
     options = vllm_options(preset)
@@ -388,30 +503,39 @@ def model_memory(preset: str | ModelPreset,
     files = list(folder.glob("*.safetensors")) or list(folder.glob("*.bin"))
     # float32 files run in bfloat16: half
     weights = sum(f.stat().st_size for f in files) * DTYPE_BYTES.get(runs, 2) // DTYPE_BYTES.get(stored, 2)
-    kv_per_token = 2 * text["num_hidden_layers"] * text.get("num_key_value_heads",
-                                                            heads) * head_dim * DTYPE_BYTES.get(runs, 2)
+    kv_per_token = (
+        2 * text["num_hidden_layers"] * text.get("num_key_value_heads", heads) * head_dim * DTYPE_BYTES.get(runs, 2)
+    )
     context = max_model_len or options.max_model_len or text.get("max_position_embeddings") or 4096
     return EngineMemory(weights, kv_per_token, int(context), overhead)
 
+
 def model_context_limit(preset: str | ModelPreset) -> int | None:
     "The longest context a model supports (its config's `max_position_embeddings`); None when its files are not here."
-    try: config = json.loads((model_folder(get_preset(preset)) / "config.json").read_text())
-    except (OSError, ValueError): return None
+    try:
+        config = json.loads((model_folder(get_preset(preset)) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
     return _text_config(config).get("max_position_embeddings")
 
 # %% ../../nbs/14_backends.vllm.ipynb #88f5c88d
-def split_gpu_memory(engines: Mapping[str, EngineMemory],  # name -> need; the first engine gets the spare memory
-                     gpu_bytes: int,  # the GPU's total memory
-                     budget: float = 0.9,  # share of the GPU the engines may hold together
-                    ) -> dict[str, float]:
+def split_gpu_memory(
+    engines: Mapping[str, EngineMemory],  # name -> need; the first engine gets the spare memory
+    gpu_bytes: int,  # the GPU's total memory
+    budget: float = 0.9,  # share of the GPU the engines may hold together
+) -> dict[str, float]:
     """Each engine's `gpu_memory_utilization`: its need, and the rest of the budget to the first; an error when they do
     not fit."""
-    if not engines: return {}
+    if not engines:
+        return {}
     gib = lambda b: f"{b / GIB:.1f} GiB"
     needed = {name: e.needed for name, e in engines.items()}
     if sum(needed.values()) > budget * gpu_bytes:
-        parts = "; ".join(f"{n} {gib(b)} (weights {gib(engines[n].weights)}, KV cache for {engines[n].context} tokens "
-                          f"{gib(engines[n].kv_per_token * engines[n].context)})" for n, b in needed.items())
+        parts = "; ".join(
+            f"{n} {gib(b)} (weights {gib(engines[n].weights)}, KV cache for {engines[n].context} tokens "
+            f"{gib(engines[n].kv_per_token * engines[n].context)})"
+            for n, b in needed.items()
+        )
         raise ValueError(
             f"the engines need {gib(sum(needed.values()))} together, more than {budget:.0%} of this GPU "
             f"({gib(budget * gpu_bytes)}): {parts}. Shorten a context (max_model_len), use a smaller model, "
@@ -432,30 +556,37 @@ def check_options(preset: ModelPreset) -> None:
     (`backends.presets.check_backend_options`)."""
     vllm_options(preset)
 
+
 @dataclass(frozen=True)
 class EngineRole:
     "A model a run holds: its preset, the options given for it, and the context one of its requests needs."
+
     preset: str | ModelPreset
     options: Mapping = field(default_factory=dict)  # load_backend options given for this role
     # prompt + reply tokens of its longest request (None: the options' max_model_len, or the model's)
     context: int | None = None
 
-def co_resident_options(roles: Mapping[str, EngineRole],  # role -> model; the first role gets the spare memory
-                        budget: float = 0.9,  # share of the GPU the run's vLLM engines may hold together
-                        gpu_bytes: int | None = None,  # the GPU's memory (None: unknown; the budget is split evenly)
-                        memory: Callable[..., EngineMemory] = model_memory,  # how an engine's need is read
-                        # GPU size unknown: split the budget evenly (a CPU host: the vLLM CPU build) instead of refusing
-                        split_unsized_evenly: bool = False,
-                       ) -> dict[str, dict]:
+
+def co_resident_options(
+    roles: Mapping[str, EngineRole],  # role -> model; the first role gets the spare memory
+    budget: float = 0.9,  # share of the GPU the run's vLLM engines may hold together
+    gpu_bytes: int | None = None,  # the GPU's memory (None: unknown; the budget is split evenly)
+    memory: Callable[..., EngineMemory] = model_memory,  # how an engine's need is read
+    # GPU size unknown: split the budget evenly (a CPU host: the vLLM CPU build) instead of refusing
+    split_unsized_evenly: bool = False,
+) -> dict[str, dict]:
     """load_backend options per role, so that the run's vLLM engines fit on one GPU together; errors before any model
     loads."""
-    if not 0 < budget <= 1: raise ValueError(f"the GPU budget must be in (0, 1], got {budget}")
-    for role in roles.values(): check_backend_options(role.preset, role.options)
+    if not 0 < budget <= 1:
+        raise ValueError(f"the GPU budget must be in (0, 1], got {budget}")
+    for role in roles.values():
+        check_backend_options(role.preset, role.options)
     out = {name: dict(role.options) for name, role in roles.items()}
     engines: dict[tuple, list[str]] = {}  # weights -> the roles on them (one engine)
     for name, role in roles.items():
         preset = get_preset(role.preset)
-        if preset.backend == "vllm": engines.setdefault((preset.model_id, preset.revision), []).append(name)
+        if preset.backend == "vllm":
+            engines.setdefault((preset.model_id, preset.revision), []).append(name)
     merged = {}
     for key, names in engines.items():
         options = {}
@@ -472,19 +603,22 @@ def co_resident_options(roles: Mapping[str, EngineRole],  # role -> model; the f
             limit = model_context_limit(get_preset(roles[names[0]].preset).with_options(**options))
             options["max_model_len"] = min(max(contexts), limit or max(contexts))
         merged[key] = options
+
     def need(key) -> EngineMemory | None:
         "What an engine needs; None when its files are not downloaded yet (allow_download)."
         try:
-            return memory(get_preset(roles[engines[key][0]].preset).with_options(**merged[key]),
-                          merged[key].get("max_model_len"))
-        except FileNotFoundError: return None
+            return memory(
+                get_preset(roles[engines[key][0]].preset).with_options(**merged[key]), merged[key].get("max_model_len")
+            )
+        except FileNotFoundError:
+            return None
+
     if len(engines) > 1:
         fixed = {key: o["gpu_memory_utilization"] for key, o in merged.items() if "gpu_memory_utilization" in o}
         if sum(fixed.values()) > budget:
             raise ValueError(
                 f"the roles' gpu_memory_utilization add up to {sum(fixed.values()):.2f}, more than the budget "
-                f"{budget}: "
-                + ", ".join(f"{engines[k][0]} {v}" for k, v in fixed.items())
+                f"{budget}: " + ", ".join(f"{engines[k][0]} {v}" for k, v in fixed.items())
             )
         if auto := [key for key in merged if key not in fixed]:
             room = budget - sum(fixed.values())
@@ -492,8 +626,9 @@ def co_resident_options(roles: Mapping[str, EngineRole],  # role -> model; the f
             needs = {key: need(key) for key in auto} if gpu_bytes is not None else {key: None for key in auto}
             unsized = [key for key in auto if needs[key] is None]
             if not unsized:
-                shares = dict(zip(auto,
-                                  split_gpu_memory({engines[k][0]: needs[k] for k in auto}, gpu_bytes, room).values()))
+                shares = dict(
+                    zip(auto, split_gpu_memory({engines[k][0]: needs[k] for k in auto}, gpu_bytes, room).values())
+                )
             elif gpu_bytes is None:
                 if not split_unsized_evenly:
                     raise ValueError(
@@ -512,7 +647,8 @@ def co_resident_options(roles: Mapping[str, EngineRole],  # role -> model; the f
                 if room - sum(shares.values()) <= 0:
                     raise ValueError(f"nothing is left of the budget {budget} for {[engines[k][0] for k in unsized]}")
                 shares |= even(unsized, room - sum(shares.values()))
-            for key, share in shares.items(): merged[key]["gpu_memory_utilization"] = share
+            for key, share in shares.items():
+                merged[key]["gpu_memory_utilization"] = share
     if gpu_bytes is not None:  # every engine, split or given: does it hold what it needs?
         for key, options in merged.items():
             share, needs = options.get("gpu_memory_utilization", VllmOptions.gpu_memory_utilization), need(key)
@@ -523,69 +659,92 @@ def co_resident_options(roles: Mapping[str, EngineRole],  # role -> model; the f
                     f"context (max_model_len, now {needs.context} tokens)"
                 )
     for key, names in engines.items():
-        for name in names: out[name] = dict(merged[key])
+        for name in names:
+            out[name] = dict(merged[key])
     return out
 
 # %% ../../nbs/14_backends.vllm.ipynb #ea067383
-def fit_max_model_len(prompt_tokens: Sequence[int],  # prompt lengths of the requests the engine will serve
-                      max_tokens: int,  # the reply budget
-                      multiple: int = 1024,  # rounded up to a multiple of this
-                      limit: int | None = None,  # never more than this (e.g. the context the role was planned for)
-                     ) -> int:
+def fit_max_model_len(
+    prompt_tokens: Sequence[int],  # prompt lengths of the requests the engine will serve
+    max_tokens: int,  # the reply budget
+    multiple: int = 1024,  # rounded up to a multiple of this
+    limit: int | None = None,  # never more than this (e.g. the context the role was planned for)
+) -> int:
     "The smallest context that holds the longest prompt and its reply, rounded up; at most `limit`."
-    if max_tokens < 1 or multiple < 1: raise ValueError("max_tokens and multiple must be >= 1")
+    if max_tokens < 1 or multiple < 1:
+        raise ValueError("max_tokens and multiple must be >= 1")
     fitted = -(-(max(prompt_tokens, default=0) + max_tokens) // multiple) * multiple
     return fitted if limit is None else min(fitted, limit)
+
 
 def preset_tokenizer(preset: str | ModelPreset):
     "The tokenizer an engine for `preset` uses, loaded alone (offline, with the preset's `trust_remote_code`)."
     from transformers import AutoTokenizer
+
     preset = get_preset(preset)
     options = vllm_options(preset)
     source, revision = resolve_model(preset, options)
     local = Path(source).is_dir()
-    return AutoTokenizer.from_pretrained(source, revision=None if local else revision,
-                                         trust_remote_code=options.trust_remote_code,
-                                         local_files_only=local or not options.allow_download)
+    return AutoTokenizer.from_pretrained(
+        source,
+        revision=None if local else revision,
+        trust_remote_code=options.trust_remote_code,
+        local_files_only=local or not options.allow_download,
+    )
+
 
 def prompt_lengths(preset: str | ModelPreset, requests: Sequence[Request]) -> list[int]:
     "The prompt tokens of each request as an engine for `preset` renders it (text tokens only)."
     preset = get_preset(preset)
     tokenizer = preset_tokenizer(preset)
-    return [len(render_prompt_ids(tokenizer, replace(r, images=()) if r.images else r,
-                                  preset.thinking)) for r in requests]
+    return [
+        len(render_prompt_ids(tokenizer, replace(r, images=()) if r.images else r, preset.thinking)) for r in requests
+    ]
+
 
 def nvidia_smi_memory_bytes(device: int) -> int | None:
     "The total memory of CUDA device `device` (a physical index) from `nvidia-smi`; None without it."
     try:
-        out = subprocess.run(["nvidia-smi", f"--id={device}", "--query-gpu=memory.total",
-                              "--format=csv,noheader,nounits"],
-                              capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired): return None
+        out = subprocess.run(
+            ["nvidia-smi", f"--id={device}", "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
     first = out.stdout.strip().splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else ""
     return int(float(first)) * (1 << 20) if first.replace(".", "", 1).isdigit() else None  # MiB
 
+
 # run in a child process: the CUDA context torch creates there dies with it (vLLM's workers can still fork here)
-_MEM_GET_INFO = ("import sys, torch\n"
-                 "if not torch.cuda.is_available(): print('no-cuda')\n"
-                 "else: print(torch.cuda.mem_get_info(0)[1])")
+_MEM_GET_INFO = (
+    "import sys, torch\nif not torch.cuda.is_available(): print('no-cuda')\nelse: print(torch.cuda.mem_get_info(0)[1])"
+)
+
 
 @functools.lru_cache(maxsize=None)
-def torch_memory_bytes(device: int | None = None,  # a physical index (None: the first visible device)
-                      ) -> int | None:
+def torch_memory_bytes(
+    device: int | None = None,  # a physical index (None: the first visible device)
+) -> int | None:
     """The total memory of a CUDA device from `torch.cuda.mem_get_info` in a child process (no CUDA context stays
     here); 0 when torch there sees no CUDA device (a CPU host), None when it cannot tell."""
     env = dict(os.environ) if device is None else {**os.environ, "CUDA_VISIBLE_DEVICES": str(device)}
     try:
-        out = subprocess.run([sys.executable, "-c", _MEM_GET_INFO], capture_output=True, text=True, timeout=120,
-                             env=env)
-    except (OSError, subprocess.TimeoutExpired): return None
+        out = subprocess.run(
+            [sys.executable, "-c", _MEM_GET_INFO], capture_output=True, text=True, timeout=120, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
     last = out.stdout.strip().splitlines()[-1].strip() if out.returncode == 0 and out.stdout.strip() else ""
-    if last == "no-cuda": return 0
+    if last == "no-cuda":
+        return 0
     return int(last) if last.isdigit() else None
 
-def gpu_memory_bytes(device: int | None = None,  # index of the device (None: the first visible one)
-                    ) -> int | None:
+
+def gpu_memory_bytes(
+    device: int | None = None,  # index of the device (None: the first visible one)
+) -> int | None:
     """The total memory of a CUDA device: from `nvidia-smi`, else (a container without the NVIDIA utilities) from
     `torch.cuda.mem_get_info` in a child process; no CUDA context is created here. None when neither can tell."""
     physical = device
@@ -594,20 +753,22 @@ def gpu_memory_bytes(device: int | None = None,  # index of the device (None: th
         physical = int(visible) if visible.isdigit() else 0
     return nvidia_smi_memory_bytes(physical) or torch_memory_bytes(device) or None
 
+
 def unsized_on_cpu_host(gpu_bytes: int | None) -> bool:
     """Whether a plan whose GPU size is unknown runs on a host without CUDA (the vLLM CPU build, whose engines share
     RAM): there an even split of the budget is safe (`co_resident_options(split_unsized_evenly=...)`), on a GPU it is
     refused."""
     return gpu_bytes is None and torch_memory_bytes() == 0
 
-
 # %% ../../nbs/14_backends.vllm.ipynb #144d0e2e
-def cacheable_tokens(prompt_tokens: int,  # the prompt's length
-                     block_size: int,  # the engine's KV block size (`VllmBackend.block_size`)
-                     # how long a beginning it shares with cached prompts (None: all of it)
-                     shared_tokens: int | None = None,
-                    ) -> int:
+def cacheable_tokens(
+    prompt_tokens: int,  # the prompt's length
+    block_size: int,  # the engine's KV block size (`VllmBackend.block_size`)
+    # how long a beginning it shares with cached prompts (None: all of it)
+    shared_tokens: int | None = None,
+) -> int:
     "Prompt tokens a warm prefix cache can serve: the whole blocks of the shared beginning, before the last token."
-    if block_size < 1: raise ValueError(f"block_size must be >= 1, got {block_size}")
+    if block_size < 1:
+        raise ValueError(f"block_size must be >= 1, got {block_size}")
     shared = prompt_tokens - 1 if shared_tokens is None else min(shared_tokens, prompt_tokens - 1)
     return max(shared, 0) // block_size * block_size

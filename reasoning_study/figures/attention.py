@@ -21,9 +21,11 @@ __all__ = ['PAPER_LAYERS', 'PAPER_DEPTH', 'representative_layers', 'has_interval
 # %% ../../nbs/69_figures.attention.ipynb #ddd3d268
 PAPER_LAYERS, PAPER_DEPTH = (5, 25, 35), 36  # Figure 7's layers of Qwen3-8B (36 layers)
 
+
 def representative_layers(n_layers: int) -> list[int]:
     "The paper's layers 5, 25, 35 (of 36) scaled to a model with `n_layers` layers."
-    if n_layers < 1: raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+    if n_layers < 1:
+        raise ValueError(f"n_layers must be >= 1, got {n_layers}")
     return sorted({min(round(l * n_layers / PAPER_DEPTH), n_layers - 1) for l in PAPER_LAYERS})
 
 # %% ../../nbs/69_figures.attention.ipynb #d7642da0
@@ -32,14 +34,18 @@ def _paradigms(table: pd.DataFrame) -> list[str]:
     present = list(dict.fromkeys(table["paradigm"]))
     return [p for p in ("short", "long") if p in present] + [p for p in present if p not in ("short", "long")]
 
+
 def has_intervals(table: pd.DataFrame) -> bool:
     "Whether a summary carries its bootstrap intervals (`mean_lo`, `mean_hi`): then the bands draw them, not ±sd."
     return {"mean_lo", "mean_hi"} <= set(table.columns)
 
+
 def _band(rows: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     "The band around a curve: the 95 % interval where the table has it, else one sd between runs."
-    if has_intervals(rows): return rows["mean_lo"], rows["mean_hi"]
+    if has_intervals(rows):
+        return rows["mean_lo"], rows["mean_hi"]
     return rows["mean"] - rows["sd"], rows["mean"] + rows["sd"]
+
 
 def _curve(ax, rows: pd.DataFrame, x: str, paradigm: str, errorbars: bool = False):
     rows = rows.sort_values(x)
@@ -48,29 +54,41 @@ def _curve(ax, rows: pd.DataFrame, x: str, paradigm: str, errorbars: bool = Fals
     lo, hi = _band(rows)
     ax.fill_between(rows[x], lo, hi, color=color, alpha=0.2, lw=0)
     if errorbars:  # each layer's interval also as a bar: a lone point (or a NaN neighbour) leaves no band
-        ax.errorbar(rows[x], rows["mean"], yerr=[(rows["mean"] - lo).to_numpy(), (hi - rows["mean"]).to_numpy()],
-                    fmt="none", ecolor=color, elinewidth=0.8, capsize=2, alpha=0.8)
+        ax.errorbar(
+            rows[x],
+            rows["mean"],
+            yerr=[(rows["mean"] - lo).to_numpy(), (hi - rows["mean"]).to_numpy()],
+            fmt="none",
+            ecolor=color,
+            elinewidth=0.8,
+            capsize=2,
+            alpha=0.8,
+        )
 
-def plot_entropy_layers(relative: pd.DataFrame,  # relative_position_curves(...)
-                        absolute: pd.DataFrame | None = None,  # absolute_step_curves(...): a second row of panels
-                        # default: representative_layers of the deepest layer present
-                        layers: Sequence[int] | None = None,
-                       ) -> plt.Figure:
+
+def plot_entropy_layers(
+    relative: pd.DataFrame,  # relative_position_curves(...)
+    absolute: pd.DataFrame | None = None,  # absolute_step_curves(...): a second row of panels
+    # default: representative_layers of the deepest layer present
+    layers: Sequence[int] | None = None,
+) -> plt.Figure:
     "Figure 7: attention entropy along the generation, Short-CoT vs Long-CoT, for representative layers."
     require_columns(relative, ["paradigm", "layer", "position", "mean", "sd"], "plot_entropy_layers")
     if absolute is not None:
         require_columns(absolute, ["paradigm", "layer", "step", "mean", "sd"], "plot_entropy_layers")
     layers = list(layers) if layers is not None else representative_layers(int(relative["layer"].max()) + 1)
-    if missing := sorted(set(layers) - set(relative["layer"])): raise ValueError(f"no rows for layers {missing}")
+    if missing := sorted(set(layers) - set(relative["layer"])):
+        raise ValueError(f"no rows for layers {missing}")
     paper_style()
-    panels = [("position", relative,
-               "Relative position in the generation")] + ([("step", absolute,
-                                                            "Generation step")] if absolute is not None else [])
+    panels = [("position", relative, "Relative position in the generation")] + (
+        [("step", absolute, "Generation step")] if absolute is not None else []
+    )
     fig, axes = plt.subplots(len(panels), len(layers), figsize=(4.2 * len(layers), 3.3 * len(panels)), squeeze=False)
     for r, (x, table, xlabel) in enumerate(panels):
         for c, layer in enumerate(layers):
             ax, rows = axes[r, c], table[table["layer"] == layer]
-            for paradigm in _paradigms(table): _curve(ax, rows[rows["paradigm"] == paradigm], x, paradigm)
+            for paradigm in _paradigms(table):
+                _curve(ax, rows[rows["paradigm"] == paradigm], x, paradigm)
             ax.set(title=f"Layer {layer}", xlabel=xlabel, ylabel="Attention entropy (bits)" if c == 0 else "")
     axes[0, -1].legend(loc="best", frameon=False)
     fig.tight_layout()
@@ -81,58 +99,91 @@ def _grid(table: pd.DataFrame, value: str) -> pd.DataFrame:
     "layer x position matrix of `value`."
     return table.pivot_table(index="layer", columns="position", values=value, aggfunc="mean").sort_index()
 
+
 def _heatmap(fig, ax, grid: pd.DataFrame, title: str, **style):
     bins = grid.columns.to_numpy()
     half = (bins[1] - bins[0]) / 2 if len(bins) > 1 else 0.5
-    image = ax.imshow(grid.to_numpy(), aspect="auto", origin="lower", interpolation="nearest",
-                      extent=(bins[0] - half, bins[-1] + half, grid.index[0] - 0.5, grid.index[-1] + 0.5), **style)
+    image = ax.imshow(
+        grid.to_numpy(),
+        aspect="auto",
+        origin="lower",
+        interpolation="nearest",
+        extent=(bins[0] - half, bins[-1] + half, grid.index[0] - 0.5, grid.index[-1] + 0.5),
+        **style,
+    )
     ax.set(title=title, xlabel="Relative position in the generation")
     ax.grid(False)
     fig.colorbar(image, ax=ax, fraction=0.05)
 
-def plot_entropy_heatmap(relative: pd.DataFrame,  # relative_position_curves(...) over all layers
-                         difference: pd.DataFrame | None = None,  # paradigm_difference(relative): a last panel
-                        ) -> plt.Figure:
+
+def plot_entropy_heatmap(
+    relative: pd.DataFrame,  # relative_position_curves(...) over all layers
+    difference: pd.DataFrame | None = None,  # paradigm_difference(relative): a last panel
+) -> plt.Figure:
     "Figure 14 as heatmaps: entropy by layer and relative position, per paradigm (and their difference)."
     require_columns(relative, ["paradigm", "layer", "position", "mean"], "plot_entropy_heatmap")
-    if difference is not None: require_columns(difference, ["layer", "position", "difference"], "plot_entropy_heatmap")
+    if difference is not None:
+        require_columns(difference, ["layer", "position", "difference"], "plot_entropy_heatmap")
     paper_style()
     paradigms = _paradigms(relative)
-    fig, axes = plt.subplots(1, len(paradigms) + (difference is not None),
-                             figsize=(4.6 * (len(paradigms) + (difference is not None)), 4.2), squeeze=False)
+    fig, axes = plt.subplots(
+        1,
+        len(paradigms) + (difference is not None),
+        figsize=(4.6 * (len(paradigms) + (difference is not None)), 4.2),
+        squeeze=False,
+    )
     axes = axes[0]
     low, high = relative["mean"].min(), relative["mean"].max()
     for ax, paradigm in zip(axes, paradigms):
-        _heatmap(fig, ax, _grid(relative[relative["paradigm"] == paradigm], "mean"),
-                 PARADIGM_LABELS.get(paradigm, paradigm),
-                 cmap="viridis", vmin=low, vmax=high)
+        _heatmap(
+            fig,
+            ax,
+            _grid(relative[relative["paradigm"] == paradigm], "mean"),
+            PARADIGM_LABELS.get(paradigm, paradigm),
+            cmap="viridis",
+            vmin=low,
+            vmax=high,
+        )
     if difference is not None:
         limit = max(float(difference["difference"].abs().max()), 1e-9)
-        _heatmap(fig, axes[-1], _grid(difference, "difference"), "Long-CoT − Short-CoT", cmap="RdBu_r", vmin=-limit,
-                 vmax=limit)
+        _heatmap(
+            fig,
+            axes[-1],
+            _grid(difference, "difference"),
+            "Long-CoT − Short-CoT",
+            cmap="RdBu_r",
+            vmin=-limit,
+            vmax=limit,
+        )
     axes[0].set_ylabel("Layer")
     fig.suptitle("Attention entropy (bits)", y=1.02)
     fig.tight_layout()
     return fig
 
-def plot_entropy_layer_grid(relative: pd.DataFrame,  # relative_position_curves(...)
-                            layers: Sequence[int] | None = None,  # default: every layer present
-                            ncols: int = 6,
-                           ) -> plt.Figure:
+
+def plot_entropy_layer_grid(
+    relative: pd.DataFrame,  # relative_position_curves(...)
+    layers: Sequence[int] | None = None,  # default: every layer present
+    ncols: int = 6,
+) -> plt.Figure:
     "Figure 14 as a grid: one small panel per layer, Short-CoT vs Long-CoT along the relative position."
     require_columns(relative, ["paradigm", "layer", "position", "mean", "sd"], "plot_entropy_layer_grid")
     layers = sorted(set(relative["layer"])) if layers is None else list(layers)
-    if not layers: raise ValueError("no layers to draw")
+    if not layers:
+        raise ValueError("no layers to draw")
     paper_style()
     nrows = -(-len(layers) // ncols)
-    fig, axes = plt.subplots(nrows, min(ncols, len(layers)), figsize=(2.6 * min(ncols, len(layers)), 2.1 * nrows),
-                             squeeze=False, sharex=True)
+    fig, axes = plt.subplots(
+        nrows, min(ncols, len(layers)), figsize=(2.6 * min(ncols, len(layers)), 2.1 * nrows), squeeze=False, sharex=True
+    )
     for ax, layer in zip(axes.flat, layers):
         rows = relative[relative["layer"] == layer]
-        for paradigm in _paradigms(relative): _curve(ax, rows[rows["paradigm"] == paradigm], "position", paradigm)
+        for paradigm in _paradigms(relative):
+            _curve(ax, rows[rows["paradigm"] == paradigm], "position", paradigm)
         ax.set_title(f"Layer {layer}", fontsize=9)
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(layers):]: ax.set_visible(False)
+    for ax in list(axes.flat)[len(layers) :]:
+        ax.set_visible(False)
     fig.supxlabel("Relative position in the generation")
     fig.supylabel("Attention entropy (bits)")
     handles, labels = axes.flat[0].get_legend_handles_labels()
@@ -141,8 +192,9 @@ def plot_entropy_layer_grid(relative: pd.DataFrame,  # relative_position_curves(
     return fig
 
 # %% ../../nbs/69_figures.attention.ipynb #a27b9687
-def plot_entropy_by_depth(summary: pd.DataFrame,  # layer_phase_summary(...)
-                         ) -> plt.Figure:
+def plot_entropy_by_depth(
+    summary: pd.DataFrame,  # layer_phase_summary(...)
+) -> plt.Figure:
     "Mean attention entropy per layer, Short-CoT vs Long-CoT, one panel per phase of the generation."
     require_columns(summary, ["paradigm", "layer", "phase", "mean", "sd"], "plot_entropy_by_depth")
     paper_style()
@@ -156,6 +208,6 @@ def plot_entropy_by_depth(summary: pd.DataFrame,  # layer_phase_summary(...)
     axes[0, 0].set_ylabel("Attention entropy (bits)")
     axes[0, -1].legend(loc="best", frameon=False)
     fig.tight_layout()
-    band = ("95 % cluster-bootstrap interval over runs" if has_intervals(summary) else "± 1 sd between runs")
+    band = "95 % cluster-bootstrap interval over runs" if has_intervals(summary) else "± 1 sd between runs"
     fig.text(0.5, -0.02, f"Bands: {band}.", ha="center", va="top", fontsize=8)
     return fig

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
-import pandas as pd
 import numpy as np
+import pandas as pd
 import seaborn as sns
 
 # %% auto #0
@@ -21,28 +21,37 @@ __all__ = ['TASK_LABELS', 'paper_style', 'figure_note', 'markers_unclipped', 'sa
 # %% ../../nbs/65_figures.core.ipynb #de4e78f1
 TASK_LABELS = {"timetabling": "TimeTabling", "subsetsum": "SubsetSum"}
 
+
 def paper_style():
     "A clean, readable seaborn style used by every figure."
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.2)
 
+
 _NOTES: list[str] = []  # the notes of the enclosing `figure_note` blocks
+
 
 @contextlib.contextmanager
 def figure_note(note: str | None):
     "Within the block, every figure `save_figure` writes carries `note` on its face (None: no note)."
-    if note: _NOTES.append(note)
-    try: yield
+    if note:
+        _NOTES.append(note)
+    try:
+        yield
     finally:
-        if note: _NOTES.pop()
+        if note:
+            _NOTES.pop()
+
 
 def markers_unclipped(fig: plt.Figure):
     "Let scatter points and marker-only lines draw over the axes' edges, so a point on an axis corner stays visible."
     for ax in fig.axes:
         for c in ax.collections:
-            if isinstance(c, matplotlib.collections.PathCollection): c.set_clip_on(False)
+            if isinstance(c, matplotlib.collections.PathCollection):
+                c.set_clip_on(False)
         for line in ax.lines:
             if line.get_marker() not in (None, "", "None", " ") and line.get_linestyle() in ("None", "", " "):
                 line.set_clip_on(False)
+
 
 def save_figure(fig: plt.Figure, stem: str | Path, formats=("png", "pdf")) -> list[Path]:
     """Write `fig` as `stem.png` and `stem.pdf` (folders created), markers unclipped and with the enclosing
@@ -50,12 +59,17 @@ def save_figure(fig: plt.Figure, stem: str | Path, formats=("png", "pdf")) -> li
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     markers_unclipped(fig)
-    notes = [fig.text(0.5, 0.0, note, ha="center", va="top", fontsize=8, color="firebrick",
-                      style="italic") for note in _NOTES[-1:]]
+    notes = [
+        fig.text(0.5, 0.0, note, ha="center", va="top", fontsize=8, color="firebrick", style="italic")
+        for note in _NOTES[-1:]
+    ]
     paths = [stem.with_suffix(f".{fmt}") for fmt in formats]
-    for p in paths: fig.savefig(p, dpi=150, bbox_inches="tight")
-    for t in notes: t.remove()
+    for p in paths:
+        fig.savefig(p, dpi=150, bbox_inches="tight")
+    for t in notes:
+        t.remove()
     return paths
+
 
 def require_columns(table: pd.DataFrame, columns: list[str], figure: str):
     "Fail with a clear message when `table` lacks a column the figure needs."
@@ -66,38 +80,56 @@ def require_columns(table: pd.DataFrame, columns: list[str], figure: str):
 def table_label(value, sep=" / ") -> str:
     return sep.join(map(str, value)) if isinstance(value, tuple) else str(value)
 
+
 def table_cell(value, decimals: int) -> str:
     return "" if pd.isna(value) else f"{value:.{decimals}f}" if isinstance(value, (float, np.floating)) else str(value)
 
-def table_markdown(table: pd.DataFrame,  # a formatted table
-                   bold: pd.DataFrame | None = None,  # same shape, True = bold
-                   decimals: int = 1,
-                  ) -> str:
+
+def table_markdown(
+    table: pd.DataFrame,  # a formatted table
+    bold: pd.DataFrame | None = None,  # same shape, True = bold
+    decimals: int = 1,
+) -> str:
     "The table as Markdown (multi-level labels joined with ' / '), bold cells wrapped in **."
-    cells = [[(f"**{table_cell(v, decimals)}**" if bold is not None and bold.iat[i, j] else table_cell(v, decimals))
-              for j, v in enumerate(row)] for i, row in enumerate(table.to_numpy())]
-    out = pd.DataFrame(cells, index=[table_label(i) for i in table.index],
-                       columns=[table_label(c) for c in table.columns])
+    cells = [
+        [
+            (f"**{table_cell(v, decimals)}**" if bold is not None and bold.iat[i, j] else table_cell(v, decimals))
+            for j, v in enumerate(row)
+        ]
+        for i, row in enumerate(table.to_numpy())
+    ]
+    out = pd.DataFrame(
+        cells, index=[table_label(i) for i in table.index], columns=[table_label(c) for c in table.columns]
+    )
     return out.to_markdown()
 
-def plot_table(table: pd.DataFrame,  # a formatted table (e.g. `figures.overthinking.results_table`)
-               bold: pd.DataFrame | None = None,  # same shape, True = bold
-               title: str = "",
-               decimals: int = 1,
-              ) -> plt.Figure:
+
+def plot_table(
+    table: pd.DataFrame,  # a formatted table (e.g. `figures.overthinking.results_table`)
+    bold: pd.DataFrame | None = None,  # same shape, True = bold
+    title: str = "",
+    decimals: int = 1,
+) -> plt.Figure:
     "Draw a formatted table as a figure (row labels joined with ' / ', column levels stacked, bold cells)."
     cells = [[table_cell(v, decimals) for v in row] for row in table.to_numpy()]
     fig, ax = plt.subplots(figsize=(2.2 + 0.75 * table.shape[1], 0.6 + 0.32 * (len(table) + 1)))
     ax.axis("off")
-    drawn = ax.table(cellText=cells, rowLabels=[table_label(i) for i in table.index],
-                     colLabels=[table_label(c, "\n") for c in table.columns], loc="center", cellLoc="center")
+    drawn = ax.table(
+        cellText=cells,
+        rowLabels=[table_label(i) for i in table.index],
+        colLabels=[table_label(c, "\n") for c in table.columns],
+        loc="center",
+        cellLoc="center",
+    )
     drawn.auto_set_font_size(False)
     drawn.set_fontsize(8)
     drawn.scale(1, 1.3)
     for (r, c), cell in drawn.get_celld().items():
         if r == 0 and isinstance(table.columns, pd.MultiIndex):
             cell.set_height(cell.get_height() * table.columns.nlevels)
-        if r > 0 and c >= 0 and bold is not None and bold.iat[r - 1, c]: cell.get_text().set_fontweight("bold")
-    if title: ax.set_title(title)
+        if r > 0 and c >= 0 and bold is not None and bold.iat[r - 1, c]:
+            cell.get_text().set_fontweight("bold")
+    if title:
+        ax.set_title(title)
     fig.tight_layout()
     return fig

@@ -10,9 +10,9 @@ from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .core import TASK_LABELS, paper_style, plot_table, require_columns
 
@@ -33,8 +33,11 @@ def plot_solution_counts(table: pd.DataFrame) -> plt.Figure:
         sub = table[table["task"] == task]
         sns.boxplot(data=sub, x="level", y="answer_count", ax=ax, color="#9ecae1", fliersize=0)
         sns.stripplot(data=sub, x="level", y="answer_count", ax=ax, color="#08519c", size=2, alpha=0.5, jitter=0.25)
-        ax.set(title=f"{TASK_LABELS.get(task, task)} ({len(sub)} instances)", xlabel="Complexity level",
-               ylabel="Number of solutions")
+        ax.set(
+            title=f"{TASK_LABELS.get(task, task)} ({len(sub)} instances)",
+            xlabel="Complexity level",
+            ylabel="Number of solutions",
+        )
     fig.tight_layout()
     return fig
 
@@ -42,51 +45,78 @@ def plot_solution_counts(table: pd.DataFrame) -> plt.Figure:
 PARADIGM_LABELS = {"short": "Short-CoT", "long": "Long-CoT"}
 PARADIGM_COLORS = {"short": "#dd8452", "long": "#4c72b0"}
 # the paper's names
-CONDITION_LABELS = {"exploration": "w/ Exploration", "sc_median": "w/ Median Conf", "sc_voting": "w/ Voting",
-                    "sc_threshold": "Threshold vote (ours)",  # not in the paper
-                    # the same runs under their older names
-                    "sc_union": "w/ Voting", "sc_vote": "Threshold vote (ours)"}
+CONDITION_LABELS = {
+    "exploration": "w/ Exploration",
+    "sc_median": "w/ Median Conf",
+    "sc_voting": "w/ Voting",
+    "sc_threshold": "Threshold vote (ours)",  # not in the paper
+    # the same runs under their older names
+    "sc_union": "w/ Voting",
+    "sc_vote": "Threshold vote (ours)",
+}
 UNSCORED_LABELS = {"exclude": "scored only", "zero": "unscored = 0"}  # the `unscored` policies, as table columns
-METRIC_LABELS = {"precision": "Precision", "recall": "Recall", "confidence": "Confidence", "ece_recall": "ECE (r)",
-                 "ece_precision": "ECE (p)", "csr": "CSR", "esc": "ESC", "nsd": "NSD"}
+METRIC_LABELS = {
+    "precision": "Precision",
+    "recall": "Recall",
+    "confidence": "Confidence",
+    "ece_recall": "ECE (r)",
+    "ece_precision": "ECE (p)",
+    "csr": "CSR",
+    "esc": "ESC",
+    "nsd": "NSD",
+}
+
 
 def run_label(paradigm: str, condition: str = "base") -> str:
     "The paper's name of a run: 'Short-CoT', 'Long-CoT', 'w/ Exploration', '2 reflections', ..."
-    if condition == "base": return PARADIGM_LABELS.get(paradigm, paradigm)
+    if condition == "base":
+        return PARADIGM_LABELS.get(paradigm, paradigm)
     if m := re.fullmatch(r"reflection_k(\d+)", str(condition)):
         return f"{m.group(1)} reflection{'s' * (m.group(1) != '1')}"
     return CONDITION_LABELS.get(condition, condition)
+
 
 def one_task(table: pd.DataFrame, task: str | None, figure: str) -> tuple[pd.DataFrame, str]:
     "The rows of `task` (or of the only task in `table`) and the task's label."
     require_columns(table, ["task"], figure)
     tasks = list(dict.fromkeys(table["task"]))
     if task is None:
-        if len(tasks) != 1: raise ValueError(f"{figure} draws one task; the table holds {tasks}: pass task=")
+        if len(tasks) != 1:
+            raise ValueError(f"{figure} draws one task; the table holds {tasks}: pass task=")
         task = tasks[0]
-    elif task not in tasks: raise ValueError(f"{figure}: no rows for task {task!r} (the table holds {tasks})")
+    elif task not in tasks:
+        raise ValueError(f"{figure}: no rows for task {task!r} (the table holds {tasks})")
     return table[table["task"] == task], TASK_LABELS.get(task, task)
+
 
 def panel_tables(figure: str, task: str | None, **tables) -> tuple[dict, str]:
     "The panels a multi-panel figure was given (None = not drawn), each cut to one task, and that task."
     given = {name: t for name, t in tables.items() if t is not None}
-    if not given: raise ValueError(f"{figure} needs at least one of {', '.join(tables)}")
+    if not given:
+        raise ValueError(f"{figure} needs at least one of {', '.join(tables)}")
     task = task or one_task(next(iter(given.values())), None, figure)[0]["task"].iloc[0]
     return {name: one_task(t, task, figure)[0] for name, t in given.items()}, task
 
+
 def _palette(values: Sequence, column: str) -> dict:
     "Paradigm colours for paradigms, seaborn's palette for anything else."
-    if column == "paradigm": return {v: PARADIGM_COLORS.get(v, "grey") for v in values}
+    if column == "paradigm":
+        return {v: PARADIGM_COLORS.get(v, "grey") for v in values}
     return dict(zip(values, sns.color_palette("deep", len(values))))
 
+
 def _hue_label(row: pd.Series | dict, hue: str) -> str:
-    if hue == "paradigm": return PARADIGM_LABELS.get(row["paradigm"], row["paradigm"])
-    if hue == "condition": return run_label(row.get("paradigm", ""), row["condition"])
+    if hue == "paradigm":
+        return PARADIGM_LABELS.get(row["paradigm"], row["paradigm"])
+    if hue == "condition":
+        return run_label(row.get("paradigm", ""), row["condition"])
     return str(row[hue])
+
 
 def _panels(n: int, width: float = 4.2, height: float = 4.0):
     fig, axes = plt.subplots(1, n, figsize=(width * n, height), squeeze=False)
     return fig, list(axes[0])
+
 
 def _unit_axes(ax, xlabel="Confidence", ylabel="Recall"):
     ax.plot([0, 1], [0, 1], ls="--", color="grey", lw=1)
@@ -95,18 +125,23 @@ def _unit_axes(ax, xlabel="Confidence", ylabel="Recall"):
 # %% ../../nbs/67_figures.musobench.ipynb #d5587944
 def _density(ax, x: np.ndarray, y: np.ndarray, color):
     "Density contours, when the points are numerous and spread enough for a kernel estimate."
-    if len(x) < 5 or np.std(x) == 0 or np.std(y) == 0: return
+    if len(x) < 5 or np.std(x) == 0 or np.std(y) == 0:
+        return
     try:
-        sns.kdeplot(x=x, y=y, ax=ax, levels=4, color=color, linewidths=1, alpha=0.7, warn_singular=False,
-                    clip=((0, 1), (0, 1)))
-    except (np.linalg.LinAlgError, ValueError): pass
+        sns.kdeplot(
+            x=x, y=y, ax=ax, levels=4, color=color, linewidths=1, alpha=0.7, warn_singular=False, clip=((0, 1), (0, 1))
+        )
+    except (np.linalg.LinAlgError, ValueError):
+        pass
+
 
 # results rows (instances); unscored rows and rows without confidence are skipped
-def plot_recall_confidence(results: pd.DataFrame,
-                           panel: str = "model",  # one panel per value of this column
-                           hue: str = "paradigm",  # one colour per value of this column
-                           task: str | None = None,  # the task to draw (needed when the table holds several)
-                           ) -> plt.Figure:
+def plot_recall_confidence(
+    results: pd.DataFrame,
+    panel: str = "model",  # one panel per value of this column
+    hue: str = "paradigm",  # one colour per value of this column
+    task: str | None = None,  # the task to draw (needed when the table holds several)
+) -> plt.Figure:
     "Figure 2 / 8: per-instance recall vs confidence, one panel per model."
     require_columns(results, [panel, hue, "confidence", "recall"], "plot_recall_confidence")
     rows, task_label = one_task(results, task, "plot_recall_confidence")
@@ -120,8 +155,9 @@ def plot_recall_confidence(results: pd.DataFrame,
         for value, sub in rows[rows[panel] == name].groupby(hue, sort=False):
             x, y = sub["confidence"].to_numpy(float), sub["recall"].to_numpy(float)
             _density(ax, x, y, colours[value])
-            ax.scatter(x, y, s=14, alpha=0.6, color=colours[value],
-                       label=f"{_hue_label(sub.iloc[0], hue)} (n={len(sub)})")
+            ax.scatter(
+                x, y, s=14, alpha=0.6, color=colours[value], label=f"{_hue_label(sub.iloc[0], hue)} (n={len(sub)})"
+            )
         _unit_axes(ax)
         ax.set_title(str(name))
         ax.legend(loc="upper left", fontsize=8)
@@ -139,18 +175,28 @@ def _draw_reliability(ax, bins: pd.DataFrame, hue: str):
         width = (sub["upper"] - sub["lower"]) / len(groups)
         left = sub["lower"] + k * width
         ece = sub["ece"].iloc[0] if len(sub) else np.nan
-        ax.bar(left, sub["performance"], width=width, align="edge", color=colours[value], alpha=0.85,
-               edgecolor="white", label=f"{_hue_label(bins[bins[hue] == value].iloc[0], hue)} (ECE {ece * 100:.1f})")
+        ax.bar(
+            left,
+            sub["performance"],
+            width=width,
+            align="edge",
+            color=colours[value],
+            alpha=0.85,
+            edgecolor="white",
+            label=f"{_hue_label(bins[bins[hue] == value].iloc[0], hue)} (ECE {ece * 100:.1f})",
+        )
         ax.plot(left + width / 2, np.zeros(len(sub)), "|", color=colours[value], ms=6)  # marks non-empty bins
     metric = bins["metric"].iloc[0] if "metric" in bins and len(bins) else "recall"
     _unit_axes(ax, "Confidence", METRIC_LABELS.get(metric, metric))
     ax.legend(loc="upper left", fontsize=8)
 
+
 def _draw_bars(ax, table: pd.DataFrame, x: str, hue: str, value: str, percent: bool = True):
     """Grouped bars of `value` per `x`, one colour per `hue` group (with error bars where the table has the value's
     interval)."""
     require_columns(table, [x, hue, value], "bars")
-    if table.duplicated([x, hue]).any(): raise ValueError(f"one row per ({x}, {hue}) expected: filter the table first")
+    if table.duplicated([x, hue]).any():
+        raise ValueError(f"one row per ({x}, {hue}) expected: filter the table first")
     xs, hues = list(dict.fromkeys(table[x])), list(dict.fromkeys(table[hue]))
     colours = _palette(hues, hue)
     width = 0.8 / len(hues)
@@ -158,25 +204,39 @@ def _draw_bars(ax, table: pd.DataFrame, x: str, hue: str, value: str, percent: b
         sub = table[table[hue] == h].set_index(x).reindex(xs)
         heights = sub[value].to_numpy(float) * (100 if percent else 1)
         scale = 100 if percent else 1
-        lo, hi = next(((f"{a}lo", f"{a}hi") for a in (f"{value}_", "") if {f"{a}lo", f"{a}hi"} <= set(sub.columns)),
-                      (None, None))  # the 95 % interval (`<value>_lo`/`_hi`, or `lo`/`hi`), where the table has it
-        errors = (np.vstack([heights - sub[lo].to_numpy(float) * scale, sub[hi].to_numpy(float) * scale - heights])
-                  if lo else None)
-        bars = ax.bar(np.arange(len(xs)) + (k - (len(hues) - 1) / 2) * width, heights, width=width, color=colours[h],
-                      label=_hue_label(table[table[hue] == h].iloc[0], hue), yerr=errors,
-                      error_kw=dict(lw=0.8, capsize=2, ecolor="0.25"))
+        # the 95 % interval (`<value>_lo`/`_hi`, or `lo`/`hi`), where the table has it
+        lo, hi = next(
+            ((f"{a}lo", f"{a}hi") for a in (f"{value}_", "") if {f"{a}lo", f"{a}hi"} <= set(sub.columns)), (None, None)
+        )
+        errors = (
+            np.vstack([heights - sub[lo].to_numpy(float) * scale, sub[hi].to_numpy(float) * scale - heights])
+            if lo
+            else None
+        )
+        bars = ax.bar(
+            np.arange(len(xs)) + (k - (len(hues) - 1) / 2) * width,
+            heights,
+            width=width,
+            color=colours[h],
+            label=_hue_label(table[table[hue] == h].iloc[0], hue),
+            yerr=errors,
+            error_kw=dict(lw=0.8, capsize=2, ecolor="0.25"),
+        )
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
     ax.set_xticks(np.arange(len(xs)), [METRIC_LABELS.get(v, str(v)) for v in xs])
     ax.set_ylabel(f"{METRIC_LABELS.get(value, value)}{' (%)' if percent else ''}")
-    if percent: ax.set_ylim(0, 108)  # shares: the full 0-100 scale (room for the labels), even when every bar is 0
+    if percent:
+        ax.set_ylim(0, 108)  # shares: the full 0-100 scale (room for the labels), even when every bar is 0
     ax.legend(fontsize=8)
 
-def plot_reliability(bins: pd.DataFrame,  # `reliability_bins` output grouped by `panel`, `hue` (and `task`)
-                     panel: str = "model",  # one panel per value of this column
-                     hue: str = "paradigm",  # one bar colour per value of this column
-                     task: str | None = None,  # the task to draw
-                     title: str = "Reliability diagram",  # figure title (the task is appended)
-                     ) -> plt.Figure:
+
+def plot_reliability(
+    bins: pd.DataFrame,  # `reliability_bins` output grouped by `panel`, `hue` (and `task`)
+    panel: str = "model",  # one panel per value of this column
+    hue: str = "paradigm",  # one bar colour per value of this column
+    task: str | None = None,  # the task to draw
+    title: str = "Reliability diagram",  # figure title (the task is appended)
+) -> plt.Figure:
     "Reliability diagrams on the fixed confidence bins, one panel per `panel` value."
     require_columns(bins, [panel, hue, "bin", "lower", "upper", "count", "performance", "ece"], "plot_reliability")
     bins, task_label = one_task(bins, task, "plot_reliability")
@@ -190,11 +250,13 @@ def plot_reliability(bins: pd.DataFrame,  # `reliability_bins` output grouped by
     fig.tight_layout()
     return fig
 
-def plot_calibration(bins: pd.DataFrame,  # `reliability_bins(results, by=[panel, "paradigm", "task"])`
-                     summary: pd.DataFrame,  # `summary_table(results, by=[panel, "paradigm", "task"])`
-                     panel: str = "model",  # one reliability panel per value; also the x of the recall bars
-                     task: str | None = None,  # the task to draw
-                     ) -> plt.Figure:
+
+def plot_calibration(
+    bins: pd.DataFrame,  # `reliability_bins(results, by=[panel, "paradigm", "task"])`
+    summary: pd.DataFrame,  # `summary_table(results, by=[panel, "paradigm", "task"])`
+    panel: str = "model",  # one reliability panel per value; also the x of the recall bars
+    task: str | None = None,  # the task to draw
+) -> plt.Figure:
     "Figure 3 / 9: (a) reliability diagrams of Short- vs Long-CoT per model, (b) recall per model and paradigm."
     require_columns(bins, [panel, "paradigm", "count", "performance", "ece"], "plot_calibration")
     bins, task_label = one_task(bins, task, "plot_calibration")
@@ -212,14 +274,17 @@ def plot_calibration(bins: pd.DataFrame,  # `reliability_bins(results, by=[panel
     return fig
 
 # %% ../../nbs/67_figures.musobench.ipynb #f0b5dbf7
-def plot_movement(pairs: pd.DataFrame,  # `movement_pairs` (or `movement_grid`) output
-                  panel: str = "family",  # one panel per value of this column
-                  task: str | None = None,  # the task to draw
-                  ) -> plt.Figure:
+def plot_movement(
+    pairs: pd.DataFrame,  # `movement_pairs` (or `movement_grid`) output
+    panel: str = "family",  # one panel per value of this column
+    task: str | None = None,  # the task to draw
+) -> plt.Figure:
     "Figure 4 / 10: arrows from each instance's Short-CoT point to its Long-CoT point."
-    require_columns(pairs,
-                    [panel, "confidence_short", "recall_short", "confidence_long", "recall_long", "toward_diagonal"],
-                    "plot_movement")
+    require_columns(
+        pairs,
+        [panel, "confidence_short", "recall_short", "confidence_long", "recall_long", "toward_diagonal"],
+        "plot_movement",
+    )
     pairs, task_label = one_task(pairs, task, "plot_movement")
     paper_style()
     names = list(dict.fromkeys(pairs[panel]))
@@ -228,12 +293,21 @@ def plot_movement(pairs: pd.DataFrame,  # `movement_pairs` (or `movement_grid`) 
         sub = pairs[pairs[panel] == name]
         for toward, colour, label in ((True, "#d62728", "toward the diagonal"), (False, "#7f7f7f", "away from it")):
             arrows = sub[sub["toward_diagonal"] == toward]
-            if arrows.empty: continue
-            ax.quiver(arrows["confidence_short"], arrows["recall_short"],
-                      arrows["confidence_long"] - arrows["confidence_short"],
-                      arrows["recall_long"] - arrows["recall_short"], angles="xy", scale_units="xy", scale=1,
-                      color=colour,
-                      width=0.006, alpha=0.8, label=f"{label} ({len(arrows)})")
+            if arrows.empty:
+                continue
+            ax.quiver(
+                arrows["confidence_short"],
+                arrows["recall_short"],
+                arrows["confidence_long"] - arrows["confidence_short"],
+                arrows["recall_long"] - arrows["recall_short"],
+                angles="xy",
+                scale_units="xy",
+                scale=1,
+                color=colour,
+                width=0.006,
+                alpha=0.8,
+                label=f"{label} ({len(arrows)})",
+            )
         _unit_axes(ax)
         ax.set_title(str(name))
         ax.legend(loc="upper left", fontsize=8)
@@ -247,11 +321,14 @@ def _check_lines(table: pd.DataFrame, hue: str, x: str, figure: str):
     if table.duplicated([hue, x]).any():
         raise ValueError(f"{figure}: several rows per ({hue}, {x}); filter the table to one model/condition per {hue}")
 
+
 def _interval_band(ax, sub: pd.DataFrame, x: str, metric: str, colour) -> bool:
     "Shade the 95 % interval of `metric` along `x` where the table has its bounds (`metrics.intervals`); whether it did."
-    if f"{metric}_lo" not in sub or f"{metric}_hi" not in sub: return False
+    if f"{metric}_lo" not in sub or f"{metric}_hi" not in sub:
+        return False
     ax.fill_between(sub[x], sub[f"{metric}_lo"], sub[f"{metric}_hi"], color=colour, alpha=0.12, lw=0)
     return True
+
 
 def _draw_length(ax, lengths: pd.DataFrame, fit: pd.DataFrame | None, hue: str):
     _check_lines(lengths, hue, "bin", "plot_factors (length)")
@@ -265,12 +342,14 @@ def _draw_length(ax, lengths: pd.DataFrame, fit: pd.DataFrame | None, hue: str):
             ax.plot(xs, line["intercept"].iloc[0] + line["slope"].iloc[0] * np.log10(xs), color=colour, lw=1, ls="--")
             label += f" (r = {line['r'].iloc[0]:.2f})"
         ax.plot(sub["length"], sub["confidence"], "o", color=colour, label=label)
-    ax.set(xscale="log", ylim=(0, 1), xlabel="Reasoning length (tokens)", ylabel="Confidence",
-           title="(a) Reasoning length")
+    ax.set(
+        xscale="log", ylim=(0, 1), xlabel="Reasoning length (tokens)", ylabel="Confidence", title="(a) Reasoning length"
+    )
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 100, 200, 500, 1000, ...
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.legend(fontsize=8)
+
 
 def _draw_levels(ax, levels: pd.DataFrame, hue: str):
     _check_lines(levels, hue, "level", "plot_factors (levels)")
@@ -278,14 +357,27 @@ def _draw_levels(ax, levels: pd.DataFrame, hue: str):
     for value, sub in levels.groupby(hue, sort=False):
         colour, label = colours[value], _hue_label(sub.iloc[0], hue)
         for metric, style in (("recall", "-"), ("confidence", "--")):
-            ax.plot(sub["level"], sub[metric], style, marker="o", color=colour,
-                    label=f"{label} {METRIC_LABELS[metric].lower()}")
+            ax.plot(
+                sub["level"],
+                sub[metric],
+                style,
+                marker="o",
+                color=colour,
+                label=f"{label} {METRIC_LABELS[metric].lower()}",
+            )
             if not _interval_band(ax, sub, "level", metric, colour):  # else ±1.96 standard errors
                 band = 1.96 * sub[f"{metric}_sem"].fillna(0)
-                ax.fill_between(sub["level"], (sub[metric] - band).clip(0, 1), (sub[metric] + band).clip(0, 1),
-                                color=colour, alpha=0.12, lw=0)
+                ax.fill_between(
+                    sub["level"],
+                    (sub[metric] - band).clip(0, 1),
+                    (sub[metric] + band).clip(0, 1),
+                    color=colour,
+                    alpha=0.12,
+                    lw=0,
+                )
     ax.set(ylim=(0, 1), xlabel="Complexity level", ylabel="Recall / confidence", title="(b) Task complexity")
     ax.legend(fontsize=7, loc="best", framealpha=0.6)
+
 
 def _draw_temperatures(ax, temperatures: pd.DataFrame, hue: str):
     _check_lines(temperatures, hue, "temperature", "plot_factors (temperature)")
@@ -294,32 +386,39 @@ def _draw_temperatures(ax, temperatures: pd.DataFrame, hue: str):
         colour, label = colours[value], _hue_label(sub.iloc[0], hue)
         ax.plot(sub["temperature"], sub["recall"], "-o", color=colour, label=f"{label} recall")
         ax.plot(sub["temperature"], sub["ece_recall"], "--s", color=colour, label=f"{label} ECE (r)")
-        for metric in ("recall", "ece_recall"): _interval_band(ax, sub, "temperature", metric, colour)
+        for metric in ("recall", "ece_recall"):
+            _interval_band(ax, sub, "temperature", metric, colour)
     ax.set(ylim=(0, 1), xlabel="Decoding temperature", ylabel="Recall / ECE (r)", title="(c) Temperature")
     ax.legend(fontsize=7)
 
-def plot_factors(lengths: pd.DataFrame | None = None,  # `length_bins` output
-                 length_fit: pd.DataFrame | None = None,  # `length_confidence` output (the fitted lines), optional
-                 levels: pd.DataFrame | None = None,  # `by_level` output
-                 temperatures: pd.DataFrame | None = None,  # `temperature_sweep` output
-                 hue: str = "paradigm",  # one colour per value of this column
-                 task: str | None = None,  # the task to draw
-                 ) -> plt.Figure:
+
+def plot_factors(
+    lengths: pd.DataFrame | None = None,  # `length_bins` output
+    length_fit: pd.DataFrame | None = None,  # `length_confidence` output (the fitted lines), optional
+    levels: pd.DataFrame | None = None,  # `by_level` output
+    temperatures: pd.DataFrame | None = None,  # `temperature_sweep` output
+    hue: str = "paradigm",  # one colour per value of this column
+    task: str | None = None,  # the task to draw
+) -> plt.Figure:
     "Figure 5 / 11: confidence vs reasoning length, recall and confidence vs complexity, recall and ECE vs temperature."
     tables, task = panel_tables("plot_factors", task, lengths=lengths, levels=levels, temperatures=temperatures)
     fit = one_task(length_fit, task, "plot_factors")[0] if length_fit is not None else None
     paper_style()
     fig, axes = _panels(len(tables))
     for ax, (name, table) in zip(axes, tables.items()):
-        if name == "lengths": _draw_length(ax, table, fit, hue)
-        elif name == "levels": _draw_levels(ax, table, hue)
-        else: _draw_temperatures(ax, table, hue)
+        if name == "lengths":
+            _draw_length(ax, table, fit, hue)
+        elif name == "levels":
+            _draw_levels(ax, table, hue)
+        else:
+            _draw_temperatures(ax, table, hue)
     fig.suptitle(f"Factors of reasoning overconfidence on {TASK_LABELS.get(task, task)}")
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/67_figures.musobench.ipynb #e33c6e89
 EXPLORATION_METRICS = ["precision", "recall", "ece_recall", "csr", "esc", "nsd"]
+
 
 def _draw_reflections(ax, sweep: pd.DataFrame):
     require_columns(sweep, ["reflections", "recall", "confidence", "ece_recall"], "plot_mitigations (reflections)")
@@ -332,6 +431,7 @@ def _draw_reflections(ax, sweep: pd.DataFrame):
     ax.set(ylim=(0, 1), xlabel="Number of reflections", ylabel="Value", title="(a) Reflection")
     ax.legend(fontsize=8)
 
+
 def _draw_exploration(ax, table: pd.DataFrame):
     require_columns(table, ["condition"] + EXPLORATION_METRICS, "plot_mitigations (exploration)")
     bounds = [f"{m}_{end}" for m in EXPLORATION_METRICS for end in ("lo", "hi")]
@@ -339,25 +439,31 @@ def _draw_exploration(ax, table: pd.DataFrame):
     long = table.melt(id_vars=keys, value_vars=EXPLORATION_METRICS, var_name="metric")
     if set(bounds) <= set(table.columns):  # error bars: each metric's 95 % interval
         for end in ("lo", "hi"):
-            part = table.melt(id_vars=keys, value_vars=[f"{m}_{end}" for m in EXPLORATION_METRICS], var_name="metric",
-                              value_name=end)
+            part = table.melt(
+                id_vars=keys, value_vars=[f"{m}_{end}" for m in EXPLORATION_METRICS], var_name="metric", value_name=end
+            )
             long[end] = part[end].to_numpy()
     _draw_bars(ax, long, "metric", "condition", "value")
     ax.set(ylabel="Value (%)", title="(b) Exploration")
 
-def plot_mitigations(reflections: pd.DataFrame | None = None,  # `reflection_sweep` output (one group)
-                     exploration: pd.DataFrame | None = None,  # `mitigation_table` rows of "base" and "exploration"
-                     self_consistency: pd.DataFrame | None = None,  # `reliability_bins` by condition ("base", "sc_*")
-                     task: str | None = None,  # the task to draw
-                     ) -> plt.Figure:
+
+def plot_mitigations(
+    reflections: pd.DataFrame | None = None,  # `reflection_sweep` output (one group)
+    exploration: pd.DataFrame | None = None,  # `mitigation_table` rows of "base" and "exploration"
+    self_consistency: pd.DataFrame | None = None,  # `reliability_bins` by condition ("base", "sc_*")
+    task: str | None = None,  # the task to draw
+) -> plt.Figure:
     "Figure 6 / 12: reflection, exploration and self-consistency against reasoning overconfidence."
-    tables, task = panel_tables("plot_mitigations", task, reflections=reflections, exploration=exploration,
-                                self_consistency=self_consistency)
+    tables, task = panel_tables(
+        "plot_mitigations", task, reflections=reflections, exploration=exploration, self_consistency=self_consistency
+    )
     paper_style()
     fig, axes = _panels(len(tables), width=4.6)
     for ax, (name, table) in zip(axes, tables.items()):
-        if name == "reflections": _draw_reflections(ax, table)
-        elif name == "exploration": _draw_exploration(ax, table)
+        if name == "reflections":
+            _draw_reflections(ax, table)
+        elif name == "exploration":
+            _draw_exploration(ax, table)
         else:
             _draw_reliability(ax, table, "condition")
             ax.set_title("(c) Self-consistency")
@@ -366,8 +472,9 @@ def plot_mitigations(reflections: pd.DataFrame | None = None,  # `reflection_swe
     return fig
 
 # %% ../../nbs/67_figures.musobench.ipynb #3d9419de
-def plot_exploration_calibration(bins: pd.DataFrame,  # `reliability_bins` by condition and task
-                                 ) -> plt.Figure:
+def plot_exploration_calibration(
+    bins: pd.DataFrame,  # `reliability_bins` by condition and task
+) -> plt.Figure:
     "Figure 13: reliability of Short-CoT vs w/ Exploration, one panel per task."
     require_columns(bins, ["task", "condition", "count", "performance", "ece"], "plot_exploration_calibration")
     paper_style()
@@ -392,39 +499,50 @@ def _policy_wide(cells: pd.DataFrame, index: list[str], outer: list[str], metric
     ]
     table = table.reindex(columns=pd.MultiIndex.from_product(levels, names=outer + ["Metric", "Unscored"]))
     if "Rows" in metrics:
-        for column in [c for c in table.columns if c[-2] == "Rows"]: table[column] = table[column].astype("Int64")
+        for column in [c for c in table.columns if c[-2] == "Rows"]:
+            table[column] = table[column].astype("Int64")
     return table
+
 
 def _percent_cells(table: pd.DataFrame, names: Sequence[str], metrics: Sequence[str]) -> dict:
     """Each metric ×100 under its paper name; as '41.1 [38.2, 44.0]' text when the table has its `_lo`/`_hi`
     bounds (`metrics.intervals`)."""
     from reasoning_study.metrics.intervals import format_interval
+
     cells = {}
     for name, m in zip(names, metrics):
         if f"{m}_lo" in table and f"{m}_hi" in table:
-            cells[name] = [np.nan if pd.isna(v) else format_interval(v * 100, lo * 100, hi * 100) for v, lo, hi in
-                           zip(table[m], table[f"{m}_lo"], table[f"{m}_hi"])]  # no number: an empty cell, as before
-        else: cells[name] = (table[m] * 100).to_numpy()
+            cells[name] = [
+                np.nan if pd.isna(v) else format_interval(v * 100, lo * 100, hi * 100)
+                for v, lo, hi in zip(table[m], table[f"{m}_lo"], table[f"{m}_hi"])
+            ]  # no number: an empty cell, as before
+        else:
+            cells[name] = (table[m] * 100).to_numpy()
     return cells
 
+
 # `reconsideration_rates` output, or `under_both_policies(reconsideration_rates, ...)`
-def table_reconsideration(rates: pd.DataFrame,
-                          row: str = "model",  # the row label column (model or family)
-                          ) -> pd.DataFrame:
+def table_reconsideration(
+    rates: pd.DataFrame,
+    row: str = "model",  # the row label column (model or family)
+) -> pd.DataFrame:
     """Table 1: CSR, ESC and NSD (%) per model and paradigm, one column group per task (and a column per `unscored`
     policy, when given both)."""
     require_columns(rates, [row, "paradigm", "task", "csr", "esc", "nsd"], "table_reconsideration")
     policies = ["unscored"] if "unscored" in rates else []
     if rates.duplicated([row, "paradigm", "task"] + policies).any():
         raise ValueError(f"one row per ({row}, paradigm, task{', unscored' * bool(policies)}) expected")
-    long = rates.assign(Paradigm=rates["paradigm"].map(lambda p: PARADIGM_LABELS.get(p, p)),
-                        Task=rates["task"].map(lambda t: TASK_LABELS.get(t, t)))
+    long = rates.assign(
+        Paradigm=rates["paradigm"].map(lambda p: PARADIGM_LABELS.get(p, p)),
+        Task=rates["task"].map(lambda t: TASK_LABELS.get(t, t)),
+    )
     names = [f"{METRIC_LABELS[m]} (%)" for m in ("csr", "esc", "nsd")]
     long = long.assign(**_percent_cells(long, names, ("csr", "esc", "nsd")))
     if policies:
         require_columns(rates, ["n_rows", "n_unscored"], "table_reconsideration (both policies)")
-        long = long.assign(Unscored=long["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)),
-                           Rows=long["n_rows"] - long["n_unscored"])
+        long = long.assign(
+            Unscored=long["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)), Rows=long["n_rows"] - long["n_unscored"]
+        )
         table = _policy_wide(long, [row, "Paradigm"], ["Task"], names + ["Rows"])
     else:
         table = long.pivot(index=[row, "Paradigm"], columns="Task", values=names)
@@ -433,12 +551,15 @@ def table_reconsideration(rates: pd.DataFrame,
     table.index = table.index.rename([row.capitalize(), "Paradigm"])
     return table.round(2)
 
+
 SC_TABLE_CONDITIONS = ("base", "sc_median", "sc_voting", "sc_threshold")  # the paper's rows of Table 2, then ours
 
+
 # `summary_table` (or `under_both_policies(summary_table, ...)`) by task and condition, Long-CoT rows
-def table_self_consistency(summary: pd.DataFrame,
-                           conditions: Sequence[str] = SC_TABLE_CONDITIONS,  # rows, in order (missing ones skipped)
-                           ) -> pd.DataFrame:
+def table_self_consistency(
+    summary: pd.DataFrame,
+    conditions: Sequence[str] = SC_TABLE_CONDITIONS,  # rows, in order (missing ones skipped)
+) -> pd.DataFrame:
     """Table 2: precision, recall and ECE(r) (%) of Long-CoT and its self-consistency aggregates, per task (per
     `unscored` policy, when given both)."""
     require_columns(summary, ["task", "condition", "precision", "recall", "ece_recall"], "table_self_consistency")
@@ -447,17 +568,24 @@ def table_self_consistency(summary: pd.DataFrame,
         raise ValueError(f"one row per (task, condition{', unscored' * bool(policies)}) expected")
     rows = summary[summary["condition"].isin(conditions)].copy()
     task_order = {t: i for i, t in enumerate(dict.fromkeys(summary["task"]))}
-    rows = rows.assign(task_order=rows["task"].map(task_order),
-                       order=rows["condition"].map({c: i for i, c in enumerate(conditions)}))
+    rows = rows.assign(
+        task_order=rows["task"].map(task_order), order=rows["condition"].map({c: i for i, c in enumerate(conditions)})
+    )
     rows = rows.sort_values(["task_order", "order"], kind="stable")
     names = ["Precision (%)", "Recall (%)", "ECE (r)"]
-    cells = pd.DataFrame({"Task": rows["task"].map(lambda t: TASK_LABELS.get(t, t)).to_numpy(),
-                          "Method": rows["condition"].map(lambda c: run_label("long", c)).to_numpy(),
-                          **_percent_cells(rows, names, ("precision", "recall", "ece_recall"))})
-    if not policies: return cells.set_index(["Task", "Method"]).round(2)
+    cells = pd.DataFrame(
+        {
+            "Task": rows["task"].map(lambda t: TASK_LABELS.get(t, t)).to_numpy(),
+            "Method": rows["condition"].map(lambda c: run_label("long", c)).to_numpy(),
+            **_percent_cells(rows, names, ("precision", "recall", "ece_recall")),
+        }
+    )
+    if not policies:
+        return cells.set_index(["Task", "Method"]).round(2)
     require_columns(summary, ["n_scored"], "table_self_consistency (both policies)")
-    cells = cells.assign(Unscored=rows["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)).to_numpy(),
-                         Rows=rows["n_scored"].to_numpy())
+    cells = cells.assign(
+        Unscored=rows["unscored"].map(lambda p: UNSCORED_LABELS.get(p, p)).to_numpy(), Rows=rows["n_scored"].to_numpy()
+    )
     table = _policy_wide(cells, ["Task", "Method"], [], names + ["Rows"])
     order = list(dict.fromkeys(zip(cells["Task"], cells["Method"])))  # pivoting sorts: the paper's order again
     return table.reindex(pd.MultiIndex.from_tuples(order, names=["Task", "Method"])).round(2)

@@ -32,90 +32,138 @@ __all__ = ['STRATEGY_LABELS', 'STRATEGY_COLORS', 'FORMAT_LABELS', 'CATEGORY_LABE
            'largest_in_group_mask', 'plot_recall_trajectories', 'strip_states', 'trace_strips', 'plot_trace_strips']
 
 # %% ../../nbs/68_figures.overthinking.ipynb #0550d01a
-STRATEGY_LABELS = {"No-CoT": "No-CoT", "Actual": "Actual Length", "Optimal": "Optimal Length",
-                   "Instruct": "Instruct Model",
-                   "Actual (own answer)": "Actual (own answer)"}
-STRATEGY_COLORS = {"Optimal Length": "#2a9d8f", "Actual Length": "#264653", "No-CoT": "#a8a8a8",
-                   "Instruct Model": "#e9c46a",
-                   "Actual (own answer)": "#577590", "Pass@K": "#e76f51"}
+STRATEGY_LABELS = {
+    "No-CoT": "No-CoT",
+    "Actual": "Actual Length",
+    "Optimal": "Optimal Length",
+    "Instruct": "Instruct Model",
+    "Actual (own answer)": "Actual (own answer)",
+}
+STRATEGY_COLORS = {
+    "Optimal Length": "#2a9d8f",
+    "Actual Length": "#264653",
+    "No-CoT": "#a8a8a8",
+    "Instruct Model": "#e9c46a",
+    "Actual (own answer)": "#577590",
+    "Pass@K": "#e76f51",
+}
 FORMAT_LABELS = {"mc": "Multiple choice", "ff": "Free form"}
-CATEGORY_LABELS = {"visual_hallucination_or_perception": "V", "visual": "V", "calculation_error": "C",
-                   "calculation": "C",
-                   "logical_error": "L", "logical": "L", "other": "O"}
+CATEGORY_LABELS = {
+    "visual_hallucination_or_perception": "V",
+    "visual": "V",
+    "calculation_error": "C",
+    "calculation": "C",
+    "logical_error": "L",
+    "logical": "L",
+    "other": "O",
+}
+
 
 def strategy_label(name) -> str:
     "The paper's label of a strategy ('Actual' -> 'Actual Length'); unknown names pass through."
     return STRATEGY_LABELS.get(str(name), str(name))
 
+
 def _values(table: pd.DataFrame, column: str | None) -> list:
     return [None] if column is None else list(dict.fromkeys(table[column]))
+
 
 def _subset(table: pd.DataFrame, where: dict) -> pd.DataFrame:
     "Rows matching every `column: value` of `where` (None keys or values are ignored)."
     for col, val in where.items():
-        if col is not None and val is not None: table = table[table[col] == val]
+        if col is not None and val is not None:
+            table = table[table[col] == val]
     return table
+
 
 def _single_group(table: pd.DataFrame, columns: Sequence[str], figure: str):
     "Fail when `table` mixes several groups that the figure would silently pool."
     if multi := [c for c in columns if c in table.columns and table[c].nunique(dropna=False) > 1]:
         raise ValueError(f"{figure} draws one group; filter the table first (several values in {multi})")
 
+
 def _granularities(table: pd.DataFrame, given: str | None = None) -> str | None:
     """`given`, else \"granularity\" when the table holds traces probed at several (so a figure splits them instead of
     pooling)."""
-    if given is None and "granularity" in table.columns and table["granularity"].nunique() > 1: return "granularity"
+    if given is None and "granularity" in table.columns and table["granularity"].nunique() > 1:
+        return "granularity"
     return given
+
 
 def _at_granularity(labels: pd.Series, table: pd.DataFrame) -> pd.Series:
     "Row labels with ' @ <granularity>' added when the table mixes granularities."
     return labels.astype(str) + " @ " + table["granularity"].astype(str) if _granularities(table) else labels
 
 # %% ../../nbs/68_figures.overthinking.ipynb #9855b713
-def interval_bars(ax: plt.Axes,
-                  d: pd.DataFrame,  # the bars' rows: `x`, `strategy` (labels), `accuracy_lo`, `accuracy_hi` (fractions)
-                  x: str, hue_order: Sequence[str]):
+def interval_bars(
+    ax: plt.Axes,
+    d: pd.DataFrame,  # the bars' rows: `x`, `strategy` (labels), `accuracy_lo`, `accuracy_hi` (fractions)
+    x: str,
+    hue_order: Sequence[str],
+):
     """Each bar's 95 % interval as an error bar, where the bar is one row of `d` (a bar pooling several models' rows
     has no interval of its own and gets none)."""
     names = [t.get_text() for t in ax.get_xticklabels()]
     for label, bars in zip(hue_order, ax.containers):
         for name, bar in zip(names, bars):
             row = d[(d[x].astype(str) == name) & (d["strategy"] == label)]
-            if len(row) != 1 or row[["accuracy_lo", "accuracy_hi"]].isna().any(axis=None): continue
+            if len(row) != 1 or row[["accuracy_lo", "accuracy_hi"]].isna().any(axis=None):
+                continue
             value = bar.get_height()
             lo, hi = 100 * row["accuracy_lo"].iloc[0], 100 * row["accuracy_hi"].iloc[0]
-            ax.errorbar(bar.get_x() + bar.get_width() / 2, value, yerr=[[value - lo], [hi - value]], fmt="none",
-                        ecolor="black", elinewidth=1, capsize=3)
+            ax.errorbar(
+                bar.get_x() + bar.get_width() / 2,
+                value,
+                yerr=[[value - lo], [hi - value]],
+                fmt="none",
+                ecolor="black",
+                elinewidth=1,
+                capsize=3,
+            )
 
-def plot_strategy_accuracy(strategies: pd.DataFrame,  # `strategy_table` output (several models: bars show their mean)
-                           x: str = "benchmark",  # one group of bars per value
-                           # strategies drawn, in order
-                           order: Sequence[str] = ("Optimal", "Actual", "No-CoT", "Instruct"),
-                          ) -> plt.Figure:
+
+def plot_strategy_accuracy(
+    strategies: pd.DataFrame,  # `strategy_table` output (several models: bars show their mean)
+    x: str = "benchmark",  # one group of bars per value
+    # strategies drawn, in order
+    order: Sequence[str] = ("Optimal", "Actual", "No-CoT", "Instruct"),
+) -> plt.Figure:
     "Fig. 1: accuracy (%) of Optimal Length, Actual Length, No-CoT and Instruct Model, per benchmark."
     require_columns(strategies, [x, "strategy", "accuracy"], "plot_strategy_accuracy")
     d = strategies.assign(strategy=strategies["strategy"].map(strategy_label), accuracy=strategies["accuracy"] * 100)
     hue_order = [strategy_label(s) for s in order if strategy_label(s) in set(d["strategy"])]
-    if not hue_order: raise ValueError(f"none of the strategies {list(order)} is in the table")
+    if not hue_order:
+        raise ValueError(f"none of the strategies {list(order)} is in the table")
     paper_style()
     fig, ax = plt.subplots(figsize=(max(5.0, 1.2 * d[x].nunique() + 2.5), 4))
-    sns.barplot(data=d[d["strategy"].isin(hue_order)], x=x, y="accuracy", hue="strategy", hue_order=hue_order,
-                palette=STRATEGY_COLORS, errorbar=None, ax=ax)
-    if {"accuracy_lo", "accuracy_hi"} <= set(d.columns): interval_bars(ax, d, x, hue_order)
+    sns.barplot(
+        data=d[d["strategy"].isin(hue_order)],
+        x=x,
+        y="accuracy",
+        hue="strategy",
+        hue_order=hue_order,
+        palette=STRATEGY_COLORS,
+        errorbar=None,
+        ax=ax,
+    )
+    if {"accuracy_lo", "accuracy_hi"} <= set(d.columns):
+        interval_bars(ax, d, x, hue_order)
     ax.set(xlabel=x.capitalize(), ylabel="Accuracy (%)", ylim=(0, 100))
     ax.legend(title=None, ncols=len(hue_order), loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/68_figures.overthinking.ipynb #b8e915d9
-def plot_length_histograms(lengths: pd.DataFrame,  # `length_distribution` output
-                           col: str | None = "benchmark",  # one panel column per value
-                           row: str | None = None,  # e.g. "model": one panel row per value
-                           bins: int = 20,
-                          ) -> plt.Figure:
+def plot_length_histograms(
+    lengths: pd.DataFrame,  # `length_distribution` output
+    col: str | None = "benchmark",  # one panel column per value
+    row: str | None = None,  # e.g. "model": one panel row per value
+    bins: int = 20,
+) -> plt.Figure:
     "Fig. 2 / Fig. 12: histograms of Actual vs Optimal reasoning length, per benchmark (and model)."
     require_columns(lengths, ["strategy", "length"] + [c for c in (col, row) if c], "plot_length_histograms")
-    if lengths.empty: raise ValueError("plot_length_histograms: the table is empty")
+    if lengths.empty:
+        raise ValueError("plot_length_histograms: the table is empty")
     unit = str(lengths["unit"].iloc[0]) if "unit" in lengths.columns else "utterances"
     d = lengths.assign(strategy=lengths["strategy"].map(strategy_label))
     hue_order = [s for s in ("Actual Length", "Optimal Length") if s in set(d["strategy"])]
@@ -126,11 +174,25 @@ def plot_length_histograms(lengths: pd.DataFrame,  # `length_distribution` outpu
         for c, cv in enumerate(cols):
             ax, sub = axes[r, c], _subset(d, {row: rv, col: cv})
             edges = np.histogram_bin_edges(sub["length"], bins=bins) if len(sub) else bins
-            sns.histplot(data=sub, x="length", hue="strategy", hue_order=hue_order, palette=STRATEGY_COLORS, bins=edges,
-                         stat="percent", common_norm=False, element="step", alpha=0.35, ax=ax,
-                         legend=(r == 0 and c == 0))
-            ax.set(title=" / ".join(str(v) for v in (rv, cv) if v is not None), xlabel=f"Number of {unit}",
-                   ylabel="Share of solved (%)" if c == 0 else "")
+            sns.histplot(
+                data=sub,
+                x="length",
+                hue="strategy",
+                hue_order=hue_order,
+                palette=STRATEGY_COLORS,
+                bins=edges,
+                stat="percent",
+                common_norm=False,
+                element="step",
+                alpha=0.35,
+                ax=ax,
+                legend=(r == 0 and c == 0),
+            )
+            ax.set(
+                title=" / ".join(str(v) for v in (rv, cv) if v is not None),
+                xlabel=f"Number of {unit}",
+                ylabel="Share of solved (%)" if c == 0 else "",
+            )
     fig.tight_layout()
     return fig
 
@@ -138,21 +200,25 @@ def plot_length_histograms(lengths: pd.DataFrame,  # `length_distribution` outpu
 RESULT_METRICS = {"accuracy": "acc ↑", "length": "len ↓", "harmful_rate": "H ↓"}
 PERCENT_METRICS = ("accuracy", "harmful_rate")
 
-def results_table(strategies: pd.DataFrame,  # `strategy_table` output
-                  rows: str | None = "model",  # row label column (None: strategies only)
-                  columns: str = "benchmark",  # one column group per value
-                  order: Sequence[str] = ("No-CoT", "Actual", "Optimal"),  # strategies, in row order
-                  metrics: Sequence[str] = tuple(RESULT_METRICS),  # columns of each group
-                 ) -> pd.DataFrame:
+
+def results_table(
+    strategies: pd.DataFrame,  # `strategy_table` output
+    rows: str | None = "model",  # row label column (None: strategies only)
+    columns: str = "benchmark",  # one column group per value
+    order: Sequence[str] = ("No-CoT", "Actual", "Optimal"),  # strategies, in row order
+    metrics: Sequence[str] = tuple(RESULT_METRICS),  # columns of each group
+) -> pd.DataFrame:
     "Tables 1 and 3: acc (%), len and H (%) per row label and strategy, one column group per benchmark."
     index = ([rows] if rows else []) + ["strategy"]
     require_columns(strategies, index + [columns] + list(metrics), "results_table")
     d = strategies[strategies["strategy"].astype(str).isin(order)].copy()
     d["strategy"] = d["strategy"].astype(str)
-    if rows: d[rows] = _at_granularity(d[rows], d)  # two probings of the same traces: one row group each
+    if rows:
+        d[rows] = _at_granularity(d[rows], d)  # two probings of the same traces: one row group each
     if d.duplicated(index + [columns]).any():
         raise ValueError(f"results_table: one row per {index + [columns]} expected")
-    for m in metrics: d[m] = d[m] * (100 if m in PERCENT_METRICS else 1)
+    for m in metrics:
+        d[m] = d[m] * (100 if m in PERCENT_METRICS else 1)
     table = d.pivot(index=index, columns=columns, values=list(metrics))
     groups = list(dict.fromkeys(d[columns]))
     table = table.swaplevel(0, 1, axis=1).reindex(columns=pd.MultiIndex.from_product([groups, list(metrics)]))
@@ -162,9 +228,11 @@ def results_table(strategies: pd.DataFrame,  # `strategy_table` output
     table.index.names = [n.capitalize() for n in index] if rows else ["Strategy"]
     return table.round(1)
 
-def best_strategy_mask(table: pd.DataFrame,  # `results_table` output
-                       skip: Sequence[str] = ("No-CoT",),  # strategies never bolded
-                      ) -> pd.DataFrame:
+
+def best_strategy_mask(
+    table: pd.DataFrame,  # `results_table` output
+    skip: Sequence[str] = ("No-CoT",),  # strategies never bolded
+) -> pd.DataFrame:
     "True where a cell is the best (max for ↑, min for ↓) among the non-skipped strategies of its row group."
     strategy = table.index.get_level_values(-1)
     group = table.index.droplevel(-1) if table.index.nlevels > 1 else pd.Index([0] * len(table))
@@ -174,33 +242,52 @@ def best_strategy_mask(table: pd.DataFrame,  # `results_table` output
         higher = "↑" in str(label)
         for g in dict.fromkeys(group):
             rows = (group == g) & ~np.isin(strategy, list(skip)) & table[col].notna().to_numpy()
-            if not rows.any(): continue
+            if not rows.any():
+                continue
             vals = table.loc[rows, col]
             mask.loc[rows, col] = (vals == (vals.max() if higher else vals.min())).to_numpy()
     return mask
 
 # %% ../../nbs/68_figures.overthinking.ipynb #3e956a23
-def stopping_table(stopping: pd.DataFrame,  # `stopping_at_k` output (one group)
-                   models: pd.DataFrame | None = None,  # `strategy_table(by=["model"])`: adds an Actual row per model
-                  ) -> pd.DataFrame:
+def stopping_table(
+    stopping: pd.DataFrame,  # `stopping_at_k` output (one group)
+    models: pd.DataFrame | None = None,  # `strategy_table(by=["model"])`: adds an Actual row per model
+) -> pd.DataFrame:
     "Table 2: Acc (%), Len and H (%) of Stopping@K, then of each model's Actual Length."
     require_columns(stopping, ["k", "accuracy", "length", "harmful_rate"], "stopping_table")
     _single_group(stopping, ["model", "benchmark", "format"], "stopping_table")
-    def k_label(k): return "Stopping@∞" if math.isinf(k) else f"Stopping@{int(k)}"
+
+    def k_label(k):
+        return "Stopping@∞" if math.isinf(k) else f"Stopping@{int(k)}"
+
     rows = stopping.sort_values("k", ascending=False, key=lambda k: k.replace(np.inf, 1e18), kind="stable")
-    table = pd.DataFrame({"Acc ↑": rows["accuracy"].to_numpy() * 100, "Len ↓": rows["length"].to_numpy(),
-                          "H ↓": rows["harmful_rate"].to_numpy() * 100},
-                          index=_at_granularity(rows["k"].map(k_label), rows).to_numpy())
+    table = pd.DataFrame(
+        {
+            "Acc ↑": rows["accuracy"].to_numpy() * 100,
+            "Len ↓": rows["length"].to_numpy(),
+            "H ↓": rows["harmful_rate"].to_numpy() * 100,
+        },
+        index=_at_granularity(rows["k"].map(k_label), rows).to_numpy(),
+    )
     if models is not None:
         require_columns(models, ["model", "strategy", "accuracy", "length", "harmful_rate"], "stopping_table models")
         actual = models[models["strategy"].astype(str) == "Actual"]
         actual = actual.assign(model=_at_granularity(actual["model"], actual))
-        if actual["model"].duplicated().any(): raise ValueError("stopping_table: one Actual row per model expected")
-        table = pd.concat([table,
-                           pd.DataFrame({"Acc ↑": actual["accuracy"].to_numpy() * 100,
-                                         "Len ↓": actual["length"].to_numpy(),
-                                                "H ↓": actual["harmful_rate"].to_numpy() * 100},
-                                                index=actual["model"].to_numpy())])
+        if actual["model"].duplicated().any():
+            raise ValueError("stopping_table: one Actual row per model expected")
+        table = pd.concat(
+            [
+                table,
+                pd.DataFrame(
+                    {
+                        "Acc ↑": actual["accuracy"].to_numpy() * 100,
+                        "Len ↓": actual["length"].to_numpy(),
+                        "H ↓": actual["harmful_rate"].to_numpy() * 100,
+                    },
+                    index=actual["model"].to_numpy(),
+                ),
+            ]
+        )
     table.index.name = "Setting"
     return table.round(1)
 
@@ -209,78 +296,116 @@ def _bounds(table: pd.DataFrame, end: str, metrics: Sequence[str]) -> pd.DataFra
     "`table` with each metric replaced by its `_lo` or `_hi` bound (NaN where it has none)."
     return table.assign(**{m: table[f"{m}_{end}"] if f"{m}_{end}" in table else np.nan for m in metrics if m in table})
 
+
 def interval_cells(values: pd.DataFrame, lo: pd.DataFrame, hi: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
     "Three tables of the same shape joined cell by cell: '41.1 [38.2, 44.0]' (non-numbers as they are)."
+
     def cell(v, a, b):
         return format_interval(v, a, b, digits) if isinstance(v, (float, np.floating)) else table_cell(v, digits)
-    return pd.DataFrame([[cell(*t) for t in zip(*rows)] for rows in zip(values.to_numpy(), lo.to_numpy(),
-                                                                       hi.to_numpy())],
-                        index=values.index, columns=values.columns)
 
-def results_table_text(strategies: pd.DataFrame,  # `strategy_table` output with `_lo`/`_hi` columns
-                       **kw) -> pd.DataFrame:
+    return pd.DataFrame(
+        [[cell(*t) for t in zip(*rows)] for rows in zip(values.to_numpy(), lo.to_numpy(), hi.to_numpy())],
+        index=values.index,
+        columns=values.columns,
+    )
+
+
+def results_table_text(
+    strategies: pd.DataFrame,  # `strategy_table` output with `_lo`/`_hi` columns
+    **kw,
+) -> pd.DataFrame:
     "`results_table` with every number's interval: '41.1 [38.2, 44.0]'."
     metrics = kw.get("metrics", tuple(RESULT_METRICS))
-    return interval_cells(*(results_table(t, **kw) for t in (strategies, _bounds(strategies, "lo", metrics),
-                                                             _bounds(strategies, "hi", metrics))))
+    return interval_cells(
+        *(
+            results_table(t, **kw)
+            for t in (strategies, _bounds(strategies, "lo", metrics), _bounds(strategies, "hi", metrics))
+        )
+    )
 
-def stopping_table_text(stopping: pd.DataFrame,  # `stopping_at_k` output (one group) with `_lo`/`_hi` columns
-                        models: pd.DataFrame | None = None,  # `strategy_table(by=["model"])`, with intervals
-                       ) -> pd.DataFrame:
+
+def stopping_table_text(
+    stopping: pd.DataFrame,  # `stopping_at_k` output (one group) with `_lo`/`_hi` columns
+    models: pd.DataFrame | None = None,  # `strategy_table(by=["model"])`, with intervals
+) -> pd.DataFrame:
     "`stopping_table` with every number's interval: '41.1 [38.2, 44.0]'."
     metrics = ("accuracy", "length", "harmful_rate")
+
     def bound(end):
         bounded = None if models is None else _bounds(models, end, metrics)
         return stopping_table(_bounds(stopping, end, metrics), bounded)
+
     return interval_cells(stopping_table(stopping, models), bound("lo"), bound("hi"))
 
 # %% ../../nbs/68_figures.overthinking.ipynb #192264bc
-def plot_format_breakdown(breakdown: pd.DataFrame,  # `overthinking_table(by=[..., "format"])` output
-                          col: str | None = None,  # one panel per value (e.g. "model")
-                         ) -> plt.Figure:
+def plot_format_breakdown(
+    breakdown: pd.DataFrame,  # `overthinking_table(by=[..., "format"])` output
+    col: str | None = None,  # one panel per value (e.g. "model")
+) -> plt.Figure:
     "Fig. 3 / Fig. 13: verbose and harmful overthinking (% of solved samples) for MC and FF, stacked."
     col = _granularities(breakdown, col)  # one panel per granularity when the traces were probed at several
-    require_columns(breakdown, ["format", "verbose_share", "harmful_share"] + ([col] if col else []),
-                    "plot_format_breakdown")
+    require_columns(
+        breakdown, ["format", "verbose_share", "harmful_share"] + ([col] if col else []), "plot_format_breakdown"
+    )
     _single_group(breakdown.drop(columns=[col]) if col else breakdown, ["model", "benchmark"], "plot_format_breakdown")
     panels = _values(breakdown, col)
     paper_style()
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.8), squeeze=False, sharey=True)
     for ax, pv in zip(axes[0], panels):
-        sub = _subset(breakdown,
-                      {col: pv}).set_index("format").reindex([f for f in ("mc", "ff") if f in set(breakdown["format"])])
+        sub = (
+            _subset(breakdown, {col: pv})
+            .set_index("format")
+            .reindex([f for f in ("mc", "ff") if f in set(breakdown["format"])])
+        )
         labels = [FORMAT_LABELS.get(f, f) for f in sub.index]
         verbose, harmful = sub["verbose_share"].to_numpy() * 100, sub["harmful_share"].to_numpy() * 100
         ax.bar(labels, verbose, color="#8ab17d", label="Verbose")
         ax.bar(labels, harmful, bottom=verbose, color="#e76f51", label="Harmful")
         for x, (v, h) in enumerate(zip(verbose, harmful)):
-            if not np.isnan(h): ax.text(x, v + h / 2, f"{h:.0f}%", ha="center", va="center", color="white", fontsize=9)
-        ax.set(title="" if pv is None else str(pv), ylabel="Share of solved samples (%)" if ax is axes[0, 0] else "",
-               ylim=(0, 100))
-    axes[0, 0].legend(loc="lower center", bbox_to_anchor=(0.5, 1.08) if panels[0] is not None else (0.5, 1.0), ncols=2,
-                      frameon=False)
+            if not np.isnan(h):
+                ax.text(x, v + h / 2, f"{h:.0f}%", ha="center", va="center", color="white", fontsize=9)
+        ax.set(
+            title="" if pv is None else str(pv),
+            ylabel="Share of solved samples (%)" if ax is axes[0, 0] else "",
+            ylim=(0, 100),
+        )
+    axes[0, 0].legend(
+        loc="lower center", bbox_to_anchor=(0.5, 1.08) if panels[0] is not None else (0.5, 1.0), ncols=2, frameon=False
+    )
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/68_figures.overthinking.ipynb #6ef4ea98
 STABILITY_LABELS = {"p_correct": r"$P(z_{\tau+k} = 1)$", "p_never_left": r"$P(z_{\tau+j} = 1\ \forall j \leq k)$"}
 
-def plot_stability_curve(curve: pd.DataFrame,  # `stability_curve` output
-                         column: str = "p_correct",  # or "p_never_left"
-                         hue: str | None = None,  # one line per value (e.g. "model")
-                         show_counts: bool = True,  # trajectories still at risk, on a second axis
-                        ) -> plt.Figure:
+
+def plot_stability_curve(
+    curve: pd.DataFrame,  # `stability_curve` output
+    column: str = "p_correct",  # or "p_never_left"
+    hue: str | None = None,  # one line per value (e.g. "model")
+    show_counts: bool = True,  # trajectories still at risk, on a second axis
+) -> plt.Figure:
     "Fig. 4: probability of remaining correct k utterances after the first correct prefix τ."
     hue = _granularities(curve, hue)  # one line per granularity when the traces were probed at several
-    require_columns(curve, ["steps_after_tau", column, "n_trajectories"] + ([hue] if hue else []),
-                    "plot_stability_curve")
+    require_columns(
+        curve, ["steps_after_tau", column, "n_trajectories"] + ([hue] if hue else []), "plot_stability_curve"
+    )
     _single_group(curve.drop(columns=[hue]) if hue else curve, ["model", "benchmark"], "plot_stability_curve")
     paper_style()
     fig, ax = plt.subplots(figsize=(6, 4))
-    sns.lineplot(data=curve, x="steps_after_tau", y=column, hue=hue, ax=ax,
-                 color=None if hue else STRATEGY_COLORS["Actual Length"])
-    ax.set(xlabel=r"Utterances after the first correct prefix $\tau_y$", ylabel=STABILITY_LABELS.get(column, column),
-           ylim=(0, 1.02))
+    sns.lineplot(
+        data=curve,
+        x="steps_after_tau",
+        y=column,
+        hue=hue,
+        ax=ax,
+        color=None if hue else STRATEGY_COLORS["Actual Length"],
+    )
+    ax.set(
+        xlabel=r"Utterances after the first correct prefix $\tau_y$",
+        ylabel=STABILITY_LABELS.get(column, column),
+        ylim=(0, 1.02),
+    )
     if show_counts and not hue:
         twin = ax.twinx()
         twin.plot(curve["steps_after_tau"], curve["n_trajectories"], color="#a8a8a8", lw=1, ls="--")
@@ -294,24 +419,37 @@ def _symmetric(pairs: pd.DataFrame, value: str) -> pd.DataFrame:
     "The condition x condition matrix of a pairwise table (1 on the diagonal)."
     names = sorted(set(pairs["condition_a"]) | set(pairs["condition_b"]))
     m = pd.DataFrame(np.eye(len(names)), index=names, columns=names)
-    for a, b, v in pairs[["condition_a", "condition_b", value]].itertuples(index=False): m.loc[a, b] = m.loc[b, a] = v
+    for a, b, v in pairs[["condition_a", "condition_b", value]].itertuples(index=False):
+        m.loc[a, b] = m.loc[b, a] = v
     return m
+
 
 def plot_robustness(pairs: pd.DataFrame) -> plt.Figure:
     "Fig. 6: Spearman of b_τ (left) and MCC of z_N (right) between every pair of probing conditions."
-    require_columns(pairs, ["condition_a", "condition_b", "spearman_difficulty", "mcc_actual_correct"],
-                    "plot_robustness")
+    require_columns(
+        pairs, ["condition_a", "condition_b", "spearman_difficulty", "mcc_actual_correct"], "plot_robustness"
+    )
     _single_group(pairs, ["model", "benchmark"], "plot_robustness")
     paper_style()
     n = len(set(pairs["condition_a"]) | set(pairs["condition_b"]))
     cell = 0.9 if n <= 4 else 0.5  # inches per condition
     fig, axes = plt.subplots(1, 2, figsize=(2 * (2.6 + cell * n), 2.2 + cell * n))
-    for ax, (value, title) in zip(axes,
-                                  [("spearman_difficulty", r"Spearman of $b_{\tau_y}$"),
-                                   ("mcc_actual_correct", r"MCC of $z_N$")]):
+    for ax, (value, title) in zip(
+        axes, [("spearman_difficulty", r"Spearman of $b_{\tau_y}$"), ("mcc_actual_correct", r"MCC of $z_N$")]
+    ):
         m = _symmetric(pairs, value)
-        sns.heatmap(m, annot=True, fmt=".2f", vmin=min(0.0, float(np.nanmin(m.to_numpy()))), vmax=1, cmap="viridis",
-                    square=True, cbar=False, ax=ax, annot_kws={"fontsize": 8 if n <= 4 else 6})
+        sns.heatmap(
+            m,
+            annot=True,
+            fmt=".2f",
+            vmin=min(0.0, float(np.nanmin(m.to_numpy()))),
+            vmax=1,
+            cmap="viridis",
+            square=True,
+            cbar=False,
+            ax=ax,
+            annot_kws={"fontsize": 8 if n <= 4 else 6},
+        )
         ax.set(title=title, xlabel="", ylabel="")
         ax.set_xticklabels(ax.get_xticklabels(), rotation=45, ha="right", fontsize=7)
         ax.tick_params(axis="y", rotation=0, labelsize=7)
@@ -326,17 +464,26 @@ def plot_cross_model(matrix: pd.DataFrame) -> plt.Figure:
     paper_style()
     n = len(matrix)
     fig, ax = plt.subplots(figsize=(2.5 + 1.0 * n, 1.8 + 0.9 * n))
-    sns.heatmap(matrix, annot=True, fmt=".2f", vmin=min(0.0, float(np.nanmin(matrix.to_numpy()))), vmax=1,
-                cmap="viridis",
-                square=True, ax=ax, cbar_kws={"label": "Spearman ρ"})
+    sns.heatmap(
+        matrix,
+        annot=True,
+        fmt=".2f",
+        vmin=min(0.0, float(np.nanmin(matrix.to_numpy()))),
+        vmax=1,
+        cmap="viridis",
+        square=True,
+        ax=ax,
+        cbar_kws={"label": "Spearman ρ"},
+    )
     ax.set(title="Optimal Length across models", xlabel="", ylabel="")
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/68_figures.overthinking.ipynb #048b625d
-def plot_test_time_scaling(scaling: pd.DataFrame,  # `optimal_vs_test_time_scaling` output
-                           col: str | None = "model",  # one panel per value (None: one panel)
-                          ) -> plt.Figure:
+def plot_test_time_scaling(
+    scaling: pd.DataFrame,  # `optimal_vs_test_time_scaling` output
+    col: str | None = "model",  # one panel per value (None: one panel)
+) -> plt.Figure:
     "Fig. 8: Optimal Length vs Actual Length (majority@K) vs Pass@K, against the number of samples K."
     col = col if col and col in scaling.columns else None
     require_columns(scaling, ["strategy", "k", "accuracy"], "plot_test_time_scaling")
@@ -349,10 +496,18 @@ def plot_test_time_scaling(scaling: pd.DataFrame,  # `optimal_vs_test_time_scali
             label = f"{name} (own answer)" if own else name
             line = sub[sub["strategy"] == label].sort_values("k")
             if len(line):
-                ax.plot(line["k"], line["accuracy"] * 100, marker="x" if own else "o", linestyle="--" if own else "-",
-                                  label=label, color=STRATEGY_COLORS[name], alpha=0.75 if own else 1.0)
-        ax.set(title="" if pv is None else str(pv), xlabel="Samples K",
-               ylabel="Accuracy (%)" if ax is axes[0, 0] else "")
+                ax.plot(
+                    line["k"],
+                    line["accuracy"] * 100,
+                    marker="x" if own else "o",
+                    linestyle="--" if own else "-",
+                    label=label,
+                    color=STRATEGY_COLORS[name],
+                    alpha=0.75 if own else 1.0,
+                )
+        ax.set(
+            title="" if pv is None else str(pv), xlabel="Samples K", ylabel="Accuracy (%)" if ax is axes[0, 0] else ""
+        )
         ax.set_xticks(sorted(sub["k"].unique()))
     axes[0, 0].legend(frameon=False)
     fig.tight_layout()
@@ -361,29 +516,41 @@ def plot_test_time_scaling(scaling: pd.DataFrame,  # `optimal_vs_test_time_scali
 # %% ../../nbs/68_figures.overthinking.ipynb #aca2ecbf
 def plot_transition_matrix(matrix: pd.DataFrame) -> plt.Figure:
     "Fig. 9: pooled z_i -> z_{i+1} transition counts, annotated with row percentages."
-    if matrix.shape != (2, 2): raise ValueError("plot_transition_matrix needs the 2x2 `transition_matrix`")
+    if matrix.shape != (2, 2):
+        raise ValueError("plot_transition_matrix needs the 2x2 `transition_matrix`")
     counts = matrix.to_numpy().astype(float)
     rows = counts / np.where(counts.sum(1, keepdims=True) > 0, counts.sum(1, keepdims=True), 1)
     annot = np.array([[f"{int(c):,}\n({100 * r:.1f}%)" for c, r in zip(cr, rr)] for cr, rr in zip(counts, rows)])
     paper_style()
     fig, ax = plt.subplots(figsize=(4.4, 3.6))
-    sns.heatmap(rows, annot=annot, fmt="", cmap="Blues", vmin=0, vmax=1, cbar=False, ax=ax,
-                xticklabels=[str(c).capitalize() for c in matrix.columns],
-                yticklabels=[str(i).capitalize() for i in matrix.index])
+    sns.heatmap(
+        rows,
+        annot=annot,
+        fmt="",
+        cmap="Blues",
+        vmin=0,
+        vmax=1,
+        cbar=False,
+        ax=ax,
+        xticklabels=[str(c).capitalize() for c in matrix.columns],
+        yticklabels=[str(i).capitalize() for i in matrix.index],
+    )
     ax.set(xlabel=r"Answer after prefix $i+1$", ylabel=r"Answer after prefix $i$")
     ax.tick_params(axis="y", rotation=0)
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/68_figures.overthinking.ipynb #13169638
-def plot_token_statistics(utterances: pd.DataFrame,  # the per-utterance table (`tokens` column)
-                          token_lengths: pd.DataFrame,  # `length_distribution(..., unit="tokens")`
-                          bins: int = 30,
-                         ) -> plt.Figure:
+def plot_token_statistics(
+    utterances: pd.DataFrame,  # the per-utterance table (`tokens` column)
+    token_lengths: pd.DataFrame,  # `length_distribution(..., unit="tokens")`
+    bins: int = 30,
+) -> plt.Figure:
     "Fig. 10: tokens per utterance (left) and Actual vs Optimal token budgets (right)."
     require_columns(utterances, ["tokens"], "plot_token_statistics utterances")
     require_columns(token_lengths, ["strategy", "length"], "plot_token_statistics token_lengths")
-    if (utterances["tokens"] < 1).any(): raise ValueError("utterances must have at least one token each")
+    if (utterances["tokens"] < 1).any():
+        raise ValueError("utterances must have at least one token each")
     if token_lengths.empty:
         raise ValueError("plot_token_statistics: no token budgets (length_distribution has no solved trajectory)")
     d = token_lengths.assign(strategy=token_lengths["strategy"].map(strategy_label))
@@ -392,18 +559,30 @@ def plot_token_statistics(utterances: pd.DataFrame,  # the per-utterance table (
     sns.histplot(utterances["tokens"], bins=bins, log_scale=True, color=STRATEGY_COLORS["Actual Length"], ax=left)
     left.set(xlabel="Tokens per utterance", ylabel="Utterances")
     edges = np.histogram_bin_edges(d["length"], bins=bins)
-    sns.histplot(data=d, x="length", hue="strategy", hue_order=["Actual Length", "Optimal Length"], bins=edges,
-                 palette=STRATEGY_COLORS, element="step", stat="percent", common_norm=False, alpha=0.35, ax=right)
+    sns.histplot(
+        data=d,
+        x="length",
+        hue="strategy",
+        hue_order=["Actual Length", "Optimal Length"],
+        bins=edges,
+        palette=STRATEGY_COLORS,
+        element="step",
+        stat="percent",
+        common_norm=False,
+        alpha=0.35,
+        ax=right,
+    )
     right.set(xlabel="Token budget", ylabel="Share of solved (%)")
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/68_figures.overthinking.ipynb #c084d2ea
-def plot_wasted_budget(wasted: pd.DataFrame,  # `wasted_budget_table` output
-                       x: str = "benchmark",
-                       hue: str = "model",
-                       column: str = "wasted_budget",  # or "wasted_tokens"
-                      ) -> plt.Figure:
+def plot_wasted_budget(
+    wasted: pd.DataFrame,  # `wasted_budget_table` output
+    x: str = "benchmark",
+    hue: str = "model",
+    column: str = "wasted_budget",  # or "wasted_tokens"
+) -> plt.Figure:
     "Fig. 11: average wasted budget w = N - τ per model and benchmark."
     require_columns(wasted, [x, hue, column], "plot_wasted_budget")
     unit = "tokens" if column == "wasted_tokens" else "utterances"
@@ -419,33 +598,43 @@ def plot_wasted_budget(wasted: pd.DataFrame,  # `wasted_budget_table` output
 def _taxonomy_long(taxonomy: pd.DataFrame, categories: Sequence[str]) -> pd.DataFrame:
     "model, benchmark, category (short label), value (%) from the judge's wide table or a long one."
     if "category" in taxonomy.columns:
-        if "percent" in taxonomy.columns: value = taxonomy["percent"].astype(float)
+        if "percent" in taxonomy.columns:
+            value = taxonomy["percent"].astype(float)
         elif "count" in taxonomy.columns:
             value = 100 * taxonomy["count"] / taxonomy.groupby(["model", "benchmark"])["count"].transform("sum")
-        else: raise ValueError("a long taxonomy table needs a `percent` or a `count` column")
+        else:
+            raise ValueError("a long taxonomy table needs a `percent` or a `count` column")
         long = taxonomy.assign(category=taxonomy["category"].map(lambda c: CATEGORY_LABELS.get(c, c)), value=value)
-        wide = long.pivot_table(index=["model", "benchmark"], columns="category", values="value", aggfunc="sum",
-                                sort=False)
-        return wide.fillna(0.0).reset_index().melt(id_vars=["model", "benchmark"], var_name="category",
-                                                   value_name="value")
+        wide = long.pivot_table(
+            index=["model", "benchmark"], columns="category", values="value", aggfunc="sum", sort=False
+        )
+        return (
+            wide.fillna(0.0).reset_index().melt(id_vars=["model", "benchmark"], var_name="category", value_name="value")
+        )
     require_columns(taxonomy, ["model", "benchmark", *categories], "taxonomy_results_table")
-    long = taxonomy.melt(id_vars=["model", "benchmark"], value_vars=list(categories), var_name="category",
-                         value_name="value")
+    long = taxonomy.melt(
+        id_vars=["model", "benchmark"], value_vars=list(categories), var_name="category", value_name="value"
+    )
     return long.assign(category=long["category"].map(lambda c: CATEGORY_LABELS.get(c, c)))
 
-def taxonomy_results_table(taxonomy: pd.DataFrame,  # `probing.judge.taxonomy_table` output (or a long table, see above)
-                           categories: Sequence[str] = FAILURE_CATEGORIES,  # category columns, in order
-                          ) -> pd.DataFrame:
+
+def taxonomy_results_table(
+    taxonomy: pd.DataFrame,  # `probing.judge.taxonomy_table` output (or a long table, see above)
+    categories: Sequence[str] = FAILURE_CATEGORIES,  # category columns, in order
+) -> pd.DataFrame:
     "Table 4: failure-mode percentages (V / C / L) per model, one column group per benchmark."
     require_columns(taxonomy, ["model", "benchmark"], "taxonomy_results_table")
     d = _taxonomy_long(taxonomy, categories)
     order = [CATEGORY_LABELS.get(c, c) for c in categories]
     cats = [c for c in order if c in set(d["category"])] + [c for c in dict.fromkeys(d["category"]) if c not in order]
     table = d.pivot(index="model", columns=["benchmark", "category"], values="value")
-    table = table.reindex(index=list(dict.fromkeys(d["model"])),
-                          columns=pd.MultiIndex.from_product([list(dict.fromkeys(d["benchmark"])), cats]))
+    table = table.reindex(
+        index=list(dict.fromkeys(d["model"])),
+        columns=pd.MultiIndex.from_product([list(dict.fromkeys(d["benchmark"])), cats]),
+    )
     table.index.name = "Model"
     return table.astype(float).round(1)
+
 
 def largest_in_group_mask(table: pd.DataFrame) -> pd.DataFrame:
     "True where a cell is the largest of its row within its top-level column group (Table 4's bold)."
@@ -457,11 +646,11 @@ def largest_in_group_mask(table: pd.DataFrame) -> pd.DataFrame:
 
 # %% ../../nbs/68_figures.overthinking.ipynb #8e3698c2
 # one row per probe: task, question_id, prefix_index, recall, answer_count
-def plot_recall_trajectories(rows: pd.DataFrame,
-                            ) -> plt.Figure:
+def plot_recall_trajectories(rows: pd.DataFrame) -> plt.Figure:
     "Recall of the forced solution list after each prefix, one line per instance."
     require_columns(rows, ["task", "question_id", "prefix_index", "recall", "answer_count"], "plot_recall_trajectories")
-    if rows.empty: raise ValueError("no probe rows to plot")
+    if rows.empty:
+        raise ValueError("no probe rows to plot")
     paper_style()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     if "probe_status" in rows.columns:
@@ -477,25 +666,32 @@ def plot_recall_trajectories(rows: pd.DataFrame,
 STRIP_STATES = {"correct": "#2a9d8f", "wrong": "#e76f51", "no answer": "#f6c8b4", "failed probe": "#d9d9d9"}
 STRIP_KEYS = ("model", "benchmark", "template", "extractor", "granularity")  # one condition: one figure of strips
 
+
 def strip_states(prefixes: pd.DataFrame) -> pd.Series:
     """Each probe's cell: "failed probe" (the backend or extractor failed: no answer at all), "correct", "no answer"
     (the probe ran but no answer could be read: wrong for the metrics) or "wrong"."""
     failed = prefixes["correct"].isna()
-    if "probe_status" in prefixes.columns: failed = failed | prefixes["probe_status"].isin(FAILED_PROBE_STATUSES)
+    if "probe_status" in prefixes.columns:
+        failed = failed | prefixes["probe_status"].isin(FAILED_PROBE_STATUSES)
     silent = prefixes["prediction"].isna() if "prediction" in prefixes.columns else pd.Series(False, prefixes.index)
     correct = prefixes["correct"].fillna(False).astype(bool)
-    states = np.select([failed.to_numpy(), correct.to_numpy(), silent.to_numpy()],
-                       ["failed probe", "correct", "no answer"], "wrong")
+    states = np.select(
+        [failed.to_numpy(), correct.to_numpy(), silent.to_numpy()], ["failed probe", "correct", "no answer"], "wrong"
+    )
     return pd.Series(states, index=prefixes.index, name="state")
 
-def trace_strips(prefixes: pd.DataFrame,  # the per-prefix table (failed probes included)
-                ) -> pd.DataFrame:
+
+def trace_strips(
+    prefixes: pd.DataFrame,  # the per-prefix table (failed probes included)
+) -> pd.DataFrame:
     """One row per probed trace, in the figure's order (by τ, unsolved last, then by N): its keys, N, τ (the first
     correct prefix, NaN when none is), κ̂ in tokens (`kappa_tokens`, the tokens of t_{≤τ}), the end's state and the
     cells' states z_0..z_N (`states`)."""
-    require_columns(prefixes, ["model", "benchmark", "item_id", "prefix_index", "n_utterances", "correct"],
-                    "trace_strips")
-    if prefixes.empty: raise ValueError("trace_strips: no probes")
+    require_columns(
+        prefixes, ["model", "benchmark", "item_id", "prefix_index", "n_utterances", "correct"], "trace_strips"
+    )
+    if prefixes.empty:
+        raise ValueError("trace_strips: no probes")
     keys = [c for c in TRAJECTORY_KEYS if c in prefixes.columns]
     t = prefixes.sort_values([*keys, "prefix_index"], kind="stable").assign(state=strip_states)
     rows = []
@@ -503,48 +699,72 @@ def trace_strips(prefixes: pd.DataFrame,  # the per-prefix table (failed probes 
         hit = g[g["state"] == "correct"]
         tau = float(hit["prefix_index"].iloc[0]) if len(hit) else math.nan
         kappa = float(hit["prefix_tokens"].iloc[0]) if len(hit) and "prefix_tokens" in g else math.nan
-        rows.append({**dict(zip(keys, key)), "n_utterances": int(g["n_utterances"].iloc[0]),
-                     "first_correct_index": tau, "kappa_tokens": kappa, "end_state": g["state"].iloc[-1],
-                     "n_failed": int((g["state"] == "failed probe").sum()), "states": list(g["state"])})
+        rows.append(
+            {
+                **dict(zip(keys, key)),
+                "n_utterances": int(g["n_utterances"].iloc[0]),
+                "first_correct_index": tau,
+                "kappa_tokens": kappa,
+                "end_state": g["state"].iloc[-1],
+                "n_failed": int((g["state"] == "failed probe").sum()),
+                "states": list(g["state"]),
+            }
+        )
     out = pd.DataFrame(rows)
-    return out.sort_values(["first_correct_index", "n_utterances"], na_position="last", kind="stable",
-                           ignore_index=True)
+    return out.sort_values(
+        ["first_correct_index", "n_utterances"], na_position="last", kind="stable", ignore_index=True
+    )
+
 
 def _strip_label(row, keys: Sequence[str]) -> str:
     return " ".join([str(row["item_id"])] + [f"{k[0]}{row[k]}" for k in keys])
 
-def plot_trace_strips(prefixes: pd.DataFrame,  # the per-prefix table of ONE condition (model, benchmark, ...)
-                      max_traces: int = 40,  # more traces: every k-th of the sorted strips is drawn (the title says so)
-                      title: str | None = None,  # default: model · benchmark
-                     ) -> plt.Figure:
+
+def plot_trace_strips(
+    prefixes: pd.DataFrame,  # the per-prefix table of ONE condition (model, benchmark, ...)
+    max_traces: int = 40,  # more traces: every k-th of the sorted strips is drawn (the title says so)
+    title: str | None = None,  # default: model · benchmark
+) -> plt.Figure:
     """Trace strips: one line of cells per probed trace (z_0..z_N coloured by the forced answer's correctness, failed
     probes grey with a cross), τ marked ▶, the end marked by a bar and κ̂ (tokens of t_{≤τ}) written at the right;
     strips stacked and sorted by τ — overthinking at a glance (harmful: a strip that turns green, then ends red)."""
     _single_group(prefixes, STRIP_KEYS, "plot_trace_strips")
     strips = trace_strips(prefixes)
     n_all = len(strips)
-    if n_all > max_traces: strips = strips.iloc[np.linspace(0, n_all - 1, max_traces).round().astype(int)]
+    if n_all > max_traces:
+        strips = strips.iloc[np.linspace(0, n_all - 1, max_traces).round().astype(int)]
     strips = strips.reset_index(drop=True)
     codes = {s: i for i, s in enumerate(STRIP_STATES)}
     width = int(strips["n_utterances"].max()) + 1
     grid = np.full((len(strips), width), np.nan)
-    for r, states in enumerate(strips["states"]): grid[r, :len(states)] = [codes[s] for s in states]
+    for r, states in enumerate(strips["states"]):
+        grid[r, : len(states)] = [codes[s] for s in states]
     paper_style()
     fig, ax = plt.subplots(figsize=(min(14.0, 4.5 + 0.22 * width), 1.6 + 0.24 * len(strips)))
     cmap = ListedColormap(list(STRIP_STATES.values()))
-    ax.pcolormesh(np.arange(width + 1) - 0.5, np.arange(len(strips) + 1) - 0.5, np.ma.masked_invalid(grid), cmap=cmap,
-                  vmin=-0.5, vmax=len(STRIP_STATES) - 0.5, edgecolors="white", linewidth=0.6)
+    ax.pcolormesh(
+        np.arange(width + 1) - 0.5,
+        np.arange(len(strips) + 1) - 0.5,
+        np.ma.masked_invalid(grid),
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=len(STRIP_STATES) - 0.5,
+        edgecolors="white",
+        linewidth=0.6,
+    )
     failed_r, failed_c = np.nonzero(grid == codes["failed probe"])
     ax.scatter(failed_c, failed_r, marker="x", s=14, color="#444444", linewidths=0.9, zorder=3)
     solved = strips["first_correct_index"].notna()
-    ax.scatter(strips.loc[solved, "first_correct_index"] - 0.5, strips.index[solved], marker=">", s=22, color="black",
-               zorder=4)
+    ax.scatter(
+        strips.loc[solved, "first_correct_index"] - 0.5, strips.index[solved], marker=">", s=22, color="black", zorder=4
+    )
     ax.scatter(strips["n_utterances"] + 0.5, strips.index, marker="|", s=70, linewidths=2.2, color="black", zorder=4)
     unit = "tok" if strips["kappa_tokens"].notna().any() else "utt"
     for r, row in strips.iterrows():
         kappa = row["kappa_tokens"] if unit == "tok" else row["first_correct_index"]
         text = "κ̂ = ∞" if pd.isna(row["first_correct_index"]) else f"κ̂ = {kappa:.0f} {unit}"
-        if pd.notna(row["first_correct_index"]) and row["end_state"] in ("wrong", "no answer"): text += " · harmful"
+        if pd.notna(row["first_correct_index"]) and row["end_state"] in ("wrong", "no answer"):
+            text += " · harmful"
         ax.text(1.01, r, text, va="center", ha="left", fontsize=7, transform=ax.get_yaxis_transform())
     varying = [k for k in ("seed", "sample_index") if k in strips and strips[k].nunique() > 1]
     ax.set_yticks(range(len(strips)), [_strip_label(row, varying) for _, row in strips.iterrows()], fontsize=7)
@@ -554,9 +774,10 @@ def plot_trace_strips(prefixes: pd.DataFrame,  # the per-prefix table of ONE con
     shown = f"{n_all} traces" if n_all == len(strips) else f"{len(strips)} of {n_all} traces (evenly over the order)"
     ax.set_title(title or f"{one['model']} · {one['benchmark']}: {shown}, sorted by τ", fontsize=10)
     handles = [Patch(color=c, label=s) for s, c in STRIP_STATES.items()]
-    handles += [Line2D([], [], marker=m, color="black", linestyle="", label=l, markersize=6)
-                for m, l in ((">", "τ (first correct)"), ("|", "end (z_N)"))]
+    handles += [
+        Line2D([], [], marker=m, color="black", linestyle="", label=l, markersize=6)
+        for m, l in ((">", "τ (first correct)"), ("|", "end (z_N)"))
+    ]
     ax.legend(handles=handles, ncols=3, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.04), frameon=False)
     fig.tight_layout()
     return fig
-

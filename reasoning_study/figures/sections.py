@@ -19,21 +19,31 @@ def slug(text) -> str:
     "A name safe in a file name and an anchor: every run of other characters becomes one dash."
     return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-")
 
+
 class Drawer:
     "Saves the figures and tables of one report section and records what was drawn or why not."
-    def __init__(self, folder: str | Path, section: str, made: dict,
-                 # write into folder/<section>/ (a report); False: into folder itself (one run)
-                 own_folder: bool = True):
+
+    def __init__(
+        self,
+        folder: str | Path,
+        section: str,
+        made: dict,
+        # write into folder/<section>/ (a report); False: into folder itself (one run)
+        own_folder: bool = True,
+    ):
         self.folder, self.section, self.made = Path(folder) / section if own_folder else Path(folder), section, made
 
-    def key(self, name: str) -> str: return f"{self.section}/{name}"
+    def key(self, name: str) -> str:
+        return f"{self.section}/{name}"
 
     def figure(self, name: str, build: Callable, reason: str = "not enough data"):
         "Draw and save a figure; a ValueError from the metric or figure function means the data cannot support it."
         import matplotlib.pyplot as plt  # the drawing boundary: a study module imports this kit without matplotlib
 
         from reasoning_study.figures.core import save_figure  # matplotlib: imported where a figure is drawn
-        try: fig = build()
+
+        try:
+            fig = build()
         except ValueError as e:
             self.made[self.key(name)] = f"{reason}: {e}"
             return
@@ -51,7 +61,9 @@ class Drawer:
         self.made[self.key(name)] = [csv, md]
         return [csv, md]
 
-    def skip(self, name: str, reason: str): self.made[self.key(name)] = reason
+    def skip(self, name: str, reason: str):
+        self.made[self.key(name)] = reason
+
 
 def read_tables(folders: Sequence[str | Path], name: str, run_column: str = "run") -> pd.DataFrame:
     """One parquet table from several run folders, stacked, with the run folder's name in `run_column` (missing files
@@ -66,27 +78,34 @@ def read_tables(folders: Sequence[str | Path], name: str, run_column: str = "run
 # %% ../../nbs/66_figures.sections.ipynb #f6d27f02
 SMALL_N = 5  # fewer instances than this behind a condition: the figure says so on its face
 
+
 def condition_counts(study, folders: Sequence[str | Path]) -> pd.DataFrame:
     """Instances behind each condition of a study's pooled runs: the study's `COUNTED` (table, condition columns, \
 instance
     columns), its rows first narrowed by its `counted_rows` when it has one (empty for a study without a count)."""
-    if getattr(study, "COUNTED", None) is None: return pd.DataFrame(columns=["n"])
+    if getattr(study, "COUNTED", None) is None:
+        return pd.DataFrame(columns=["n"])
     name, by, unit = study.COUNTED
     table = read_tables(folders, name)
-    if table.empty: return pd.DataFrame(columns=[*by, "n"])
-    if hasattr(study, "counted_rows"): table = study.counted_rows(table)
+    if table.empty:
+        return pd.DataFrame(columns=[*by, "n"])
+    if hasattr(study, "counted_rows"):
+        table = study.counted_rows(table)
     by, unit = [c for c in by if c in table], [c for c in ["run", *unit] if c in table]
     return table.drop_duplicates([*by, *unit]).groupby(by, dropna=False).size().rename("n").reset_index()
 
+
 def count_note(counts: pd.DataFrame, unit: str = "instances") -> str:
     "The caption's count: 'n = 1 instance per condition (8 conditions)' or 'n = 2-6 ...'."
-    if counts.empty: return f"no {unit} counted"
+    if counts.empty:
+        return f"no {unit} counted"
     lo, hi, k = int(counts.n.min()), int(counts.n.max()), len(counts)
     n = f"{lo}" if lo == hi else f"{lo}-{hi}"
     return f"n = {n} {unit if hi > 1 else unit.rstrip('s')} per condition ({k} condition{'s' * (k > 1)})"
 
+
 def small_data_note(counts: pd.DataFrame) -> str | None:
     "The note a figure carries when a condition has fewer than SMALL_N instances (None otherwise)."
-    if counts.empty or counts.n.min() >= SMALL_N: return None
+    if counts.empty or counts.n.min() >= SMALL_N:
+        return None
     return f"small data: n = {int(counts.n.min())} per condition at least once (< {SMALL_N}); illustrative only"
-

@@ -27,25 +27,43 @@ def pareto_front(points: pd.DataFrame, x: str = "tokens", y: str = "accuracy") -
             best = v
     return points.loc[keep]
 
+
 def interval_bars(ax: plt.Axes, points: pd.DataFrame, x: str, color) -> bool:
     """The 95 % intervals of the points' accuracy (vertical) and of `x` (horizontal), where the table has them
     (`metrics.stopping.add_policy_intervals`); whether any was drawn."""
+
     def error(column):
-        if not {f"{column}_lo", f"{column}_hi"} <= set(points.columns): return None
+        if not {f"{column}_lo", f"{column}_hi"} <= set(points.columns):
+            return None
         v = points[column].to_numpy(float)
-        return np.nan_to_num(np.vstack([v - points[f"{column}_lo"].to_numpy(float),
-                                        points[f"{column}_hi"].to_numpy(float) - v]))
+        return np.nan_to_num(
+            np.vstack([v - points[f"{column}_lo"].to_numpy(float), points[f"{column}_hi"].to_numpy(float) - v])
+        )
+
     yerr, xerr = error("accuracy"), error(x)
-    if yerr is None and xerr is None: return False
-    ax.errorbar(points[x], points["accuracy"], yerr=yerr, xerr=xerr, fmt="none", ecolor=color, elinewidth=0.8,
-                alpha=0.6, capsize=2, zorder=1)
+    if yerr is None and xerr is None:
+        return False
+    ax.errorbar(
+        points[x],
+        points["accuracy"],
+        yerr=yerr,
+        xerr=xerr,
+        fmt="none",
+        ecolor=color,
+        elinewidth=0.8,
+        alpha=0.6,
+        capsize=2,
+        zorder=1,
+    )
     return True
 
-def plot_policy_pareto(table: pd.DataFrame,  # `metrics.stopping.policy_table`
-                       x: str = "tokens",  # "tokens" or "utterances" used
-                       # one panel per pair (and per granularity, when the table has several)
-                       by: tuple[str, str] = ("model", "benchmark"),
-                      ) -> plt.Figure:
+
+def plot_policy_pareto(
+    table: pd.DataFrame,  # `metrics.stopping.policy_table`
+    x: str = "tokens",  # "tokens" or "utterances" used
+    # one panel per pair (and per granularity, when the table has several)
+    by: tuple[str, str] = ("model", "benchmark"),
+) -> plt.Figure:
     """Accuracy at the stop vs length used, one point per policy setting; Actual (x) and Optimal (*) marked; the
     frontier drawn; each point's 95 % intervals as error bars when the table has them."""
     require_columns(table, [*by, "policy", "setting", x, "accuracy"], "the stopping Pareto figure")
@@ -53,7 +71,8 @@ def plot_policy_pareto(table: pd.DataFrame,  # `metrics.stopping.policy_table`
     by = granularity_groups(table, by)
     paper_style()
     panels = list(table.groupby(list(by), sort=True))
-    if not panels: raise ValueError("no policy rows to draw")
+    if not panels:
+        raise ValueError("no policy rows to draw")
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8), squeeze=False)
     policies = [p for p in dict.fromkeys(table.policy) if p not in ("Actual", "Optimal")]
     colors = dict(zip(policies, sns.color_palette("colorblind", len(policies))))
@@ -66,8 +85,17 @@ def plot_policy_pareto(table: pd.DataFrame,  # `metrics.stopping.policy_table`
         ax.plot(front[x], front.accuracy, color="0.5", lw=1, ls="--", zorder=0, label="frontier")
         for name, marker, color in (("Actual", "X", "black"), ("Optimal", "*", "goldenrod")):
             ref = group[group.policy == name]
-            ax.scatter(ref[x], ref.accuracy, marker=marker, s=140, color=color, edgecolor="black", linewidth=0.6,
-                       label=name, zorder=3)
+            ax.scatter(
+                ref[x],
+                ref.accuracy,
+                marker=marker,
+                s=140,
+                color=color,
+                edgecolor="black",
+                linewidth=0.6,
+                label=name,
+                zorder=3,
+            )
             interval_bars(ax, ref, x, color)
         ax.set_title(" / ".join(map(str, key if isinstance(key, tuple) else (key,))))
         ax.set_xlabel(f"{x} used (mean)")
@@ -75,8 +103,9 @@ def plot_policy_pareto(table: pd.DataFrame,  # `metrics.stopping.policy_table`
         ax.set_ylim(-0.03, 1.03)
     handles, labels = axes[0][0].get_legend_handles_labels()
     seen = dict(zip(labels, handles))
-    fig.legend(seen.values(), seen.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(6, len(seen)),
-               frameon=False)
+    fig.legend(
+        seen.values(), seen.keys(), loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(6, len(seen)), frameon=False
+    )
     fig.suptitle("Stopping without the answer key: length vs accuracy")
     fig.tight_layout()
     return fig

@@ -11,8 +11,16 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .intervals import (CONFIDENCE, RESAMPLES, SEED, add_intervals, paired_difference,
-                                               seed_for, unit_labels, weighted_mean)
+from reasoning_study.metrics.intervals import (
+    CONFIDENCE,
+    RESAMPLES,
+    SEED,
+    add_intervals,
+    paired_difference,
+    seed_for,
+    unit_labels,
+    weighted_mean,
+)
 
 # %% auto #0
 __all__ = ['ENTROPY', 'PHASES', 'ARRAY_COLUMNS', 'RUN_COLUMNS', 'INSTANCE_COLUMNS', 'COMPARISON', 'COMPARISON_COLUMNS',
@@ -27,28 +35,34 @@ PHASES = ("early", "middle", "late")
 ARRAY_COLUMNS = (ENTROPY, "mean_head_entropy", "entropy_per_head", "token_ids")  # the compact table's per-step arrays
 _RUN_FIELDS = ("layer", "n_steps", "prompt_tokens", "n_heads")  # the compact table's other own columns
 
+
 def relative_position(step: np.ndarray, n_steps: np.ndarray) -> np.ndarray:
     "step / (n_steps - 1), and 0 for one-step runs."
     step, n_steps = np.asarray(step, float), np.asarray(n_steps, float)
     return np.where(n_steps > 1, step / np.maximum(n_steps - 1, 1), 0.0)
+
 
 def generation_phase(position: np.ndarray) -> pd.Categorical:
     "Thirds of the relative position: early [0, 1/3), middle [1/3, 2/3), late [2/3, 1]."
     index = np.minimum((np.asarray(position, float) * 3).astype(int), 2)
     return pd.Categorical.from_codes(index, categories=list(PHASES), ordered=True)
 
+
 def is_compact(table: pd.DataFrame) -> bool:
     "Whether an entropy table is compact (one row per run and layer) rather than tidy (one row per step)."
     return "step" not in table.columns and "n_heads" in table.columns
+
 
 def label_columns(compact: pd.DataFrame) -> list[str]:
     "The columns of a compact table that label its runs (task, question_id, paradigm, ...)."
     return [c for c in compact.columns if c not in ARRAY_COLUMNS and c not in _RUN_FIELDS]
 
+
 # one row per (run, layer): `entropy_arrays`, or a parquet file of them read back
-def expand_entropies(compact: pd.DataFrame,
-                     per_head: bool = False,  # also the list column `entropy_per_head` (one array of heads per row)
-                    ) -> pd.DataFrame:
+def expand_entropies(
+    compact: pd.DataFrame,
+    per_head: bool = False,  # also the list column `entropy_per_head` (one array of heads per row)
+) -> pd.DataFrame:
     "The tidy table of a compact one: one row per (run, layer, step)."
     n = compact["n_steps"].to_numpy(np.int64)
     row = np.repeat(np.arange(len(compact)), n)
@@ -57,21 +71,34 @@ def expand_entropies(compact: pd.DataFrame,
     flat = lambda column, dtype: (
         np.concatenate([np.asarray(a, dtype) for a in compact[column]]) if len(n) else np.zeros(0, dtype)
     )
-    table = pd.DataFrame({**{c: compact[c].to_numpy()[row] for c in label_columns(compact)},
-                          "layer": compact["layer"].to_numpy(np.int64)[row], "step": step, "n_steps": n[row],
-                          "relative_position": position, "phase": generation_phase(position),
-                          "context_length": compact["prompt_tokens"].to_numpy(np.int64)[row] + step,
-                          "token_id": flat("token_ids", np.int64), ENTROPY: flat(ENTROPY, np.float32),
-                          "mean_head_entropy": flat("mean_head_entropy", np.float32)})
+    table = pd.DataFrame(
+        {
+            **{c: compact[c].to_numpy()[row] for c in label_columns(compact)},
+            "layer": compact["layer"].to_numpy(np.int64)[row],
+            "step": step,
+            "n_steps": n[row],
+            "relative_position": position,
+            "phase": generation_phase(position),
+            "context_length": compact["prompt_tokens"].to_numpy(np.int64)[row] + step,
+            "token_id": flat("token_ids", np.int64),
+            ENTROPY: flat(ENTROPY, np.float32),
+            "mean_head_entropy": flat("mean_head_entropy", np.float32),
+        }
+    )
     if per_head:
-        table["entropy_per_head"] = [h for a, k in zip(compact["entropy_per_head"], compact["n_heads"])
-                                     for h in np.asarray(a, np.float32).reshape(-1, k)]
+        table["entropy_per_head"] = [
+            h
+            for a, k in zip(compact["entropy_per_head"], compact["n_heads"])
+            for h in np.asarray(a, np.float32).reshape(-1, k)
+        ]
     return table
+
 
 def per_head_table(table: pd.DataFrame) -> pd.DataFrame:
     """One row per (layer, step, head): the per-head entropies exploded into `head` and `head_entropy` (either table
     format)."""
-    if is_compact(table): table = expand_entropies(table, per_head=True)
+    if is_compact(table):
+        table = expand_entropies(table, per_head=True)
     long = table.drop(columns=["entropy_per_head"]).loc[table.index.repeat(table["entropy_per_head"].map(len))]
     long["head"] = np.concatenate([np.arange(len(h)) for h in table["entropy_per_head"]])
     long["head_entropy"] = np.concatenate(list(table["entropy_per_head"]))
@@ -80,12 +107,15 @@ def per_head_table(table: pd.DataFrame) -> pd.DataFrame:
 # %% ../../nbs/64_metrics.attention.ipynb #e068af5c
 RUN_COLUMNS = ["task", "question_id", "level", "paradigm"]
 
+
 def _require(table: pd.DataFrame, columns: Sequence[str], what: str):
     if missing := [c for c in columns if c not in table.columns]:
         raise ValueError(f"{what} needs columns {list(columns)}; missing {missing}")
 
-def _run_means(table: pd.DataFrame, by: list[str], value: str, runs: list[str],
-               prepare: Callable | None = None) -> pd.DataFrame:
+
+def _run_means(
+    table: pd.DataFrame, by: list[str], value: str, runs: list[str], prepare: Callable | None = None
+) -> pd.DataFrame:
     """Stage one: the mean of `value` per run and `by` group, after `prepare` (e.g. binning); a compact table one run at
     a time."""
     if is_compact(table):
@@ -95,11 +125,14 @@ def _run_means(table: pd.DataFrame, by: list[str], value: str, runs: list[str],
     table = prepare(table) if prepare else table
     _require(table, [*runs, *by, value], "the summary")
     values = table[value].astype(np.float64)  # float32 entropies, averaged in float64
-    return values.groupby([table[c] for c in dict.fromkeys([*runs, *by])], observed=True,
-                          sort=True).mean().reset_index()
+    return (
+        values.groupby([table[c] for c in dict.fromkeys([*runs, *by])], observed=True, sort=True).mean().reset_index()
+    )
 
-def _two_stage_mean(table: pd.DataFrame, by: list[str], value: str, runs: list[str],
-                    prepare: Callable | None = None) -> pd.DataFrame:
+
+def _two_stage_mean(
+    table: pd.DataFrame, by: list[str], value: str, runs: list[str], prepare: Callable | None = None
+) -> pd.DataFrame:
     "Mean of `value` per run and `by` group, then mean / sd / sem / n_runs across runs."
     per_run = _run_means(table, by, value, runs, prepare)
     out = per_run.groupby(by, observed=True, sort=True)[value].agg(mean="mean", sd="std", n_runs="count").reset_index()
@@ -107,8 +140,10 @@ def _two_stage_mean(table: pd.DataFrame, by: list[str], value: str, runs: list[s
     out["sem"] = out["sd"] / np.sqrt(out["n_runs"])
     return out
 
+
 def _run_columns(table: pd.DataFrame, by: Sequence[str]) -> list[str]:
     return list(dict.fromkeys([c for c in RUN_COLUMNS if c in table.columns] + list(by)))
+
 
 def _across_runs(per_run: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
     "Stage two: mean / sd / sem / n_runs across the run means of each `by` group."
@@ -117,73 +152,101 @@ def _across_runs(per_run: pd.DataFrame, by: list[str], value: str) -> pd.DataFra
     out["sem"] = out["sd"] / np.sqrt(out["n_runs"])
     return out
 
-def layer_phase_runs(table: pd.DataFrame,  # an entropy table, tidy or compact
-                     value: str = ENTROPY,
-                     by: Sequence[str] = ("paradigm",),
-                    ) -> pd.DataFrame:
+
+def layer_phase_runs(
+    table: pd.DataFrame,  # an entropy table, tidy or compact
+    value: str = ENTROPY,
+    by: Sequence[str] = ("paradigm",),
+) -> pd.DataFrame:
     """Stage one of `layer_phase_summary`: each run's mean per `by` x layer x phase, and over its whole generation
     (phase `all`); a compact table is expanded once, one run at a time."""
     runs = _run_columns(table, by)
+
     def both(t):
         phases = _run_means(t, [*by, "layer", "phase"], value, runs).astype({"phase": str})
         return phases, _run_means(t, [*by, "layer"], value, runs).assign(phase="all")
+
     if is_compact(table):
         labels = label_columns(table)
-        parts = [both(expand_entropies(g)) for _, g in
-                 (table.groupby(labels, sort=False, dropna=False, observed=True) if labels else [(None, table)])]
+        parts = [
+            both(expand_entropies(g))
+            for _, g in (table.groupby(labels, sort=False, dropna=False, observed=True) if labels else [(None, table)])
+        ]
         phases, overall = (pd.concat(p, ignore_index=True) for p in zip(*parts))
-    else: phases, overall = both(table)
+    else:
+        phases, overall = both(table)
     out = pd.concat([phases, overall], ignore_index=True)
     out["phase"] = pd.Categorical(out["phase"], categories=[*PHASES, "all"], ordered=True)
     return out
 
-def layer_phase_summary(table: pd.DataFrame,  # an entropy table, tidy or compact
-                        value: str = ENTROPY,
-                        by: Sequence[str] = ("paradigm",),  # grouping besides layer and phase
-                        resamples: int | None = None,  # given: each mean's cluster-bootstrap interval too
-                        confidence: float = CONFIDENCE,
-                        seed: int = SEED,
-                       ) -> pd.DataFrame:
+
+def layer_phase_summary(
+    table: pd.DataFrame,  # an entropy table, tidy or compact
+    value: str = ENTROPY,
+    by: Sequence[str] = ("paradigm",),  # grouping besides layer and phase
+    resamples: int | None = None,  # given: each mean's cluster-bootstrap interval too
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> pd.DataFrame:
     """Mean entropy per `by` x layer x phase (early / middle / late, and all), runs weighted equally; with `resamples`,
     also `mean_lo`, `mean_hi` (the 95 % interval over runs) and `n_units` (`entropy_intervals`)."""
     return layer_phase_means(layer_phase_runs(table, value, by), value, by, resamples, confidence, seed)
 
-def layer_phase_means(per_run: pd.DataFrame,  # `layer_phase_runs(table, value, by)`: stage one, done once
-                      value: str = ENTROPY,
-                      by: Sequence[str] = ("paradigm",),
-                      resamples: int | None = None,
-                      confidence: float = CONFIDENCE,
-                      seed: int = SEED,
-                     ) -> pd.DataFrame:
+
+def layer_phase_means(
+    per_run: pd.DataFrame,  # `layer_phase_runs(table, value, by)`: stage one, done once
+    value: str = ENTROPY,
+    by: Sequence[str] = ("paradigm",),
+    resamples: int | None = None,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> pd.DataFrame:
     "Stage two of `layer_phase_summary` (the same table), from the run means: a study expands its runs only once."
     keys = [*by, "layer", "phase"]
-    out = pd.concat([_across_runs(per_run[per_run["phase"] != "all"], keys, value),
-                     _across_runs(per_run[per_run["phase"] == "all"], keys, value)], ignore_index=True)
+    out = pd.concat(
+        [
+            _across_runs(per_run[per_run["phase"] != "all"], keys, value),
+            _across_runs(per_run[per_run["phase"] == "all"], keys, value),
+        ],
+        ignore_index=True,
+    )
     out = out.sort_values(keys).reset_index(drop=True)
-    if resamples is None: return out
+    if resamples is None:
+        return out
     return entropy_intervals(out, per_run, keys, value, resamples, confidence, seed)
 
-def relative_position_curves(table: pd.DataFrame, bins: int = 10, value: str = ENTROPY,
-                             by: Sequence[str] = ("paradigm",)) -> pd.DataFrame:
+
+def relative_position_curves(
+    table: pd.DataFrame, bins: int = 10, value: str = ENTROPY, by: Sequence[str] = ("paradigm",)
+) -> pd.DataFrame:
     "Entropy per `by` x layer x relative-position bin (`position`: the bin centre in [0, 1])."
-    if bins < 1: raise ValueError(f"bins must be >= 1, got {bins}")
+    if bins < 1:
+        raise ValueError(f"bins must be >= 1, got {bins}")
+
     def binned(t):
         _require(t, ["relative_position"], "relative_position_curves")
         return t.assign(bin=np.minimum((t["relative_position"].to_numpy() * bins).astype(int), bins - 1))
+
     out = _two_stage_mean(table, [*by, "layer", "bin"], value, _run_columns(table, by), binned)
     return out.assign(position=(out["bin"] + 0.5) / bins)
 
-def absolute_step_curves(table: pd.DataFrame, step_width: int = 1, value: str = ENTROPY,
-                         by: Sequence[str] = ("paradigm",)) -> pd.DataFrame:
+
+def absolute_step_curves(
+    table: pd.DataFrame, step_width: int = 1, value: str = ENTROPY, by: Sequence[str] = ("paradigm",)
+) -> pd.DataFrame:
     "Entropy per `by` x layer x absolute step (binned by `step_width`; `step` is the bin start), no truncation."
-    if step_width < 1: raise ValueError(f"step_width must be >= 1, got {step_width}")
+    if step_width < 1:
+        raise ValueError(f"step_width must be >= 1, got {step_width}")
     binned = lambda t: t.assign(step=t["step"] // step_width * step_width)
     return _two_stage_mean(table, [*by, "layer", "step"], value, _run_columns(table, by), binned)
 
-def paradigm_difference(summary: pd.DataFrame,  # a summary or curves table with a `paradigm` column
-                        on: Sequence[str] = ("layer", "position"),  # columns matched between paradigms
-                        minuend: str = "long", subtrahend: str = "short",
-                       ) -> pd.DataFrame:
+
+def paradigm_difference(
+    summary: pd.DataFrame,  # a summary or curves table with a `paradigm` column
+    on: Sequence[str] = ("layer", "position"),  # columns matched between paradigms
+    minuend: str = "long",
+    subtrahend: str = "short",
+) -> pd.DataFrame:
     "`mean` of `minuend` minus `mean` of `subtrahend` (Long-CoT − Short-CoT by default), matched on `on`."
     _require(summary, ["paradigm", "mean", *on], "paradigm_difference")
     pick = lambda p: summary[summary["paradigm"] == p].set_index(list(on))["mean"]
@@ -195,35 +258,57 @@ def paradigm_difference(summary: pd.DataFrame,  # a summary or curves table with
 # %% ../../nbs/64_metrics.attention.ipynb #998dfeb8
 INSTANCE_COLUMNS = ("task", "question_id", "level")  # what names a run's instance (a run: one instance, one paradigm)
 
+
 def instance_columns(table: pd.DataFrame) -> list[str]:
     "The instance columns a table has (the bootstrap's unit); an error when it has none."
     if not (found := [c for c in INSTANCE_COLUMNS if c in table.columns]):
         raise ValueError(f"intervals over runs need a column naming each run's instance ({list(INSTANCE_COLUMNS)})")
     return found
 
-def entropy_intervals(summary: pd.DataFrame,  # stage two: one row per group (`layer_phase_summary`)
-                      per_run: pd.DataFrame,  # stage one: one row per run and group (`layer_phase_runs`)
-                      by: Sequence[str],  # the group columns (in both)
-                      value: str = ENTROPY,
-                      resamples: int = RESAMPLES,
-                      confidence: float = CONFIDENCE,
-                      seed: int = SEED,
-                     ) -> pd.DataFrame:
+
+def entropy_intervals(
+    summary: pd.DataFrame,  # stage two: one row per group (`layer_phase_summary`)
+    per_run: pd.DataFrame,  # stage one: one row per run and group (`layer_phase_runs`)
+    by: Sequence[str],  # the group columns (in both)
+    value: str = ENTROPY,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> pd.DataFrame:
     "`summary` with `mean_lo`, `mean_hi` (cluster bootstrap over runs) and `n_units`, checked to sit on its `mean`."
-    return add_intervals(summary, per_run, by, instance_columns(per_run),
-                         {"mean": lambda g: weighted_mean(g[value].to_numpy(dtype=float))}, resamples, confidence,
-                         seed)
+    return add_intervals(
+        summary,
+        per_run,
+        by,
+        instance_columns(per_run),
+        {"mean": lambda g: weighted_mean(g[value].to_numpy(dtype=float))},
+        resamples,
+        confidence,
+        seed,
+    )
+
 
 COMPARISON = ("long - short", "the same instances, paradigm long vs short")  # comparison, pairing
-COMPARISON_COLUMNS = ["comparison", "pairing", "difference", "lo", "hi", "p_value", "n_units", "n_unpaired",
-                      "excludes_zero"]
+COMPARISON_COLUMNS = [
+    "comparison",
+    "pairing",
+    "difference",
+    "lo",
+    "hi",
+    "p_value",
+    "n_units",
+    "n_unpaired",
+    "excludes_zero",
+]
 
-def paradigm_comparisons(table: pd.DataFrame,  # an entropy table, tidy or compact, or its `layer_phase_runs`
-                         value: str = ENTROPY,
-                         resamples: int = RESAMPLES,
-                         confidence: float = CONFIDENCE,
-                         seed: int = SEED,
-                        ) -> pd.DataFrame:
+
+def paradigm_comparisons(
+    table: pd.DataFrame,  # an entropy table, tidy or compact, or its `layer_phase_runs`
+    value: str = ENTROPY,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> pd.DataFrame:
     """Long-CoT − Short-CoT of each layer x phase mean on the instances both ran: difference, interval, sign-flip
     p-value (empty when one paradigm is missing)."""
     per_run = table if "n_steps" not in table.columns else layer_phase_runs(table, value)  # stage one, or given
@@ -233,23 +318,41 @@ def paradigm_comparisons(table: pd.DataFrame,  # an entropy table, tidy or compa
     if set(per_run["paradigm"]) != {"long", "short"}:
         return pd.DataFrame(columns=["layer", "phase", *COMPARISON_COLUMNS])
     for (layer, phase), g in per_run.groupby(["layer", "phase"], observed=True, sort=True):
-        d = paired_difference(unit_labels(g, instance_columns(g)).to_numpy(), (g["paradigm"] == "long").to_numpy(),
-                              weighted_mean(g[value].to_numpy(dtype=float)), resamples, confidence,
-                              seed_for("attention", comparison, layer, phase, seed=seed))
-        rows.append(dict(layer=layer, phase=phase, comparison=comparison, pairing=pairing, difference=d.value, lo=d.lo,
-                         hi=d.hi, p_value=d.p_value, n_units=d.n_units, n_unpaired=d.n_unpaired,
-                         excludes_zero=d.excludes_zero))
+        d = paired_difference(
+            unit_labels(g, instance_columns(g)).to_numpy(),
+            (g["paradigm"] == "long").to_numpy(),
+            weighted_mean(g[value].to_numpy(dtype=float)),
+            resamples,
+            confidence,
+            seed_for("attention", comparison, layer, phase, seed=seed),
+        )
+        rows.append(
+            dict(
+                layer=layer,
+                phase=phase,
+                comparison=comparison,
+                pairing=pairing,
+                difference=d.value,
+                lo=d.lo,
+                hi=d.hi,
+                p_value=d.p_value,
+                n_units=d.n_units,
+                n_unpaired=d.n_unpaired,
+                excludes_zero=d.excludes_zero,
+            )
+        )
     out = pd.DataFrame(rows, columns=["layer", "phase", *COMPARISON_COLUMNS])
     out["phase"] = pd.Categorical(out["phase"].astype(str), categories=[*PHASES, "all"], ordered=True)
     return out
 
 # %% ../../nbs/64_metrics.attention.ipynb #eaff332d
-def synthetic_entropies(paradigms: Sequence[str] = ("short", "long"),
-                        question_ids: Sequence[int] = (0, 1),
-                        layers: Sequence[int] = (0, 1, 2),
-                        n_heads: int = 2,
-                        seed: int = 0,
-                       ) -> pd.DataFrame:
+def synthetic_entropies(
+    paradigms: Sequence[str] = ("short", "long"),
+    question_ids: Sequence[int] = (0, 1),
+    layers: Sequence[int] = (0, 1, 2),
+    n_heads: int = 2,
+    seed: int = 0,
+) -> pd.DataFrame:
     """A compact entropy table of made-up runs (subsetsum, level 1): run i of a paradigm has 3 + 2i steps (Long-CoT 2
     more)."""
     rng, tables = np.random.default_rng(seed), []
@@ -257,13 +360,26 @@ def synthetic_entropies(paradigms: Sequence[str] = ("short", "long"),
         for i, qid in enumerate(question_ids):
             n = 3 + 2 * i + 2 * p
             heads = rng.uniform(0, 3, (len(layers), n, n_heads)).astype(np.float32)
-            tables.append(pd.DataFrame({"task": "subsetsum", "question_id": qid, "level": 1, "paradigm": paradigm,
-                                        "layer": np.asarray(layers, np.int64), "n_steps": n, "prompt_tokens": 20,
-                                        "n_heads": n_heads,
-                                        ENTROPY: list(heads.max(-1)), "mean_head_entropy": list(heads.mean(-1)),
-                                        "entropy_per_head": [h.reshape(-1) for h in heads],
-                                        "token_ids": [np.arange(n, dtype=np.int32)] * len(layers)}))
+            tables.append(
+                pd.DataFrame(
+                    {
+                        "task": "subsetsum",
+                        "question_id": qid,
+                        "level": 1,
+                        "paradigm": paradigm,
+                        "layer": np.asarray(layers, np.int64),
+                        "n_steps": n,
+                        "prompt_tokens": 20,
+                        "n_heads": n_heads,
+                        ENTROPY: list(heads.max(-1)),
+                        "mean_head_entropy": list(heads.mean(-1)),
+                        "entropy_per_head": [h.reshape(-1) for h in heads],
+                        "token_ids": [np.arange(n, dtype=np.int32)] * len(layers),
+                    }
+                )
+            )
     return pd.concat(tables, ignore_index=True)
+
 
 def synthetic_runs(entropies: pd.DataFrame, model: str = "synthetic", n_layers: int | None = None) -> pd.DataFrame:
     "The runs table of a synthetic compact table (one row per run)."

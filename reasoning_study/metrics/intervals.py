@@ -21,48 +21,65 @@ __all__ = ['Statistic', 'RESAMPLES', 'CONFIDENCE', 'SEED', 'ROW_BUDGET', 'FEW_UN
 # %% ../../nbs/59_metrics.intervals.ipynb #b1c63f0e
 Statistic = Callable[[np.ndarray], np.ndarray]  # row weights (resamples, rows) -> one value per resample
 
+
 def _rows(weights: np.ndarray) -> np.ndarray:
     return np.atleast_2d(np.asarray(weights, dtype=float))
 
-def weighted_mean(values: Sequence[float],  # one value per row (NaN: the row does not count)
-                  mask: Sequence[bool] | None = None,  # rows that count (None: all rows with a value)
-                 ) -> Statistic:
+
+def weighted_mean(
+    values: Sequence[float],  # one value per row (NaN: the row does not count)
+    mask: Sequence[bool] | None = None,  # rows that count (None: all rows with a value)
+) -> Statistic:
     "The mean of `values` over the rows that count, each row weighted (NaN when no weight falls on them)."
     v = np.asarray(values, dtype=float)
     keep = ~np.isnan(v) if mask is None else np.asarray(mask, dtype=bool) & ~np.isnan(v)
     centre = v[keep][0] if keep.any() else 0.0  # means as centre + mean offset: a constant column is exact
     offset = np.where(keep, v - centre, 0.0)
+
     def statistic(weights: np.ndarray) -> np.ndarray:
         w = _rows(weights) * keep
         n = w.sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"): return np.where(n > 0, centre + (w @ offset) / n, np.nan)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(n > 0, centre + (w @ offset) / n, np.nan)
+
     return statistic
 
-def weighted_ece(confidence: Sequence[float],  # in [0, 1], one per row (NaN: the row does not count)
-                 performance: Sequence[float],  # per-row performance in [0, 1] (recall, precision, utility, ...)
-                 bins: Sequence[int],  # the confidence bin of each row (`metrics.musobench.confidence_bin`; any for NaN)
-                 n_bins: int = 10,  # M
-                ) -> Statistic:
+
+def weighted_ece(
+    confidence: Sequence[float],  # in [0, 1], one per row (NaN: the row does not count)
+    performance: Sequence[float],  # per-row performance in [0, 1] (recall, precision, utility, ...)
+    bins: Sequence[int],  # the confidence bin of each row (`metrics.musobench.confidence_bin`; any for NaN)
+    n_bins: int = 10,  # M
+) -> Statistic:
     "Binned ECE Σ_m |Σ perf − Σ conf| / N over the weighted rows (the ECE of `metrics.musobench`, rows repeated)."
     c, p, b = np.asarray(confidence, dtype=float), np.asarray(performance, dtype=float), np.asarray(bins, dtype=int)
     keep = ~np.isnan(c) & ~np.isnan(p)
-    if ((b[keep] < 0) | (b[keep] >= n_bins)).any(): raise ValueError(f"bins must be in 0..{n_bins - 1}")
+    if ((b[keep] < 0) | (b[keep] >= n_bins)).any():
+        raise ValueError(f"bins must be in 0..{n_bins - 1}")
     onehot = np.zeros((len(c), n_bins))
     onehot[np.flatnonzero(keep), b[keep]] = 1.0
     gap = np.where(keep, p - c, 0.0)[:, None] * onehot  # each row's (performance - confidence) in its bin
+
     def statistic(weights: np.ndarray) -> np.ndarray:
         w = _rows(weights)
         n = w @ keep.astype(float)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(n > 0, np.abs(w @ gap).sum(axis=1) / n, np.nan)
+
     return statistic
 
-def derived(combine: Callable[..., np.ndarray],  # numpy function of the statistics' values (elementwise)
-            *statistics: Statistic) -> Statistic:
+
+def derived(
+    combine: Callable[..., np.ndarray],  # numpy function of the statistics' values (elementwise)
+    *statistics: Statistic,
+) -> Statistic:
     "A statistic computed from others on the same resample, e.g. a difference or a ratio of means."
+
     def statistic(weights: np.ndarray) -> np.ndarray:
         w = _rows(weights)
-        with np.errstate(divide="ignore", invalid="ignore"): return combine(*(s(w) for s in statistics))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return combine(*(s(w) for s in statistics))
+
     return statistic
 
 # %% ../../nbs/59_metrics.intervals.ipynb #a00a3269
@@ -71,38 +88,51 @@ CONFIDENCE = 0.95  # the intervals' level
 SEED = 0  # the base seed; each number mixes in its own name (`seed_for`)
 ROW_BUDGET = 4_000_000  # weights held at once (resamples × rows of a batch): about 32 MB
 
+
 def format_interval(value: float, lo: float, hi: float, digits: int = 1) -> str:
     "'41.1 [38.2, 44.0]'; a number without an interval (one unit) as '41.1 [n/a]'; NaN as ''."
-    if pd.isna(value): return ""
-    if pd.isna(lo) or pd.isna(hi): return f"{value:.{digits}f} [n/a]"
+    if pd.isna(value):
+        return ""
+    if pd.isna(lo) or pd.isna(hi):
+        return f"{value:.{digits}f} [n/a]"
     return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
 
 @dataclass(frozen=True)
 class Interval:
     "A number with its interval: `value` [`lo`, `hi`] over `n_units` resampled units."
+
     value: float
     lo: float
     hi: float
     n_units: int
 
-    def __str__(self): return format_interval(self.value, self.lo, self.hi)
+    def __str__(self):
+        return format_interval(self.value, self.lo, self.hi)
+
 
 def seed_for(*names, seed: int = SEED) -> int:
     "A seed for one number: the base `seed` mixed with the number's names (group keys, metric), stable across runs."
     return (seed * 2_654_435_761 + zlib.crc32(repr(tuple(map(str, names))).encode())) % 2**32
 
+
 def unit_codes(units: Sequence) -> tuple[np.ndarray, int]:
     "The unit number of every row (0..k-1, in order of first appearance) and the number of units k."
     codes, uniques = pd.factorize(pd.Series(list(units)) if not isinstance(units, pd.Series) else units, sort=False)
-    if (codes < 0).any(): raise ValueError("a row has no unit (NaN): every row needs the unit it was sampled with")
+    if (codes < 0).any():
+        raise ValueError("a row has no unit (NaN): every row needs the unit it was sampled with")
     return codes, len(uniques)
+
 
 def unit_labels(table: pd.DataFrame, columns: str | Sequence[str]) -> pd.Series:
     "The unit of each row of `table`: one column as it is, several joined (e.g. task and question_id)."
     columns = [columns] if isinstance(columns, str) else list(columns)
-    if missing := [c for c in columns if c not in table]: raise ValueError(f"unit columns {missing} are missing")
-    if len(columns) == 1: return table[columns[0]]
+    if missing := [c for c in columns if c not in table]:
+        raise ValueError(f"unit columns {missing} are missing")
+    if len(columns) == 1:
+        return table[columns[0]]
     return table[columns].astype(str).agg("\x1f".join, axis=1) if len(table) else pd.Series([], dtype=str)
+
 
 def unit_counts(draws: np.ndarray, k: int) -> np.ndarray:
     "Multiplicities (resamples, k) of resampled unit indices `draws` (resamples, m)."
@@ -110,39 +140,60 @@ def unit_counts(draws: np.ndarray, k: int) -> np.ndarray:
     offset = np.arange(len(draws))[:, None] * k
     return np.bincount((draws + offset).ravel(), minlength=len(draws) * k).reshape(len(draws), k).astype(float)
 
-def _batch(rows: int) -> int: return max(1, ROW_BUDGET // max(rows, 1))
 
-def bootstrap_interval(units: Sequence,  # the unit of each row (instance, question, prompt, run)
-                       statistic: Statistic,  # of row weights
-                       resamples: int = RESAMPLES,
-                       confidence: float = CONFIDENCE,
-                       seed: int = SEED,  # use `seed_for(...)` to give each number its own stream
-                       method: str = "percentile",  # or "BCa"
-                      ) -> Interval:
+def _batch(rows: int) -> int:
+    return max(1, ROW_BUDGET // max(rows, 1))
+
+
+def bootstrap_interval(
+    units: Sequence,  # the unit of each row (instance, question, prompt, run)
+    statistic: Statistic,  # of row weights
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,  # use `seed_for(...)` to give each number its own stream
+    method: str = "percentile",  # or "BCa"
+) -> Interval:
     "The statistic at weight 1 and its cluster-bootstrap interval (units drawn with replacement, their rows together)."
     from scipy import stats
+
     codes, k = unit_codes(units)
     value = float(statistic(np.ones(len(codes)))[0]) if len(codes) else float("nan")
-    if k < 2 or np.isnan(value): return Interval(value, float("nan"), float("nan"), k)
+    if k < 2 or np.isnan(value):
+        return Interval(value, float("nan"), float("nan"), k)
+
     def resampled(draws, axis=-1):
         counts = unit_counts(draws, k)
         out = statistic(counts[:, codes])
         return out.reshape(np.shape(draws)[:-1])
+
     rng, batch = np.random.default_rng(seed), _batch(len(codes))
     if method == "percentile":  # our draws: the quantiles skip resamples where the statistic is undefined
-        values = np.concatenate([resampled(rng.integers(0, k, size=(min(batch, resamples - start), k)))
-                                 for start in range(0, resamples, batch)])
+        values = np.concatenate(
+            [
+                resampled(rng.integers(0, k, size=(min(batch, resamples - start), k)))
+                for start in range(0, resamples, batch)
+            ]
+        )
         alpha = (1 - confidence) / 2
         lo, hi = np.nanquantile(values, [alpha, 1 - alpha]) if np.isfinite(values).any() else (np.nan, np.nan)
         return Interval(value, float(lo), float(hi), k)
-    result = stats.bootstrap((np.arange(k),), resampled, n_resamples=resamples, confidence_level=confidence,
-                             method=method, vectorized=True, batch=batch, rng=rng)
+    result = stats.bootstrap(
+        (np.arange(k),),
+        resampled,
+        n_resamples=resamples,
+        confidence_level=confidence,
+        method=method,
+        vectorized=True,
+        batch=batch,
+        rng=rng,
+    )
     return Interval(value, float(result.confidence_interval.low), float(result.confidence_interval.high), k)
 
 # %% ../../nbs/59_metrics.intervals.ipynb #0ac6bc6c
 @dataclass(frozen=True)
 class Difference:
     "A paired difference A − B: `value` [`lo`, `hi`], a two-sided sign-flip `p_value`, over `n_units` paired units."
+
     value: float
     lo: float
     hi: float
@@ -151,51 +202,75 @@ class Difference:
     n_unpaired: int  # units on one side only, left out
 
     @property
-    def excludes_zero(self) -> bool: return bool(self.lo > 0 or self.hi < 0)
+    def excludes_zero(self) -> bool:
+        return bool(self.lo > 0 or self.hi < 0)
 
-    def __str__(self): return f"{format_interval(self.value, self.lo, self.hi)}, p = {self.p_value:.3g}"
+    def __str__(self):
+        return f"{format_interval(self.value, self.lo, self.hi)}, p = {self.p_value:.3g}"
+
 
 def _paired_rows(units, side) -> tuple[np.ndarray, np.ndarray, int, int]:
     "Unit codes of the rows of units present on both sides (-1 for the others), the sides, k paired, k unpaired."
     codes, k = unit_codes(units)
     side = np.asarray(side, dtype=bool)
-    if len(side) != len(codes): raise ValueError(f"side has {len(side)} rows, units {len(codes)}")
+    if len(side) != len(codes):
+        raise ValueError(f"side has {len(side)} rows, units {len(codes)}")
     on_a, on_b = (np.bincount(codes[s], minlength=k) > 0 for s in (side, ~side))
     paired = on_a & on_b
     recode = np.where(paired, np.cumsum(paired) - 1, -1)
     return recode[codes], side, int(paired.sum()), int(k - paired.sum())
 
-def paired_difference(units: Sequence,  # the unit of each row
-                      side: Sequence[bool],  # True: the row is condition A's, False: B's
-                      statistic: Statistic,  # of row weights, over all rows of both conditions
-                      resamples: int = RESAMPLES,
-                      confidence: float = CONFIDENCE,
-                      seed: int = SEED,
-                     ) -> Difference:
+
+def paired_difference(
+    units: Sequence,  # the unit of each row
+    side: Sequence[bool],  # True: the row is condition A's, False: B's
+    statistic: Statistic,  # of row weights, over all rows of both conditions
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+) -> Difference:
     """statistic(A) − statistic(B) on the units both conditions have: its cluster-bootstrap interval and sign-flip
     p-value."""
     from scipy import stats
+
     codes, side, k, unpaired = _paired_rows(units, side)
     kept = codes >= 0
     a_rows, b_rows = (side & kept).astype(float), (~side & kept).astype(float)
     safe = np.where(kept, codes, 0)
+
     def difference(unit_weights: np.ndarray) -> np.ndarray:  # (resamples, k) -> (resamples,)
         w = unit_weights[:, safe]
         return statistic(w * a_rows) - statistic(w * b_rows)
+
     value = float(difference(np.ones((1, max(k, 1))))[0]) if k else float("nan")
-    if k < 2 or np.isnan(value): return Difference(value, float("nan"), float("nan"), float("nan"), k, unpaired)
+    if k < 2 or np.isnan(value):
+        return Difference(value, float("nan"), float("nan"), float("nan"), k, unpaired)
     rng, batch = np.random.default_rng(seed), _batch(len(codes))
-    values = np.concatenate([difference(unit_counts(rng.integers(0, k, size=(min(batch, resamples - start), k)), k))
-                             for start in range(0, resamples, batch)])
+    values = np.concatenate(
+        [
+            difference(unit_counts(rng.integers(0, k, size=(min(batch, resamples - start), k)), k))
+            for start in range(0, resamples, batch)
+        ]
+    )
     alpha = (1 - confidence) / 2
     lo, hi = np.nanquantile(values, [alpha, 1 - alpha]) if np.isfinite(values).any() else (np.nan, np.nan)
+
     def swapped(x, y, axis=-1):  # x holds unit j at position j, or j + k where the sides of unit j are swapped
         flip = (np.asarray(x).reshape(-1, k) >= k).astype(float)[:, safe]  # (permutations, rows)
         on_a = a_rows * (1 - flip) + b_rows * flip
         on_b = (a_rows + b_rows) - on_a
         return (statistic(on_a) - statistic(on_b)).reshape(np.shape(x)[:-1])
-    test = stats.permutation_test((np.arange(k), np.arange(k) + k), swapped, permutation_type="samples",
-                                  vectorized=True, n_resamples=resamples, batch=batch, rng=rng, alternative="two-sided")
+
+    test = stats.permutation_test(
+        (np.arange(k), np.arange(k) + k),
+        swapped,
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=resamples,
+        batch=batch,
+        rng=rng,
+        alternative="two-sided",
+    )
     return Difference(value, float(lo), float(hi), float(test.pvalue), k, unpaired)
 
 # %% ../../nbs/59_metrics.intervals.ipynb #be71bd46
@@ -203,22 +278,28 @@ FEW_UNITS = 10  # below this many units an interval covers far less than its lev
 # measured by this notebook's coverage cell (Bernoulli(0.3), 400 data sets, 1,000 resamples): units -> coverage
 MEASURED_COVERAGE = {5: 0.79, 10: 0.9075, 30: 0.945, 100: 0.95}
 
-def add_intervals(table: pd.DataFrame,  # one row per group, with the statistics' columns already computed
-                  rows: pd.DataFrame,  # the rows the table summarises (a row per instance × condition, ...)
-                  by: Sequence[str],  # the grouping columns (in both tables)
-                  unit: str | Sequence[str],  # the column(s) naming the unit of each row
-                  statistics: Mapping[str, Callable[[pd.DataFrame], Statistic]],  # column -> builder(group rows)
-                  resamples: int = RESAMPLES,
-                  confidence: float = CONFIDENCE,
-                  seed: int = SEED,
-                  scale: float = 1.0,  # the table's column is scale × the statistic (100: a percent column)
-                 ) -> pd.DataFrame:
+
+def add_intervals(
+    table: pd.DataFrame,  # one row per group, with the statistics' columns already computed
+    rows: pd.DataFrame,  # the rows the table summarises (a row per instance × condition, ...)
+    by: Sequence[str],  # the grouping columns (in both tables)
+    unit: str | Sequence[str],  # the column(s) naming the unit of each row
+    statistics: Mapping[str, Callable[[pd.DataFrame], Statistic]],  # column -> builder(group rows)
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+    scale: float = 1.0,  # the table's column is scale × the statistic (100: a percent column)
+) -> pd.DataFrame:
     "`table` with `<column>_lo`, `<column>_hi` for each statistic and `n_units`, from a cluster bootstrap per group."
     by, units = list(by), [unit] if isinstance(unit, str) else list(unit)
     missing = [c for c in [*by, *units] if c not in rows] + [c for c in [*by, *statistics] if c not in table]
-    if missing: raise ValueError(f"add_intervals: columns {sorted(set(missing))} are missing")
-    groups = ({(k if isinstance(k, tuple) else (k,)): g for k, g in rows.groupby(by, dropna=False, sort=False)}
-              if by else {(): rows})
+    if missing:
+        raise ValueError(f"add_intervals: columns {sorted(set(missing))} are missing")
+    groups = (
+        {(k if isinstance(k, tuple) else (k,)): g for k, g in rows.groupby(by, dropna=False, sort=False)}
+        if by
+        else {(): rows}
+    )
     out = table.copy()
     extra: dict[str, list] = {**{f"{c}_{end}": [] for c in statistics for end in ("lo", "hi")}, "n_units": []}
     for _, row in table.iterrows():
@@ -228,55 +309,79 @@ def add_intervals(table: pd.DataFrame,  # one row per group, with the statistics
         n = unit_codes(unit_of)[1] if len(group) else 0
         extra["n_units"].append(n)
         for column, build in statistics.items():
-            interval = bootstrap_interval(unit_of, build(group), resamples, confidence,
-                                          seed_for(column, *key, seed=seed))
+            interval = bootstrap_interval(
+                unit_of, build(group), resamples, confidence, seed_for(column, *key, seed=seed)
+            )
             expected = row[column]
-            if not (np.isnan(interval.value) and pd.isna(expected)) and not np.isclose(interval.value * scale, expected,
-                                                                                      rtol=1e-9, atol=1e-12):
-                raise ValueError(f"add_intervals: {column} of group {key} is {expected} in the table but "
-                                 f"{interval.value * scale} from its statistic: the builder computes another number")
+            if not (np.isnan(interval.value) and pd.isna(expected)) and not np.isclose(
+                interval.value * scale, expected, rtol=1e-9, atol=1e-12
+            ):
+                raise ValueError(
+                    f"add_intervals: {column} of group {key} is {expected} in the table but "
+                    f"{interval.value * scale} from its statistic: the builder computes another number"
+                )
             extra[f"{column}_lo"].append(interval.lo * scale)
             extra[f"{column}_hi"].append(interval.hi * scale)
     return out.assign(**extra)
+
 
 def interval_text(table: pd.DataFrame, digits: int = 1) -> pd.DataFrame:
     "For reading: each column with `_lo`/`_hi` beside it as '41.1 [38.2, 44.0]', the bounds dropped."
     out = table.copy()
     for column in [c for c in table.columns if f"{c}_lo" in table and f"{c}_hi" in table]:
-        out[column] = [format_interval(v, lo, hi, digits) for v, lo, hi in
-                       zip(table[column], table[f"{column}_lo"], table[f"{column}_hi"])]
+        out[column] = [
+            format_interval(v, lo, hi, digits)
+            for v, lo, hi in zip(table[column], table[f"{column}_lo"], table[f"{column}_hi"])
+        ]
         out = out.drop(columns=[f"{column}_lo", f"{column}_hi"])
     return out
 
-def comparison_text(comparisons: pd.DataFrame,  # paired comparisons: difference, lo, hi, p_value, excludes_zero
-                    scale=1.0,  # a factor for every row (100: fractions -> points), or one per row
-                    column: str = "difference",  # what the difference's text column is called
-                   ) -> pd.DataFrame:
+
+def comparison_text(
+    comparisons: pd.DataFrame,  # paired comparisons: difference, lo, hi, p_value, excludes_zero
+    scale=1.0,  # a factor for every row (100: fractions -> points), or one per row
+    column: str = "difference",  # what the difference's text column is called
+) -> pd.DataFrame:
     """The paired comparisons for reading: the difference with its interval as text, the p-value, and whether the
     interval excludes zero (the bounds dropped)."""
     factors = np.broadcast_to(np.asarray(scale, dtype=float), (len(comparisons),))
-    return comparisons.assign(
-        difference=[format_interval(d * s, lo * s, hi * s) for d, lo, hi, s in
-                    zip(comparisons["difference"], comparisons["lo"], comparisons["hi"], factors)],
-        p_value=comparisons["p_value"].map(lambda p: "" if pd.isna(p) else f"{p:.3g}"),
-        excludes_zero=comparisons["excludes_zero"].map({True: "yes", False: "no"}),
-    ).drop(columns=["lo", "hi"]).rename(columns={"difference": column})
+    return (
+        comparisons.assign(
+            difference=[
+                format_interval(d * s, lo * s, hi * s)
+                for d, lo, hi, s in zip(comparisons["difference"], comparisons["lo"], comparisons["hi"], factors)
+            ],
+            p_value=comparisons["p_value"].map(lambda p: "" if pd.isna(p) else f"{p:.3g}"),
+            excludes_zero=comparisons["excludes_zero"].map({True: "yes", False: "no"}),
+        )
+        .drop(columns=["lo", "hi"])
+        .rename(columns={"difference": column})
+    )
+
 
 def few_units_note(table: pd.DataFrame, by: Sequence[str], what: str = "units", named: int = 4) -> str:
     """A caption for the groups whose intervals rest on fewer than FEW_UNITS units ('' when none): named when at most
     `named` are, else counted."""
-    if "n_units" not in table: return ""
+    if "n_units" not in table:
+        return ""
     by = list(by)
     few = table[table["n_units"] < FEW_UNITS]
     few = few.drop_duplicates(by) if by else few.iloc[:1]  # no grouping columns: the table is one group
-    if few.empty: return ""
+    if few.empty:
+        return ""
     smallest = int(few["n_units"].min())
     size = min(MEASURED_COVERAGE, key=lambda n: abs(n - max(smallest, 1)))
-    head = (f"Intervals over fewer than {FEW_UNITS} {what} say little (a 95 % interval over {size} {what} covered the "
-            f"truth {MEASURED_COVERAGE[size]:.0%} of the time in this project's coverage check)")
-    if not by: return head + f": {smallest} {what}."
+    head = (
+        f"Intervals over fewer than {FEW_UNITS} {what} say little (a 95 % interval over {size} {what} covered the "
+        f"truth {MEASURED_COVERAGE[size]:.0%} of the time in this project's coverage check)"
+    )
+    if not by:
+        return head + f": {smallest} {what}."
     if len(few) <= named:
-        return head + ": " + "; ".join(", ".join(str(r[c]) for c in by) + f" ({int(r['n_units'])})"
-                                      for _, r in few.iterrows()) + "."
+        return (
+            head
+            + ": "
+            + "; ".join(", ".join(str(r[c]) for c in by) + f" ({int(r['n_units'])})" for _, r in few.iterrows())
+            + "."
+        )
     return head + f": {len(few)} of {len(table.drop_duplicates(by))} groups, the smallest with {smallest} {what}."
-

@@ -13,8 +13,18 @@ from typing import Hashable, Iterable, Literal, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .intervals import (RESAMPLES, SEED, Statistic, add_intervals, bootstrap_interval,
-                                               paired_difference, seed_for, unit_labels, weighted_ece, weighted_mean)
+from reasoning_study.metrics.intervals import (
+    RESAMPLES,
+    SEED,
+    Statistic,
+    add_intervals,
+    bootstrap_interval,
+    paired_difference,
+    seed_for,
+    unit_labels,
+    weighted_ece,
+    weighted_mean,
+)
 from ..tasks.core import ParsedSolution, listed_solutions, valid_solutions
 
 # %% auto #0
@@ -33,21 +43,51 @@ __all__ = ['RESULT_COLUMNS', 'DEFAULT_BY', 'Unscored', 'UNSCORED_POLICIES', 'Und
            'with_intervals']
 
 # %% ../../nbs/60_metrics.musobench.ipynb #16968877
-RESULT_COLUMNS = ["model", "paradigm", "condition", "task", "question_id", "level", "answer_count", "sample_index",
-                  "temperature", "seed", "status", "n_listed", "n_correct", "n_malformed", "precision", "recall",
-                  "claimed_total", "confidence", "confidence_status", "reasoning_tokens", "reflection_count",
-                  "decision", "n_correct_2", "n_listed_2", "precision_2", "recall_2", "n_correct_kept",
-                  "n_wrong_1", "n_wrong_kept", "n_new_correct"]
+RESULT_COLUMNS = [
+    "model",
+    "paradigm",
+    "condition",
+    "task",
+    "question_id",
+    "level",
+    "answer_count",
+    "sample_index",
+    "temperature",
+    "seed",
+    "status",
+    "n_listed",
+    "n_correct",
+    "n_malformed",
+    "precision",
+    "recall",
+    "claimed_total",
+    "confidence",
+    "confidence_status",
+    "reasoning_tokens",
+    "reflection_count",
+    "decision",
+    "n_correct_2",
+    "n_listed_2",
+    "precision_2",
+    "recall_2",
+    "n_correct_kept",
+    "n_wrong_1",
+    "n_wrong_kept",
+    "n_new_correct",
+]
 DEFAULT_BY = ("model", "paradigm", "condition", "task")  # one row per run condition and task
+
 
 def require_columns(table: pd.DataFrame, columns: Iterable[str], what: str):
     "Fail with a clear message when `table` lacks a column that `what` needs."
     if missing := [c for c in columns if c not in table.columns]:
         raise ValueError(f"{what} needs columns {list(columns)}; missing {missing}")
 
+
 def _flag(results: pd.DataFrame, column: str) -> pd.Series:
     "An optional boolean column of the results (False where it is missing)."
     return results[column].fillna(False).astype(bool) if column in results else pd.Series(False, index=results.index)
+
 
 def scored_mask(results: pd.DataFrame) -> np.ndarray:
     """Which rows are scored: status `answered`, or flagged `scored_from_truncated` or `scored_as_zero`, with a
@@ -59,12 +99,15 @@ def scored_mask(results: pd.DataFrame) -> np.ndarray:
     answer |= _flag(results, "scored_as_zero")
     return (answer & results["precision"].notna() & results["recall"].notna()).to_numpy(dtype=bool)
 
+
 def scored_rows(results: pd.DataFrame) -> pd.DataFrame:
     "The rows whose answer can be scored."
     return results[scored_mask(results)]
 
+
 def _check_choice(value, allowed, name):
-    if value not in allowed: raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {list(allowed)}, got {value!r}")
 
 # %% ../../nbs/60_metrics.musobench.ipynb #745ff90e
 Unscored = Literal["exclude", "zero"]  # unscored model replies: left out of the means, or scored as an empty answer
@@ -72,41 +115,50 @@ UNSCORED_POLICIES = ("exclude", "zero")
 _ZERO_ROUND_1 = ("n_listed", "n_correct", "precision", "recall")  # an empty answer: nothing listed, nothing found
 _ZERO_ROUND_2 = ("n_wrong_1", "n_correct_kept", "n_wrong_kept")  # nothing in round 1 to keep
 
+
 def unscored_replies(results: pd.DataFrame) -> np.ndarray:
     "Model replies without a score: not scored and not `error` (a request that failed gave no reply); a boolean array."
     return (results["status"] != "error").to_numpy(dtype=bool) & ~scored_mask(results)
 
-def apply_unscored(results: pd.DataFrame,  # the results table
-                   # "exclude": as it is; "zero": unscored replies scored as an empty answer
-                   unscored: Unscored = "exclude",
-                   ) -> pd.DataFrame:
+
+def apply_unscored(
+    results: pd.DataFrame,  # the results table
+    # "exclude": as it is; "zero": unscored replies scored as an empty answer
+    unscored: Unscored = "exclude",
+) -> pd.DataFrame:
     "The table the means read under an `unscored` policy (a copy when anything changes; error rows are never scored)."
     _check_choice(unscored, UNSCORED_POLICIES, "unscored")
     zero = unscored_replies(results) if unscored == "zero" else np.zeros(len(results), dtype=bool)
-    if not zero.any(): return results
+    if not zero.any():
+        return results
     out = results.assign(scored_as_zero=_flag(results, "scored_as_zero").to_numpy() | zero)
     for column in _ZERO_ROUND_1:
-        if column in out: out.loc[zero, column] = 0.0
+        if column in out:
+            out.loc[zero, column] = 0.0
     # a reconsideration of an empty round 1: nothing to keep, every correct round-2 solution is new
     if "decision" in out:
         decided = zero & out["decision"].notna().to_numpy()
         for column in _ZERO_ROUND_2:
-            if column in out: out.loc[decided, column] = 0.0
+            if column in out:
+                out.loc[decided, column] = 0.0
         if "n_new_correct" in out:
             found = out["n_correct_2"].to_numpy(dtype=float) if "n_correct_2" in out else np.full(len(out), np.nan)
-            out.loc[decided, "n_new_correct"] = np.where((out["decision"] == "unchanged").to_numpy(), 0.0,
-                                                         found)[decided]
+            out.loc[decided, "n_new_correct"] = np.where((out["decision"] == "unchanged").to_numpy(), 0.0, found)[
+                decided
+            ]
     return out
 
 # %% ../../nbs/60_metrics.musobench.ipynb #c9409742
 # Y: the distinct answers given (solutions, valid or not, and unreadable answers)
-def set_scores(listed: Iterable[Hashable],
-               valid: Iterable[Hashable],  # the listed solutions the constraint checker accepts
-               answer_count: int,  # |Ŷ|: how many solutions the instance has (>= 1)
-               ) -> dict:
+def set_scores(
+    listed: Iterable[Hashable],
+    valid: Iterable[Hashable],  # the listed solutions the constraint checker accepts
+    answer_count: int,  # |Ŷ|: how many solutions the instance has (>= 1)
+) -> dict:
     "`n_listed`, `n_correct`, `precision` and `recall` of one answer's solution set."
     listed, valid = set(listed), set(valid)
-    if not valid <= listed: raise ValueError(f"valid solutions must be listed ones; {len(valid - listed)} are not")
+    if not valid <= listed:
+        raise ValueError(f"valid solutions must be listed ones; {len(valid - listed)} are not")
     if answer_count < 1:
         raise ValueError(f"answer_count must be >= 1 (every MuSoBench instance has a solution), got {answer_count}")
     if len(valid) > answer_count:
@@ -115,39 +167,58 @@ def set_scores(listed: Iterable[Hashable],
             "disagree"
         )
     n_listed, n_correct = len(listed), len(valid)
-    return dict(n_listed=n_listed, n_correct=n_correct,
-                precision=n_correct / n_listed if n_listed else 0.0, recall=n_correct / answer_count)
+    return dict(
+        n_listed=n_listed,
+        n_correct=n_correct,
+        precision=n_correct / n_listed if n_listed else 0.0,
+        recall=n_correct / answer_count,
+    )
 
-def score_answer(parsed: Iterable[ParsedSolution],  # a parsed answer (`tasks.*.parse_answer`)
-                 answer_count: int,  # |Ŷ|
-                 ) -> dict:
+
+def score_answer(
+    parsed: Iterable[ParsedSolution],  # a parsed answer (`tasks.*.parse_answer`)
+    answer_count: int,  # |Ŷ|
+) -> dict:
     """`set_scores` of a parsed answer (Y = `listed_solutions`), plus `n_malformed` (candidates not read as solutions, a
     cut-off one included)."""
     parsed = list(parsed)
-    return dict(set_scores(listed_solutions(parsed), valid_solutions(parsed), answer_count),
-                n_malformed=sum(p.status == "malformed" for p in parsed))
+    return dict(
+        set_scores(listed_solutions(parsed), valid_solutions(parsed), answer_count),
+        n_malformed=sum(p.status == "malformed" for p in parsed),
+    )
 
 # %% ../../nbs/60_metrics.musobench.ipynb #1e4614c0
-def reconsideration_counts(listed_1: Iterable[Hashable], valid_1: Iterable[Hashable],  # round 1 (the answer)
-                           listed_2: Iterable[Hashable], valid_2: Iterable[Hashable],  # round 2 (after reconsideration)
-                           answer_count: int,  # |Ŷ|
-                           ) -> dict:
+def reconsideration_counts(
+    listed_1: Iterable[Hashable],
+    valid_1: Iterable[Hashable],  # round 1 (the answer)
+    listed_2: Iterable[Hashable],
+    valid_2: Iterable[Hashable],  # round 2 (after reconsideration)
+    answer_count: int,  # |Ŷ|
+) -> dict:
     "The round-2 columns of the results table, from the two rounds' solution sets."
     listed_1, valid_1, listed_2, valid_2 = set(listed_1), set(valid_1), set(listed_2), set(valid_2)
     set_scores(listed_1, valid_1, answer_count)  # validates round 1
     round_2 = set_scores(listed_2, valid_2, answer_count)
     both = listed_1 & listed_2
-    if both & valid_1 != both & valid_2: raise ValueError("a solution listed in both rounds is valid in one round only")
+    if both & valid_1 != both & valid_2:
+        raise ValueError("a solution listed in both rounds is valid in one round only")
     wrong_1, wrong_2 = listed_1 - valid_1, listed_2 - valid_2
-    return dict(n_correct_2=round_2["n_correct"], n_listed_2=round_2["n_listed"],
-                precision_2=round_2["precision"], recall_2=round_2["recall"],
-                n_correct_kept=len(valid_1 & valid_2), n_wrong_1=len(wrong_1),
-                n_wrong_kept=len(wrong_1 & wrong_2), n_new_correct=len(valid_2 - listed_1))
+    return dict(
+        n_correct_2=round_2["n_correct"],
+        n_listed_2=round_2["n_listed"],
+        precision_2=round_2["precision"],
+        recall_2=round_2["recall"],
+        n_correct_kept=len(valid_1 & valid_2),
+        n_wrong_1=len(wrong_1),
+        n_wrong_kept=len(wrong_1 & wrong_2),
+        n_new_correct=len(valid_2 - listed_1),
+    )
 
 # %% ../../nbs/60_metrics.musobench.ipynb #15628f15
 # what an empty denominator gives: NaN (left out of means) or the reference's fill-in
 Undefined = Literal["exclude", "reference"]
 _FILL = {"csr": 0.0, "esc": 1.0, "nsd": 0.0}  # the reference code's values for undefined rates
+
 
 def _rate(numerator, denominator, fill: float):
     "numerator / denominator where the denominator is positive, else `fill` (scalars or arrays)."
@@ -156,13 +227,16 @@ def _rate(numerator, denominator, fill: float):
         out = np.where(den > 0, num / np.where(den > 0, den, 1.0), fill)
     return float(out) if out.ndim == 0 else out
 
+
 def _fill(rate: str, undefined: Undefined) -> float:
     _check_choice(undefined, ("exclude", "reference"), "undefined")
     return _FILL[rate] if undefined == "reference" else np.nan
 
+
 def correct_retention(n_correct_kept, n_correct, undefined: Undefined = "exclude"):
     "CSR (eq. 9): |C1 ∩ C2| / |C1|; undefined (NaN, or 0 with `undefined='reference'`) when |C1| = 0."
     return _rate(n_correct_kept, n_correct, _fill("csr", undefined))
+
 
 def error_correction(n_wrong_kept, n_wrong_1, undefined: Undefined = "exclude"):
     "ESC (eq. 10): 1 − |E1 ∩ E2| / |E1|; undefined (NaN, or 1 with `undefined='reference'`) when |E1| = 0."
@@ -170,14 +244,23 @@ def error_correction(n_wrong_kept, n_wrong_1, undefined: Undefined = "exclude"):
     out = np.where(np.asarray(n_wrong_1, dtype=float) > 0, 1 - np.asarray(_rate(n_wrong_kept, n_wrong_1, 0.0)), fill)
     return float(out) if out.ndim == 0 else out
 
+
 def new_solution_discovery(n_new_correct, answer_count, undefined: Undefined = "exclude"):
     "NSD (eq. 11): |C2 \\ Y1| / |Ŷ|; undefined (NaN, or 0 with `undefined='reference'`) when |Ŷ| = 0."
     return _rate(n_new_correct, answer_count, _fill("nsd", undefined))
 
 # %% ../../nbs/60_metrics.musobench.ipynb #8703d076
-_RECONSIDERATION_NEEDS = ["decision", "n_correct", "n_correct_kept", "n_wrong_1", "n_wrong_kept", "n_new_correct",
-                          "answer_count"]
+_RECONSIDERATION_NEEDS = [
+    "decision",
+    "n_correct",
+    "n_correct_kept",
+    "n_wrong_1",
+    "n_wrong_kept",
+    "n_new_correct",
+    "answer_count",
+]
 DECISIONS = ("unchanged", "changed", "unparsable")
+
 
 def _reconsideration(results: pd.DataFrame, undefined: Undefined, unparsable: str) -> tuple[np.ndarray, dict]:
     "Which rows enter the rates, and their counts (the reference's reading applied) and rates."
@@ -189,7 +272,8 @@ def _reconsideration(results: pd.DataFrame, undefined: Undefined, unparsable: st
         raise ValueError(f"unknown decision values {bad}")
     lost = scored & (decision == "unparsable").to_numpy(dtype=bool)
     included = scored & decision.notna().to_numpy(dtype=bool)
-    if unparsable == "exclude": included &= ~lost
+    if unparsable == "exclude":
+        included &= ~lost
     counts = {c: results[c].to_numpy(dtype=float) for c in _RECONSIDERATION_NEEDS[1:]}
     if unparsable == "unchanged":  # the reference's reading: no tag means the answer stands
         counts["n_correct_kept"] = np.where(lost, counts["n_correct"], counts["n_correct_kept"])
@@ -203,21 +287,26 @@ def _reconsideration(results: pd.DataFrame, undefined: Undefined, unparsable: st
         same
     ].any():
         raise ValueError("an 'unchanged' row must keep all its round-1 solutions and find no new one")
-    rates = dict(csr=correct_retention(c["n_correct_kept"], c["n_correct"], undefined),
-                 esc=error_correction(c["n_wrong_kept"], c["n_wrong_1"], undefined),
-                 nsd=new_solution_discovery(c["n_new_correct"], c["answer_count"], undefined))
+    rates = dict(
+        csr=correct_retention(c["n_correct_kept"], c["n_correct"], undefined),
+        esc=error_correction(c["n_wrong_kept"], c["n_wrong_1"], undefined),
+        nsd=new_solution_discovery(c["n_new_correct"], c["answer_count"], undefined),
+    )
     return included, c | rates
 
-def instance_reconsideration(results: pd.DataFrame,  # the results table
-                             # empty denominators: "exclude" (NaN) or "reference" (0/1 fill-in)
-                             undefined: Undefined = "exclude",
-                             # rows whose decision could not be read
-                             unparsable: Literal["exclude", "unchanged"] = "exclude",
-                             ) -> pd.DataFrame:
+
+def instance_reconsideration(
+    results: pd.DataFrame,  # the results table
+    # empty denominators: "exclude" (NaN) or "reference" (0/1 fill-in)
+    undefined: Undefined = "exclude",
+    # rows whose decision could not be read
+    unparsable: Literal["exclude", "unchanged"] = "exclude",
+) -> pd.DataFrame:
     "The rows that enter the rates, with per-instance `csr`, `esc` and `nsd` columns (and the counts used)."
     included, values = _reconsideration(results, undefined, unparsable)
     rows = results[included].copy()
-    for name in ("n_correct_kept", "n_wrong_kept", "n_new_correct", "csr", "esc", "nsd"): rows[name] = values[name]
+    for name in ("n_correct_kept", "n_wrong_kept", "n_new_correct", "csr", "esc", "nsd"):
+        rows[name] = values[name]
     return rows
 
 # %% ../../nbs/60_metrics.musobench.ipynb #a76b5e86
@@ -225,20 +314,25 @@ def group_index(table: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, pd.
     "The group number of every row and a table of the groups' keys (row g = group g)."
     by = list(by)
     require_columns(table, by, "grouping")
-    if not by: return np.zeros(len(table), dtype=int), pd.DataFrame(index=range(1))
+    if not by:
+        return np.zeros(len(table), dtype=int), pd.DataFrame(index=range(1))
     group = table.groupby(by, dropna=False, sort=True).ngroup().to_numpy()
     keys = table[by].assign(_group=group).drop_duplicates("_group").sort_values("_group")
     return group, keys.drop(columns="_group").reset_index(drop=True)
+
 
 def group_count(group: np.ndarray, n_groups: int, mask: np.ndarray | None = None) -> np.ndarray:
     "Rows per group (only where `mask` holds)."
     return np.bincount(group, None if mask is None else mask.astype(float), minlength=n_groups).astype(int)
 
+
 def group_mean(group: np.ndarray, n_groups: int, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     "Mean of `values` over the rows where `mask` holds, per group (NaN for a group without such rows)."
     n = np.bincount(group, mask.astype(float), minlength=n_groups)
     total = np.bincount(group, np.where(mask, values, 0.0), minlength=n_groups)
-    with np.errstate(divide="ignore", invalid="ignore"): return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(n > 0, total / np.maximum(n, 1), np.nan)
+
 
 def group_sem(group: np.ndarray, n_groups: int, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
     "Standard error of the mean per group (sample std / sqrt(n); NaN below 2 rows)."
@@ -248,9 +342,11 @@ def group_sem(group: np.ndarray, n_groups: int, values: np.ndarray, mask: np.nda
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(n >= 2, np.sqrt(squares / np.maximum(n - 1, 1)) / np.sqrt(np.maximum(n, 1)), np.nan)
 
+
 def repeat_keys(keys: pd.DataFrame, times: int) -> pd.DataFrame:
     "Each group's keys repeated `times` times (for tables with several rows per group, such as bins)."
     return keys.loc[keys.index.repeat(times)].reset_index(drop=True)
+
 
 def per_group(table: pd.DataFrame, by: Sequence[str], summarise) -> pd.DataFrame:
     "Ad-hoc summaries: `summarise(sub_table) -> dict` on each group (same groups as `group_index`), keys first."
@@ -259,23 +355,27 @@ def per_group(table: pd.DataFrame, by: Sequence[str], summarise) -> pd.DataFrame
     return pd.concat([keys, pd.DataFrame(rows, index=keys.index)], axis=1)
 
 # %% ../../nbs/60_metrics.musobench.ipynb #3d29174a
-def reconsideration_rates(results: pd.DataFrame,  # the results table
-                          by: Sequence[str] = DEFAULT_BY,  # grouping columns
-                          # empty denominators: "exclude" or "reference" (CSR 0, ESC 1, NSD 0)
-                          undefined: Undefined = "exclude",
-                          # rows whose decision could not be read
-                          unparsable: Literal["exclude", "unchanged"] = "exclude",
-                          unscored: Unscored = "exclude",  # unscored replies: left out, or an empty round 1 ("zero")
-                          ) -> pd.DataFrame:
+def reconsideration_rates(
+    results: pd.DataFrame,  # the results table
+    by: Sequence[str] = DEFAULT_BY,  # grouping columns
+    # empty denominators: "exclude" or "reference" (CSR 0, ESC 1, NSD 0)
+    undefined: Undefined = "exclude",
+    # rows whose decision could not be read
+    unparsable: Literal["exclude", "unchanged"] = "exclude",
+    unscored: Unscored = "exclude",  # unscored replies: left out, or an empty round 1 ("zero")
+) -> pd.DataFrame:
     "Mean CSR, ESC and NSD per group (fractions), with how many rows each rate averages and how many were left out."
     results = apply_unscored(results, unscored)
     included, values = _reconsideration(results, undefined, unparsable)
     group, keys = group_index(results, by)
     n, scored, decision = len(keys), scored_mask(results), results["decision"]
-    out = keys.assign(n_rows=group_count(group, n), n_unscored=group_count(group, n, ~scored),
-                      n_zeroed=group_count(group, n, _flag(results, "scored_as_zero").to_numpy()),
-                      n_unparsable=group_count(group, n, scored & (decision == "unparsable").to_numpy(dtype=bool)),
-                      n_no_decision=group_count(group, n, scored & decision.isna().to_numpy(dtype=bool)))
+    out = keys.assign(
+        n_rows=group_count(group, n),
+        n_unscored=group_count(group, n, ~scored),
+        n_zeroed=group_count(group, n, _flag(results, "scored_as_zero").to_numpy()),
+        n_unparsable=group_count(group, n, scored & (decision == "unparsable").to_numpy(dtype=bool)),
+        n_no_decision=group_count(group, n, scored & decision.isna().to_numpy(dtype=bool)),
+    )
     for rate in ("csr", "esc", "nsd"):
         per_row = np.full(len(results), np.nan)
         per_row[included] = values[rate]
@@ -286,18 +386,22 @@ def reconsideration_rates(results: pd.DataFrame,  # the results table
 # %% ../../nbs/60_metrics.musobench.ipynb #77a2cec9
 BIN_TOLERANCE = 1e-9  # a computed confidence this close to a bin edge is on the edge
 
-def confidence_bin(confidence,  # in [0, 1] (a 0-100 rating divided by 100), scalar or array
-                   n_bins: int = 10,  # M
-                   tolerance: float = BIN_TOLERANCE,  # how close to an edge counts as on it
-                  ):
+
+def confidence_bin(
+    confidence,  # in [0, 1] (a 0-100 rating divided by 100), scalar or array
+    n_bins: int = 10,  # M
+    tolerance: float = BIN_TOLERANCE,  # how close to an edge counts as on it
+):
     "0-based bin of each confidence among `n_bins` right-closed bins [0, 1/M], (1/M, 2/M], …, ((M-1)/M, 1]."
-    if n_bins < 1: raise ValueError(f"n_bins must be >= 1, got {n_bins}")
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be >= 1, got {n_bins}")
     c = np.asarray(confidence, dtype=float)
     if np.isnan(c).any() or (c < -tolerance).any() or (c > 1 + tolerance).any():
         raise ValueError("confidences must be in [0, 1] (a 0-100 rating divided by 100), without NaN")
     inner = np.arange(1, n_bins) / n_bins  # the edges between bins
     out = np.searchsorted(inner, c - tolerance, side="left")  # edges[i-1] + tolerance < c <= edges[i] + tolerance
     return int(out) if out.ndim == 0 else out
+
 
 def bin_edges(n_bins: int = 10) -> np.ndarray:
     "The `n_bins + 1` edges 0, 1/M, …, 1."
@@ -307,14 +411,17 @@ def bin_edges(n_bins: int = 10) -> np.ndarray:
 Variant = Literal["paper", "reference"]
 METRICS = ("recall", "precision")
 
+
 def calibration_rows(results: pd.DataFrame, metric: str = "recall") -> pd.DataFrame:
     "Scored rows that also have a confidence: the instances ECE is computed on."
     return results[_calibration(results, metric, "paper")[0]]
+
 
 def _performance(values: np.ndarray, variant: Variant) -> np.ndarray:
     "Per-instance performance: the metric itself (paper) or whether it is 1 (reference)."
     _check_choice(variant, ("paper", "reference"), "variant")
     return values if variant == "paper" else (values == 1.0).astype(float)  # a complete set: n/n is exactly 1.0
+
 
 def _group_bins(group: np.ndarray, n_groups: int, confidence: np.ndarray, performance: np.ndarray, n_bins: int):
     "Per group and bin: count, sum of confidences, sum of performances (arrays of shape groups × bins)."
@@ -324,11 +431,13 @@ def _group_bins(group: np.ndarray, n_groups: int, confidence: np.ndarray, perfor
         np.bincount(cell, w, minlength=size).reshape(n_groups, n_bins) for w in (None, confidence, performance)
     )
 
+
 def _ece_of_bins(count: np.ndarray, sum_confidence: np.ndarray, sum_performance: np.ndarray) -> np.ndarray:
     "ECE per group: Σ_m (|B_m| / N) |perf_m − conf_m| = Σ_m |Σ perf − Σ conf| / N; NaN when N = 0."
     n = count.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(n > 0, np.abs(sum_performance - sum_confidence).sum(axis=1) / np.maximum(n, 1), np.nan)
+
 
 def _calibration(results: pd.DataFrame, metric: str, variant: Variant) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     "Mask of the calibration rows, and their confidences and performances."
@@ -338,30 +447,41 @@ def _calibration(results: pd.DataFrame, metric: str, variant: Variant) -> tuple[
     mask = scored_mask(results) & ~np.isnan(confidence)
     return mask, confidence[mask], _performance(results[metric].to_numpy(dtype=float)[mask], variant)
 
-def binned_ece(confidence: np.ndarray,  # in [0, 1], no NaN
-               performance: np.ndarray,  # per-instance performance in [0, 1]
-               group: np.ndarray | None = None,  # group number of each row (`group_index`); None: one group
-               n_groups: int = 1,
-               n_bins: int = 10,  # M
-              ) -> np.ndarray:
+
+def binned_ece(
+    confidence: np.ndarray,  # in [0, 1], no NaN
+    performance: np.ndarray,  # per-instance performance in [0, 1]
+    group: np.ndarray | None = None,  # group number of each row (`group_index`); None: one group
+    n_groups: int = 1,
+    n_bins: int = 10,  # M
+) -> np.ndarray:
     """ECE of each group of any per-instance performance, on these bins (NaN for a group without rows); NoveltyBench's
     ECEs use it too."""
     confidence, performance = np.asarray(confidence, dtype=float), np.asarray(performance, dtype=float)
     group = np.zeros(len(confidence), dtype=int) if group is None else np.asarray(group, dtype=int)
     return _ece_of_bins(*_group_bins(group, n_groups, confidence, performance, n_bins))
 
-def group_ece(results: pd.DataFrame, group: np.ndarray, n_groups: int, metric: str = "recall",
-              variant: Variant = "paper", n_bins: int = 10) -> np.ndarray:
+
+def group_ece(
+    results: pd.DataFrame,
+    group: np.ndarray,
+    n_groups: int,
+    metric: str = "recall",
+    variant: Variant = "paper",
+    n_bins: int = 10,
+) -> np.ndarray:
     "ECE of each group (given by `group_index`)."
     mask, confidence, performance = _calibration(results, metric, variant)
     return binned_ece(confidence, performance, group[mask], n_groups, n_bins)
 
-def reliability_bins(results: pd.DataFrame,  # the results table (scored rows with a confidence are used)
-                     by: Sequence[str] = (),  # grouping columns; () = one group
-                     metric: str = "recall",  # "recall" (ECE(r)) or "precision" (ECE(p))
-                     variant: Variant = "paper",  # "paper": mean metric per bin; "reference": share with metric == 1
-                     n_bins: int = 10,  # M equal-width bins on [0, 1]
-                     ) -> pd.DataFrame:
+
+def reliability_bins(
+    results: pd.DataFrame,  # the results table (scored rows with a confidence are used)
+    by: Sequence[str] = (),  # grouping columns; () = one group
+    metric: str = "recall",  # "recall" (ECE(r)) or "precision" (ECE(p))
+    variant: Variant = "paper",  # "paper": mean metric per bin; "reference": share with metric == 1
+    n_bins: int = 10,  # M equal-width bins on [0, 1]
+) -> pd.DataFrame:
     """Every confidence bin of every group: `count`, mean `confidence`, `performance`, `gap`, the group's `ece`, and
     `metric`."""
     mask, confidence, performance = _calibration(results, metric, variant)
@@ -371,24 +491,31 @@ def reliability_bins(results: pd.DataFrame,  # the results table (scored rows wi
     with np.errstate(divide="ignore", invalid="ignore"):
         mean_confidence, mean_performance = sum_confidence / count, sum_performance / count  # NaN in empty bins
     return repeat_keys(keys, n_bins).assign(
-        bin=np.tile(np.arange(n_bins), len(keys)), lower=np.tile(edges[:-1], len(keys)),
+        bin=np.tile(np.arange(n_bins), len(keys)),
+        lower=np.tile(edges[:-1], len(keys)),
         upper=np.tile(edges[1:], len(keys)),
-        count=count.ravel().astype(int), confidence=mean_confidence.ravel(), performance=mean_performance.ravel(),
+        count=count.ravel().astype(int),
+        confidence=mean_confidence.ravel(),
+        performance=mean_performance.ravel(),
         gap=(mean_performance - mean_confidence).ravel(),
         ece=np.repeat(_ece_of_bins(count, sum_confidence, sum_performance), n_bins),
-        metric=metric)
+        metric=metric,
+    )
 
-def ece(results: pd.DataFrame,  # the results table
-        metric: str = "recall",  # "recall" (ECE(r)) or "precision" (ECE(p))
-        variant: Variant = "paper",  # "paper" or "reference"
-        n_bins: int = 10,  # M
-        ) -> float:
+
+def ece(
+    results: pd.DataFrame,  # the results table
+    metric: str = "recall",  # "recall" (ECE(r)) or "precision" (ECE(p))
+    variant: Variant = "paper",  # "paper" or "reference"
+    n_bins: int = 10,  # M
+) -> float:
     "Expected calibration error of all scored rows with a confidence (NaN when there are none)."
     return float(group_ece(results, np.zeros(len(results), dtype=int), 1, metric, variant, n_bins)[0])
 
 # %% ../../nbs/60_metrics.musobench.ipynb #70580dfc
-def _summary_columns(results: pd.DataFrame, group: np.ndarray, n_groups: int, variant: Variant, n_bins: int,
-                     require_confidence: bool) -> dict:
+def _summary_columns(
+    results: pd.DataFrame, group: np.ndarray, n_groups: int, variant: Variant, n_bins: int, require_confidence: bool
+) -> dict:
     "The summary table's columns, one value per group."
     require_columns(results, ["status", "precision", "recall", "confidence"], "summary_table")
     scored = scored_mask(results)
@@ -397,52 +524,68 @@ def _summary_columns(results: pd.DataFrame, group: np.ndarray, n_groups: int, va
     base = with_confidence if require_confidence else scored
     n_scored, n_confidence = group_count(group, n_groups, scored), group_count(group, n_groups, with_confidence)
     n_rows = group_count(group, n_groups)
-    return dict(n_rows=n_rows, n_scored=n_scored,
-                n_zeroed=group_count(group, n_groups, _flag(results, "scored_as_zero").to_numpy()),
-                n_unscored=n_rows - n_scored,
-                n_error=group_count(group, n_groups, (results["status"] == "error").to_numpy()),
-                n_confidence=n_confidence,
-                n_no_confidence=n_scored - n_confidence,
-                precision=group_mean(group, n_groups, results["precision"].to_numpy(dtype=float), base),
-                recall=group_mean(group, n_groups, results["recall"].to_numpy(dtype=float), base),
-                confidence=group_mean(group, n_groups, confidence, with_confidence),
-                ece_recall=group_ece(results, group, n_groups, "recall", variant, n_bins),
-                ece_precision=group_ece(results, group, n_groups, "precision", variant, n_bins))
+    return dict(
+        n_rows=n_rows,
+        n_scored=n_scored,
+        n_zeroed=group_count(group, n_groups, _flag(results, "scored_as_zero").to_numpy()),
+        n_unscored=n_rows - n_scored,
+        n_error=group_count(group, n_groups, (results["status"] == "error").to_numpy()),
+        n_confidence=n_confidence,
+        n_no_confidence=n_scored - n_confidence,
+        precision=group_mean(group, n_groups, results["precision"].to_numpy(dtype=float), base),
+        recall=group_mean(group, n_groups, results["recall"].to_numpy(dtype=float), base),
+        confidence=group_mean(group, n_groups, confidence, with_confidence),
+        ece_recall=group_ece(results, group, n_groups, "recall", variant, n_bins),
+        ece_precision=group_ece(results, group, n_groups, "precision", variant, n_bins),
+    )
+
 
 PERCENT_COLUMNS = ["precision", "recall", "confidence", "ece_recall", "ece_precision", "csr", "esc", "nsd"]
+
 
 def as_percent(table: pd.DataFrame) -> pd.DataFrame:
     "A copy with the fraction columns (precision, recall, confidence, ECEs, CSR/ESC/NSD) ×100."
     out = table.copy()
     for c in PERCENT_COLUMNS:
-        if c in out: out[c] = out[c] * 100
+        if c in out:
+            out[c] = out[c] * 100
     return out
 
-def summary_table(results: pd.DataFrame,  # the results table
-                  by: Sequence[str] = DEFAULT_BY,  # grouping columns
-                  variant: Variant = "paper",  # ECE variant: "paper" or "reference"
-                  n_bins: int = 10,  # M
-                  require_confidence: bool = False,  # score only rows with a confidence (the reference's row set)
-                  percent: bool = False,  # report ×100
-                  unscored: Unscored = "exclude",  # unscored replies: left out, or scored as an empty answer ("zero")
-                  ) -> pd.DataFrame:
+
+def summary_table(
+    results: pd.DataFrame,  # the results table
+    by: Sequence[str] = DEFAULT_BY,  # grouping columns
+    variant: Variant = "paper",  # ECE variant: "paper" or "reference"
+    n_bins: int = 10,  # M
+    require_confidence: bool = False,  # score only rows with a confidence (the reference's row set)
+    percent: bool = False,  # report ×100
+    unscored: Unscored = "exclude",  # unscored replies: left out, or scored as an empty answer ("zero")
+) -> pd.DataFrame:
     "Mean precision, recall, confidence, ECE(r) and ECE(p) per group, with the counts behind them."
     results = apply_unscored(results, unscored)
     group, keys = group_index(results, by)
     out = keys.assign(**_summary_columns(results, group, len(keys), variant, n_bins, require_confidence))
     return as_percent(out) if percent else out
 
+
 # a table function taking `unscored=` (summary_table, ...), the results
-def under_both_policies(table, results: pd.DataFrame,
-                        by: Sequence[str] = DEFAULT_BY,  # grouping columns
-                        **options) -> pd.DataFrame:
+def under_both_policies(
+    table,
+    results: pd.DataFrame,
+    by: Sequence[str] = DEFAULT_BY,  # grouping columns
+    **options,
+) -> pd.DataFrame:
     """`table(results, by, unscored=p, **options)` for both policies, with an `unscored` column after the keys, each
     group's two rows together."""
-    tables = [table(results, by, unscored=p, **options).assign(unscored=p, _group=lambda t: np.arange(len(t)),
-                                                               _policy=i)
-              for i, p in enumerate(UNSCORED_POLICIES)]
-    out = pd.concat(tables, ignore_index=True).sort_values(["_group", "_policy"],
-                                                           kind="stable").drop(columns=["_group", "_policy"])
+    tables = [
+        table(results, by, unscored=p, **options).assign(unscored=p, _group=lambda t: np.arange(len(t)), _policy=i)
+        for i, p in enumerate(UNSCORED_POLICIES)
+    ]
+    out = (
+        pd.concat(tables, ignore_index=True)
+        .sort_values(["_group", "_policy"], kind="stable")
+        .drop(columns=["_group", "_policy"])
+    )
     keys = list(by) + ["unscored"]
     return out[keys + [c for c in out.columns if c not in keys]].reset_index(drop=True)
 
@@ -453,6 +596,7 @@ def _length_rows(results: pd.DataFrame, log: bool) -> tuple[np.ndarray, np.ndarr
     tokens, confidence = results["reasoning_tokens"].to_numpy(dtype=float), results["confidence"].to_numpy(dtype=float)
     mask = scored_mask(results) & ~np.isnan(confidence) & ~np.isnan(tokens) & ((tokens > 0) if log else True)
     return mask, np.log10(tokens[mask]) if log else tokens[mask], confidence[mask]
+
 
 def _group_fit(group: np.ndarray, n_groups: int, x: np.ndarray, y: np.ndarray) -> dict:
     "Per group: n, Pearson r (NaN below 3 points or without spread) and the least-squares line y = a + b·x."
@@ -468,27 +612,35 @@ def _group_fit(group: np.ndarray, n_groups: int, x: np.ndarray, y: np.ndarray) -
         slope = np.where((n >= 2) & spread_x, sxy / sxx, np.nan)
     return dict(n=n.astype(int), r=np.clip(r, -1, 1), slope=slope, intercept=mean_y - slope * mean_x)
 
-def length_confidence(results: pd.DataFrame,  # the results table
-                      by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns
-                      method: Literal["pearson", "spearman"] = "pearson",  # correlation
-                      log: bool = True,  # correlate with log10(reasoning_tokens)
-                      ) -> pd.DataFrame:
+
+def length_confidence(
+    results: pd.DataFrame,  # the results table
+    by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns
+    method: Literal["pearson", "spearman"] = "pearson",  # correlation
+    log: bool = True,  # correlate with log10(reasoning_tokens)
+) -> pd.DataFrame:
     "Per group: `n`, the correlation `r` of (log) reasoning length with confidence, and the fitted line."
     _check_choice(method, ("pearson", "spearman"), "method")
     mask, x, y = _length_rows(results, log)
     group, keys = group_index(results, by)
     fit = _group_fit(group[mask], len(keys), x, y)
     if method == "spearman":  # Pearson r of the ranks within each group
-        ranked = _group_fit(group[mask], len(keys), pd.Series(x).groupby(group[mask]).rank().to_numpy(),
-                            pd.Series(y).groupby(group[mask]).rank().to_numpy())
+        ranked = _group_fit(
+            group[mask],
+            len(keys),
+            pd.Series(x).groupby(group[mask]).rank().to_numpy(),
+            pd.Series(y).groupby(group[mask]).rank().to_numpy(),
+        )
         fit["r"] = ranked["r"]
     return keys.assign(**fit, log=log)
 
-def length_bins(results: pd.DataFrame,  # the results table
-                by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns
-                n_bins: int = 10,  # equal-width bins of (log) length over the range of all rows
-                log: bool = True,  # bins equal in log10(reasoning_tokens)
-                ) -> pd.DataFrame:
+
+def length_bins(
+    results: pd.DataFrame,  # the results table
+    by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns
+    n_bins: int = 10,  # equal-width bins of (log) length over the range of all rows
+    log: bool = True,  # bins equal in log10(reasoning_tokens)
+) -> pd.DataFrame:
     "Mean confidence per bin of reasoning length: `bin`, `lower`/`upper` (tokens), `count`, `length`, `confidence`."
     mask, x, y = _length_rows(results, log)
     group, keys = group_index(results, by)
@@ -496,19 +648,24 @@ def length_bins(results: pd.DataFrame,  # the results table
     edges = np.linspace(lo, hi if hi > lo else lo + 1, n_bins + 1)  # shared by all groups
     cell = group[mask] * n_bins + np.searchsorted(edges[1:-1], x, side="left")  # right-closed, as the confidence bins
     count, sum_x, sum_y = (np.bincount(cell, w, minlength=len(keys) * n_bins) for w in (None, x, y))
-    to_tokens = (lambda v: 10 ** v) if log else (lambda v: v)
+    to_tokens = (lambda v: 10**v) if log else (lambda v: v)
     with np.errstate(divide="ignore", invalid="ignore"):
         return repeat_keys(keys, n_bins).assign(
-            bin=np.tile(np.arange(n_bins), len(keys)), lower=np.tile(to_tokens(edges[:-1]), len(keys)),
-            upper=np.tile(to_tokens(edges[1:]), len(keys)), count=count.astype(int),
-            length=to_tokens(sum_x / count), confidence=sum_y / count)  # length: geometric mean of tokens when `log`
+            bin=np.tile(np.arange(n_bins), len(keys)),
+            lower=np.tile(to_tokens(edges[:-1]), len(keys)),
+            upper=np.tile(to_tokens(edges[1:]), len(keys)),
+            count=count.astype(int),
+            length=to_tokens(sum_x / count),
+            confidence=sum_y / count,
+        )  # length: geometric mean of tokens when `log`
 
 # %% ../../nbs/60_metrics.musobench.ipynb #8482db9b
-def by_level(results: pd.DataFrame,  # the results table
-             by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns (the level is added)
-             variant: Variant = "paper",  # ECE variant
-             n_bins: int = 10,  # M
-             ) -> pd.DataFrame:
+def by_level(
+    results: pd.DataFrame,  # the results table
+    by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns (the level is added)
+    variant: Variant = "paper",  # ECE variant
+    n_bins: int = 10,  # M
+) -> pd.DataFrame:
     "Per group and complexity level: the summary table's columns and the standard errors of the three means."
     require_columns(results, ["level"], "by_level")
     group, keys = group_index(results, list(by) + ["level"])
@@ -519,21 +676,27 @@ def by_level(results: pd.DataFrame,  # the results table
         out[f"{metric}_sem"] = group_sem(group, len(keys), values, scored & ~np.isnan(values))
     return out
 
-def temperature_sweep(results: pd.DataFrame,  # the results table
-                      by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns (temperature is added)
-                      variant: Variant = "paper",  # ECE variant
-                      ) -> pd.DataFrame:
+
+def temperature_sweep(
+    results: pd.DataFrame,  # the results table
+    by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns (temperature is added)
+    variant: Variant = "paper",  # ECE variant
+) -> pd.DataFrame:
     "The summary table per group and decoding temperature."
     return summary_table(results, list(by) + ["temperature"], variant=variant)
 
+
 REFLECTION_CONDITION = re.compile(r"^reflection_k(\d+)$")
 
-def reflection_sweep(results: pd.DataFrame,  # the results table
-                     by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns (`reflections` is added)
-                     variant: Variant = "paper",  # ECE variant
-                     ) -> pd.DataFrame:
+
+def reflection_sweep(
+    results: pd.DataFrame,  # the results table
+    by: Sequence[str] = ("model", "paradigm", "task"),  # grouping columns (`reflections` is added)
+    variant: Variant = "paper",  # ECE variant
+) -> pd.DataFrame:
     "The summary table of the `reflection_k{k}` conditions, per group and number of reflections k."
     return summary_table(reflection_rows(results), list(by) + ["reflections"], variant=variant)
+
 
 def reflection_rows(results: pd.DataFrame) -> pd.DataFrame:
     "The rows of the `reflection_k{k}` conditions, with their k in a `reflections` column."
@@ -545,10 +708,12 @@ def reflection_rows(results: pd.DataFrame) -> pd.DataFrame:
 def _toward_diagonal(t: pd.DataFrame) -> pd.Series:
     return (t["recall_long"] - t["confidence_long"]).abs() < (t["recall_short"] - t["confidence_short"]).abs()
 
-def movement_pairs(results: pd.DataFrame,  # the results table
-                   family: str | Mapping[str, str] = "model",  # a column, or a mapping model -> family
-                   condition: str = "base",  # the run condition compared across paradigms
-                   ) -> pd.DataFrame:
+
+def movement_pairs(
+    results: pd.DataFrame,  # the results table
+    family: str | Mapping[str, str] = "model",  # a column, or a mapping model -> family
+    condition: str = "base",  # the run condition compared across paradigms
+) -> pd.DataFrame:
     "One row per family, task and question: mean (confidence, recall) under Short-CoT and under Long-CoT."
     require_columns(results, ["model", "paradigm", "condition", "task", "question_id"], "movement_pairs")
     rows = calibration_rows(results[results["condition"] == condition])
@@ -566,25 +731,34 @@ def movement_pairs(results: pd.DataFrame,  # the results table
     pairs = short.merge(long, on=keys, suffixes=("_short", "_long"))
     return pairs.assign(toward_diagonal=_toward_diagonal(pairs))
 
-def movement_grid(pairs: pd.DataFrame,  # `movement_pairs` output
-                  n_bins: int = 10,  # grid cells per axis (the fixed confidence bins)
-                  ) -> pd.DataFrame:
+
+def movement_grid(
+    pairs: pd.DataFrame,  # `movement_pairs` output
+    n_bins: int = 10,  # grid cells per axis (the fixed confidence bins)
+) -> pd.DataFrame:
     "Mean arrow per family, task and grid cell of the Short-CoT point, with its `count`."
-    cells = pairs.assign(confidence_bin=confidence_bin(pairs["confidence_short"], n_bins) if len(pairs) else [],
-                         recall_bin=confidence_bin(pairs["recall_short"], n_bins) if len(pairs) else [])
+    cells = pairs.assign(
+        confidence_bin=confidence_bin(pairs["confidence_short"], n_bins) if len(pairs) else [],
+        recall_bin=confidence_bin(pairs["recall_short"], n_bins) if len(pairs) else [],
+    )
     columns = ["confidence_short", "recall_short", "confidence_long", "recall_long"]
-    grid = cells.groupby(["family", "task", "confidence_bin", "recall_bin"], sort=True).agg(
-        **{c: (c, "mean") for c in columns}, count=("confidence_short", "size")).reset_index()
+    grid = (
+        cells.groupby(["family", "task", "confidence_bin", "recall_bin"], sort=True)
+        .agg(**{c: (c, "mean") for c in columns}, count=("confidence_short", "size"))
+        .reset_index()
+    )
     return grid.assign(toward_diagonal=_toward_diagonal(grid))
 
 # %% ../../nbs/60_metrics.musobench.ipynb #c92d3ccb
-def median_confidence_index(confidences: Sequence[float],  # one per sample; NaN when the sample has none
-                            ) -> int | None:
+def median_confidence_index(
+    confidences: Sequence[float],  # one per sample; NaN when the sample has none
+) -> int | None:
     """Index of the sample whose confidence is closest to the median; ties to the lowest index; None without any
     confidence."""
     c = np.asarray(confidences, dtype=float)
     known = np.flatnonzero(~np.isnan(c))
-    if len(known) == 0: return None
+    if len(known) == 0:
+        return None
     distance = np.abs(c[known] - np.median(c[known]))
     return int(known[np.flatnonzero(np.isclose(distance, distance.min(), rtol=0, atol=1e-12))[0]])
 
@@ -593,28 +767,35 @@ def solution_frequencies(solution_sets: Iterable[Iterable[Hashable]]) -> Counter
     "How many samples list each solution (a sample counts once per solution)."
     return Counter(s for solutions in solution_sets for s in set(solutions))
 
-def vote_solutions(solution_sets: Sequence[Iterable[Hashable]],  # one listed set per sample
-                   threshold: float = 0.5,  # keep solutions listed by at least this share of the samples, in (0, 1]
-                   ) -> frozenset:
+
+def vote_solutions(
+    solution_sets: Sequence[Iterable[Hashable]],  # one listed set per sample
+    threshold: float = 0.5,  # keep solutions listed by at least this share of the samples, in (0, 1]
+) -> frozenset:
     "Our threshold vote (not in the paper): the solutions listed by at least `threshold` · n of the n samples."
-    if not 0 < threshold <= 1: raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     need = threshold * len(solution_sets) - 1e-9  # tolerate rounding of threshold · n
     return frozenset(s for s, count in solution_frequencies(solution_sets).items() if count >= need)
+
 
 def union_solutions(solution_sets: Iterable[Iterable[Hashable]]) -> frozenset:
     "Every solution any sample lists: the paper's 'w/ Voting' (unite all unique answers), the reference's 'voting'."
     return frozenset(solution_frequencies(solution_sets))
 
-def voting_confidence(samples: Sequence[tuple[Iterable[Hashable], float]],  # (listed set, confidence) per sample
-                      kept: Iterable[Hashable],  # the aggregated solutions
-                      ) -> float:
+
+def voting_confidence(
+    samples: Sequence[tuple[Iterable[Hashable], float]],  # (listed set, confidence) per sample
+    kept: Iterable[Hashable],  # the aggregated solutions
+) -> float:
     """Frequency-weighted confidence of the kept solutions; the samples' mean confidence when no kept solution has
     weight."""
     kept = set(kept)
     weights = np.array([len(set(listed) & kept) for listed, _ in samples], dtype=float)
     conf = np.array([c for _, c in samples], dtype=float)
     known = ~np.isnan(conf)
-    if (weights[known] > 0).any(): return float((weights[known] * conf[known]).sum() / weights[known].sum())
+    if (weights[known] > 0).any():
+        return float((weights[known] * conf[known]).sum() / weights[known].sum())
     return float(conf[known].mean()) if known.any() else np.nan
 
 # %% ../../nbs/60_metrics.musobench.ipynb #a2d075ad
@@ -624,26 +805,34 @@ class Aggregate:
     confidence: float  # its confidence (NaN when no sample has one)
     sample_index: int | None = None  # the selected sample (median selection), else None
 
-SC_METHODS = {"median": "sc_median",  # the paper's "w/ Median Conf"
-              "voting": "sc_voting",  # the paper's "w/ Voting": the union of all unique answers
-              "threshold": "sc_threshold"}  # ours, not in the paper: a vote with a threshold share
+
+SC_METHODS = {
+    "median": "sc_median",  # the paper's "w/ Median Conf"
+    "voting": "sc_voting",  # the paper's "w/ Voting": the union of all unique answers
+    "threshold": "sc_threshold",
+}  # ours, not in the paper: a vote with a threshold share
 LEGACY_CONDITIONS = {"sc_union": "sc_voting", "sc_vote": "sc_threshold"}  # the names results were written with before
+
 
 def current_conditions(results: pd.DataFrame) -> pd.DataFrame:
     """The results with the self-consistency conditions of older runs renamed (`sc_union` → `sc_voting`, `sc_vote` →
     `sc_threshold`)."""
     require_columns(results, ["condition"], "current_conditions")
-    if not results["condition"].isin(list(LEGACY_CONDITIONS)).any(): return results
+    if not results["condition"].isin(list(LEGACY_CONDITIONS)).any():
+        return results
     return results.assign(condition=results["condition"].replace(LEGACY_CONDITIONS))
 
-def aggregate_samples(samples: Sequence[tuple[Iterable[Hashable], float]],  # (listed set, confidence) per sample
-                      # the aggregation (the paper's two, or our threshold vote)
-                      method: Literal["median", "voting", "threshold"] = "voting",
-                      threshold: float = 0.5,  # share of samples a solution needs (method "threshold")
-                      ) -> Aggregate:
+
+def aggregate_samples(
+    samples: Sequence[tuple[Iterable[Hashable], float]],  # (listed set, confidence) per sample
+    # the aggregation (the paper's two, or our threshold vote)
+    method: Literal["median", "voting", "threshold"] = "voting",
+    threshold: float = 0.5,  # share of samples a solution needs (method "threshold")
+) -> Aggregate:
     "Aggregate the samples of one question by median confidence, the paper's voting (union), or our threshold vote."
     _check_choice(method, SC_METHODS, "method")
-    if not samples: raise ValueError("no samples to aggregate")
+    if not samples:
+        raise ValueError("no samples to aggregate")
     sets = [frozenset(listed) for listed, _ in samples]
     if method == "median":
         i = median_confidence_index([c for _, c in samples])
@@ -651,35 +840,44 @@ def aggregate_samples(samples: Sequence[tuple[Iterable[Hashable], float]],  # (l
     kept = vote_solutions(sets, threshold) if method == "threshold" else union_solutions(sets)
     return Aggregate(kept, voting_confidence(list(zip(sets, [c for _, c in samples])), kept))
 
-def score_aggregate(aggregate: Aggregate,  # `aggregate_samples` output
-                    valid: Iterable[Hashable],  # solutions the checker accepted in any sample
-                    answer_count: int,  # |Ŷ|
-                    ) -> dict:
+
+def score_aggregate(
+    aggregate: Aggregate,  # `aggregate_samples` output
+    valid: Iterable[Hashable],  # solutions the checker accepted in any sample
+    answer_count: int,  # |Ŷ|
+) -> dict:
     "`set_scores` of the aggregated set, with its `confidence` and `sample_index`."
-    return dict(set_scores(aggregate.solutions, aggregate.solutions & set(valid), answer_count),
-                confidence=aggregate.confidence, sample_index=aggregate.sample_index)
+    return dict(
+        set_scores(aggregate.solutions, aggregate.solutions & set(valid), answer_count),
+        confidence=aggregate.confidence,
+        sample_index=aggregate.sample_index,
+    )
+
 
 # question -> samples
-def aggregate_questions(samples_by_question: Mapping[Hashable, Sequence[tuple[Iterable[Hashable], float]]],
-                        method: Literal["median", "voting", "threshold"] = "voting",  # the aggregation
-                        threshold: float = 0.5,  # share for "threshold"
-                        ) -> dict:
+def aggregate_questions(
+    samples_by_question: Mapping[Hashable, Sequence[tuple[Iterable[Hashable], float]]],
+    method: Literal["median", "voting", "threshold"] = "voting",  # the aggregation
+    threshold: float = 0.5,  # share for "threshold"
+) -> dict:
     "`aggregate_samples` for every question."
     return {q: aggregate_samples(s, method, threshold) for q, s in samples_by_question.items()}
 
 # %% ../../nbs/60_metrics.musobench.ipynb #3d9facce
-def mitigation_table(results: pd.DataFrame,  # the results table
-                     by: Sequence[str] = DEFAULT_BY,  # grouping columns (include `condition`)
-                     variant: Variant = "paper",  # ECE variant
-                     undefined: Undefined = "exclude",  # CSR/ESC/NSD empty-denominator rule
-                     unparsable: Literal["exclude", "unchanged"] = "exclude",  # undecodable reconsideration replies
-                     # unscored replies: left out, or scored as an empty answer ("zero")
-                     unscored: Unscored = "exclude",
-                     ) -> pd.DataFrame:
+def mitigation_table(
+    results: pd.DataFrame,  # the results table
+    by: Sequence[str] = DEFAULT_BY,  # grouping columns (include `condition`)
+    variant: Variant = "paper",  # ECE variant
+    undefined: Undefined = "exclude",  # CSR/ESC/NSD empty-denominator rule
+    unparsable: Literal["exclude", "unchanged"] = "exclude",  # undecodable reconsideration replies
+    # unscored replies: left out, or scored as an empty answer ("zero")
+    unscored: Unscored = "exclude",
+) -> pd.DataFrame:
     "Summary metrics and CSR/ESC/NSD per group, side by side."
     summary = summary_table(results, by, variant=variant, unscored=unscored)
-    rates = reconsideration_rates(results, by, undefined, unparsable,
-                                  unscored).drop(columns=["n_rows", "n_unscored", "n_zeroed"])
+    rates = reconsideration_rates(results, by, undefined, unparsable, unscored).drop(
+        columns=["n_rows", "n_unscored", "n_zeroed"]
+    )
     return summary.merge(rates, on=list(by), how="left")
 
 # %% ../../nbs/60_metrics.musobench.ipynb #25b1311f
@@ -687,6 +885,7 @@ def _synthetic_answer(rng: np.random.Generator, answer_count: int, coverage: flo
     "A random answer: each true solution found with probability `coverage`, plus 0-2 wrong ones."
     valid = set(np.flatnonzero(rng.random(answer_count) < min(coverage, 1.0)).tolist())
     return valid | {answer_count + int(w) for w in rng.choice(100, size=int(rng.integers(0, 3)), replace=False)}, valid
+
 
 def _synthetic_turns(rng: np.random.Generator, answer_count: int, coverage: float, paradigm: str, depth: int) -> dict:
     "One sample's columns: round 1, its confidence and length, and a reconsideration."
@@ -703,13 +902,25 @@ def _synthetic_turns(rng: np.random.Generator, answer_count: int, coverage: floa
     confidence = float(np.clip(confidence + rng.normal(0, 0.05), 0, 1))
     answered = rng.random() > 0.05
     readable = answered and rng.random() > 0.07
-    scores = set_scores(listed, valid, answer_count) if answered else dict(n_listed=len(listed), n_correct=len(valid),
-                                                                           precision=np.nan, recall=np.nan)
-    return dict(status="answered" if answered else "truncated", **scores, n_malformed=int(rng.integers(0, 2)),
-                claimed_total=len(listed), confidence=round(confidence, 2) if readable else np.nan,
-                confidence_status="parsed" if readable else ("unparsable" if answered else "missing"),
-                reasoning_tokens=tokens, reflection_count=depth if long else 0, decision=decision,
-                **reconsideration_counts(listed, valid, listed_2, valid_2, answer_count), _sets=(listed, valid))
+    scores = (
+        set_scores(listed, valid, answer_count)
+        if answered
+        else dict(n_listed=len(listed), n_correct=len(valid), precision=np.nan, recall=np.nan)
+    )
+    return dict(
+        status="answered" if answered else "truncated",
+        **scores,
+        n_malformed=int(rng.integers(0, 2)),
+        claimed_total=len(listed),
+        confidence=round(confidence, 2) if readable else np.nan,
+        confidence_status="parsed" if readable else ("unparsable" if answered else "missing"),
+        reasoning_tokens=tokens,
+        reflection_count=depth if long else 0,
+        decision=decision,
+        **reconsideration_counts(listed, valid, listed_2, valid_2, answer_count),
+        _sets=(listed, valid),
+    )
+
 
 def _synthetic_self_consistency(rng, answer_count, coverage, n_samples=4) -> list[dict]:
     "One row per aggregation method, from `n_samples` Long-CoT samples."
@@ -740,10 +951,12 @@ def _synthetic_self_consistency(rng, answer_count, coverage, n_samples=4) -> lis
         )
     return rows
 
-def synthetic_results(n_questions: int = 12,  # instances per task
-                      seed: int = 0,  # random seed
-                      models: Mapping[str, str] = {"toy-instruct": "short", "toy-thinker": "long"},  # model -> paradigm
-                      ) -> pd.DataFrame:
+
+def synthetic_results(
+    n_questions: int = 12,  # instances per task
+    seed: int = 0,  # random seed
+    models: Mapping[str, str] = {"toy-instruct": "short", "toy-thinker": "long"},  # model -> paradigm
+) -> pd.DataFrame:
     "A small, internally consistent results table for examples and tests (not model output)."
     rng = np.random.default_rng(seed)
     short_runs = [("base", t, 0) for t in (0.2, 0.0, 0.5, 1.0)] + [("exploration", 0.2, 0)]
@@ -782,11 +995,13 @@ def synthetic_results(n_questions: int = 12,  # instances per task
 INSTANCE = ("task", "question_id")  # the unit MuSoBench samples: one instance of one task
 INTERVAL_METRICS = ("precision", "recall", "confidence", "ece_recall", "ece_precision", "csr", "esc", "nsd")
 
-def headline_statistics(results: pd.DataFrame,  # rows of one group (or of two conditions, for a comparison)
-                        variant: Variant = "paper",  # ECE variant
-                        n_bins: int = 10,  # M
-                        require_confidence: bool = False,  # precision and recall only on rows with a confidence
-                       ) -> dict[str, Statistic]:
+
+def headline_statistics(
+    results: pd.DataFrame,  # rows of one group (or of two conditions, for a comparison)
+    variant: Variant = "paper",  # ECE variant
+    n_bins: int = 10,  # M
+    require_confidence: bool = False,  # precision and recall only on rows with a confidence
+) -> dict[str, Statistic]:
     """The statistics of `summary_table` and `reconsideration_rates` on their row sets, as row weightings of
     `results` (CSR/ESC/NSD only when it has the reconsideration columns)."""
     require_columns(results, ["status", "precision", "recall", "confidence"], "headline_statistics")
@@ -800,8 +1015,9 @@ def headline_statistics(results: pd.DataFrame,  # rows of one group (or of two c
     bins[calibrated] = confidence_bin(confidence[calibrated], n_bins)
     for metric in METRICS:
         performance = _performance(results[metric].to_numpy(dtype=float), variant)
-        out[f"ece_{metric}"] = weighted_ece(np.where(calibrated, confidence, np.nan),
-                                            np.where(calibrated, performance, np.nan), bins, n_bins)
+        out[f"ece_{metric}"] = weighted_ece(
+            np.where(calibrated, confidence, np.nan), np.where(calibrated, performance, np.nan), bins, n_bins
+        )
     if all(c in results for c in _RECONSIDERATION_NEEDS):
         included, values = _reconsideration(results, "exclude", "exclude")
         for rate in ("csr", "esc", "nsd"):
@@ -810,17 +1026,20 @@ def headline_statistics(results: pd.DataFrame,  # rows of one group (or of two c
             out[rate] = weighted_mean(per_row)
     return {m: out[m] for m in INTERVAL_METRICS if m in out}
 
+
 INTERVAL_COLUMNS = ["unscored", "metric", "value", "lo", "hi", "n_units"]
 
-def interval_table(results: pd.DataFrame,  # the results table
-                   by: Sequence[str] = DEFAULT_BY,  # grouping columns
-                   unit: Sequence[str] = INSTANCE,  # the columns naming the sampled unit
-                   policies: Sequence[str] = UNSCORED_POLICIES,  # `unscored` policies, each its own rows
-                   resamples: int = RESAMPLES,
-                   seed: int = SEED,
-                   variant: Variant = "paper",
-                   n_bins: int = 10,
-                  ) -> pd.DataFrame:
+
+def interval_table(
+    results: pd.DataFrame,  # the results table
+    by: Sequence[str] = DEFAULT_BY,  # grouping columns
+    unit: Sequence[str] = INSTANCE,  # the columns naming the sampled unit
+    policies: Sequence[str] = UNSCORED_POLICIES,  # `unscored` policies, each its own rows
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    variant: Variant = "paper",
+    n_bins: int = 10,
+) -> pd.DataFrame:
     "Each group's headline numbers with their 95 % cluster-bootstrap interval: one row per group, policy and metric."
     rows = []
     for policy in policies:
@@ -830,36 +1049,74 @@ def interval_table(results: pd.DataFrame,  # the results table
         for g, key in enumerate(keys.to_dict("records")):
             mask = group == g
             for metric, statistic in headline_statistics(table[mask], variant, n_bins).items():
-                found = bootstrap_interval(units[mask], statistic, resamples,
-                                           seed=seed_for("musobench", policy, metric, *key.values(), seed=seed))
-                rows.append({**key, "unscored": policy, "metric": metric, "value": found.value, "lo": found.lo,
-                             "hi": found.hi, "n_units": found.n_units})
+                found = bootstrap_interval(
+                    units[mask],
+                    statistic,
+                    resamples,
+                    seed=seed_for("musobench", policy, metric, *key.values(), seed=seed),
+                )
+                rows.append(
+                    {
+                        **key,
+                        "unscored": policy,
+                        "metric": metric,
+                        "value": found.value,
+                        "lo": found.lo,
+                        "hi": found.hi,
+                        "n_units": found.n_units,
+                    }
+                )
     return pd.DataFrame(rows, columns=[*by, *INTERVAL_COLUMNS])
+
 
 def _paired_conditions(rows: pd.DataFrame):
     "(comparison, pairing, rows of A, rows of B) for every paired design the rows of one model and task hold."
     base, paradigm = (rows["condition"] == "base").to_numpy(), rows["paradigm"].to_numpy()
     if {"short", "long"} <= set(paradigm[base]):
-        yield ("Long-CoT − Short-CoT", "the same instances, base condition", base & (paradigm == "long"),
-               base & (paradigm == "short"))
+        yield (
+            "Long-CoT − Short-CoT",
+            "the same instances, base condition",
+            base & (paradigm == "long"),
+            base & (paradigm == "short"),
+        )
     for side in ("short", "long"):
         conditions = sorted(set(rows.loc[paradigm == side, "condition"]) - {"base", "sc_sample"})
         for condition in conditions if (base & (paradigm == side)).any() else []:
             treated = (paradigm == side) & (rows["condition"] == condition).to_numpy()
-            yield (f"{condition} − base ({side})", f"the same instances, {side} paradigm", treated,
-                   base & (paradigm == side))
+            yield (
+                f"{condition} − base ({side})",
+                f"the same instances, {side} paradigm",
+                treated,
+                base & (paradigm == side),
+            )
 
-COMPARISON_COLUMNS = ["model", "task", "unscored", "comparison", "pairing", "metric", "difference", "lo", "hi",
-                      "p_value", "n_units", "n_unpaired", "excludes_zero"]
 
-def comparison_table(results: pd.DataFrame,  # the rows to compare (one temperature per preset)
-                     unit: Sequence[str] = INSTANCE,
-                     policies: Sequence[str] = UNSCORED_POLICIES,
-                     resamples: int = RESAMPLES,
-                     seed: int = SEED,
-                     variant: Variant = "paper",
-                     n_bins: int = 10,
-                    ) -> pd.DataFrame:
+COMPARISON_COLUMNS = [
+    "model",
+    "task",
+    "unscored",
+    "comparison",
+    "pairing",
+    "metric",
+    "difference",
+    "lo",
+    "hi",
+    "p_value",
+    "n_units",
+    "n_unpaired",
+    "excludes_zero",
+]
+
+
+def comparison_table(
+    results: pd.DataFrame,  # the rows to compare (one temperature per preset)
+    unit: Sequence[str] = INSTANCE,
+    policies: Sequence[str] = UNSCORED_POLICIES,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    variant: Variant = "paper",
+    n_bins: int = 10,
+) -> pd.DataFrame:
     """Long-CoT − Short-CoT and each mitigation − base on the same instances, per model and task: the difference of
     every headline number, its interval and sign-flip p-value."""
     rows = []
@@ -872,18 +1129,34 @@ def comparison_table(results: pd.DataFrame,  # the rows to compare (one temperat
                 for metric, statistic in headline_statistics(sub[both], variant, n_bins).items():
                     seeded = seed_for("musobench", policy, comparison, metric, model, task, seed=seed)
                     d = paired_difference(units[both], a[both], statistic, resamples, seed=seeded)
-                    rows.append(dict(model=model, task=task, unscored=policy, comparison=comparison, pairing=pairing,
-                                     metric=metric, difference=d.value, lo=d.lo, hi=d.hi, p_value=d.p_value,
-                                     n_units=d.n_units, n_unpaired=d.n_unpaired, excludes_zero=d.excludes_zero))
+                    rows.append(
+                        dict(
+                            model=model,
+                            task=task,
+                            unscored=policy,
+                            comparison=comparison,
+                            pairing=pairing,
+                            metric=metric,
+                            difference=d.value,
+                            lo=d.lo,
+                            hi=d.hi,
+                            p_value=d.p_value,
+                            n_units=d.n_units,
+                            n_unpaired=d.n_unpaired,
+                            excludes_zero=d.excludes_zero,
+                        )
+                    )
     return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
-def with_intervals(table: pd.DataFrame,  # a table of headline numbers per group (summary, sweeps, mitigations)
-                   results: pd.DataFrame,  # the rows it was computed from (the same `unscored` policy applied)
-                   by: Sequence[str],  # its grouping columns (in both tables)
-                   unit: Sequence[str] = INSTANCE,
-                   resamples: int = RESAMPLES,
-                   seed: int = SEED,
-                  ) -> pd.DataFrame:
+
+def with_intervals(
+    table: pd.DataFrame,  # a table of headline numbers per group (summary, sweeps, mitigations)
+    results: pd.DataFrame,  # the rows it was computed from (the same `unscored` policy applied)
+    by: Sequence[str],  # its grouping columns (in both tables)
+    unit: Sequence[str] = INSTANCE,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
     "`table` with `<metric>_lo`/`_hi` and `n_units` for each headline metric it has (the figures draw them)."
     present = [m for m in INTERVAL_METRICS if m in table]
     builders = {m: (lambda rows, m=m: headline_statistics(rows)[m]) for m in present}

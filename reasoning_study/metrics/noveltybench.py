@@ -11,10 +11,25 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .intervals import (RESAMPLES, SEED, Statistic, bootstrap_interval, paired_difference,
-                                               seed_for, unit_labels, weighted_ece, weighted_mean)
-from .musobench import (binned_ece, confidence_bin, group_count, group_index, group_mean,
-                                               require_columns)
+from reasoning_study.metrics.intervals import (
+    RESAMPLES,
+    SEED,
+    Statistic,
+    bootstrap_interval,
+    paired_difference,
+    seed_for,
+    unit_labels,
+    weighted_ece,
+    weighted_mean,
+)
+from reasoning_study.metrics.musobench import (
+    binned_ece,
+    confidence_bin,
+    group_count,
+    group_index,
+    group_mean,
+    require_columns,
+)
 from ..tasks.noveltybench import class_openers
 
 # %% auto #0
@@ -27,9 +42,11 @@ __all__ = ['PATIENCE', 'QUALITY', 'SCORED_STATUSES', 'TABLE4_BY', 'TABLE4_PERCEN
 PATIENCE = 0.8  # NoveltyBench's default: the weight of generation i is patience^(i-1)
 QUALITY = (1, 10)  # the quality scale of a class-opening generation
 
+
 def distinct(classes: Sequence[int]) -> int:
     "Distinct: the number of equivalence classes among the generations."
     return len(set(classes))
+
 
 def _check_k(classes: Sequence[int], k: int | None) -> int:
     k = len(classes) if k is None else k
@@ -37,50 +54,71 @@ def _check_k(classes: Sequence[int], k: int | None) -> int:
         raise ValueError(f"k must be >= 1 and at least the {len(classes)} generations, got {k}")
     return k
 
-def utility(classes: Sequence[int],  # the class of each generation, in order (`partition`)
-            scores: Sequence[float],  # the quality of each generation (1-10; read only where it opens a class)
-            k: int | None = None,  # generations asked for (default: as many as given)
-            patience: float = PATIENCE,
-           ) -> float:
+
+def utility(
+    classes: Sequence[int],  # the class of each generation, in order (`partition`)
+    scores: Sequence[float],  # the quality of each generation (1-10; read only where it opens a class)
+    k: int | None = None,  # generations asked for (default: as many as given)
+    patience: float = PATIENCE,
+) -> float:
     """Utility: Σ_i patience^(i-1)·u_i / Σ_i patience^(i-1) over i = 1..k, u_i = the quality of a class-opening
     generation, else 0."""
     k = _check_k(classes, k)
-    if len(scores) != len(classes): raise ValueError(f"{len(scores)} scores for {len(classes)} generations")
-    if not 0 < patience <= 1: raise ValueError(f"patience must be in (0, 1], got {patience}")
+    if len(scores) != len(classes):
+        raise ValueError(f"{len(scores)} scores for {len(classes)} generations")
+    if not 0 < patience <= 1:
+        raise ValueError(f"patience must be in (0, 1], got {patience}")
     weights = patience ** np.arange(k)
     u = np.zeros(k)
     for i, (opens, score) in enumerate(zip(class_openers(classes), scores)):
-        if not opens: continue
-        if score is None or math.isnan(score): return math.nan
+        if not opens:
+            continue
+        if score is None or math.isnan(score):
+            return math.nan
         if not QUALITY[0] <= score <= QUALITY[1]:
             raise ValueError(f"quality scores are in {QUALITY}, got {score} for generation {i + 1}")
         u[i] = score
     return float((weights * u).sum() / weights.sum())
 
+
 def prompt_scores(classes: Sequence[int], scores: Sequence[float], k: int, patience: float = PATIENCE) -> dict:
     "Distinct, Utility, and their normalisations Distinct% = classes / k and Utility% = Utility / 10."
     value = utility(classes, scores, k, patience)
-    return dict(distinct=distinct(classes), utility=value, distinct_pct=distinct(classes) / _check_k(classes, k),
-                utility_pct=value / QUALITY[1])
+    return dict(
+        distinct=distinct(classes),
+        utility=value,
+        distinct_pct=distinct(classes) / _check_k(classes, k),
+        utility_pct=value / QUALITY[1],
+    )
 
 # %% ../../nbs/62_metrics.noveltybench.ipynb #a9c40ff6
 SCORED_STATUSES = ("complete", "short", "long", "unnumbered")
 TABLE4_BY = ("model", "paradigm")
 TABLE4_PERCENT = ("utility", "ece_utility", "distinct", "ece_distinct", "confidence")  # fractions reported ×100
 PAPER_TABLE4 = pd.DataFrame(  # the paper's Table 4 (Qwen3-8B, percent), for comparison
-    dict(model=["Qwen", "Qwen"], paradigm=["short", "long"], utility=[41.12, 48.34], ece_utility=[53.87, 47.33],
-         distinct=[36.80, 45.20], ece_distinct=[65.73, 56.13]))
+    dict(
+        model=["Qwen", "Qwen"],
+        paradigm=["short", "long"],
+        utility=[41.12, 48.34],
+        ece_utility=[53.87, 47.33],
+        distinct=[36.80, 45.20],
+        ece_distinct=[65.73, 56.13],
+    )
+)
+
 
 def novelty_scored_mask(results: pd.DataFrame) -> np.ndarray:
     "The rows that enter Table 4: a readable reply and a known Utility."
     require_columns(results, ["status", "utility_pct", "distinct_pct"], "NoveltyBench scoring")
     return (results["status"].isin(SCORED_STATUSES) & results["utility_pct"].notna()).to_numpy(dtype=bool)
 
-def table4(results: pd.DataFrame,  # one row per prompt and run condition
-           by: Sequence[str] = TABLE4_BY,  # grouping columns
-           n_bins: int = 10,  # M, as for ECE(r)
-           percent: bool = True,  # report ×100, as the paper does
-          ) -> pd.DataFrame:
+
+def table4(
+    results: pd.DataFrame,  # one row per prompt and run condition
+    by: Sequence[str] = TABLE4_BY,  # grouping columns
+    n_bins: int = 10,  # M, as for ECE(r)
+    percent: bool = True,  # report ×100, as the paper does
+) -> pd.DataFrame:
     "Table 4: mean Utility%, ECE(Utility), mean Distinct%, ECE(Distinct) per group, with the rows behind them."
     require_columns(results, ["confidence"], "table4")
     scored = novelty_scored_mask(results)
@@ -89,22 +127,26 @@ def table4(results: pd.DataFrame,  # one row per prompt and run condition
     group, keys = group_index(results, by)
     n = len(keys)
     values = {name: results[f"{name}_pct"].to_numpy(dtype=float) for name in ("utility", "distinct")}
-    out = keys.assign(n_rows=group_count(group, n), n_scored=group_count(group, n, scored),
-                      n_confidence=group_count(group, n, rated))
+    out = keys.assign(
+        n_rows=group_count(group, n), n_scored=group_count(group, n, scored), n_confidence=group_count(group, n, rated)
+    )
     for name, v in values.items():
         out[name] = group_mean(group, n, v, scored)
         out[f"ece_{name}"] = binned_ece(confidence[rated], v[rated], group[rated], n, n_bins)
     out["confidence"] = group_mean(group, n, confidence, rated)
-    if percent: out[list(TABLE4_PERCENT)] = out[list(TABLE4_PERCENT)] * 100
+    if percent:
+        out[list(TABLE4_PERCENT)] = out[list(TABLE4_PERCENT)] * 100
     return out
 
 # %% ../../nbs/62_metrics.noveltybench.ipynb #6773a973
 PROMPT = ("prompt_id",)  # the unit NoveltyBench samples: one prompt, its k answers and their ratings together
 NOVELTY_METRICS = ("utility", "ece_utility", "distinct", "ece_distinct", "confidence")  # Table 4's numbers
 
-def novelty_statistics(results: pd.DataFrame,  # rows of one group (or of two conditions, for a comparison)
-                       n_bins: int = 10,  # M, as for ECE(r)
-                      ) -> dict[str, Statistic]:
+
+def novelty_statistics(
+    results: pd.DataFrame,  # rows of one group (or of two conditions, for a comparison)
+    n_bins: int = 10,  # M, as for ECE(r)
+) -> dict[str, Statistic]:
     """The numbers of `table4` (as fractions) as row weightings of `results`: metric -> statistic whose value at
     weight 1 is table4's number / 100."""
     require_columns(results, ["confidence"], "novelty_statistics")
@@ -121,16 +163,19 @@ def novelty_statistics(results: pd.DataFrame,  # rows of one group (or of two co
     out["confidence"] = weighted_mean(confidence, rated)
     return {m: out[m] for m in NOVELTY_METRICS}
 
+
 NOVELTY_INTERVAL_COLUMNS = ["metric", "value", "lo", "hi", "n_units"]
 
-def novelty_interval_table(results: pd.DataFrame,  # NoveltyBench rows: one per prompt and run condition
-                           by: Sequence[str] = TABLE4_BY,  # table4's grouping (the report: model, paradigm, mode, ...)
-                           unit: Sequence[str] = PROMPT,  # the columns naming the sampled unit
-                           resamples: int = RESAMPLES,
-                           seed: int = SEED,
-                           n_bins: int = 10,
-                           percent: bool = True,  # ×100, as table4
-                          ) -> pd.DataFrame:
+
+def novelty_interval_table(
+    results: pd.DataFrame,  # NoveltyBench rows: one per prompt and run condition
+    by: Sequence[str] = TABLE4_BY,  # table4's grouping (the report: model, paradigm, mode, ...)
+    unit: Sequence[str] = PROMPT,  # the columns naming the sampled unit
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    n_bins: int = 10,
+    percent: bool = True,  # ×100, as table4
+) -> pd.DataFrame:
     """Each group's Table 4 numbers with their 95 % cluster-bootstrap interval over prompts: one row per group and
     metric (`*by`, metric, value, lo, hi, n_units); `value` is table4's number."""
     by, scale = list(by), 100.0 if percent else 1.0
@@ -140,28 +185,40 @@ def novelty_interval_table(results: pd.DataFrame,  # NoveltyBench rows: one per 
     for g, key in enumerate(keys.to_dict("records")):
         mask = group == g
         for metric, statistic in novelty_statistics(results[mask], n_bins).items():
-            found = bootstrap_interval(units[mask], statistic, resamples,
-                                       seed=seed_for("noveltybench", metric, *key.values(), seed=seed))
-            rows.append({**key, "metric": metric, "value": found.value * scale, "lo": found.lo * scale,
-                         "hi": found.hi * scale, "n_units": found.n_units})
+            found = bootstrap_interval(
+                units[mask], statistic, resamples, seed=seed_for("noveltybench", metric, *key.values(), seed=seed)
+            )
+            rows.append(
+                {
+                    **key,
+                    "metric": metric,
+                    "value": found.value * scale,
+                    "lo": found.lo * scale,
+                    "hi": found.hi * scale,
+                    "n_units": found.n_units,
+                }
+            )
     return pd.DataFrame(rows, columns=[*by, *NOVELTY_INTERVAL_COLUMNS])
 
-def table4_intervals(results: pd.DataFrame,  # NoveltyBench rows
-                     by: Sequence[str] = TABLE4_BY,
-                     unit: Sequence[str] = PROMPT,
-                     resamples: int = RESAMPLES,
-                     seed: int = SEED,
-                     n_bins: int = 10,
-                     percent: bool = True,
-                    ) -> pd.DataFrame:
+
+def table4_intervals(
+    results: pd.DataFrame,  # NoveltyBench rows
+    by: Sequence[str] = TABLE4_BY,
+    unit: Sequence[str] = PROMPT,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    n_bins: int = 10,
+    percent: bool = True,
+) -> pd.DataFrame:
     """`table4` with `<metric>_lo`, `<metric>_hi` beside each number and `n_units` (prompts): the intervals of
     `novelty_interval_table` (both list the groups in `group_index` order), checked to sit on table4's numbers."""
     table = table4(results, by, n_bins, percent)
     long = novelty_interval_table(results, by, unit, resamples, seed, n_bins, percent)
     for m in NOVELTY_METRICS:
         found = long[long["metric"] == m]
-        if not np.allclose(found["value"].to_numpy(float), table[m].to_numpy(float), rtol=1e-9, atol=1e-12,
-                           equal_nan=True):
+        if not np.allclose(
+            found["value"].to_numpy(float), table[m].to_numpy(float), rtol=1e-9, atol=1e-12, equal_nan=True
+        ):
             raise ValueError(f"table4_intervals: the statistic of {m} does not give table4's number")
         table[f"{m}_lo"], table[f"{m}_hi"] = found["lo"].to_numpy(), found["hi"].to_numpy()
     table["n_units"] = long.loc[long["metric"] == NOVELTY_METRICS[0], "n_units"].to_numpy(dtype=int)
@@ -169,17 +226,29 @@ def table4_intervals(results: pd.DataFrame,  # NoveltyBench rows
 
 # %% ../../nbs/62_metrics.noveltybench.ipynb #2532bc79
 NOVELTY_COMPARISON = ("Long-CoT − Short-CoT", "the same prompts, paradigm long vs short")  # comparison, pairing
-NOVELTY_COMPARISON_COLUMNS = ["comparison", "pairing", "metric", "difference", "lo", "hi", "p_value", "n_units",
-                              "n_unpaired", "excludes_zero"]
+NOVELTY_COMPARISON_COLUMNS = [
+    "comparison",
+    "pairing",
+    "metric",
+    "difference",
+    "lo",
+    "hi",
+    "p_value",
+    "n_units",
+    "n_unpaired",
+    "excludes_zero",
+]
 
-def novelty_comparison_table(results: pd.DataFrame,  # NoveltyBench rows with a `paradigm` column
-                             by: Sequence[str] = ("model",),  # the groups compared within (`paradigm` is dropped)
-                             unit: Sequence[str] = PROMPT,
-                             resamples: int = RESAMPLES,
-                             seed: int = SEED,
-                             n_bins: int = 10,
-                             percent: bool = True,  # differences in percentage points, as table4
-                            ) -> pd.DataFrame:
+
+def novelty_comparison_table(
+    results: pd.DataFrame,  # NoveltyBench rows with a `paradigm` column
+    by: Sequence[str] = ("model",),  # the groups compared within (`paradigm` is dropped)
+    unit: Sequence[str] = PROMPT,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    n_bins: int = 10,
+    percent: bool = True,  # differences in percentage points, as table4
+) -> pd.DataFrame:
     """Long-CoT − Short-CoT of every Table 4 number on the prompts both paradigms have, per group of `by`: the
     difference, its cluster-bootstrap interval, a sign-flip p-value, and how many prompts were (not) paired."""
     require_columns(results, ["paradigm"], "novelty_comparison_table")
@@ -190,11 +259,29 @@ def novelty_comparison_table(results: pd.DataFrame,  # NoveltyBench rows with a 
     rows = []
     for g, key in enumerate(keys.to_dict("records")):
         both = (group == g) & np.isin(paradigm, ["long", "short"])
-        if not {"long", "short"} <= set(paradigm[both]): continue
+        if not {"long", "short"} <= set(paradigm[both]):
+            continue
         for metric, statistic in novelty_statistics(results[both], n_bins).items():
-            d = paired_difference(units[both], paradigm[both] == "long", statistic, resamples,
-                                  seed=seed_for("noveltybench", comparison, metric, *key.values(), seed=seed))
-            rows.append({**key, "comparison": comparison, "pairing": pairing, "metric": metric,
-                         "difference": d.value * scale, "lo": d.lo * scale, "hi": d.hi * scale, "p_value": d.p_value,
-                         "n_units": d.n_units, "n_unpaired": d.n_unpaired, "excludes_zero": d.excludes_zero})
+            d = paired_difference(
+                units[both],
+                paradigm[both] == "long",
+                statistic,
+                resamples,
+                seed=seed_for("noveltybench", comparison, metric, *key.values(), seed=seed),
+            )
+            rows.append(
+                {
+                    **key,
+                    "comparison": comparison,
+                    "pairing": pairing,
+                    "metric": metric,
+                    "difference": d.value * scale,
+                    "lo": d.lo * scale,
+                    "hi": d.hi * scale,
+                    "p_value": d.p_value,
+                    "n_units": d.n_units,
+                    "n_unpaired": d.n_unpaired,
+                    "excludes_zero": d.excludes_zero,
+                }
+            )
     return pd.DataFrame(rows, columns=[*by, *NOVELTY_COMPARISON_COLUMNS])

@@ -35,13 +35,16 @@ def first_correct_index(z: Sequence[bool]) -> int | None:
     "τ: the first prefix index whose forced answer is correct; `None` when none is (τ = ∞)."
     return next((i for i, zi in enumerate(z) if zi), None)
 
+
 def last_correct_index(z: Sequence[bool]) -> int | None:
     "i*: the last correct prefix strictly before the full trace (Sec. 4); `None` when there is none."
     return next((i for i in range(len(z) - 2, -1, -1) if z[i]), None)
 
+
 def is_verbose(z: Sequence[bool]) -> bool:
     "Verbose overthinking (Eq. 2): some prefix is correct and the full trace is correct."
     return first_correct_index(z) is not None and bool(z[-1])
+
 
 def is_harmful(z: Sequence[bool]) -> bool:
     "Harmful overthinking (Eq. 5): some prefix is correct but the full trace is wrong."
@@ -52,29 +55,35 @@ TRAJECTORY_KEYS = ("model", "benchmark", "item_id", "seed", "template", "extract
 CONDITION_FACTORS = ("seed", "template", "extractor")  # what the robustness study varies (App. A)
 PREFIX_REQUIRED = ("model", "benchmark", "item_id", "prefix_index", "n_utterances", "correct")
 
+
 def trajectory_keys(table: pd.DataFrame) -> list[str]:
     "The columns of `TRAJECTORY_KEYS` present in `table`: together they name one probed trace."
     return [c for c in TRAJECTORY_KEYS if c in table.columns]
+
 
 def _trajectory_ids(t: pd.DataFrame) -> np.ndarray:
     "An integer id per trajectory (0..G-1, in order of appearance)."
     return t.groupby(trajectory_keys(t), sort=False, dropna=False).ngroup().to_numpy()
 
+
 def _require(table: pd.DataFrame, columns: Iterable[str], what: str):
     if missing := [c for c in columns if c not in table.columns]:
         raise ValueError(f"{what} needs columns {list(columns)}; missing {missing}")
+
 
 def _group(table: pd.DataFrame, by: Sequence[str]):
     by = list(by)
     _require(table, by, "grouping")
     return table.groupby(by, sort=True, dropna=False) if by else table.groupby(np.zeros(len(table), dtype=int))
 
+
 def _sorted_complete(prefixes: pd.DataFrame, incomplete: str = "raise") -> pd.DataFrame:
     "The table sorted by trajectory and prefix, with no duplicated probe and every trajectory's prefixes exactly 0..N."
     _require(prefixes, PREFIX_REQUIRED, "a per-prefix table")
     if incomplete not in ("raise", "drop"):
         raise ValueError(f"incomplete must be 'raise' or 'drop', got {incomplete!r}")
-    if prefixes.empty: raise ValueError("the per-prefix table is empty")
+    if prefixes.empty:
+        raise ValueError("the per-prefix table is empty")
     keys = trajectory_keys(prefixes)
     t = prefixes.sort_values(keys + ["prefix_index"], kind="stable").reset_index(drop=True)
     if (dup := t.duplicated(keys + ["prefix_index"])).any():
@@ -82,34 +91,47 @@ def _sorted_complete(prefixes: pd.DataFrame, incomplete: str = "raise") -> pd.Da
             f"{int(dup.sum())} duplicated probes (same trajectory and prefix_index), e.g.\n{t[dup].head(3)}"
         )
     ids = _trajectory_ids(t)
-    shape = t.groupby(ids).agg(rows=("prefix_index", "size"), lo=("prefix_index", "min"), hi=("prefix_index", "max"),
-                               n_lo=("n_utterances", "min"), n_hi=("n_utterances", "max"))
+    shape = t.groupby(ids).agg(
+        rows=("prefix_index", "size"),
+        lo=("prefix_index", "min"),
+        hi=("prefix_index", "max"),
+        n_lo=("n_utterances", "min"),
+        n_hi=("n_utterances", "max"),
+    )
     bad = (shape.lo != 0) | (shape.hi != shape.n_hi) | (shape.rows != shape.n_hi + 1) | (shape.n_lo != shape.n_hi)
     if bad.any():
         if incomplete == "raise":
             example = t.groupby(ids)[keys].first().join(shape)[bad.to_numpy()].head(3)
-            raise ValueError(f"{int(bad.sum())} of {len(shape)} trajectories do not have exactly the prefixes 0..N "
-                             f"(pass incomplete='drop' to leave them out), e.g.\n{example}")
+            raise ValueError(
+                f"{int(bad.sum())} of {len(shape)} trajectories do not have exactly the prefixes 0..N "
+                f"(pass incomplete='drop' to leave them out), e.g.\n{example}"
+            )
         t = t[~pd.Series(ids).isin(shape.index[bad]).to_numpy()].reset_index(drop=True)
-        if t.empty: raise ValueError("no complete trajectory left")
+        if t.empty:
+            raise ValueError("no complete trajectory left")
     return t
+
 
 def _checked(prefixes: pd.DataFrame, incomplete: str = "raise", failed_probes: str = "exclude") -> pd.DataFrame:
     "`check_prefix_table`, plus an integer trajectory id in the column `_id`."
     complete = _sorted_complete(prefixes, incomplete)
     t, _ = apply_failed_probes(complete, failed_probes)
     if t.empty:
-        raise ValueError(f"no trajectory left: all {_trajectory_ids(complete).max() + 1} have a failed probe "
-                         f"(failed_probes={failed_probes!r}; see `failed_probe_table`)")
+        raise ValueError(
+            f"no trajectory left: all {_trajectory_ids(complete).max() + 1} have a failed probe "
+            f"(failed_probes={failed_probes!r}; see `failed_probe_table`)"
+        )
     t["correct"] = t["correct"].astype(bool)
     t["_id"] = _trajectory_ids(t)
     return t
 
-def check_prefix_table(prefixes: pd.DataFrame,  # the per-prefix table
-                       incomplete: str = "raise",  # "raise" or "drop": trajectories whose prefixes are not 0..N
-                       # "exclude" or "cut": trajectories with a failed probe (see below)
-                       failed_probes: str = "exclude",
-                      ) -> pd.DataFrame:
+
+def check_prefix_table(
+    prefixes: pd.DataFrame,  # the per-prefix table
+    incomplete: str = "raise",  # "raise" or "drop": trajectories whose prefixes are not 0..N
+    # "exclude" or "cut": trajectories with a failed probe (see below)
+    failed_probes: str = "exclude",
+) -> pd.DataFrame:
     "Validate the per-prefix table and return it sorted by trajectory and `prefix_index`, failed probes handled."
     return _checked(prefixes, incomplete, failed_probes).drop(columns="_id")
 
@@ -117,54 +139,103 @@ def check_prefix_table(prefixes: pd.DataFrame,  # the per-prefix table
 GRANULARITY = "granularity"  # the column naming how a trace was cut into prefixes
 DEFAULT_GRANULARITY = "utterance"  # what a table without the column was probed at
 
+
 def granularity_of(table: pd.DataFrame) -> pd.Series:
-    "Each row's granularity (\"utterance\" where the table has no such column, or a row has none)."
-    if GRANULARITY not in table.columns: return pd.Series(DEFAULT_GRANULARITY, index=table.index, name=GRANULARITY)
+    'Each row\'s granularity ("utterance" where the table has no such column, or a row has none).'
+    if GRANULARITY not in table.columns:
+        return pd.Series(DEFAULT_GRANULARITY, index=table.index, name=GRANULARITY)
     return table[GRANULARITY].fillna(DEFAULT_GRANULARITY)
+
 
 def granularity_groups(table: pd.DataFrame, by: Sequence[str]) -> list[str]:
     "`by`, with the granularity column added when the table mixes granularities (so no group pools them)."
     by = list(by)
-    if GRANULARITY in by or GRANULARITY not in table.columns or granularity_of(table).nunique() < 2: return by
+    if GRANULARITY in by or GRANULARITY not in table.columns or granularity_of(table).nunique() < 2:
+        return by
     return by + [GRANULARITY]
 
+
 def main_granularity(table: pd.DataFrame) -> str:
-    "The granularity a one-table summary reads: \"utterance\" (the paper's) when present, else the first in the table."
+    'The granularity a one-table summary reads: "utterance" (the paper\'s) when present, else the first in the table.'
     values = list(dict.fromkeys(granularity_of(table)))
-    if not values: return DEFAULT_GRANULARITY
+    if not values:
+        return DEFAULT_GRANULARITY
     return DEFAULT_GRANULARITY if DEFAULT_GRANULARITY in values else values[0]
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #e112439f
-PREFIX_COLUMNS = ("model", "benchmark", "item_id", "format", "seed", "sample_index", "template", "extractor",
-                  "prefix_index",
-                  "n_utterances", "prefix_tokens", "trace_tokens", "prediction", "extraction_method", "correct",
-                  "probe_status",
-                  # one row per probe (prefix) and extractor
-                  "forced_answer", "finish_reason", "cached_prompt_tokens", "granularity")
+PREFIX_COLUMNS = (
+    "model",
+    "benchmark",
+    "item_id",
+    "format",
+    "seed",
+    "sample_index",
+    "template",
+    "extractor",
+    "prefix_index",
+    "n_utterances",
+    "prefix_tokens",
+    "trace_tokens",
+    "prediction",
+    "extraction_method",
+    "correct",
+    "probe_status",
+    # one row per probe (prefix) and extractor
+    "forced_answer",
+    "finish_reason",
+    "cached_prompt_tokens",
+    "granularity",
+)
 # per probe, the log-probabilities of its continuation's tokens (when the run stores them)
 PREFIX_OPTIONAL = ("answer_logprobs",)
-TRACE_COLUMNS = ("model", "benchmark", "item_id", "format", "seed", "template", "extractor", "sample_index",
-                 "n_utterances",
-                 # one row per trace and condition
-                 "trace_tokens", "trace_status", "final_prediction", "final_correct", "completion_tokens")
-UTTERANCE_COLUMNS = ("model", "benchmark", "item_id", "seed", "sample_index", "utterance_index", "tokens", "char_start",
-                     "char_end")  # one row per utterance of a trace
+TRACE_COLUMNS = (
+    "model",
+    "benchmark",
+    "item_id",
+    "format",
+    "seed",
+    "template",
+    "extractor",
+    "sample_index",
+    "n_utterances",
+    # one row per trace and condition
+    "trace_tokens",
+    "trace_status",
+    "final_prediction",
+    "final_correct",
+    "completion_tokens",
+)
+UTTERANCE_COLUMNS = (
+    "model",
+    "benchmark",
+    "item_id",
+    "seed",
+    "sample_index",
+    "utterance_index",
+    "tokens",
+    "char_start",
+    "char_end",
+)  # one row per utterance of a trace
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4180c465
 FAILED_PROBE_STATUSES = ("error", "extractor_error")  # probe statuses that are no answer at all
 FAILED_PROBE_POLICIES = ("exclude", "cut")
 
+
 def failed_probe_mask(prefixes: pd.DataFrame) -> pd.Series:
     "Which probes failed: `correct` is missing, or `probe_status` says the backend or the extractor failed."
     failed = prefixes["correct"].isna()
-    if "probe_status" in prefixes.columns: failed = failed | prefixes["probe_status"].isin(FAILED_PROBE_STATUSES)
+    if "probe_status" in prefixes.columns:
+        failed = failed | prefixes["probe_status"].isin(FAILED_PROBE_STATUSES)
     return failed.astype(bool)
 
-def _drop_or_cut(t: pd.DataFrame,  # sorted by `keys` and prefix_index
-                 keys: list[str],  # the columns naming one trajectory
-                 failed: np.ndarray,  # which rows are failed probes
-                 failed_probes: str,  # "exclude" or "cut"
-                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+
+def _drop_or_cut(
+    t: pd.DataFrame,  # sorted by `keys` and prefix_index
+    keys: list[str],  # the columns naming one trajectory
+    failed: np.ndarray,  # which rows are failed probes
+    failed_probes: str,  # "exclude" or "cut"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     "`apply_failed_probes` on any table of probes: the rows kept (cut trajectories shortened), and what was done."
     if failed_probes not in FAILED_PROBE_POLICIES:
         raise ValueError(f"failed_probes must be one of {list(FAILED_PROBE_POLICIES)}, got {failed_probes!r}")
@@ -175,8 +246,10 @@ def _drop_or_cut(t: pd.DataFrame,  # sorted by `keys` and prefix_index
     outcome = t.groupby(ids)[carry + ["n_utterances"]].first().loc[first_failed.index]
     outcome["n_failed"] = pd.Series(failed).groupby(ids).sum().loc[first_failed.index].astype(int)
     outcome["first_failed_index"] = first_failed
-    if failed_probes == "cut": outcome["kept_utterances"] = (first_failed - 1).where(first_failed > 0).astype("Int64")
-    else: outcome["kept_utterances"] = pd.array([pd.NA] * len(outcome), dtype="Int64")
+    if failed_probes == "cut":
+        outcome["kept_utterances"] = (first_failed - 1).where(first_failed > 0).astype("Int64")
+    else:
+        outcome["kept_utterances"] = pd.array([pd.NA] * len(outcome), dtype="Int64")
     outcome["action"] = np.where(outcome["kept_utterances"].isna(), "excluded", "cut")
     cut_at = pd.Series(ids).map(first_failed)  # the first failed prefix of the row's trajectory (NaN: none failed)
     keep = (cut_at.isna() | (t["prefix_index"] < cut_at) if failed_probes == "cut" else cut_at.isna()).to_numpy()
@@ -190,12 +263,15 @@ def _drop_or_cut(t: pd.DataFrame,  # sorted by `keys` and prefix_index
             t.loc[was_cut, "trace_tokens"] = (
                 t.loc[was_cut, "prefix_tokens"].groupby(ids[keep][was_cut]).transform("max").to_numpy()
             )
-    return t, outcome.reset_index(drop=True)[carry + ["n_utterances", "n_failed", "first_failed_index", "action",
-                                                      "kept_utterances"]]
+    return t, outcome.reset_index(drop=True)[
+        carry + ["n_utterances", "n_failed", "first_failed_index", "action", "kept_utterances"]
+    ]
 
-def apply_failed_probes(prefixes: pd.DataFrame,  # a per-prefix table (every trajectory's prefixes 0..N)
-                        failed_probes: str = "exclude",  # "exclude" or "cut"
-                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
+
+def apply_failed_probes(
+    prefixes: pd.DataFrame,  # a per-prefix table (every trajectory's prefixes 0..N)
+    failed_probes: str = "exclude",  # "exclude" or "cut"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The table with no failed probe left (trajectories excluded or cut), and one row per trajectory that had one: what
     was done."""
     _require(prefixes, PREFIX_REQUIRED, "a per-prefix table")
@@ -203,29 +279,38 @@ def apply_failed_probes(prefixes: pd.DataFrame,  # a per-prefix table (every tra
     t = prefixes.sort_values(keys + ["prefix_index"], kind="stable").reset_index(drop=True)
     return _drop_or_cut(t, keys, failed_probe_mask(t).to_numpy(), failed_probes)
 
-def failed_probe_table(prefixes: pd.DataFrame,  # the per-prefix table
-                       failed_probes: str = "exclude",  # the option the metrics were computed with
-                       by: Sequence[str] = ("model", "benchmark"),
-                      ) -> pd.DataFrame:
+
+def failed_probe_table(
+    prefixes: pd.DataFrame,  # the per-prefix table
+    failed_probes: str = "exclude",  # the option the metrics were computed with
+    by: Sequence[str] = ("model", "benchmark"),
+) -> pd.DataFrame:
     "Per group: trajectories, those with failed probes, failed probes, and how many were excluded or cut."
     by = granularity_groups(prefixes, by)
     _, outcome = apply_failed_probes(prefixes, failed_probes)
     outcome = outcome.assign(excluded=outcome["action"] == "excluded", cut=outcome["action"] == "cut")
     total = _group(prefixes.drop_duplicates(trajectory_keys(prefixes)), by).size().rename("n_trajectories")
-    counts = _group(outcome, by).agg(n_with_failed_probes=("n_failed", "size"), n_failed_probes=("n_failed", "sum"),
-                                     n_excluded=("excluded", "sum"), n_cut=("cut", "sum"))
+    counts = _group(outcome, by).agg(
+        n_with_failed_probes=("n_failed", "size"),
+        n_failed_probes=("n_failed", "sum"),
+        n_excluded=("excluded", "sum"),
+        n_cut=("cut", "sum"),
+    )
     out = pd.concat([total, counts], axis=1).fillna(0).astype(int).assign(failed_probes=failed_probes).reset_index()
     return out if by else out.drop(columns="index")
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #0781e3ce
-def prefix_rows(z: Sequence[bool | None],  # correctness states z_0..z_N (None: the probe failed)
-                # forced answers (default: "y" / "w", None for a failed probe)
-                predictions: Sequence[str | None] | None = None,
-                utterance_tokens: Sequence[int] | None = None,  # tokens of u_1..u_N (default: 10 each)
-                **keys) -> pd.DataFrame:
+def prefix_rows(
+    z: Sequence[bool | None],  # correctness states z_0..z_N (None: the probe failed)
+    # forced answers (default: "y" / "w", None for a failed probe)
+    predictions: Sequence[str | None] | None = None,
+    utterance_tokens: Sequence[int] | None = None,  # tokens of u_1..u_N (default: 10 each)
+    **keys,
+) -> pd.DataFrame:
     "The per-prefix rows of one trajectory given its states (for examples and tests)."
     n = len(z) - 1
-    if n < 0: raise ValueError("a trajectory has at least the empty prefix")
+    if n < 0:
+        raise ValueError("a trajectory has at least the empty prefix")
     predictions = (
         list(predictions) if predictions is not None else [None if zi is None else "y" if zi else "w" for zi in z]
     )
@@ -234,16 +319,25 @@ def prefix_rows(z: Sequence[bool | None],  # correctness states z_0..z_N (None: 
         raise ValueError("need N+1 predictions and N utterance token counts")
     prefix_tokens = np.concatenate([[0], np.cumsum(utterance_tokens)]).astype(int)
     status = ["error" if zi is None else "answered" if p is not None else "truncated" for zi, p in zip(z, predictions)]
-    return pd.DataFrame({**keys, "prefix_index": range(n + 1), "n_utterances": n, "prefix_tokens": prefix_tokens,
-                         "trace_tokens": int(prefix_tokens[-1]), "prediction": predictions,
-                         "correct": pd.array([None if zi is None else bool(zi) for zi in z], dtype="boolean"),
-                         "probe_status": status})
+    return pd.DataFrame(
+        {
+            **keys,
+            "prefix_index": range(n + 1),
+            "n_utterances": n,
+            "prefix_tokens": prefix_tokens,
+            "trace_tokens": int(prefix_tokens[-1]),
+            "prediction": predictions,
+            "correct": pd.array([None if zi is None else bool(zi) for zi in z], dtype="boolean"),
+            "probe_status": status,
+        }
+    )
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #a22a2c6c
-def trajectories(prefixes: pd.DataFrame,  # the per-prefix table
-                 incomplete: str = "raise",  # see `check_prefix_table`
-                 failed_probes: str = "exclude",  # "exclude" or "cut": trajectories with a failed probe
-                ) -> pd.DataFrame:
+def trajectories(
+    prefixes: pd.DataFrame,  # the per-prefix table
+    incomplete: str = "raise",  # see `check_prefix_table`
+    failed_probes: str = "exclude",  # "exclude" or "cut": trajectories with a failed probe
+) -> pd.DataFrame:
     "One row per probed trace: z_0, z_N, τ, κ̂ (utterances and tokens), verbose/harmful, optimal length, wasted budget."
     t = _checked(prefixes, incomplete, failed_probes)
     keys = trajectory_keys(t)
@@ -256,7 +350,8 @@ def trajectories(prefixes: pd.DataFrame,  # the per-prefix table
     at_end = t[t.prefix_index == t.n_utterances].set_index("_id")
     out["actual_correct"] = at_end["correct"]
     # ŷ_N: the answer Actual Length votes with
-    if "prediction" in t.columns: out["actual_prediction"] = at_end["prediction"]
+    if "prediction" in t.columns:
+        out["actual_prediction"] = at_end["prediction"]
     hits = t[t.correct]
     first = hits.drop_duplicates("_id").set_index("_id")  # rows are sorted by prefix_index: the first hit is τ
     out["first_correct_index"] = first["prefix_index"].astype(float)
@@ -277,42 +372,52 @@ def trajectories(prefixes: pd.DataFrame,  # the per-prefix table
 # %% ../../nbs/61_metrics.overthinking.ipynb #ca8bb5c4
 STRATEGIES = ("No-CoT", "Actual", "Optimal", "Instruct", "Actual (own answer)")
 
-def _trace_strategy(traces: pd.DataFrame, by: Sequence[str], name: str,
-                    granularities: Sequence[str] = ()) -> pd.DataFrame:
+
+def _trace_strategy(
+    traces: pd.DataFrame, by: Sequence[str], name: str, granularities: Sequence[str] = ()
+) -> pd.DataFrame:
     """A strategy read from a trace table (a trace's own answer: the same at every granularity, its row repeated per
     granularity)."""
     if GRANULARITY in by and GRANULARITY not in traces.columns:
         rest = [c for c in by if c != GRANULARITY]
-        return pd.concat([_trace_strategy(traces, rest, name).assign(**{GRANULARITY: g}) for g in granularities],
-                         ignore_index=True)
+        return pd.concat(
+            [_trace_strategy(traces, rest, name).assign(**{GRANULARITY: g}) for g in granularities], ignore_index=True
+        )
     _require(traces, ["final_correct", "n_utterances"], f"the {name} trace table")
     traces = traces[traces["final_correct"].notna()]  # a trace whose generation or extraction failed is no answer
     agg = dict(n=("final_correct", "size"), accuracy=("final_correct", "mean"), length=("n_utterances", "mean"))
-    if "trace_tokens" in traces.columns: agg["length_tokens"] = ("trace_tokens", "mean")
+    if "trace_tokens" in traces.columns:
+        agg["length_tokens"] = ("trace_tokens", "mean")
     out = _group(traces.assign(final_correct=traces["final_correct"].astype(float)), by).agg(**agg).reset_index()
     return out.assign(strategy=name, harmful_rate=np.nan)
 
-def strategy_table(trajectories: pd.DataFrame,  # from `trajectories`
-                   by: Sequence[str] = ("model", "benchmark"),  # one row per group and strategy
-                   instruct: pd.DataFrame | None = None,  # trace table of the instruct base models
-                   instruct_of: dict[str, str] | None = None,  # reasoning model -> its instruct model (names its row)
-                   # trace table of the reasoning models: adds "Actual (own answer)"
-                   traces: pd.DataFrame | None = None,
-                  ) -> pd.DataFrame:
+
+def strategy_table(
+    trajectories: pd.DataFrame,  # from `trajectories`
+    by: Sequence[str] = ("model", "benchmark"),  # one row per group and strategy
+    instruct: pd.DataFrame | None = None,  # trace table of the instruct base models
+    instruct_of: dict[str, str] | None = None,  # reasoning model -> its instruct model (names its row)
+    # trace table of the reasoning models: adds "Actual (own answer)"
+    traces: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     "Accuracy, length (utterances and tokens) and harmful rate H of No-CoT, Actual, Optimal (and Instruct)."
     by = granularity_groups(trajectories, by)
-    tr = trajectories.assign(**{c: trajectories[c].astype(float) for c in ("no_cot_correct", "actual_correct",
-                                                                           "solved", "harmful")})
+    tr = trajectories.assign(
+        **{c: trajectories[c].astype(float) for c in ("no_cot_correct", "actual_correct", "solved", "harmful")}
+    )
     has_tokens = "trace_tokens" in tr.columns and "optimal_tokens" in tr.columns
     g = _group(tr, by)
     n = g.size().rename("n")
     rows = []
-    for name, acc, length, tokens, harmful in [("No-CoT", "no_cot_correct", None, None, None),
-                                               ("Actual", "actual_correct", "n_utterances", "trace_tokens", "harmful"),
-                                               ("Optimal", "solved", "optimal_length", "optimal_tokens", None)]:
+    for name, acc, length, tokens, harmful in [
+        ("No-CoT", "no_cot_correct", None, None, None),
+        ("Actual", "actual_correct", "n_utterances", "trace_tokens", "harmful"),
+        ("Optimal", "solved", "optimal_length", "optimal_tokens", None),
+    ]:
         part = pd.DataFrame({"n": n, "accuracy": g[acc].mean()})
         part["length"] = g[length].mean() if length else 0.0
-        if has_tokens: part["length_tokens"] = g[tokens].mean() if tokens else 0.0
+        if has_tokens:
+            part["length_tokens"] = g[tokens].mean() if tokens else 0.0
         part["harmful_rate"] = g[harmful].mean() if harmful else 0.0
         rows.append(part.reset_index().assign(strategy=name))
     if traces is not None:
@@ -327,19 +432,30 @@ def strategy_table(trajectories: pd.DataFrame,  # from `trajectories`
         rows.append(_trace_strategy(ins, by, "Instruct", sorted(set(granularity_of(trajectories)))))
     out = pd.concat(rows, ignore_index=True)  # (an ungrouped table's helper "index" column is dropped below)
     out["strategy"] = pd.Categorical(out["strategy"], categories=list(STRATEGIES), ordered=True)
-    cols = by + ["strategy", "n", "accuracy",
-                 "length"] + (["length_tokens"] if "length_tokens" in out.columns else []) + ["harmful_rate"]
+    cols = (
+        by
+        + ["strategy", "n", "accuracy", "length"]
+        + (["length_tokens"] if "length_tokens" in out.columns else [])
+        + ["harmful_rate"]
+    )
     return out.sort_values(by + ["strategy"], kind="stable")[cols].reset_index(drop=True)
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #67efbdd4
-def overthinking_table(trajectories: pd.DataFrame,  # from `trajectories`
-                       by: Sequence[str] = ("format",),  # e.g. ("format",) for MC vs FF, ("model", "benchmark")
-                      ) -> pd.DataFrame:
+def overthinking_table(
+    trajectories: pd.DataFrame,  # from `trajectories`
+    by: Sequence[str] = ("format",),  # e.g. ("format",) for MC vs FF, ("model", "benchmark")
+) -> pd.DataFrame:
     "Counts of solved / verbose / harmful trajectories, H over all items, and the verbose/harmful shares among solved."
     by = granularity_groups(trajectories, by)
     g = _group(trajectories, by)
-    out = pd.DataFrame({"n_items": g.size(), "n_solved": g["solved"].sum(), "n_verbose": g["verbose"].sum(),
-                        "n_harmful": g["harmful"].sum()})
+    out = pd.DataFrame(
+        {
+            "n_items": g.size(),
+            "n_solved": g["solved"].sum(),
+            "n_verbose": g["verbose"].sum(),
+            "n_harmful": g["harmful"].sum(),
+        }
+    )
     out["harmful_rate"] = out["n_harmful"] / out["n_items"]
     solved = out["n_solved"].where(out["n_solved"] > 0)
     out["verbose_share"] = out["n_verbose"] / solved
@@ -348,56 +464,71 @@ def overthinking_table(trajectories: pd.DataFrame,  # from `trajectories`
     return out if by else out.drop(columns="index")
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #fda20a8c
-def wasted_budget_table(trajectories: pd.DataFrame,  # from `trajectories`
-                        by: Sequence[str] = ("model", "benchmark"),
-                       ) -> pd.DataFrame:
+def wasted_budget_table(
+    trajectories: pd.DataFrame,  # from `trajectories`
+    by: Sequence[str] = ("model", "benchmark"),
+) -> pd.DataFrame:
     "Mean wasted budget w = N - τ over solved trajectories, per group (utterances, and tokens when known)."
     by = granularity_groups(trajectories, by)
     solved = trajectories[trajectories["solved"]]
-    if solved.empty: raise ValueError("no solved trajectory: the wasted budget is undefined")
+    if solved.empty:
+        raise ValueError("no solved trajectory: the wasted budget is undefined")
     agg = dict(n_solved=("wasted_budget", "size"), wasted_budget=("wasted_budget", "mean"))
-    if "wasted_tokens" in solved.columns: agg["wasted_tokens"] = ("wasted_tokens", "mean")
+    if "wasted_tokens" in solved.columns:
+        agg["wasted_tokens"] = ("wasted_tokens", "mean")
     out = _group(solved, by).agg(**agg).reset_index()
     return out if by else out.drop(columns="index")
 
-def length_distribution(trajectories: pd.DataFrame,  # from `trajectories`
-                        unit: str = "utterances",  # "utterances" or "tokens"
-                        solved_only: bool = True,  # Fig. 2 compares lengths on solved instances
-                       ) -> pd.DataFrame:
+
+def length_distribution(
+    trajectories: pd.DataFrame,  # from `trajectories`
+    unit: str = "utterances",  # "utterances" or "tokens"
+    solved_only: bool = True,  # Fig. 2 compares lengths on solved instances
+) -> pd.DataFrame:
     "Long table (one row per trajectory and strategy) of Actual and Optimal lengths."
     columns = {"utterances": ("n_utterances", "optimal_length"), "tokens": ("trace_tokens", "optimal_tokens")}
-    if unit not in columns: raise ValueError(f"unit must be 'utterances' or 'tokens', got {unit!r}")
+    if unit not in columns:
+        raise ValueError(f"unit must be 'utterances' or 'tokens', got {unit!r}")
     _require(trajectories, columns[unit], f"lengths in {unit}")
     t = trajectories[trajectories["solved"]] if solved_only else trajectories
     keys = [c for c in trajectory_keys(t) + ["format"] if c in t.columns]
-    parts = [t[keys].assign(strategy=name, length=t[col].astype(float).to_numpy())
-             for name, col in zip(("Actual", "Optimal"), columns[unit])]
+    parts = [
+        t[keys].assign(strategy=name, length=t[col].astype(float).to_numpy())
+        for name, col in zip(("Actual", "Optimal"), columns[unit])
+    ]
     return pd.concat(parts, ignore_index=True).assign(unit=unit)
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #23bb3489
 STATES = ("correct", "wrong")
 
-def transition_counts(prefixes: pd.DataFrame,  # the per-prefix table
-                      by: Sequence[str] = (),  # optional grouping, e.g. ("model",)
-                      failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
-                     ) -> pd.DataFrame:
+
+def transition_counts(
+    prefixes: pd.DataFrame,  # the per-prefix table
+    by: Sequence[str] = (),  # optional grouping, e.g. ("model",)
+    failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
+) -> pd.DataFrame:
     "Long table of pooled z_i -> z_{i+1} transition counts (and row shares), per group."
     t = _checked(prefixes, failed_probes=failed_probes)
     nxt = t.groupby("_id")["correct"].shift(-1)
-    pairs = t[nxt.notna()].assign(from_state=np.where(t["correct"], "correct", "wrong")[nxt.notna()],
-                                  to_state=np.where(nxt[nxt.notna()].astype(bool), "correct", "wrong"))
+    pairs = t[nxt.notna()].assign(
+        from_state=np.where(t["correct"], "correct", "wrong")[nxt.notna()],
+        to_state=np.where(nxt[nxt.notna()].astype(bool), "correct", "wrong"),
+    )
     by = granularity_groups(t, by)
     grid = pd.MultiIndex.from_product([STATES, STATES], names=["from_state", "to_state"])
     frames = []
-    for key, part in (pairs.groupby(by, sort=True, dropna=False) if by else [((), pairs)]):
-        counts = part.groupby(["from_state", "to_state"]).size().reindex(grid,
-                                                                         fill_value=0).rename("count").reset_index()
-        for col, val in zip(by, key if isinstance(key, tuple) else (key,)): counts[col] = val
+    for key, part in pairs.groupby(by, sort=True, dropna=False) if by else [((), pairs)]:
+        counts = (
+            part.groupby(["from_state", "to_state"]).size().reindex(grid, fill_value=0).rename("count").reset_index()
+        )
+        for col, val in zip(by, key if isinstance(key, tuple) else (key,)):
+            counts[col] = val
         frames.append(counts)
     out = pd.concat(frames, ignore_index=True)
     totals = out.groupby(by + ["from_state"], dropna=False)["count"].transform("sum")
     out["row_share"] = out["count"] / totals.where(totals > 0)
     return out[by + ["from_state", "to_state", "count", "row_share"]]
+
 
 def transition_matrix(prefixes: pd.DataFrame, failed_probes: str = "exclude") -> pd.DataFrame:
     """The pooled 2x2 count matrix: rows z_i (correct/wrong), columns z_{i+1} (of the main granularity, see
@@ -410,11 +541,12 @@ def transition_matrix(prefixes: pd.DataFrame, failed_probes: str = "exclude") ->
     return m
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #80885046
-def stability_curve(prefixes: pd.DataFrame,  # the per-prefix table
-                    by: Sequence[str] = (),  # optional grouping, e.g. ("model",)
-                    max_steps: int | None = None,  # drop k > max_steps
-                    failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
-                   ) -> pd.DataFrame:
+def stability_curve(
+    prefixes: pd.DataFrame,  # the per-prefix table
+    by: Sequence[str] = (),  # optional grouping, e.g. ("model",)
+    max_steps: int | None = None,  # drop k > max_steps
+    failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
+) -> pd.DataFrame:
     "P(z_{τ+k} = 1) and the survival of the first correct streak, for k = 0, 1, ... steps after τ."
     t = _checked(prefixes, failed_probes=failed_probes)
     tau = t[t.correct].groupby("_id")["prefix_index"].min()
@@ -422,33 +554,42 @@ def stability_curve(prefixes: pd.DataFrame,  # the per-prefix table
     t = t.assign(steps_after_tau=t["prefix_index"] - t["_id"].map(tau))
     t = t[t["steps_after_tau"] >= 0]
     t["never_left"] = t["correct"].astype(int).groupby(t["_id"]).cummin()
-    if max_steps is not None: t = t[t["steps_after_tau"] <= max_steps]
+    if max_steps is not None:
+        t = t[t["steps_after_tau"] <= max_steps]
     by = granularity_groups(t, by)
-    out = (t.groupby(by + ["steps_after_tau"], sort=True, dropna=False)
-            .agg(n_trajectories=("correct", "size"), p_correct=("correct", "mean"), p_never_left=("never_left", "mean"))
-            .reset_index())
+    out = (
+        t.groupby(by + ["steps_after_tau"], sort=True, dropna=False)
+        .agg(n_trajectories=("correct", "size"), p_correct=("correct", "mean"), p_never_left=("never_left", "mean"))
+        .reset_index()
+    )
     return out
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #c4084289
 def _answer(p) -> str | None:
-    if p is None or (isinstance(p, float) and math.isnan(p)) or p is pd.NA: return None
+    if p is None or (isinstance(p, float) and math.isnan(p)) or p is pd.NA:
+        return None
     p = str(p).strip()
     return p or None
+
 
 def _check_k(k):
     if not (k == math.inf or (isinstance(k, (int, np.integer)) and k >= 1)):
         raise ValueError(f"K must be an integer >= 1 or math.inf, got {k!r}")
 
-def stopping_index(predictions: Sequence[str | None],  # forced answers ŷ_0..ŷ_N
-                   k: float,  # patience K (an int >= 1, or math.inf for Actual Length)
-                  ) -> int:
+
+def stopping_index(
+    predictions: Sequence[str | None],  # forced answers ŷ_0..ŷ_N
+    k: float,  # patience K (an int >= 1, or math.inf for Actual Length)
+) -> int:
     "Stopping@K: the first s whose prediction has been unchanged for K consecutive steps (N if never)."
     _check_k(k)
-    if not predictions: raise ValueError("need at least the prediction of the empty prefix")
+    if not predictions:
+        raise ValueError("need at least the prediction of the empty prefix")
     answers, run = [_answer(p) for p in predictions], 0
     for i in range(1, len(answers)):
         run = run + 1 if answers[i] is not None and answers[i] == answers[i - 1] else 0
-        if run >= k: return i
+        if run >= k:
+            return i
     return len(answers) - 1
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #83fb7bfc
@@ -461,6 +602,7 @@ def _with_unchanged_runs(prefixes: pd.DataFrame, failed_probes: str = "exclude")
     unchanged = answers.notna() & prev.notna() & (answers == prev)
     t["_run"] = t.groupby((~unchanged).cumsum()).cumcount()  # blocks of equal answers start at a change
     return t
+
 
 def _stop_at(t: pd.DataFrame, k: float) -> pd.DataFrame:
     "Stopping points of every trajectory of a table prepared by `_with_unchanged_runs`."
@@ -477,33 +619,40 @@ def _stop_at(t: pd.DataFrame, k: float) -> pd.DataFrame:
     out["k"] = float(k)
     out["stop_index"] = at["_stop"]
     out["stop_correct"] = at["correct"]
-    if "prefix_tokens" in at.columns: out["stop_tokens"] = at["prefix_tokens"]
+    if "prefix_tokens" in at.columns:
+        out["stop_tokens"] = at["prefix_tokens"]
     out["solved_by_stop"] = upto.groupby("_id")["correct"].any()
     out["harmful"] = out["solved_by_stop"] & ~out["stop_correct"]
     return out.reset_index(drop=True)
 
-def stopping_points(prefixes: pd.DataFrame,  # the per-prefix table
-                    k: float,  # patience K (an int >= 1, or math.inf)
-                    failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
-                   ) -> pd.DataFrame:
+
+def stopping_points(
+    prefixes: pd.DataFrame,  # the per-prefix table
+    k: float,  # patience K (an int >= 1, or math.inf)
+    failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
+) -> pd.DataFrame:
     "One row per trajectory: the Stopping@K index s, z_s, tokens of t_{≤s}, and h_K."
     _check_k(k)
     return _stop_at(_with_unchanged_runs(prefixes, failed_probes), k)
 
-def stopping_at_k(prefixes: pd.DataFrame,  # the per-prefix table
-                  ks: Sequence[float] = (2, 5, math.inf),  # the paper's Table 2 uses 2, 5 and ∞
-                  by: Sequence[str] = (),  # optional grouping, e.g. ("model", "benchmark")
-                  failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
-                 ) -> pd.DataFrame:
+
+def stopping_at_k(
+    prefixes: pd.DataFrame,  # the per-prefix table
+    ks: Sequence[float] = (2, 5, math.inf),  # the paper's Table 2 uses 2, 5 and ∞
+    by: Sequence[str] = (),  # optional grouping, e.g. ("model", "benchmark")
+    failed_probes: str = "exclude",  # "exclude" or "cut" (see `apply_failed_probes`)
+) -> pd.DataFrame:
     "Table 2: accuracy, length (utterances, tokens) and harmful rate H of Stopping@K, per K (and group)."
     by, rows = granularity_groups(prefixes, by), []
-    for k in ks: _check_k(k)
+    for k in ks:
+        _check_k(k)
     t = _with_unchanged_runs(prefixes, failed_probes)
     for k in ks:
         p = _stop_at(t, k)
         p = p.assign(stop_correct=p["stop_correct"].astype(float), harmful=p["harmful"].astype(float))
         agg = dict(n=("stop_index", "size"), accuracy=("stop_correct", "mean"), length=("stop_index", "mean"))
-        if "stop_tokens" in p.columns: agg["length_tokens"] = ("stop_tokens", "mean")
+        if "stop_tokens" in p.columns:
+            agg["length_tokens"] = ("stop_tokens", "mean")
         agg["harmful_rate"] = ("harmful", "mean")
         part = _group(p, by).agg(**agg).reset_index()
         rows.append((part if by else part.drop(columns="index")).assign(k=float(k)))
@@ -514,16 +663,20 @@ def stopping_at_k(prefixes: pd.DataFrame,  # the per-prefix table
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     "Spearman's rank correlation (average ranks for ties; +inf allowed); NaN when undefined."
     a, b = pd.Series(a, dtype=float).reset_index(drop=True), pd.Series(b, dtype=float).reset_index(drop=True)
-    if len(a) != len(b): raise ValueError(f"lengths differ: {len(a)} vs {len(b)}")
+    if len(a) != len(b):
+        raise ValueError(f"lengths differ: {len(a)} vs {len(b)}")
     keep = a.notna() & b.notna()
     ra, rb = a[keep].rank(method="average").to_numpy(), b[keep].rank(method="average").to_numpy()
-    if len(ra) < 2 or ra.std() == 0 or rb.std() == 0: return float("nan")
+    if len(ra) < 2 or ra.std() == 0 or rb.std() == 0:
+        return float("nan")
     return float(np.corrcoef(ra, rb)[0, 1])
+
 
 def matthews_corrcoef(a: Sequence[bool], b: Sequence[bool]) -> float:
     "Matthews correlation coefficient of two binary vectors; NaN when either is constant."
     a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
-    if a.shape != b.shape: raise ValueError(f"lengths differ: {a.shape} vs {b.shape}")
+    if a.shape != b.shape:
+        raise ValueError(f"lengths differ: {a.shape} vs {b.shape}")
     tp, tn, fp, fn = (a & b).sum(), (~a & ~b).sum(), (~a & b).sum(), (a & ~b).sum()
     denom = math.sqrt(float((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)))
     return float((tp * tn - fp * fn) / denom) if denom else float("nan")
@@ -534,48 +687,69 @@ def condition_labels(table: pd.DataFrame, factors: Sequence[str] = CONDITION_FAC
     parts = [("seed=" if f == "seed" else "") + table[f].astype(str) for f in factors]
     return parts[0].str.cat(parts[1:], sep=" | ") if len(parts) > 1 else parts[0]
 
-def robustness(trajectories: pd.DataFrame,  # from `trajectories`, with several conditions per item
-               factors: Sequence[str] = CONDITION_FACTORS,  # the columns that define a condition
-               by: Sequence[str] = ("model", "benchmark"),  # correlations are computed within each group
-               unsolved: str = "drop",  # "drop" or "last" (see above)
-              ) -> pd.DataFrame:
+
+def robustness(
+    trajectories: pd.DataFrame,  # from `trajectories`, with several conditions per item
+    factors: Sequence[str] = CONDITION_FACTORS,  # the columns that define a condition
+    by: Sequence[str] = ("model", "benchmark"),  # correlations are computed within each group
+    unsolved: str = "drop",  # "drop" or "last" (see above)
+) -> pd.DataFrame:
     "Per pair of conditions: which factors differ, Spearman of b_τ and MCC of z_N over the shared items."
-    if unsolved not in ("drop", "last"): raise ValueError(f"unsolved must be 'drop' or 'last', got {unsolved!r}")
+    if unsolved not in ("drop", "last"):
+        raise ValueError(f"unsolved must be 'drop' or 'last', got {unsolved!r}")
     factors, by = [f for f in factors if f in trajectories.columns], granularity_groups(trajectories, by)
-    if not factors: raise ValueError(f"none of the condition columns {list(CONDITION_FACTORS)} is present")
+    if not factors:
+        raise ValueError(f"none of the condition columns {list(CONDITION_FACTORS)} is present")
     item = [c for c in trajectory_keys(trajectories) if c not in factors + by]
     t = trajectories.assign(condition=condition_labels(trajectories, factors))  # trajectory keys stay unique
     rows = []
-    for key, part in (t.groupby(by, sort=True, dropna=False) if by else [((), t)]):
+    for key, part in t.groupby(by, sort=True, dropna=False) if by else [((), t)]:
         conds = part.drop_duplicates("condition").set_index("condition")[factors]
         difficulty = part.pivot(index=item, columns="condition", values="difficulty")
         final = part.pivot(index=item, columns="condition", values="actual_correct")
-        if unsolved == "last": difficulty = difficulty.fillna(math.inf).where(final.notna())
+        if unsolved == "last":
+            difficulty = difficulty.fillna(math.inf).where(final.notna())
         for a, b in itertools.combinations(sorted(conds.index), 2):
             both = final[a].notna() & final[b].notna()
             varied = "+".join(f for f in factors if conds.loc[a, f] != conds.loc[b, f])
-            rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "condition_a": a, "condition_b": b,
-                         "varied": varied, "n_items": int(both.sum()),
-                         "spearman_difficulty": spearman(difficulty.loc[both, a], difficulty.loc[both, b]),
-                         "mcc_actual_correct": matthews_corrcoef(final.loc[both, a].astype(bool),
-                                                                 final.loc[both, b].astype(bool))})
-    if not rows: raise ValueError("robustness needs at least two conditions per group")
+            rows.append(
+                {
+                    **dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                    "condition_a": a,
+                    "condition_b": b,
+                    "varied": varied,
+                    "n_items": int(both.sum()),
+                    "spearman_difficulty": spearman(difficulty.loc[both, a], difficulty.loc[both, b]),
+                    "mcc_actual_correct": matthews_corrcoef(
+                        final.loc[both, a].astype(bool), final.loc[both, b].astype(bool)
+                    ),
+                }
+            )
+    if not rows:
+        raise ValueError("robustness needs at least two conditions per group")
     return pd.DataFrame(rows)
+
 
 def robustness_summary(pairs: pd.DataFrame) -> pd.DataFrame:
     "Mean Spearman and MCC per comparison group (the factors that differ)."
-    return (pairs.groupby("varied", sort=False)[["spearman_difficulty", "mcc_actual_correct"]].mean()
-            .assign(n_pairs=pairs.groupby("varied", sort=False).size()).reset_index())
+    return (
+        pairs.groupby("varied", sort=False)[["spearman_difficulty", "mcc_actual_correct"]]
+        .mean()
+        .assign(n_pairs=pairs.groupby("varied", sort=False).size())
+        .reset_index()
+    )
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #d87ca7be
-def cross_model_spearman(trajectories: pd.DataFrame,  # from `trajectories`, several models on shared items
-                         column: str = "optimal_length",  # or "difficulty" (solved items only)
-                        ) -> pd.DataFrame:
+def cross_model_spearman(
+    trajectories: pd.DataFrame,  # from `trajectories`, several models on shared items
+    column: str = "optimal_length",  # or "difficulty" (solved items only)
+) -> pd.DataFrame:
     "Model x model Spearman correlation of the per-item `column` (mean over conditions), over shared items."
     _require(trajectories, ["model", "benchmark", "item_id", column], "cross_model_spearman")
     wide = trajectories.groupby(["benchmark", "item_id", "model"])[column].mean().unstack("model")
     models = list(wide.columns)
-    if len(models) < 2: raise ValueError("cross_model_spearman needs at least two models")
+    if len(models) < 2:
+        raise ValueError("cross_model_spearman needs at least two models")
     m = pd.DataFrame(1.0, index=pd.Index(models, name="model"), columns=pd.Index(models, name="model"))
     for a, b in itertools.combinations(models, 2):
         both = wide[a].notna() & wide[b].notna()
@@ -583,30 +757,38 @@ def cross_model_spearman(trajectories: pd.DataFrame,  # from `trajectories`, sev
     return m
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #6f993480
-def pass_at_k(n: int,  # samples
-              c: int,  # correct samples
-              k: int,  # budget K
-             ) -> float:
+def pass_at_k(
+    n: int,  # samples
+    c: int,  # correct samples
+    k: int,  # budget K
+) -> float:
     "The unbiased Pass@K estimator 1 - C(n-c, K) / C(n, K)."
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    if n - c < k: return 1.0
+    if n - c < k:
+        return 1.0
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
-def majority_vote_at_k(predictions: Sequence[str | None],  # final answers of the n samples
-                       correct: Sequence[bool],  # whether each is correct
-                       k: int,  # samples per vote
-                       max_subsets: int = 2000,  # exact over all subsets up to this many, else a seeded sample
-                      ) -> float:
+
+def majority_vote_at_k(
+    predictions: Sequence[str | None],  # final answers of the n samples
+    correct: Sequence[bool],  # whether each is correct
+    k: int,  # samples per vote
+    max_subsets: int = 2000,  # exact over all subsets up to this many, else a seeded sample
+) -> float:
     "Expected accuracy of the majority vote over K of the n samples (ties broken uniformly, None abstains)."
     n = len(predictions)
-    if len(correct) != n: raise ValueError("predictions and correct differ in length")
-    if not 1 <= k <= n: raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
+    if len(correct) != n:
+        raise ValueError("predictions and correct differ in length")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
     answers = [_answer(p) for p in predictions]
     right = {}
     for a, ok in zip(answers, correct):
-        if a is not None: right[a] = right.get(a, False) or bool(ok)
-    if math.comb(n, k) <= max_subsets: subsets = itertools.combinations(range(n), k)
+        if a is not None:
+            right[a] = right.get(a, False) or bool(ok)
+    if math.comb(n, k) <= max_subsets:
+        subsets = itertools.combinations(range(n), k)
     else:
         rng = np.random.default_rng(0)
         subsets = (rng.choice(n, size=k, replace=False) for _ in range(max_subsets))
@@ -625,24 +807,33 @@ def majority_vote_at_k(predictions: Sequence[str | None],  # final answers of th
 SAMPLE_FACTORS = ("seed", "sample_index")  # rows that differ only in these are samples of one item
 SCALING_STRATEGIES = ("Pass@K", "Actual Length", "Optimal Length", "Pass@K (own answer)", "Actual Length (own answer)")
 
+
 def _sample_groups(table: pd.DataFrame, by: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(list(by) + [c for c in trajectory_keys(table) if c not in SAMPLE_FACTORS]))
 
-def _per_item(table: pd.DataFrame, by: Sequence[str], correct: str, prediction: str,
-              solved: str | None = None) -> pd.DataFrame:
+
+def _per_item(
+    table: pd.DataFrame, by: Sequence[str], correct: str, prediction: str, solved: str | None = None
+) -> pd.DataFrame:
     "Per item (the samples of one item and condition): n, correct count c, and the samples' answers and correctness."
     agg = dict(n=(correct, "size"), c=(correct, "sum"), predictions=(prediction, list), correct=(correct, list))
-    if solved: agg["solved"] = (solved, "sum")
-    return table.assign(**{correct: table[correct].astype(bool)}).groupby(_sample_groups(table, by),
-                                                                          dropna=False).agg(**agg)
+    if solved:
+        agg["solved"] = (solved, "sum")
+    return (
+        table.assign(**{correct: table[correct].astype(bool)})
+        .groupby(_sample_groups(table, by), dropna=False)
+        .agg(**agg)
+    )
 
-def optimal_vs_test_time_scaling(trajectories: pd.DataFrame,  # from `trajectories`, several probed samples per item
-                                 # sample budgets K (default 1..the fewest samples per item)
-                                 ks: Sequence[int] | None = None,
-                                 by: Sequence[str] = ("model",),  # one curve per group
-                                 # the trace table: adds the own-answer curves, labelled so
-                                 traces: pd.DataFrame | None = None,
-                                ) -> pd.DataFrame:
+
+def optimal_vs_test_time_scaling(
+    trajectories: pd.DataFrame,  # from `trajectories`, several probed samples per item
+    # sample budgets K (default 1..the fewest samples per item)
+    ks: Sequence[int] | None = None,
+    by: Sequence[str] = ("model",),  # one curve per group
+    # the trace table: adds the own-answer curves, labelled so
+    traces: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """Long table (strategy, K, accuracy): Pass@K and Actual Length majority@K of the probed z_N, Optimal Length
     oracle@K."""
     if "actual_correct" not in trajectories.columns and "final_correct" in trajectories.columns:
@@ -650,16 +841,23 @@ def optimal_vs_test_time_scaling(trajectories: pd.DataFrame,  # from `trajectori
             "optimal_vs_test_time_scaling takes the `trajectories` table first (Actual is the probed z_N, as in "
             "Table 1); pass the trace table as `traces=` for the own-answer curves"
         )
-    _require(trajectories, ["model", "benchmark", "item_id", "actual_correct", "actual_prediction", "solved"],
-             "optimal_vs_test_time_scaling")
+    _require(
+        trajectories,
+        ["model", "benchmark", "item_id", "actual_correct", "actual_prediction", "solved"],
+        "optimal_vs_test_time_scaling",
+    )
     by = granularity_groups(trajectories, by)
     probed = _per_item(trajectories, by, "actual_correct", "actual_prediction", solved="solved")
     ks = list(ks) if ks is not None else list(range(1, int(probed["n"].min()) + 1))
-    curves = [("Pass@K", probed, "pass"), ("Actual Length", probed, "vote"),
-              ("Optimal Length", probed.assign(c=probed["solved"]), "pass")]
+    curves = [
+        ("Pass@K", probed, "pass"),
+        ("Actual Length", probed, "vote"),
+        ("Optimal Length", probed.assign(c=probed["solved"]), "pass"),
+    ]
     if traces is not None:
-        _require(traces, ["model", "benchmark", "item_id", "final_correct", "final_prediction"],
-                 "the own-answer curves")
+        _require(
+            traces, ["model", "benchmark", "item_id", "final_correct", "final_prediction"], "the own-answer curves"
+        )
         # a failed trace is no answer
         own = _per_item(traces[traces["final_correct"].notna()], by, "final_correct", "final_prediction")
         curves += [("Pass@K (own answer)", own, "pass"), ("Actual Length (own answer)", own, "vote")]
@@ -667,28 +865,35 @@ def optimal_vs_test_time_scaling(trajectories: pd.DataFrame,  # from `trajectori
     for name, table, how in curves:
         for k in ks:
             usable = table[table["n"] >= k]
-            if usable.empty: continue
+            if usable.empty:
+                continue
             if how == "vote":
                 score = usable.apply(lambda r: majority_vote_at_k(r["predictions"], r["correct"], k), axis=1)
-            else: score = usable.apply(lambda r: pass_at_k(int(r["n"]), int(r["c"]), k), axis=1)
+            else:
+                score = usable.apply(lambda r: pass_at_k(int(r["n"]), int(r["c"]), k), axis=1)
             agg = (
                 score.groupby(level=by, dropna=False).agg(["mean", "size"])
                 if by
                 else pd.DataFrame({"mean": [score.mean()], "size": [len(score)]})
             )
-            rows.append(agg.rename(columns={"mean": "accuracy",
-                                            "size": "n_items"}).reset_index(drop=not by).assign(strategy=name, k=k))
+            rows.append(
+                agg.rename(columns={"mean": "accuracy", "size": "n_items"})
+                .reset_index(drop=not by)
+                .assign(strategy=name, k=k)
+            )
     out = pd.concat(rows, ignore_index=True)
     return out[by + ["strategy", "k", "accuracy", "n_items"]]
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #cf62ac1b
 RECALL_COLUMNS = ("prefix_index", "n_utterances", "answer_count", "recall", "valid")
 
-def recall_trajectories(rows: pd.DataFrame,  # one row per probe of a multi-solution trace
-                        by: Sequence[str] = ("task", "question_id"),  # the columns naming one trajectory
-                        # "exclude" or "cut": trajectories with a failed probe (`probe_status`)
-                        failed_probes: str = "exclude",
-                       ) -> pd.DataFrame:
+
+def recall_trajectories(
+    rows: pd.DataFrame,  # one row per probe of a multi-solution trace
+    by: Sequence[str] = ("task", "question_id"),  # the columns naming one trajectory
+    # "exclude" or "cut": trajectories with a failed probe (`probe_status`)
+    failed_probes: str = "exclude",
+) -> pd.DataFrame:
     """Per probed trace: first complete prefix, best recall (and where), final recall, solutions found and solutions
     lost."""
     by = list(by)
@@ -708,16 +913,30 @@ def recall_trajectories(rows: pd.DataFrame,  # one row per probe of a multi-solu
         earlier, final = set().union(*valid[:-1]), valid[-1]
         recall = t["recall"].to_numpy(dtype=float)
         complete = t["prefix_index"][recall >= 1.0]
-        out.append({**dict(zip(by, key)), "answer_count": int(t["answer_count"].iloc[0]),
-                    "n_utterances": int(t["n_utterances"].iloc[0]),
-                    "first_complete_index": int(complete.iloc[0]) if len(complete) else None,
-                    "best_recall": float(recall.max()),
-                    "best_recall_index": int(t["prefix_index"].iloc[int(recall.argmax())]),
-                    "final_recall": float(recall[-1]), "solutions_found": len(earlier | final),
-                    "solutions_lost": len(earlier - final)})
-    columns = [*by, "answer_count", "n_utterances", "first_complete_index", "best_recall", "best_recall_index",
-               "final_recall",
-               "solutions_found", "solutions_lost"]
+        out.append(
+            {
+                **dict(zip(by, key)),
+                "answer_count": int(t["answer_count"].iloc[0]),
+                "n_utterances": int(t["n_utterances"].iloc[0]),
+                "first_complete_index": int(complete.iloc[0]) if len(complete) else None,
+                "best_recall": float(recall.max()),
+                "best_recall_index": int(t["prefix_index"].iloc[int(recall.argmax())]),
+                "final_recall": float(recall[-1]),
+                "solutions_found": len(earlier | final),
+                "solutions_lost": len(earlier - final),
+            }
+        )
+    columns = [
+        *by,
+        "answer_count",
+        "n_utterances",
+        "first_complete_index",
+        "best_recall",
+        "best_recall_index",
+        "final_recall",
+        "solutions_found",
+        "solutions_lost",
+    ]
     return pd.DataFrame(out, columns=columns).astype({"first_complete_index": "Int64"})
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #969477e6
@@ -725,8 +944,10 @@ def _chain(u: np.ndarray, p0: float, stay: float, recover: np.ndarray) -> np.nda
     "Correctness states of a two-state Markov chain driven by the uniforms `u` (`recover[i]`: W -> C at step i)."
     z = np.empty(len(u), dtype=bool)
     z[0] = u[0] < p0
-    for i in range(1, len(u)): z[i] = u[i] < (stay if z[i - 1] else recover[i])
+    for i in range(1, len(u)):
+        z[i] = u[i] < (stay if z[i - 1] else recover[i])
     return z
+
 
 def _forced_answers(z: np.ndarray, gold: str, wrong_pool: list[str], rng: np.random.Generator) -> list[str | None]:
     "Gold where correct; elsewhere a sticky wrong answer, or None for a truncated probe (3%)."
@@ -734,12 +955,16 @@ def _forced_answers(z: np.ndarray, gold: str, wrong_pool: list[str], rng: np.ran
     for zi, r_none, r_switch, pick in zip(
         z, rng.random(len(z)), rng.random(len(z)), rng.integers(0, len(wrong_pool), len(z))
     ):
-        if zi: preds.append(gold)
-        elif r_none < 0.03: preds.append(None)
+        if zi:
+            preds.append(gold)
+        elif r_none < 0.03:
+            preds.append(None)
         else:
-            if r_switch < 0.25 or not preds: wrong = wrong_pool[pick]
+            if r_switch < 0.25 or not preds:
+                wrong = wrong_pool[pick]
             preds.append(wrong)
     return preds
+
 
 def _fail_probes(prefixes: pd.DataFrame, rate: float, rng: np.random.Generator):
     "Make a share `rate` of the trajectories fail from a random prefix on (a prefix past the context), in place."
@@ -750,17 +975,19 @@ def _fail_probes(prefixes: pd.DataFrame, rate: float, rng: np.random.Generator):
     prefixes["prediction"] = prefixes["prediction"].mask(failed, None)
     prefixes.loc[failed, ["probe_status", "extraction_method"]] = ["error", "none"]
 
-def synthetic_tables(n_items: int = 30,  # items per benchmark
-                     models: Sequence[str] = ("model-a", "model-b"),
-                     benchmarks: dict[str, float] | None = None,  # name -> share of multiple-choice items
-                     seeds: Sequence[int] = (0,),  # one trace per seed
-                     templates: Sequence[str] = ("stop_now",),
-                     extractors: Sequence[str] = ("rules",),
-                     mean_length: float = 12.0,  # mean utterances of a trace
-                     condition_noise: float = 0.04,  # how much template/extractor change a probe outcome
-                     failure_rate: float = 0.0,  # share of trajectories whose probes fail from some prefix on
-                     random_state: int = 0,
-                    ) -> dict[str, pd.DataFrame]:
+
+def synthetic_tables(
+    n_items: int = 30,  # items per benchmark
+    models: Sequence[str] = ("model-a", "model-b"),
+    benchmarks: dict[str, float] | None = None,  # name -> share of multiple-choice items
+    seeds: Sequence[int] = (0,),  # one trace per seed
+    templates: Sequence[str] = ("stop_now",),
+    extractors: Sequence[str] = ("rules",),
+    mean_length: float = 12.0,  # mean utterances of a trace
+    condition_noise: float = 0.04,  # how much template/extractor change a probe outcome
+    failure_rate: float = 0.0,  # share of trajectories whose probes fail from some prefix on
+    random_state: int = 0,
+) -> dict[str, pd.DataFrame]:
     "Realistic synthetic `prefixes`, `traces`, `utterances` and `instruct` tables (for demos and tests)."
     benchmarks = benchmarks if benchmarks is not None else {"mc-bench": 1.0, "mixed-bench": 0.5}
     rng = np.random.default_rng(random_state)
@@ -773,34 +1000,76 @@ def synthetic_tables(n_items: int = 30,  # items per benchmark
             skill = 0.1 * (m_idx % 3) - 0.05
             for j in range(n_items):
                 item = _SyntheticItem(model, bench, f"{bench}-{j:03d}", str(formats[j]), j, difficulty[j] - skill)
-                for seed in seeds: _synthetic_trace(rng, tables, item, seed, conditions, mean_length, condition_noise)
-                tables.instruct.append({"model": f"{model}-instruct", "benchmark": bench, "item_id": item.item_id,
-                                        "format": item.fmt, "seed": 0, "template": None, "extractor": extractors[0],
-                                        "n_utterances": int(rng.poisson(3)), "trace_tokens": int(rng.poisson(60)),
-                                        "trace_status": "answered", "final_prediction": None,
-                                        "final_correct": bool(rng.random() < min(1.0, item.p0 + 0.05)),
-                                        "sample_index": 0})
+                for seed in seeds:
+                    _synthetic_trace(rng, tables, item, seed, conditions, mean_length, condition_noise)
+                tables.instruct.append(
+                    {
+                        "model": f"{model}-instruct",
+                        "benchmark": bench,
+                        "item_id": item.item_id,
+                        "format": item.fmt,
+                        "seed": 0,
+                        "template": None,
+                        "extractor": extractors[0],
+                        "n_utterances": int(rng.poisson(3)),
+                        "trace_tokens": int(rng.poisson(60)),
+                        "trace_status": "answered",
+                        "final_prediction": None,
+                        "final_correct": bool(rng.random() < min(1.0, item.p0 + 0.05)),
+                        "sample_index": 0,
+                    }
+                )
     prefixes = pd.DataFrame(tables.pre)
     prefixes["extraction_method"] = np.where(prefixes["prediction"].isna(), "none", "rules")
     prefixes["probe_status"] = np.where(prefixes["prediction"].isna(), "truncated", "answered")
-    if failure_rate: _fail_probes(prefixes, failure_rate, np.random.default_rng([random_state, 1]))
-    return {"prefixes": prefixes, "traces": pd.DataFrame(tables.traces), "utterances": pd.DataFrame(tables.utt),
-            "instruct": pd.DataFrame(tables.instruct)}
+    if failure_rate:
+        _fail_probes(prefixes, failure_rate, np.random.default_rng([random_state, 1]))
+    return {
+        "prefixes": prefixes,
+        "traces": pd.DataFrame(tables.traces),
+        "utterances": pd.DataFrame(tables.utt),
+        "instruct": pd.DataFrame(tables.instruct),
+    }
+
 
 @dataclass
 class _SyntheticTables:
     "The columns and rows the synthetic tables grow into."
-    pre: dict = field(default_factory=lambda: {c: [] for c in (
-        "model", "benchmark", "item_id", "format", "seed", "template", "extractor", "prefix_index", "n_utterances",
-        "prefix_tokens", "trace_tokens", "prediction", "correct")})
-    utt: dict = field(default_factory=lambda: {c: [] for c in (
-        "model", "benchmark", "item_id", "seed", "utterance_index", "tokens", "char_start", "char_end")})
+
+    pre: dict = field(
+        default_factory=lambda: {
+            c: []
+            for c in (
+                "model",
+                "benchmark",
+                "item_id",
+                "format",
+                "seed",
+                "template",
+                "extractor",
+                "prefix_index",
+                "n_utterances",
+                "prefix_tokens",
+                "trace_tokens",
+                "prediction",
+                "correct",
+            )
+        }
+    )
+    utt: dict = field(
+        default_factory=lambda: {
+            c: []
+            for c in ("model", "benchmark", "item_id", "seed", "utterance_index", "tokens", "char_start", "char_end")
+        }
+    )
     traces: list = field(default_factory=list)
     instruct: list = field(default_factory=list)
+
 
 @dataclass
 class _SyntheticItem:
     "One synthetic item of a model: its gold answer, wrong answers and the chances of its probe outcomes."
+
     model: str
     bench: str
     item_id: str
@@ -809,7 +1078,9 @@ class _SyntheticItem:
     d: float  # difficulty minus the model's skill
 
     @property
-    def gold(self) -> str: return "ABCD"[self.j % 4] if self.fmt == "mc" else str(10 + self.j)
+    def gold(self) -> str:
+        return "ABCD"[self.j % 4] if self.fmt == "mc" else str(10 + self.j)
+
     @property
     def wrong_pool(self) -> list[str]:
         return (
@@ -817,17 +1088,31 @@ class _SyntheticItem:
             if self.fmt == "mc"
             else [str(10 + self.j + o) for o in (1, -1, 7, 13, 20)]
         )
+
     @property
     # No-CoT correctness falls with difficulty
-    def p0(self) -> float: return float(np.clip(0.9 - 1.1 * self.d, 0.01, 0.97))
+    def p0(self) -> float:
+        return float(np.clip(0.9 - 1.1 * self.d, 0.01, 0.97))
+
     @property
-    def stay(self) -> float: return float(np.clip(0.995 - 0.08 * self.d, 0.85, 0.995))  # correct stays correct
+    def stay(self) -> float:
+        return float(np.clip(0.995 - 0.08 * self.d, 0.85, 0.995))  # correct stays correct
+
     @property
     # wrong becomes correct later
-    def recover(self) -> float: return float(np.clip(1.2 * (1 - self.d) ** 2, 0.005, 0.7))
+    def recover(self) -> float:
+        return float(np.clip(1.2 * (1 - self.d) ** 2, 0.005, 0.7))
 
-def _synthetic_trace(rng, tables: _SyntheticTables, item: _SyntheticItem, seed: int, conditions: list[tuple[str, str]],
-                     mean_length: float, condition_noise: float):
+
+def _synthetic_trace(
+    rng,
+    tables: _SyntheticTables,
+    item: _SyntheticItem,
+    seed: int,
+    conditions: list[tuple[str, str]],
+    mean_length: float,
+    condition_noise: float,
+):
     "One trace of an item: its utterances, and a probe after every prefix under each (template, extractor)."
     d = item.d
     n = int(rng.poisson(mean_length * (0.4 + 1.2 * max(d, 0))))
@@ -836,31 +1121,54 @@ def _synthetic_trace(rng, tables: _SyntheticTables, item: _SyntheticItem, seed: 
     tokens = np.maximum(1, np.round(rng.lognormal(2.8, 0.9, size=n))).astype(int)
     prefix_tokens = np.concatenate([[0], np.cumsum(tokens)])
     chars = np.concatenate([[0], np.cumsum(tokens * 4 + 1)])
-    for col, val in (("model", [item.model] * n), ("benchmark", [item.bench] * n), ("item_id", [item.item_id] * n),
-                     ("seed", [seed] * n), ("utterance_index", range(1, n + 1)), ("tokens", tokens),
-                     ("char_start", chars[:-1]), ("char_end", chars[1:] - 1)):
+    for col, val in (
+        ("model", [item.model] * n),
+        ("benchmark", [item.bench] * n),
+        ("item_id", [item.item_id] * n),
+        ("seed", [seed] * n),
+        ("utterance_index", range(1, n + 1)),
+        ("tokens", tokens),
+        ("char_start", chars[:-1]),
+        ("char_end", chars[1:] - 1),
+    ):
         tables.utt[col].extend(val)
     u = rng.random(n + 1)  # shared by all probing conditions of this trace
     key = {"model": item.model, "benchmark": item.bench, "item_id": item.item_id, "format": item.fmt, "seed": seed}
     for template, extractor in conditions:
         z = _chain(np.clip(u + rng.normal(0, condition_noise, n + 1), 0, 1), item.p0, item.stay, recover_at)
         preds = _forced_answers(z, item.gold, item.wrong_pool, rng)
-        row = key | {"template": template, "extractor": extractor, "n_utterances": n,
-                     "trace_tokens": int(prefix_tokens[-1])}
-        for col, val in row.items(): tables.pre[col].extend([val] * (n + 1))
+        row = key | {
+            "template": template,
+            "extractor": extractor,
+            "n_utterances": n,
+            "trace_tokens": int(prefix_tokens[-1]),
+        }
+        for col, val in row.items():
+            tables.pre[col].extend([val] * (n + 1))
         tables.pre["prefix_index"].extend(range(n + 1))
         tables.pre["prefix_tokens"].extend(prefix_tokens)
         tables.pre["prediction"].extend(preds)
         tables.pre["correct"].extend(z.tolist())
-        tables.traces.append(row | {"trace_status": "answered", "final_prediction": preds[-1],
-                                    "final_correct": bool(z[-1]), "sample_index": 0})
+        tables.traces.append(
+            row
+            | {
+                "trace_status": "answered",
+                "final_prediction": preds[-1],
+                "final_correct": bool(z[-1]),
+                "sample_index": 0,
+            }
+        )
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #902551dd
 def main_condition(prefixes: pd.DataFrame) -> dict:
     """The condition of the main results: the first termination template, the last extractor, in order of appearance,
     and the utterance granularity where a run probed several."""
-    return dict(template=prefixes["template"].iloc[0], extractor=list(dict.fromkeys(prefixes["extractor"]))[-1],
-                granularity=main_granularity(prefixes))
+    return dict(
+        template=prefixes["template"].iloc[0],
+        extractor=list(dict.fromkeys(prefixes["extractor"]))[-1],
+        granularity=main_granularity(prefixes),
+    )
+
 
 def in_condition(table: pd.DataFrame, condition: Mapping) -> pd.DataFrame:
     "The rows of one condition: template and extractor, and the granularity where the condition and the table have one."
@@ -869,65 +1177,90 @@ def in_condition(table: pd.DataFrame, condition: Mapping) -> pd.DataFrame:
         keep &= granularity_of(table) == condition["granularity"]
     return table[keep]  # (a trace table has no granularity: its rows hold at every one)
 
-
 # %% ../../nbs/61_metrics.overthinking.ipynb #fb51d2df
-from .intervals import (RESAMPLES, SEED, Difference, add_intervals, paired_difference, seed_for,
-                                              unit_labels, weighted_mean)
+from reasoning_study.metrics.intervals import (
+    RESAMPLES,
+    SEED,
+    Difference,
+    add_intervals,
+    paired_difference,
+    seed_for,
+    unit_labels,
+    weighted_mean,
+)
 
 QUESTION = ("benchmark", "item_id")  # the unit the study samples: every sample, probe and prefix of a question
+
 
 def mean_of(column: str):
     "A builder for `add_intervals`: the mean of `column` over a group's rows (NaN rows skipped, like pandas)."
     return lambda rows: weighted_mean(rows[column].to_numpy(dtype=float))
 
-def _zero(rows: pd.DataFrame): return weighted_mean(np.zeros(len(rows)))  # 0 by definition (No-CoT's length)
+
+def _zero(rows: pd.DataFrame):
+    return weighted_mean(np.zeros(len(rows)))  # 0 by definition (No-CoT's length)
+
 
 # strategy -> the table's metric -> the row column it averages (None: 0 by definition)
 STRATEGY_ROWS = {
     "No-CoT": dict(accuracy="no_cot_correct", length=None, length_tokens=None, harmful_rate=None),
-    "Actual": dict(accuracy="actual_correct", length="n_utterances", length_tokens="trace_tokens",
-                   harmful_rate="harmful"),
+    "Actual": dict(
+        accuracy="actual_correct", length="n_utterances", length_tokens="trace_tokens", harmful_rate="harmful"
+    ),
     "Optimal": dict(accuracy="solved", length="optimal_length", length_tokens="optimal_tokens", harmful_rate=None),
     "Actual (own answer)": dict(accuracy="final_correct", length="n_utterances", length_tokens="trace_tokens"),
 }
 
+
 def _keys_before(table: pd.DataFrame, column: str) -> list[str]:
     "The grouping columns of a metrics table: those before its first non-key column."
     columns = list(table.columns)
-    return columns[:columns.index(column)]
+    return columns[: columns.index(column)]
+
 
 def _bounded_columns(table: pd.DataFrame, metrics) -> list[str]:
     return [*table.columns, *[f"{m}_{e}" for m in metrics if m in table for e in ("lo", "hi")], "n_units"]
 
+
 def _own_answer_rows(traces: pd.DataFrame | None, by: Sequence[str], trajectories: pd.DataFrame):
     "The trace rows behind Actual (own answer), repeated per granularity like `strategy_table` repeats them."
-    if traces is None: return None
+    if traces is None:
+        return None
     traces = traces[traces["final_correct"].notna()]
     traces = traces.assign(final_correct=traces["final_correct"].astype(float))
     if GRANULARITY in by and GRANULARITY not in traces.columns:
-        traces = pd.concat([traces.assign(**{GRANULARITY: g}) for g in sorted(set(granularity_of(trajectories)))],
-                           ignore_index=True)
+        traces = pd.concat(
+            [traces.assign(**{GRANULARITY: g}) for g in sorted(set(granularity_of(trajectories)))], ignore_index=True
+        )
     return traces
 
-def add_strategy_intervals(strategies: pd.DataFrame,  # `strategy_table` output
-                           trajectories: pd.DataFrame,  # the trajectories it was computed from
-                           traces: pd.DataFrame | None = None,  # the trace table behind "Actual (own answer)"
-                           resamples: int = RESAMPLES,
-                           seed: int = SEED,
-                          ) -> pd.DataFrame:
+
+def add_strategy_intervals(
+    strategies: pd.DataFrame,  # `strategy_table` output
+    trajectories: pd.DataFrame,  # the trajectories it was computed from
+    traces: pd.DataFrame | None = None,  # the trace table behind "Actual (own answer)"
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
     """`strategies` with `<metric>_lo`, `<metric>_hi` and `n_units` (questions): the 95 % interval of each strategy's
     accuracy, length and H (Instruct rows: no interval)."""
     by, parts = _keys_before(strategies, "strategy"), []
     for name, part in strategies.groupby("strategy", observed=True, sort=False):
         source = _own_answer_rows(traces, by, trajectories) if name == "Actual (own answer)" else trajectories
         columns = STRATEGY_ROWS.get(str(name), {})
-        metrics = {m: mean_of(c) if c else _zero for m, c in columns.items()
-                   if m in part and source is not None and (c is None or c in source)}
+        metrics = {
+            m: mean_of(c) if c else _zero
+            for m, c in columns.items()
+            if m in part and source is not None and (c is None or c in source)
+        }
         if not metrics:
             parts.append(part)
             continue
-        parts.append(add_intervals(part, source.assign(strategy=str(name)), [*by, "strategy"], QUESTION, metrics,
-                                   resamples, seed=seed))
+        parts.append(
+            add_intervals(
+                part, source.assign(strategy=str(name)), [*by, "strategy"], QUESTION, metrics, resamples, seed=seed
+            )
+        )
     out = pd.concat(parts).reindex(strategies.index)
     return out.reindex(columns=_bounded_columns(strategies, ("accuracy", "length", "length_tokens", "harmful_rate")))
 
@@ -936,28 +1269,41 @@ def among_solved(column: str):
     "A builder: the share of `column` among a group's solved trajectories."
     return lambda rows: weighted_mean(rows[column].to_numpy(dtype=float), rows["solved"].to_numpy(dtype=bool))
 
-OVERTHINKING_ROWS = {"harmful_rate": mean_of("harmful"), "verbose_share": among_solved("verbose"),
-                     "harmful_share": among_solved("harmful")}  # Fig. 3's metric -> its builder
 
-def add_overthinking_intervals(table: pd.DataFrame,  # `overthinking_table` output
-                               trajectories: pd.DataFrame,  # the trajectories it was computed from
-                               resamples: int = RESAMPLES,
-                               seed: int = SEED,
-                              ) -> pd.DataFrame:
+OVERTHINKING_ROWS = {
+    "harmful_rate": mean_of("harmful"),
+    "verbose_share": among_solved("verbose"),
+    "harmful_share": among_solved("harmful"),
+}  # Fig. 3's metric -> its builder
+
+
+def add_overthinking_intervals(
+    table: pd.DataFrame,  # `overthinking_table` output
+    trajectories: pd.DataFrame,  # the trajectories it was computed from
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
     "`table` with the 95 % interval of H and of the verbose and harmful shares among solved, over questions."
     by = _keys_before(table, "n_items")
     rows = trajectories.assign(**{c: trajectories[c].astype(bool) for c in ("harmful", "verbose", "solved")})
     return add_intervals(table, rows, by, QUESTION, OVERTHINKING_ROWS, resamples, seed=seed)
 
-STOPPING_ROWS = {"accuracy": "stop_correct", "length": "stop_index", "length_tokens": "stop_tokens",
-                 "harmful_rate": "harmful"}  # Table 2's metric -> the column of `stopping_points` it averages
 
-def add_stopping_intervals(table: pd.DataFrame,  # `stopping_at_k` output
-                           prefixes: pd.DataFrame,  # the per-prefix table it was computed from
-                           failed_probes: str = "exclude",  # as for `stopping_at_k`
-                           resamples: int = RESAMPLES,
-                           seed: int = SEED,
-                          ) -> pd.DataFrame:
+STOPPING_ROWS = {
+    "accuracy": "stop_correct",
+    "length": "stop_index",
+    "length_tokens": "stop_tokens",
+    "harmful_rate": "harmful",
+}  # Table 2's metric -> the column of `stopping_points` it averages
+
+
+def add_stopping_intervals(
+    table: pd.DataFrame,  # `stopping_at_k` output
+    prefixes: pd.DataFrame,  # the per-prefix table it was computed from
+    failed_probes: str = "exclude",  # as for `stopping_at_k`
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
     "`table` with the 95 % interval of each K's accuracy, length and H, over questions."
     by, t = _keys_before(table, "k"), _with_unchanged_runs(prefixes, failed_probes)
     rows = pd.concat([_stop_at(t, k) for k in dict.fromkeys(table["k"])], ignore_index=True)
@@ -966,43 +1312,81 @@ def add_stopping_intervals(table: pd.DataFrame,  # `stopping_at_k` output
     return add_intervals(table, rows, [*by, "k"], QUESTION, metrics, resamples, seed=seed)
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #27bc6201
-COMPARISON_COLUMNS = ("comparison", "pairing", "metric", "difference", "lo", "hi", "p_value", "n_units", "n_unpaired",
-                      "excludes_zero")  # after the group keys
+COMPARISON_COLUMNS = (
+    "comparison",
+    "pairing",
+    "metric",
+    "difference",
+    "lo",
+    "hi",
+    "p_value",
+    "n_units",
+    "n_unpaired",
+    "excludes_zero",
+)  # after the group keys
 
-def compare(units_a: Sequence, values_a: Sequence[float],  # condition A: the unit and the value of each row
-            units_b: Sequence, values_b: Sequence[float],  # condition B
-            resamples: int = RESAMPLES,
-            seed: int = SEED,
-           ) -> Difference:
+
+def compare(
+    units_a: Sequence,
+    values_a: Sequence[float],  # condition A: the unit and the value of each row
+    units_b: Sequence,
+    values_b: Sequence[float],  # condition B
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Difference:
     "mean(A) − mean(B) paired by unit: its cluster-bootstrap interval and sign-flip p-value (`paired_difference`)."
     units = np.concatenate([np.asarray(units_a, dtype=object), np.asarray(units_b, dtype=object)])
     side = np.r_[np.ones(len(values_a), dtype=bool), np.zeros(len(values_b), dtype=bool)]
     values = np.r_[np.asarray(values_a, dtype=float), np.asarray(values_b, dtype=float)]
     return paired_difference(units, side, weighted_mean(values), resamples, seed=seed)
 
+
 def comparison_row(key: Mapping, comparison: str, pairing: str, metric: str, d: Difference) -> dict:
     "One row of a comparison table."
-    return {**key, "comparison": comparison, "pairing": pairing, "metric": metric, "difference": d.value, "lo": d.lo,
-            "hi": d.hi, "p_value": d.p_value, "n_units": d.n_units, "n_unpaired": d.n_unpaired,
-            "excludes_zero": d.excludes_zero}
+    return {
+        **key,
+        "comparison": comparison,
+        "pairing": pairing,
+        "metric": metric,
+        "difference": d.value,
+        "lo": d.lo,
+        "hi": d.hi,
+        "p_value": d.p_value,
+        "n_units": d.n_units,
+        "n_unpaired": d.n_unpaired,
+        "excludes_zero": d.excludes_zero,
+    }
 
-OPTIMAL_VS_ACTUAL = {"accuracy": ("solved", "actual_correct"), "length": ("optimal_length", "n_utterances"),
-                     "length_tokens": ("optimal_tokens", "trace_tokens")}  # metric -> (Optimal's, Actual's column)
+
+OPTIMAL_VS_ACTUAL = {
+    "accuracy": ("solved", "actual_correct"),
+    "length": ("optimal_length", "n_utterances"),
+    "length_tokens": ("optimal_tokens", "trace_tokens"),
+}  # metric -> (Optimal's, Actual's column)
 SAME_TRACES = "the same traces (each trajectory read at τ and at N), by question"
 
-def optimal_actual_comparison(trajectories: pd.DataFrame,  # from `trajectories`
-                              by: Sequence[str] = ("model", "benchmark"),
-                              resamples: int = RESAMPLES,
-                              seed: int = SEED,
-                             ) -> pd.DataFrame:
+
+def optimal_actual_comparison(
+    trajectories: pd.DataFrame,  # from `trajectories`
+    by: Sequence[str] = ("model", "benchmark"),
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
     "Optimal − Actual accuracy (= H) and length on the same traces, per group: interval and sign-flip p-value."
     by, rows = granularity_groups(trajectories, by), []
-    for key, g in (trajectories.groupby(by, sort=True, dropna=False) if by else [((), trajectories)]):
+    for key, g in trajectories.groupby(by, sort=True, dropna=False) if by else [((), trajectories)]:
         key = dict(zip(by, key if isinstance(key, tuple) else (key,)))
         units = unit_labels(g, QUESTION).to_numpy()
         for metric, (a, b) in OPTIMAL_VS_ACTUAL.items():
-            if a not in g or b not in g: continue
-            d = compare(units, g[a].to_numpy(dtype=float), units, g[b].to_numpy(dtype=float), resamples,
-                        seed_for("overthinking", "Optimal − Actual", metric, *key.values(), seed=seed))
+            if a not in g or b not in g:
+                continue
+            d = compare(
+                units,
+                g[a].to_numpy(dtype=float),
+                units,
+                g[b].to_numpy(dtype=float),
+                resamples,
+                seed_for("overthinking", "Optimal − Actual", metric, *key.values(), seed=seed),
+            )
             rows.append(comparison_row(key, "Optimal − Actual", SAME_TRACES, metric, d))
     return pd.DataFrame(rows, columns=[*by, *COMPARISON_COLUMNS])

@@ -15,9 +15,19 @@ import numpy as np
 import pandas as pd
 
 from .intervals import RESAMPLES, SEED, add_intervals, derived, seed_for, unit_labels
-from .overthinking import (COMPARISON_COLUMNS, QUESTION, check_prefix_table, compare,
-                                                  comparison_row, granularity_groups, mean_of, recall_trajectories,
-                                                  stopping_index, trajectories, trajectory_keys)
+from reasoning_study.metrics.overthinking import (
+    COMPARISON_COLUMNS,
+    QUESTION,
+    check_prefix_table,
+    compare,
+    comparison_row,
+    granularity_groups,
+    mean_of,
+    recall_trajectories,
+    stopping_index,
+    trajectories,
+    trajectory_keys,
+)
 from ..probing.answers import clean_answer, free_form_correct, normalize_text
 from ..tasks.noveltybench import first_equivalent, partition
 
@@ -34,13 +44,17 @@ def answers_equivalent(a: str | None, b: str | None, format: str = "ff") -> bool
     """Whether two forced answers say the same thing (mc: same text or letter; free form: equal text or math-verify
     equal)."""
     a, b = clean_answer(a) if a is not None else None, clean_answer(b) if b is not None else None
-    if not a or not b: return False
-    if format == "mc": return normalize_text(a) == normalize_text(b)
+    if not a or not b:
+        return False
+    if format == "mc":
+        return normalize_text(a) == normalize_text(b)
     return free_form_correct(a, b) or free_form_correct(b, a)
+
 
 @dataclass(frozen=True)
 class Trajectory:
     "One probed trace's observables over prefixes 0..N (what policies may read, never the answer key)."
+
     answers: tuple  # forced answers ŷ_0..ŷ_N (None: no answer read)
     probe_texts: tuple  # the probes' forced-answer texts (None when unknown)
     tokens: tuple  # tokens of t_≤i
@@ -48,26 +62,40 @@ class Trajectory:
     format: str = "ff"  # the answer format ("mc" or "ff")
 
     @property
-    def n(self) -> int: return len(self.answers) - 1
+    def n(self) -> int:
+        return len(self.answers) - 1
 
-    def view(self, i: int) -> "PrefixView": return PrefixView(self, i)
+    def view(self, i: int) -> "PrefixView":
+        return PrefixView(self, i)
+
 
 @dataclass(frozen=True)
 class PrefixView:
     "What a policy sees at prefix i: prefixes 0..i only."
+
     trajectory: Trajectory
     i: int
+
     @property
-    def answers(self) -> tuple: return self.trajectory.answers[: self.i + 1]
+    def answers(self) -> tuple:
+        return self.trajectory.answers[: self.i + 1]
+
     @property
-    def probe_texts(self) -> tuple: return self.trajectory.probe_texts[: self.i + 1]
+    def probe_texts(self) -> tuple:
+        return self.trajectory.probe_texts[: self.i + 1]
+
     @property
-    def tokens(self) -> tuple: return self.trajectory.tokens[: self.i + 1]
+    def tokens(self) -> tuple:
+        return self.trajectory.tokens[: self.i + 1]
+
     @property
     def logprobs(self) -> tuple | None:
         return None if self.trajectory.logprobs is None else self.trajectory.logprobs[: self.i + 1]
+
     @property
-    def format(self) -> str: return self.trajectory.format
+    def format(self) -> str:
+        return self.trajectory.format
+
     @property
     def final_length(self) -> int:
         "N, the trace's own length: NOT observable at prefix i (only the share-of-trace baseline reads it)."
@@ -79,91 +107,125 @@ HEDGE_WORDS = ("wait", "hmm", "hold on", "but", "maybe", "perhaps", "unsure", "n
 
 _HEDGE = re.compile(r"\b(?:" + "|".join(re.escape(w).replace(r"\ ", r"\s+") for w in HEDGE_WORDS) + r")\b", re.I)
 
+
 def hedges(text: str | None) -> bool:
     "Whether a probe text hedges: one of HEDGE_WORDS as a whole word."
     return bool(text) and _HEDGE.search(text) is not None
 
+
 class Policy:
     "A stopping rule: `stop(view)` decides at each prefix from what was observable by then."
+
     name = "policy"
-    def stop(self, view: PrefixView) -> bool: raise NotImplementedError
-    def params(self) -> dict: return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+    def stop(self, view: PrefixView) -> bool:
+        raise NotImplementedError
+
+    def params(self) -> dict:
+        return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
     @property
     def label(self) -> str:
         p = ", ".join(f"{k}={v}" for k, v in self.params().items() if k != "name")
         return f"{self.name}({p})" if p else self.name
-    def __or__(self, other: "Policy") -> "Policy": return AnyOf((self, other))
-    def __and__(self, other: "Policy") -> "Policy": return AllOf((self, other))
+
+    def __or__(self, other: "Policy") -> "Policy":
+        return AnyOf((self, other))
+
+    def __and__(self, other: "Policy") -> "Policy":
+        return AllOf((self, other))
+
 
 def stop_index(policy: Policy, trajectory: Trajectory) -> int:
     "The first prefix where the policy stops, else N (the model's own stop)."
     for i in range(trajectory.n + 1):
-        if policy.stop(trajectory.view(i)): return i
+        if policy.stop(trajectory.view(i)):
+            return i
     return trajectory.n
 
 # %% ../../nbs/63_metrics.stopping.ipynb #539d1621
 @dataclass(frozen=True)
 class StoppingAtK(Policy):
     "The paper's Stopping@K: the answer unchanged for K consecutive steps."
+
     k: int = 2
     name = "Stopping@K"
+
     # the run ending at i is >= K: `stopping_index` of the last K+1 answers, a sentinel after them
     def stop(self, view):
-        if self.k == math.inf or view.i < self.k: return False
-        return stopping_index(list(view.answers[view.i - self.k:]) + [None], self.k) == self.k
+        if self.k == math.inf or view.i < self.k:
+            return False
+        return stopping_index(list(view.answers[view.i - self.k :]) + [None], self.k) == self.k
+
 
 @dataclass(frozen=True)
 class Consistency(Policy):
     "The last `window` answers present and equivalent, and none of their probes hedging (certaindex-style)."
+
     window: int = 3
     check_hedges: bool = True
     name = "Consistency"
+
     def stop(self, view):
-        if view.i + 1 < self.window: return False
-        last = view.answers[-self.window:]
+        if view.i + 1 < self.window:
+            return False
+        last = view.answers[-self.window :]
         if any(a is None for a in last) or not all(answers_equivalent(a, last[-1], view.format) for a in last[:-1]):
             return False
-        return not (self.check_hedges and any(hedges(t) for t in view.probe_texts[-self.window:]))
+        return not (self.check_hedges and any(hedges(t) for t in view.probe_texts[-self.window :]))
+
 
 @dataclass(frozen=True)
 class Confidence(Policy):
     "The trial answer's mean token probability at least `threshold` (DEER-style; needs stored log-probabilities)."
+
     threshold: float = 0.95
     mean: str = "geometric"  # "arithmetic" or "geometric"
     skip_first: bool = True  # DEER skips the answer's first token
     name = "Confidence"
+
     def stop(self, view):
         if view.logprobs is None:
             raise ValueError("the Confidence policy needs the probes' log-probabilities (`answer_logprobs`)")
         lp = view.logprobs[-1]
-        if view.answers[-1] is None or lp is None or len(lp) == 0: return False
+        if view.answers[-1] is None or lp is None or len(lp) == 0:
+            return False
         lp = np.asarray(lp, dtype=float)[1:] if self.skip_first and len(lp) > 1 else np.asarray(lp, dtype=float)
         p = float(np.exp(lp.mean())) if self.mean == "geometric" else float(np.exp(lp).mean())
         return p >= self.threshold
 
+
 @dataclass(frozen=True)
 class Entropy(Policy):
     "The entropy (bits) of the last `window` answers at most `threshold` (a missing answer is its own value)."
+
     window: int = 4
     threshold: float = 0.0
     name = "Entropy"
+
     def stop(self, view):
-        if view.i + 1 < self.window: return False
-        return answer_entropy(view.answers[-self.window:], view.format) <= self.threshold + 1e-12
+        if view.i + 1 < self.window:
+            return False
+        return answer_entropy(view.answers[-self.window :], view.format) <= self.threshold + 1e-12
+
 
 @dataclass(frozen=True)
 class Budget(Policy):
     """A fixed budget: stop at utterance `utterances`, or at `share` of the trace's own length (which knows N: a
     baseline)."""
+
     utterances: int | None = None
     share: float | None = None
     name = "Budget"
+
     def __post_init__(self):
         if (self.utterances is None) == (self.share is None):
             raise ValueError("a Budget takes either utterances or share")
+
     def stop(self, view):
         limit = self.utterances if self.utterances is not None else math.ceil(self.share * view.final_length)
         return view.i >= limit
+
 
 def answer_entropy(answers: Sequence[str | None], format: str = "ff") -> float:
     """Shannon entropy (bits) of answers, equivalent answers counted as one value and None as its own (classes by
@@ -174,31 +236,50 @@ def answer_entropy(answers: Sequence[str | None], format: str = "ff") -> float:
     p = np.bincount(partition(list(answers), first_equivalent(same))) / len(answers)
     return float(-(p * np.log2(p)).sum())
 
+
 @dataclass(frozen=True)
 class AnyOf(Policy):
     "Stop when any of the policies stops."
+
     policies: tuple = ()
     name = "any"
-    def stop(self, view): return any(p.stop(view) for p in self.policies)
+
+    def stop(self, view):
+        return any(p.stop(view) for p in self.policies)
+
     @property
-    def label(self): return " | ".join(p.label for p in self.policies)
+    def label(self):
+        return " | ".join(p.label for p in self.policies)
+
 
 @dataclass(frozen=True)
 class AllOf(Policy):
     "Stop when all of the policies stop."
+
     policies: tuple = ()
     name = "all"
-    def stop(self, view): return all(p.stop(view) for p in self.policies)
+
+    def stop(self, view):
+        return all(p.stop(view) for p in self.policies)
+
     @property
-    def label(self): return " & ".join(p.label for p in self.policies)
+    def label(self):
+        return " & ".join(p.label for p in self.policies)
+
 
 @dataclass(frozen=True)
 class FunctionPolicy(Policy):
     "A policy from any function of a view."
+
     name: str = "custom"
     fn: Callable = field(default=None, compare=False, repr=False)
-    def stop(self, view): return bool(self.fn(view))
-    def params(self): return {}
+
+    def stop(self, view):
+        return bool(self.fn(view))
+
+    def params(self):
+        return {}
+
 
 def policy(name: str, fn: Callable[[PrefixView], bool]) -> Policy:
     "Wrap a function of a `PrefixView` as a policy."
@@ -226,10 +307,12 @@ def trajectory_of(rows: pd.DataFrame) -> Trajectory:
     fmt = str(rows["format"].iloc[0]) if "format" in rows.columns else "ff"
     return Trajectory(answers, texts, tokens, lp, fmt)
 
-def policy_stops(prefixes: pd.DataFrame,  # the per-prefix table (PREFIX_COLUMNS; `answer_logprobs` for Confidence)
-                 policies: Sequence[Policy],
-                 failed_probes: str = "exclude",  # "exclude" or "cut" (metrics.overthinking)
-                ) -> pd.DataFrame:
+
+def policy_stops(
+    prefixes: pd.DataFrame,  # the per-prefix table (PREFIX_COLUMNS; `answer_logprobs` for Confidence)
+    policies: Sequence[Policy],
+    failed_probes: str = "exclude",  # "exclude" or "cut" (metrics.overthinking)
+) -> pd.DataFrame:
     """One row per trajectory and policy: the stop index s, z_s, tokens used, and whether some prefix up to s was
     correct."""
     t = check_prefix_table(prefixes, failed_probes=failed_probes)
@@ -239,11 +322,19 @@ def policy_stops(prefixes: pd.DataFrame,  # the per-prefix table (PREFIX_COLUMNS
         traj, z = trajectory_of(g), g["correct"].astype(bool).to_numpy()
         for p in policies:
             s = stop_index(p, traj)
-            rows.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))), "policy": p.name,
-                         "setting": p.label,
-                         "stop_index": s, "stop_correct": bool(z[s]), "stop_tokens": traj.tokens[s],
-                         "solved_by_stop": bool(z[: s + 1].any())})
+            rows.append(
+                {
+                    **dict(zip(keys, key if isinstance(key, tuple) else (key,))),
+                    "policy": p.name,
+                    "setting": p.label,
+                    "stop_index": s,
+                    "stop_correct": bool(z[s]),
+                    "stop_tokens": traj.tokens[s],
+                    "solved_by_stop": bool(z[: s + 1].any()),
+                }
+            )
     return pd.DataFrame(rows)
+
 
 def gap_recovered(acc_policy: float, acc_actual: float, acc_optimal: float) -> float:
     "(acc_policy - acc_actual) / (acc_optimal - acc_actual); NaN when Optimal equals Actual (no gap to recover)."
@@ -253,57 +344,97 @@ def gap_recovered(acc_policy: float, acc_actual: float, acc_optimal: float) -> f
 # %% ../../nbs/63_metrics.stopping.ipynb #564e54fa
 REFERENCE_POLICIES = ("Actual", "Optimal")  # the model's own stop and the oracle, as rows of the table
 
-def policy_rows(prefixes: pd.DataFrame,  # the per-prefix table
-                policies: Sequence[Policy],
-                failed_probes: str = "exclude",
-               ) -> pd.DataFrame:
+
+def policy_rows(
+    prefixes: pd.DataFrame,  # the per-prefix table
+    policies: Sequence[Policy],
+    failed_probes: str = "exclude",
+) -> pd.DataFrame:
     """One row per trajectory and policy setting (Actual and Optimal included): the stop, z_s, tokens, the
     trajectory's own Actual and Optimal, H at the stop and whether the stop rescued a harmful trajectory."""
     traj = trajectories(prefixes, failed_probes=failed_probes)
     keys = trajectory_keys(traj)
     stops = policy_stops(prefixes, policies, failed_probes).merge(
-        traj[keys + ["n_utterances", "trace_tokens", "actual_correct", "harmful",
-                     "solved"]].rename(columns={"harmful": "actual_harmful"}), on=keys)
+        traj[keys + ["n_utterances", "trace_tokens", "actual_correct", "harmful", "solved"]].rename(
+            columns={"harmful": "actual_harmful"}
+        ),
+        on=keys,
+    )
     reference = []
-    for name, idx, tok, ok in [("Actual", "n_utterances", "trace_tokens", "actual_correct"),
-                               ("Optimal", "optimal_length", "optimal_tokens", "solved")]:
-        reference.append(traj[keys + ["n_utterances", "trace_tokens", "actual_correct", "solved"]].assign(
-            policy=name, setting=name, stop_index=traj[idx], stop_tokens=traj[tok], stop_correct=traj[ok],
-            solved_by_stop=traj["solved"] if name == "Actual" else traj[ok], actual_harmful=traj["harmful"]))
+    for name, idx, tok, ok in [
+        ("Actual", "n_utterances", "trace_tokens", "actual_correct"),
+        ("Optimal", "optimal_length", "optimal_tokens", "solved"),
+    ]:
+        reference.append(
+            traj[keys + ["n_utterances", "trace_tokens", "actual_correct", "solved"]].assign(
+                policy=name,
+                setting=name,
+                stop_index=traj[idx],
+                stop_tokens=traj[tok],
+                stop_correct=traj[ok],
+                solved_by_stop=traj["solved"] if name == "Actual" else traj[ok],
+                actual_harmful=traj["harmful"],
+            )
+        )
     allrows = pd.concat([*reference, stops], ignore_index=True)
     allrows["harmful_at_stop"] = allrows["solved_by_stop"].astype(bool) & ~allrows["stop_correct"].astype(bool)
     allrows["rescued"] = allrows["actual_harmful"].astype(bool) & allrows["stop_correct"].astype(bool)
-    for c in ("stop_correct", "harmful_at_stop", "actual_correct", "solved"): allrows[c] = allrows[c].astype(float)
+    for c in ("stop_correct", "harmful_at_stop", "actual_correct", "solved"):
+        allrows[c] = allrows[c].astype(float)
     return allrows
 
-def policy_table(prefixes: pd.DataFrame,  # the per-prefix table
-                 policies: Sequence[Policy],
-                 by: Sequence[str] = ("model", "benchmark"),
-                 failed_probes: str = "exclude",
-                 rows: pd.DataFrame | None = None,  # the `policy_rows` of these arguments, when already computed
-                ) -> pd.DataFrame:
+
+def policy_table(
+    prefixes: pd.DataFrame,  # the per-prefix table
+    policies: Sequence[Policy],
+    by: Sequence[str] = ("model", "benchmark"),
+    failed_probes: str = "exclude",
+    rows: pd.DataFrame | None = None,  # the `policy_rows` of these arguments, when already computed
+) -> pd.DataFrame:
     """Per policy setting and group: accuracy at the stop, utterances and tokens used and saved, H at the stop, rescued
     share, gap recovered."""
     by = granularity_groups(prefixes, by)  # a table probed at two granularities is scored per granularity
     allrows = policy_rows(prefixes, policies, failed_probes) if rows is None else rows
     g = allrows.groupby(by + ["policy", "setting"], sort=False, dropna=False)
-    out = g.agg(n=("stop_index", "size"), accuracy=("stop_correct", "mean"), utterances=("stop_index", "mean"),
-                tokens=("stop_tokens", "mean"), actual_utterances=("n_utterances", "mean"),
-                actual_tokens=("trace_tokens", "mean"),
-                harmful_at_stop=("harmful_at_stop", "mean"), n_harmful=("actual_harmful", "sum"),
-                n_rescued=("rescued", "sum"),
-                acc_actual=("actual_correct", "mean"), acc_optimal=("solved", "mean")).reset_index()
+    out = g.agg(
+        n=("stop_index", "size"),
+        accuracy=("stop_correct", "mean"),
+        utterances=("stop_index", "mean"),
+        tokens=("stop_tokens", "mean"),
+        actual_utterances=("n_utterances", "mean"),
+        actual_tokens=("trace_tokens", "mean"),
+        harmful_at_stop=("harmful_at_stop", "mean"),
+        n_harmful=("actual_harmful", "sum"),
+        n_rescued=("rescued", "sum"),
+        acc_actual=("actual_correct", "mean"),
+        acc_optimal=("solved", "mean"),
+    ).reset_index()
     out["saved_utterances"] = out["actual_utterances"] - out["utterances"]
     out["saved_tokens"] = out["actual_tokens"] - out["tokens"]
     out["saved_token_share"] = out["saved_tokens"] / out["actual_tokens"].where(out["actual_tokens"] > 0)
     out["rescued_share"] = out["n_rescued"] / out["n_harmful"].where(out["n_harmful"] > 0)
     out["gap_recovered"] = [gap_recovered(a, b, c) for a, b, c in zip(out.accuracy, out.acc_actual, out.acc_optimal)]
-    out["gap_note"] = np.where(out["gap_recovered"].isna(),
-                               "undefined: Optimal = Actual (no trajectory is solved before its end and wrong at it)",
-                               "")
-    cols = by + ["policy", "setting", "n", "accuracy", "utterances", "tokens", "saved_utterances", "saved_tokens",
-                 "saved_token_share",
-                 "harmful_at_stop", "n_harmful", "rescued_share", "gap_recovered", "gap_note"]
+    out["gap_note"] = np.where(
+        out["gap_recovered"].isna(),
+        "undefined: Optimal = Actual (no trajectory is solved before its end and wrong at it)",
+        "",
+    )
+    cols = by + [
+        "policy",
+        "setting",
+        "n",
+        "accuracy",
+        "utterances",
+        "tokens",
+        "saved_utterances",
+        "saved_tokens",
+        "saved_token_share",
+        "harmful_at_stop",
+        "n_harmful",
+        "rescued_share",
+        "gap_recovered",
+        "gap_note",
+    ]
     return out[cols]
 
 # %% ../../nbs/63_metrics.stopping.ipynb #b49e18be
@@ -313,53 +444,75 @@ def _gap(policy, actual, optimal):
     undefined = np.abs(gap) < 1e-12
     return np.where(undefined, np.nan, (policy - actual) / np.where(undefined, 1.0, gap))
 
+
 POLICY_ROWS = {"accuracy": "stop_correct", "utterances": "stop_index", "tokens": "stop_tokens"}  # metric -> column
+
 
 def policy_statistics() -> dict:
     "Builders (`add_intervals`) of a policy table's headline numbers from a group's `policy_rows`."
     out = {m: mean_of(c) for m, c in POLICY_ROWS.items()}
-    out["gap_recovered"] = lambda r: derived(_gap, *(mean_of(c)(r) for c in ("stop_correct", "actual_correct",
-                                                                             "solved")))
+    out["gap_recovered"] = lambda r: derived(
+        _gap, *(mean_of(c)(r) for c in ("stop_correct", "actual_correct", "solved"))
+    )
     return out
 
-def add_policy_intervals(table: pd.DataFrame,  # `policy_table` output
-                         rows: pd.DataFrame,  # the `policy_rows` it was computed from
-                         resamples: int = RESAMPLES,
-                         seed: int = SEED,
-                        ) -> pd.DataFrame:
+
+def add_policy_intervals(
+    table: pd.DataFrame,  # `policy_table` output
+    rows: pd.DataFrame,  # the `policy_rows` it was computed from
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
     "`table` with the 95 % interval of each setting's accuracy, utterances, tokens and gap recovered, over questions."
-    by = list(table.columns[:list(table.columns).index("policy")])
+    by = list(table.columns[: list(table.columns).index("policy")])
     return add_intervals(table, rows, [*by, "policy", "setting"], QUESTION, policy_statistics(), resamples, seed=seed)
+
 
 POLICY_PAIRING = "the same traces (the policy's stop and the trace's end), by question"
 
-def policy_comparisons(rows: pd.DataFrame,  # `policy_rows`
-                       by: Sequence[str] = ("model", "benchmark"),
-                       resamples: int = RESAMPLES,
-                       seed: int = SEED,
-                      ) -> pd.DataFrame:
+
+def policy_comparisons(
+    rows: pd.DataFrame,  # `policy_rows`
+    by: Sequence[str] = ("model", "benchmark"),
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> pd.DataFrame:
     """Each setting − Actual on the same trajectories, per group: accuracy, tokens and utterances, with the interval of
     the difference and a sign-flip p-value (Optimal − Actual is `optimal_actual_comparison`'s)."""
     by, out = granularity_groups(rows, by), []
-    for key, g in (rows.groupby(by, sort=True, dropna=False) if by else [((), rows)]):
+    for key, g in rows.groupby(by, sort=True, dropna=False) if by else [((), rows)]:
         key = dict(zip(by, key if isinstance(key, tuple) else (key,)))
         actual = g[g["policy"] == "Actual"]
         for setting, s in g[~g["policy"].isin(REFERENCE_POLICIES)].groupby("setting", sort=False):
             for metric, column in POLICY_ROWS.items():
                 name = f"{setting} − Actual"
-                d = compare(unit_labels(s, QUESTION).to_numpy(), s[column].to_numpy(dtype=float),
-                            unit_labels(actual, QUESTION).to_numpy(), actual[column].to_numpy(dtype=float), resamples,
-                            seed_for("stopping", name, metric, *key.values(), seed=seed))
+                d = compare(
+                    unit_labels(s, QUESTION).to_numpy(),
+                    s[column].to_numpy(dtype=float),
+                    unit_labels(actual, QUESTION).to_numpy(),
+                    actual[column].to_numpy(dtype=float),
+                    resamples,
+                    seed_for("stopping", name, metric, *key.values(), seed=seed),
+                )
                 out.append(comparison_row(key, name, POLICY_PAIRING, metric, d))
     return pd.DataFrame(out, columns=[*by, *COMPARISON_COLUMNS])
 
 # %% ../../nbs/63_metrics.stopping.ipynb #9a34237f
 def default_policies(with_logprobs: bool = False) -> list[Policy]:
     "The policy settings a report scores (Confidence only when the probes carry log-probabilities)."
-    grid = [StoppingAtK(2), StoppingAtK(5), Consistency(2), Consistency(3), Consistency(5), Entropy(4, 0.0),
-            Entropy(4, 1.0),
-            Budget(share=0.25), Budget(share=0.5)]
-    if with_logprobs: grid += [Confidence(0.9), Confidence(0.95)]
+    grid = [
+        StoppingAtK(2),
+        StoppingAtK(5),
+        Consistency(2),
+        Consistency(3),
+        Consistency(5),
+        Entropy(4, 0.0),
+        Entropy(4, 1.0),
+        Budget(share=0.25),
+        Budget(share=0.5),
+    ]
+    if with_logprobs:
+        grid += [Confidence(0.9), Confidence(0.95)]
     return grid
 
 # %% ../../nbs/63_metrics.stopping.ipynb #5dc41607
@@ -368,12 +521,14 @@ def _set_label(valid) -> str | None:
     items = sorted(map(repr, valid)) if valid is not None else []
     return "|".join(items) if items else None
 
-def solution_set_stops(rows: pd.DataFrame,  # `solution_probe_table` rows (one per probe of a MuSoBench trace)
-                       ks: Sequence[int] = (1, 2, 3, 5),
-                       # the columns naming one trace
-                       by: Sequence[str] = ("model", "template", "task", "level", "question_id"),
-                       failed_probes: str = "exclude",
-                      ) -> pd.DataFrame:
+
+def solution_set_stops(
+    rows: pd.DataFrame,  # `solution_probe_table` rows (one per probe of a MuSoBench trace)
+    ks: Sequence[int] = (1, 2, 3, 5),
+    # the columns naming one trace
+    by: Sequence[str] = ("model", "template", "task", "level", "question_id"),
+    failed_probes: str = "exclude",
+) -> pd.DataFrame:
     """Per trace and K: the stop where the valid solution set has been unchanged for K probes, recall there and at the
     end, tokens saved."""
     by = [c for c in by if c in rows.columns]
@@ -381,19 +536,36 @@ def solution_set_stops(rows: pd.DataFrame,  # `solution_probe_table` rows (one p
     rows = rows.merge(kept, on=by).sort_values([*by, "prefix_index"], kind="stable")
     out = []
     for key, t in rows.groupby(by, sort=True):
-        labels, recall, tokens = ([_set_label(v) for v in t["valid"]], t["recall"].to_numpy(float),
-                                  t["prefix_tokens"].to_numpy(int))
+        labels, recall, tokens = (
+            [_set_label(v) for v in t["valid"]],
+            t["recall"].to_numpy(float),
+            t["prefix_tokens"].to_numpy(int),
+        )
         for k in ks:
             s = stopping_index(labels, k)
-            out.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "k": k,
-                        "n_utterances": len(labels) - 1, "stop_index": s, "stop_recall": recall[s],
-                        "final_recall": recall[-1], "recall_lost": recall[-1] - recall[s],
-                        "tokens_used": int(tokens[s]), "tokens_saved": int(tokens[-1] - tokens[s]),
-                        "saved_share": float((tokens[-1] - tokens[s]) / tokens[-1]) if tokens[-1] else 0.0})
+            out.append(
+                {
+                    **dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                    "k": k,
+                    "n_utterances": len(labels) - 1,
+                    "stop_index": s,
+                    "stop_recall": recall[s],
+                    "final_recall": recall[-1],
+                    "recall_lost": recall[-1] - recall[s],
+                    "tokens_used": int(tokens[s]),
+                    "tokens_saved": int(tokens[-1] - tokens[s]),
+                    "saved_share": float((tokens[-1] - tokens[s]) / tokens[-1]) if tokens[-1] else 0.0,
+                }
+            )
     return pd.DataFrame(out)
 
-def solution_set_table(rows: pd.DataFrame, ks: Sequence[int] = (1, 2, 3, 5), by: Sequence[str] = ("model", "task"),
-                       failed_probes: str = "exclude") -> pd.DataFrame:
+
+def solution_set_table(
+    rows: pd.DataFrame,
+    ks: Sequence[int] = (1, 2, 3, 5),
+    by: Sequence[str] = ("model", "task"),
+    failed_probes: str = "exclude",
+) -> pd.DataFrame:
     "Per group and K: mean recall at the stop and at the end, recall lost, and tokens saved (mean and share)."
     stops = solution_set_stops(rows, ks, failed_probes=failed_probes)
     by = [c for c in by if c in stops.columns]

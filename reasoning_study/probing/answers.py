@@ -8,9 +8,9 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import queue
 import re
 import threading
-import queue
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -33,16 +33,19 @@ __all__ = ['MAX_RULE_ANSWER_CHARS', 'MATH_TIMEOUT_S', 'MAX_MATH_CHARS', 'EXTRACT
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"), ("`", "`"), ('"', '"'))
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|mathrm|mathbf)\{(.*)\}", re.S)
 
+
 def clean_answer(text: str | None) -> str | None:
     "An answer without surrounding math delimiters, bold, \\text{} or a final full stop; None when nothing is left."
-    if text is None: return None
+    if text is None:
+        return None
     s, previous = text.strip(), None
     while s != previous:
         previous = s
         for left, right in _WRAPPERS:
             if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right):
-                s = s[len(left):len(s) - len(right)].strip()
-        if m := _TEXT_WRAPPER.fullmatch(s): s = m.group(1).strip()
+                s = s[len(left) : len(s) - len(right)].strip()
+        if m := _TEXT_WRAPPER.fullmatch(s):
+            s = m.group(1).strip()
         s = re.sub(r"[.,;]$", "", s).strip()
     s = re.sub(r"\s+", " ", s)
     return s or None
@@ -50,16 +53,20 @@ def clean_answer(text: str | None) -> str | None:
 # %% ../../nbs/51_probing.answers.ipynb #c74b7aa1
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
+
 def last_boxed(text: str) -> tuple[str | None, bool]:
     "The content of the last `\\boxed{...}` (nested braces allowed), and whether that box was left open."
     opens = list(_BOX_OPEN.finditer(text))
-    if not opens: return None, False
+    if not opens:
+        return None, False
     start, depth = opens[-1].end(), 1
     for i in range(start, len(text)):
-        if text[i] == "{": depth += 1
+        if text[i] == "{":
+            depth += 1
         elif text[i] == "}":
             depth -= 1
-            if depth == 0: return text[start:i], False
+            if depth == 0:
+                return text[start:i], False
     return None, True
 
 # %% ../../nbs/51_probing.answers.ipynb #40ac4437
@@ -70,42 +77,53 @@ MAX_RULE_ANSWER_CHARS = 100  # a longer "answer" after a key phrase is prose, no
 _ANSWER_LINE = re.compile(r"^[ \t#*]*answer\**\s*[:：]\**(.*)$", re.I | re.M)
 _BARE_LETTER = re.compile(r"\(?([A-Za-z])\)?[.:)]?")
 
+
 def _first_line(text: str) -> str:
     "The first non-empty line of `text`."
     return next((line.strip() for line in text.splitlines() if line.strip().strip("*")), "")
+
 
 def _until_sentence_end(text: str) -> str:
     "Text up to a full stop that ends a sentence (a decimal point does not)."
     return re.match(r"(.*?)(?:\.(?:\s|$)|$)", text, re.S).group(1)
 
+
 def _answer_like(answer: str, rule: str) -> bool:
     "Whether a key phrase is followed by an answer rather than by more prose."
-    if rule == "answer_tag": return True
+    if rule == "answer_tag":
+        return True
     return len(answer) <= MAX_RULE_ANSWER_CHARS and re.match(r"[\w$\\(\[{+\-]", answer) is not None
+
 
 def rule_answer(text: str, item: QAItem) -> tuple[str, str, str] | None:
     "(answer, rule name, matched text) of the first rule that reads an answer from `text`, or None."
     boxed, left_open = last_boxed(text)
-    if left_open: return None
+    if left_open:
+        return None
     if boxed is not None:  # a closed box decides, even when it is empty
         return (answer, "boxed", boxed) if (answer := clean_answer(boxed)) else None
     candidates = [
         ("answer_tag", lambda: (m := list(_ANSWER_TAG.finditer(text))) and m[-1].group(1)),
-        ("final_answer", lambda: (m := list(_FINAL.finditer(text))) and _first_line(text[m[-1].end():])),
-        ("answer_is",
-         lambda: (m := list(_ANSWER_IS.finditer(text))) and _until_sentence_end(_first_line(text[m[-1].end():]))),
+        ("final_answer", lambda: (m := list(_FINAL.finditer(text))) and _first_line(text[m[-1].end() :])),
+        (
+            "answer_is",
+            lambda: (m := list(_ANSWER_IS.finditer(text))) and _until_sentence_end(_first_line(text[m[-1].end() :])),
+        ),
         ("answer_line", lambda: (m := list(_ANSWER_LINE.finditer(text))) and m[-1].group(1)),
     ]
     for rule, read in candidates:
         raw = read()
-        if raw and (answer := clean_answer(raw)) and _answer_like(answer, rule): return answer, rule, raw
+        if raw and (answer := clean_answer(raw)) and _answer_like(answer, rule):
+            return answer, rule, raw
     if item.format == "mc" and (m := _BARE_LETTER.fullmatch(text.strip())) and m.group(1).upper() in item.letters:
         return m.group(1).upper(), "letter", text.strip()
     return None
 
+
 def extract_by_rules(text: str | None, item: QAItem) -> str | None:
     "The answer `text` commits to, when a rule can read it; None otherwise."
-    if not text or not text.strip(): return None
+    if not text or not text.strip():
+        return None
     found = rule_answer(text, item)
     return found[0] if found else None
 
@@ -113,26 +131,36 @@ def extract_by_rules(text: str | None, item: QAItem) -> str | None:
 MATH_TIMEOUT_S = 5  # per parse and per comparison, in the main thread
 MAX_MATH_CHARS = 400  # longer strings are not parsed as math
 
+
 def _timeout() -> int | None:
     "math-verify's alarm works only in the main thread."
     return MATH_TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+
 
 def _as_latex(text: str) -> str:
     "Text ready for math-verify's LaTeX reader (wrapped in $...$ unless it already has delimiters)."
     return text if any(d in text for d in ("$", "\\(", "\\[", "\\boxed")) else f"${text}$"
 
+
 @functools.lru_cache(maxsize=8192)
 def safe_parse(text: str) -> tuple:
     "math-verify's parse of an answer, () when it cannot be read (never raises, never waits past the timeout)."
-    if not text or len(text) > MAX_MATH_CHARS: return ()
-    try: return tuple(math_verify.parse(_as_latex(text), parsing_timeout=_timeout()))
-    except Exception: return ()
+    if not text or len(text) > MAX_MATH_CHARS:
+        return ()
+    try:
+        return tuple(math_verify.parse(_as_latex(text), parsing_timeout=_timeout()))
+    except Exception:
+        return ()
+
 
 def safe_verify(gold: tuple, prediction: tuple) -> bool:
     "math-verify's comparison of two parses; False on any failure."
-    if not gold or not prediction: return False
-    try: return bool(math_verify.verify(list(gold), list(prediction), timeout_seconds=_timeout()))
-    except Exception: return False
+    if not gold or not prediction:
+        return False
+    try:
+        return bool(math_verify.verify(list(gold), list(prediction), timeout_seconds=_timeout()))
+    except Exception:
+        return False
 
 # %% ../../nbs/51_probing.answers.ipynb #c72a3859
 _MATH_WORDS = re.compile(
@@ -140,17 +168,21 @@ _MATH_WORDS = re.compile(
     r"|\b(?:sin|cos|tan|cot|sec|csc|arcsin|arccos|arctan|log|ln|exp|sqrt|pi|inf|infty|mod|gcd|lcm|deg|max|min)\b"
 )
 
+
 def normalize_text(text: str) -> str:
     "Case-folded text with single spaces, for exact textual comparison."
     return re.sub(r"\s+", " ", clean_answer(text) or "").casefold()
+
 
 def is_textual(answer: str) -> bool:
     "Whether an answer is words rather than math (it has a word of two or more letters that is no math name)."
     bare = _MATH_WORDS.sub(" ", re.sub(r"\\text\{[^{}]*\}", " ", answer))
     return re.search(r"[A-Za-z]{2,}", bare) is not None
 
+
 def _math_equal_here(gold: str, prediction: str) -> bool:
     return safe_verify(safe_parse(gold), safe_parse(prediction))
+
 
 def serve_comparisons(requests, replies):
     "The helper process's loop: compare (gold, prediction) pairs until the process is ended."
@@ -158,14 +190,18 @@ def serve_comparisons(requests, replies):
         gold, prediction = requests.get()
         replies.put(_math_equal_here(gold, prediction))
 
+
 class MathHelper:
     """A daemon helper process for comparisons made outside the main thread (math-verify's own timeout needs the
     main thread's signals). A comparison that overruns kills the helper, which is restarted on the next call; being
     a daemon, it never keeps a parent process from exiting."""
-    def __init__(self): self.process, self.owner, self.lock = None, None, threading.Lock()
+
+    def __init__(self):
+        self.process, self.owner, self.lock = None, None, threading.Lock()
 
     def _start(self):
         from reasoning_study.probing.answers import serve_comparisons as target  # by module path: spawn imports it
+
         context = multiprocessing.get_context("spawn")
         self.requests, self.replies = context.Queue(), context.Queue()
         self.process = context.Process(target=target, args=(self.requests, self.replies), daemon=True)
@@ -174,90 +210,125 @@ class MathHelper:
 
     def compare(self, gold: str, prediction: str, timeout: float) -> bool:
         with self.lock:
-            if self.process is None or self.owner != os.getpid() or not self.process.is_alive(): self._start()
+            if self.process is None or self.owner != os.getpid() or not self.process.is_alive():
+                self._start()
             self.requests.put((gold, prediction))
-            try: return bool(self.replies.get(timeout=timeout))
+            try:
+                return bool(self.replies.get(timeout=timeout))
             except queue.Empty:  # overran: end the helper, so no stale reply is left behind
                 self.process.kill()
                 self.process.join()
                 self.process = None
                 return False
 
+
 _HELPER = MathHelper()
+
 
 def _math_equal_in_helper(gold: str, prediction: str) -> bool:
     "The comparison in the helper process (for callers outside the main thread)."
     return _HELPER.compare(gold, prediction, timeout=3 * MATH_TIMEOUT_S)
 
+
 def math_equal(gold: str, prediction: str) -> bool:
     "Whether two answers are mathematically equal according to math-verify (time-bounded in any thread)."
-    if threading.current_thread() is threading.main_thread(): return _math_equal_here(gold, prediction)
+    if threading.current_thread() is threading.main_thread():
+        return _math_equal_here(gold, prediction)
     return _math_equal_in_helper(gold, prediction)
+
 
 def free_form_correct(prediction: str, gold: str) -> bool:
     "Free-form verification: equal text, or (for a mathematical gold) math-verify equality."
     p, g = clean_answer(prediction), clean_answer(gold)
-    if not p or not g: return False
-    if normalize_text(p) == normalize_text(g): return True
+    if not p or not g:
+        return False
+    if normalize_text(p) == normalize_text(g):
+        return True
     return not is_textual(g) and math_equal(g, p)
 
 # %% ../../nbs/51_probing.answers.ipynb #07cb9fda
-_LETTER_FORMS = [re.compile(p, re.S) for p in (r"\(([A-Z])\)(?:\s.*)?", r"([A-Z])[.:)](?:\s.*)?",
-                                               r"(?i:option|choice)\s*\(?([A-Za-z])\)?(?:[\s.:)].*)?")]
+_LETTER_FORMS = [
+    re.compile(p, re.S)
+    for p in (r"\(([A-Z])\)(?:\s.*)?", r"([A-Z])[.:)](?:\s.*)?", r"(?i:option|choice)\s*\(?([A-Za-z])\)?(?:[\s.:)].*)?")
+]
+
 
 def predicted_letter(prediction: str | None, item: QAItem) -> str | None:
     "The option a prediction names (by letter, by exact text, or by an equal math value), or None."
     p = clean_answer(prediction)
-    if not p: return None
+    if not p:
+        return None
     letters = item.letters
-    if (m := _BARE_LETTER.fullmatch(p)) and m.group(1).upper() in letters: return m.group(1).upper()
+    if (m := _BARE_LETTER.fullmatch(p)) and m.group(1).upper() in letters:
+        return m.group(1).upper()
     if item.options:
         same = [k for k, o in enumerate(item.options) if normalize_text(o) == normalize_text(p)]
-        if len(same) == 1: return letters[same[0]]
+        if len(same) == 1:
+            return letters[same[0]]
     for form in _LETTER_FORMS:
-        if (m := form.fullmatch(p)) and m.group(1).upper() in letters: return m.group(1).upper()
+        if (m := form.fullmatch(p)) and m.group(1).upper() in letters:
+            return m.group(1).upper()
     if item.options and not is_textual(p):
         equal = [k for k, o in enumerate(item.options) if not is_textual(o) and math_equal(o, p)]
-        if len(equal) == 1: return letters[equal[0]]
+        if len(equal) == 1:
+            return letters[equal[0]]
     return None
+
 
 def verify(prediction: str | None, item: QAItem) -> bool:
     "Whether `prediction` is the gold answer of `item` (None or empty is never correct)."
-    if prediction is None or not str(prediction).strip(): return False
-    if item.format == "mc": return predicted_letter(str(prediction), item) == item.answer_letter
+    if prediction is None or not str(prediction).strip():
+        return False
+    if item.format == "mc":
+        return predicted_letter(str(prediction), item) == item.answer_letter
     return free_form_correct(str(prediction), item.answer)
 
 # %% ../../nbs/51_probing.answers.ipynb #a82bc64f
 EXTRACTOR_SAMPLING = SamplingParams(temperature=0.0, max_tokens=32, stop=("\n\n",))
 
+
 def extractor_question(item: QAItem) -> str:
     "The question as the extractor sees it: with the lettered options of a multiple-choice item."
-    if not item.options: return item.question
+    if not item.options:
+        return item.question
     return item.question + "\n\nOptions:\n" + "\n".join(f"{l}. {o}" for l, o in zip(item.letters, item.options))
 
-def extractor_request(text: str, item: QAItem,
-                      sampling: SamplingParams = EXTRACTOR_SAMPLING,
-                      tail_chars: int | None = 6000,  # keep only the end of long texts (the answer is there)
-                     ) -> Request:
+
+def extractor_request(
+    text: str,
+    item: QAItem,
+    sampling: SamplingParams = EXTRACTOR_SAMPLING,
+    tail_chars: int | None = 6000,  # keep only the end of long texts (the answer is there)
+) -> Request:
     "The request asking the extractor which answer `text` commits to."
-    if tail_chars is not None and len(text) > tail_chars: text = "..." + text[-tail_chars:]
-    return Request(messages=extractor_messages(extractor_question(item), text), thinking=False, sampling=sampling,
-                   tag=f"extract:{item.id}")
+    if tail_chars is not None and len(text) > tail_chars:
+        text = "..." + text[-tail_chars:]
+    return Request(
+        messages=extractor_messages(extractor_question(item), text),
+        thinking=False,
+        sampling=sampling,
+        tag=f"extract:{item.id}",
+    )
+
 
 def parse_extractor_reply(reply: str | None, item: QAItem) -> str | None:
     "The answer in an extractor reply; None for NONE, an empty reply, or a letter outside a multiple-choice item."
-    if not reply: return None
+    if not reply:
+        return None
     text = reply.rpartition("</think>")[2] if "</think>" in reply else reply
     boxed, _ = last_boxed(text)
     line = boxed if boxed is not None else _first_line(text)
     line = re.sub(r"^(?:the\s+)?(?:final\s+)?answer(?:\s+is\s*[:：]?|\s*[:：])\s*", "", line.strip(), flags=re.I)
     answer = clean_answer(line)
-    if answer is None or answer.strip("'\"` ").upper() == "NONE": return None
-    if item.format == "mc" and len(answer) == 1 and answer.upper() not in item.letters: return None  # no such option
+    if answer is None or answer.strip("'\"` ").upper() == "NONE":
+        return None
+    if item.format == "mc" and len(answer) == 1 and answer.upper() not in item.letters:
+        return None  # no such option
     return answer
 
 # %% ../../nbs/51_probing.answers.ipynb #8fdb69a4
 LLM_EXTRACTION_MODES = ("fallback", "all")  # the rules first and the LLM for the rest, or the LLM for every text
+
 
 @dataclass(frozen=True)
 class Extraction:
@@ -269,42 +340,54 @@ class Extraction:
     # the extractor call itself failed (a backend error): no answer was read, none is known to be missing
     failed: bool = False
 
-def extract_answers(texts: Sequence[str | None],  # model outputs (full traces or probe continuations)
-                    items: Sequence[QAItem],  # the question of each text
-                    extractor_backend: Backend | None = None,  # reads what the rules cannot (None: rules only)
-                    store: GenerationStore | None = None,  # cache the extractor's replies here
-                    sampling: SamplingParams = EXTRACTOR_SAMPLING,
-                    tail_chars: int | None = 6000,  # the extractor sees at most this many final characters
-                    batch_size: int = 8,  # extractor samples per backend call
-                    progress: bool = False,
-                    # "fallback": the rules first, the extractor reads what they cannot; "all": the extractor reads
-                    # every text (the paper's protocol; without an extractor backend the rules read them all the same)
-                    llm_extraction: str = "fallback",
-                   ) -> list[Extraction]:
+
+def extract_answers(
+    texts: Sequence[str | None],  # model outputs (full traces or probe continuations)
+    items: Sequence[QAItem],  # the question of each text
+    extractor_backend: Backend | None = None,  # reads what the rules cannot (None: rules only)
+    store: GenerationStore | None = None,  # cache the extractor's replies here
+    sampling: SamplingParams = EXTRACTOR_SAMPLING,
+    tail_chars: int | None = 6000,  # the extractor sees at most this many final characters
+    batch_size: int = 8,  # extractor samples per backend call
+    progress: bool = False,
+    # "fallback": the rules first, the extractor reads what they cannot; "all": the extractor reads
+    # every text (the paper's protocol; without an extractor backend the rules read them all the same)
+    llm_extraction: str = "fallback",
+) -> list[Extraction]:
     "The answer of every text: by the rule cascade, else (or always, `llm_extraction='all'`) by the extractor model."
     if llm_extraction not in LLM_EXTRACTION_MODES:
         raise ValueError(f"llm_extraction must be one of {LLM_EXTRACTION_MODES}, got {llm_extraction!r}")
     texts, items = list(texts), list(items)
-    if len(texts) != len(items): raise ValueError(f"{len(texts)} texts but {len(items)} items")
+    if len(texts) != len(items):
+        raise ValueError(f"{len(texts)} texts but {len(items)} items")
     results: list[Extraction | None] = [None] * len(texts)
     pending = []
     rules_first = llm_extraction == "fallback" or extractor_backend is None
     for k, (text, item) in enumerate(zip(texts, items)):
         found = rule_answer(text, item) if rules_first and text and text.strip() else None
-        if found: results[k] = Extraction(found[0], "rules", found[2], found[1])
-        elif extractor_backend is None or not text or not text.strip(): results[k] = Extraction(None, "none")
-        else: pending.append(k)
+        if found:
+            results[k] = Extraction(found[0], "rules", found[2], found[1])
+        elif extractor_backend is None or not text or not text.strip():
+            results[k] = Extraction(None, "none")
+        else:
+            pending.append(k)
     if pending:
         requests = [extractor_request(texts[k], items[k], sampling, tail_chars) for k in pending]
-        completions = (generate_cached(extractor_backend, requests, store, batch_size=batch_size,
-                                       progress=progress) if store is not None
-                       else extractor_backend.generate(requests))
+        completions = (
+            generate_cached(extractor_backend, requests, store, batch_size=batch_size, progress=progress)
+            if store is not None
+            else extractor_backend.generate(requests)
+        )
         for k, (completion,) in zip(pending, completions):
             if completion.status == "error":
-                results[k] = Extraction(None, "none", completion.text, error=completion.error or "extractor error",
-                                        failed=True)
+                results[k] = Extraction(
+                    None, "none", completion.text, error=completion.error or "extractor error", failed=True
+                )
                 continue
             answer = parse_extractor_reply(completion.answer or completion.text, items[k])
-            results[k] = (Extraction(answer, "llm", completion.text) if answer is not None
-                          else Extraction(None, "none", completion.text, error="the extractor found no answer"))
+            results[k] = (
+                Extraction(answer, "llm", completion.text)
+                if answer is not None
+                else Extraction(None, "none", completion.text, error="the extractor found no answer")
+            )
     return results

@@ -13,10 +13,9 @@ from typing import Any, Sequence
 import pandas as pd
 from jsonschema import Draft202012Validator
 
-from ..backends.contract import Backend
+from ..backends.contract import Backend, stage_batch_size
 from ..backends.request import Completion, Request, SamplingParams
 from ..prompts.overthinking import FAILURE_CATEGORIES, JUDGE_SCHEMA, judge_messages
-from ..backends.contract import stage_batch_size
 from ..store import GenerationStore, generate_cached
 
 # %% auto #0
@@ -28,32 +27,44 @@ __all__ = ['JUDGE_VALIDATOR', 'CASE_COLUMNS', 'JUDGE_SAMPLING', 'VERDICT_FIELDS'
 JUDGE_VALIDATOR = Draft202012Validator(JUDGE_SCHEMA)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S | re.I)
 
+
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
     keys = [k for k, _ in pairs]
-    if dupes := sorted({k for k in keys if keys.count(k) > 1}): raise ValueError(f"duplicate keys {dupes}")
+    if dupes := sorted({k for k in keys if keys.count(k) > 1}):
+        raise ValueError(f"duplicate keys {dupes}")
     return dict(pairs)
+
 
 def _no_constants(name: str):
     raise ValueError(f"{name} is not valid JSON")
+
 
 def judgement_body(reply: str) -> str:
     "The part of a reply that should be the JSON object: after any thinking block, inside one code fence."
     body = reply.rpartition("</think>")[2] if "</think>" in reply else reply
     body = body.strip()
-    if m := _FENCE.fullmatch(body): body = m.group(1)
+    if m := _FENCE.fullmatch(body):
+        body = m.group(1)
     return body
+
 
 def parse_judgement(text: str | None) -> tuple[dict | None, str, str | None]:
     "(verdict, 'ok', None) for a valid reply; (None, 'parse_error', reason) otherwise."
-    if text is None or not text.strip(): return None, "parse_error", "empty reply"
+    if text is None or not text.strip():
+        return None, "parse_error", "empty reply"
     body = judgement_body(text)
-    if "<think>" in body: return None, "parse_error", "the thinking block was never closed"
-    if not body: return None, "parse_error", "nothing after the thinking block"
-    try: data = json.loads(body, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
+    if "<think>" in body:
+        return None, "parse_error", "the thinking block was never closed"
+    if not body:
+        return None, "parse_error", "nothing after the thinking block"
+    try:
+        data = json.loads(body, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
     except json.JSONDecodeError as e:
         return None, "parse_error", f"not one JSON object: {e.msg} (line {e.lineno}, column {e.colno})"
-    except ValueError as e: return None, "parse_error", str(e)
-    if not isinstance(data, dict): return None, "parse_error", f"JSON {type(data).__name__}, not an object"
+    except ValueError as e:
+        return None, "parse_error", str(e)
+    if not isinstance(data, dict):
+        return None, "parse_error", f"JSON {type(data).__name__}, not an object"
     errors = sorted(JUDGE_VALIDATOR.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
         reasons = [f"{'/'.join(map(str, e.absolute_path)) or 'object'}: {e.message}" for e in errors[:3]]
@@ -81,9 +92,12 @@ class JudgeCase:
                     f"JudgeCase {self.case_id!r}: `{f.name}` must be a string, got "
                     f"{type(getattr(self, f.name)).__name__}"
                 )
-        if not self.case_id: raise ValueError("JudgeCase needs a case_id")
+        if not self.case_id:
+            raise ValueError("JudgeCase needs a case_id")
+
 
 CASE_COLUMNS = tuple(f.name for f in fields(JudgeCase) if f.name not in ("metadata", "image"))
+
 
 def as_cases(cases: Sequence[JudgeCase | dict] | pd.DataFrame) -> list[JudgeCase]:
     "Judge cases from JudgeCase objects, dicts or a DataFrame with the CASE_COLUMNS (extra columns go to metadata)."
@@ -98,72 +112,119 @@ def as_cases(cases: Sequence[JudgeCase | dict] | pd.DataFrame) -> list[JudgeCase
         image = row.get("image")
         # a DataFrame's gap is NaN
         image = None if image is None or (isinstance(image, float) and pd.isna(image)) else image
-        out.append(JudgeCase(**{c: row[c] for c in CASE_COLUMNS}, image=image,
-                             metadata={k: v for k, v in row.items() if k not in (*CASE_COLUMNS, "image")}))
+        out.append(
+            JudgeCase(
+                **{c: row[c] for c in CASE_COLUMNS},
+                image=image,
+                metadata={k: v for k, v in row.items() if k not in (*CASE_COLUMNS, "image")},
+            )
+        )
     ids = [c.case_id for c in out]
-    if len(set(ids)) != len(ids): raise ValueError("judge case ids must be unique")
+    if len(set(ids)) != len(ids):
+        raise ValueError("judge case ids must be unique")
     return out
 
 # %% ../../nbs/53_probing.judge.ipynb #ce27b07b
 JUDGE_SAMPLING = SamplingParams(temperature=0.0, max_tokens=1024)
 VERDICT_FIELDS = tuple(JUDGE_SCHEMA["required"])
-RESULT_COLUMNS = ("case_id", "model", "benchmark", "status", "attempts", *VERDICT_FIELDS, "error", "finish_reason",
-                  "raw_reply")
+RESULT_COLUMNS = (
+    "case_id",
+    "model",
+    "benchmark",
+    "status",
+    "attempts",
+    *VERDICT_FIELDS,
+    "error",
+    "finish_reason",
+    "raw_reply",
+)
 
-def judge_request(case: JudgeCase,
-                  sampling: SamplingParams = JUDGE_SAMPLING,
-                  thinking: bool | None = None,  # the judge's thinking switch (None: the model's default)
-                  structured: bool = True,  # ask for JUDGE_SCHEMA as structured output
-                 ) -> Request:
+
+def judge_request(
+    case: JudgeCase,
+    sampling: SamplingParams = JUDGE_SAMPLING,
+    thinking: bool | None = None,  # the judge's thinking switch (None: the model's default)
+    structured: bool = True,  # ask for JUDGE_SCHEMA as structured output
+) -> Request:
     "The request asking the judge to classify one case (with the question's figure, when it has one)."
-    return Request(messages=judge_messages(case.question, case.gold, case.final_answer, case.correct_prefix,
-                                           case.final_trace),
-                   sampling=sampling, thinking=thinking, tag=f"judge:{case.case_id}",
-                   images=() if case.image is None else (case.image,),
-                   response_schema=JUDGE_SCHEMA if structured else None)
+    return Request(
+        messages=judge_messages(case.question, case.gold, case.final_answer, case.correct_prefix, case.final_trace),
+        sampling=sampling,
+        thinking=thinking,
+        tag=f"judge:{case.case_id}",
+        images=() if case.image is None else (case.image,),
+        response_schema=JUDGE_SCHEMA if structured else None,
+    )
+
 
 def attempt_sampling(sampling: SamplingParams, attempt: int, retry_temperature: float) -> SamplingParams:
     "Sampling for attempt `attempt` (0 = first): a retry gets a new seed and a non-zero temperature."
-    if attempt == 0: return sampling
-    return replace(sampling, seed=(sampling.seed or 0) + attempt,
-                   temperature=max(sampling.temperature, retry_temperature))
+    if attempt == 0:
+        return sampling
+    return replace(
+        sampling, seed=(sampling.seed or 0) + attempt, temperature=max(sampling.temperature, retry_temperature)
+    )
+
 
 def _verdict_row(case: JudgeCase, completion: Completion, attempts: int) -> dict:
     "One result row from the last completion of a case."
-    row = {"case_id": case.case_id, "model": case.model, "benchmark": case.benchmark, "attempts": attempts,
-           **{k: None for k in VERDICT_FIELDS}, "finish_reason": completion.finish_reason, "raw_reply": completion.text}
-    if completion.status == "error": return {**row, "status": "error", "error": completion.error or "backend error"}
+    row = {
+        "case_id": case.case_id,
+        "model": case.model,
+        "benchmark": case.benchmark,
+        "attempts": attempts,
+        **{k: None for k in VERDICT_FIELDS},
+        "finish_reason": completion.finish_reason,
+        "raw_reply": completion.text,
+    }
+    if completion.status == "error":
+        return {**row, "status": "error", "error": completion.error or "backend error"}
     verdict, status, error = parse_judgement(completion.text)
-    if verdict is None: return {**row, "status": status, "error": error}
+    if verdict is None:
+        return {**row, "status": status, "error": error}
     verdict = {**verdict, "severity": int(verdict["severity"]), "confidence": int(verdict["confidence"])}
     return {**row, **verdict, "status": "ok", "error": None}
 
-def judge_traces(backend: Backend,  # the judge model
-                 cases: Sequence[JudgeCase | dict] | pd.DataFrame,
-                 store: GenerationStore | None = None,  # keep every reply (and reuse it on a rerun)
-                 retries: int = 1,  # extra attempts for invalid or failed replies
-                 sampling: SamplingParams = JUDGE_SAMPLING,
-                 retry_temperature: float = 0.7,
-                 thinking: bool | None = None,  # the judge's thinking switch (None: the model's default)
-                 # cases per backend call (a backend that batches continuously, vLLM, gets all at once)
-                 batch_size: int = 8,
-                 progress: bool = False,
-                 structured: bool = True,  # send JUDGE_SCHEMA as structured output (enforced where the backend can)
-                ) -> pd.DataFrame:
+
+def judge_traces(
+    backend: Backend,  # the judge model
+    cases: Sequence[JudgeCase | dict] | pd.DataFrame,
+    store: GenerationStore | None = None,  # keep every reply (and reuse it on a rerun)
+    retries: int = 1,  # extra attempts for invalid or failed replies
+    sampling: SamplingParams = JUDGE_SAMPLING,
+    retry_temperature: float = 0.7,
+    thinking: bool | None = None,  # the judge's thinking switch (None: the model's default)
+    # cases per backend call (a backend that batches continuously, vLLM, gets all at once)
+    batch_size: int = 8,
+    progress: bool = False,
+    structured: bool = True,  # send JUDGE_SCHEMA as structured output (enforced where the backend can)
+) -> pd.DataFrame:
     "One verdict row per case: status ok / parse_error / error, with the validated fields when ok."
-    if retries < 0: raise ValueError(f"retries must be >= 0, got {retries}")
+    if retries < 0:
+        raise ValueError(f"retries must be >= 0, got {retries}")
     cases = as_cases(cases)
     rows: list[dict | None] = [None] * len(cases)
     pending = list(range(len(cases)))
     for attempt in range(retries + 1):
-        if not pending: break
-        requests = [judge_request(cases[k], attempt_sampling(sampling, attempt, retry_temperature), thinking,
-                                  structured) for k in pending]
-        completions = (generate_cached(backend, requests, store,
-                                       batch_size=stage_batch_size(backend, len(requests), batch_size),
-                                       progress=progress) if store is not None
-                       else backend.generate(requests))
-        for k, (completion,) in zip(pending, completions): rows[k] = _verdict_row(cases[k], completion, attempt + 1)
+        if not pending:
+            break
+        requests = [
+            judge_request(cases[k], attempt_sampling(sampling, attempt, retry_temperature), thinking, structured)
+            for k in pending
+        ]
+        completions = (
+            generate_cached(
+                backend,
+                requests,
+                store,
+                batch_size=stage_batch_size(backend, len(requests), batch_size),
+                progress=progress,
+            )
+            if store is not None
+            else backend.generate(requests)
+        )
+        for k, (completion,) in zip(pending, completions):
+            rows[k] = _verdict_row(cases[k], completion, attempt + 1)
         pending = [k for k in pending if rows[k]["status"] != "ok"]
     table = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     # integers with gaps for invalid rows
@@ -174,7 +235,8 @@ def taxonomy_table(judgements: pd.DataFrame) -> pd.DataFrame:
     """Per model x benchmark: cases, valid / parse_error / error counts, and % visual, calculation, logical among valid
     verdicts."""
     needed = {"model", "benchmark", "status", "category"}
-    if missing := needed - set(judgements.columns): raise ValueError(f"judgements lack columns {sorted(missing)}")
+    if missing := needed - set(judgements.columns):
+        raise ValueError(f"judgements lack columns {sorted(missing)}")
     if unknown := set(judgements["status"]) - {"ok", "parse_error", "error"}:
         raise ValueError(f"unknown statuses {sorted(unknown)}")
     valid = judgements[judgements["status"] == "ok"]
@@ -183,12 +245,17 @@ def taxonomy_table(judgements: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (model, benchmark), group in judgements.groupby(["model", "benchmark"], sort=True):
         ok = group[group["status"] == "ok"]
-        row = {"model": model, "benchmark": benchmark, "n_cases": len(group), "n_valid": len(ok),
-               "n_parse_error": int((group["status"] == "parse_error").sum()),
-               "n_error": int((group["status"] == "error").sum())}
+        row = {
+            "model": model,
+            "benchmark": benchmark,
+            "n_cases": len(group),
+            "n_valid": len(ok),
+            "n_parse_error": int((group["status"] == "parse_error").sum()),
+            "n_error": int((group["status"] == "error").sum()),
+        }
         for category in FAILURE_CATEGORIES:
             row[category] = 100.0 * (ok["category"] == category).sum() / len(ok) if len(ok) else float("nan")
         rows.append(row)
-    return pd.DataFrame(rows,
-                        columns=["model", "benchmark", "n_cases", "n_valid", "n_parse_error", "n_error",
-                                 *FAILURE_CATEGORIES])
+    return pd.DataFrame(
+        rows, columns=["model", "benchmark", "n_cases", "n_valid", "n_parse_error", "n_error", *FAILURE_CATEGORIES]
+    )

@@ -13,14 +13,22 @@ import pandas as pd
 from tqdm import tqdm
 
 from ..backends.contract import require, supports
-from ..backends.request import (chat, Completion, make_completion, Request, RequestImage,
-                                              SamplingParams, THINK_CLOSE, THINK_OPEN)
+from reasoning_study.backends.request import (
+    THINK_CLOSE,
+    THINK_OPEN,
+    Completion,
+    Request,
+    RequestImage,
+    SamplingParams,
+    chat,
+    make_completion,
+)
 from ..metrics.musobench import score_answer
 from .trace import SplitTrace, split_trace
 from ..prompts.overthinking import ANSWER_LEAD, solution_list_head
+from ..store import GenerationRecord, GenerationStore, generation_key, reusable_records
 from ..tasks.core import valid_solutions
 from ..tasks.musobench import MuSoBenchItem, get_task
-from ..store import GenerationRecord, GenerationStore, generation_key, reusable_records
 
 # %% auto #0
 __all__ = ['ProbeMethod', 'PROBE_NEEDS', 'token_backend', 'render_prompt', 'encode_text', 'decode_ids', 'is_thinking',
@@ -33,35 +41,44 @@ def token_backend(backend):
     "`backend` when it tokenises locally (capability `tokenizer`); a clear error naming it otherwise."
     return require(backend, "tokenizer", study="probing (its prompts are token-exact)")
 
+
 def render_prompt(backend, request: Request) -> list[int]:
     "The exact prompt tokens of `request` on a token-level backend (transformers and vLLM render the same way)."
     return list(token_backend(backend).render_prompt_ids(request))
+
 
 def encode_text(backend, text: str) -> list[int]:
     "Tokens of `text` as a continuation (no special tokens added)."
     return list(token_backend(backend).encode(text))
 
-def decode_ids(backend, ids: Sequence[int]) -> str: return token_backend(backend).decode(list(ids))
+
+def decode_ids(backend, ids: Sequence[int]) -> str:
+    return token_backend(backend).decode(list(ids))
+
 
 def is_thinking(backend, request: Request) -> bool:
     """Whether `request` on `backend` generates a thinking block (the request's switch, else the model's: only an
     always-thinking one)."""
     return bool(token_backend(backend).expects_thinking(request))
 
-def trace_request(backend,
-                  user: str,  # the question prompt (the user turn)
-                  sampling: SamplingParams,
-                  thinking: bool | None = None,  # the thinking switch (None: the model's default)
-                  system: str | None = None,
-                  tag: str = "",
-                  images: Sequence = (),  # the question's figure(s), for a multimodal model
-                 ) -> Request:
+
+def trace_request(
+    backend,
+    user: str,  # the question prompt (the user turn)
+    sampling: SamplingParams,
+    thinking: bool | None = None,  # the thinking switch (None: the model's default)
+    system: str | None = None,
+    tag: str = "",
+    images: Sequence = (),  # the question's figure(s), for a multimodal model
+) -> Request:
     """The request that generates a trace; a thinking model's turn opens its thinking block (prefilled if the template
     does not)."""
     request = chat(user, system=system, thinking=thinking, sampling=sampling, tag=tag, images=images)
-    if not is_thinking(backend, request): return request
+    if not is_thinking(backend, request):
+        return request
     opened = decode_ids(backend, render_prompt(backend, request)).rstrip().endswith(THINK_OPEN)
     return request if opened else replace(request, prefill=THINK_OPEN + "\n")
+
 
 def trace_text(completion: Completion, thinking: bool) -> str:
     """The reasoning trace of a completion: the thinking block's raw text (up to `</think>`), or the whole answer;
@@ -70,12 +87,14 @@ def trace_text(completion: Completion, thinking: bool) -> str:
     return text.rstrip()
 
 # %% ../../nbs/52_probing.prober.ipynb #df867b29
-def probe_suffix(suffix: str,  # the termination suffix, e.g. termination_suffix("stop_now", close_thinking)
-                 newlines_before: int | None,  # line breaks the prefix already ends with; None for the empty prefix
-                ) -> str:
+def probe_suffix(
+    suffix: str,  # the termination suffix, e.g. termination_suffix("stop_now", close_thinking)
+    newlines_before: int | None,  # line breaks the prefix already ends with; None for the empty prefix
+) -> str:
     "The suffix as appended after one prefix: its leading line breaks adjusted to what precedes it."
     body = suffix.lstrip("\n")
-    if newlines_before is None: return body
+    if newlines_before is None:
+        return body
     lead = len(suffix) - len(body)
     return "\n" * max(0, lead - newlines_before) + body
 
@@ -87,12 +106,15 @@ class TraceProbes:
     suffix_ids: list[list[int]]  # per prefix 0..N
     images: tuple[RequestImage, ...] = ()  # the question's images: part of every probe (and of its store key)
 
-    def __post_init__(self): self.images = tuple(RequestImage.of(image) for image in self.images)
+    def __post_init__(self):
+        self.images = tuple(RequestImage.of(image) for image in self.images)
 
-    def __len__(self) -> int: return len(self.suffix_ids)  # N + 1 probes
+    def __len__(self) -> int:
+        return len(self.suffix_ids)  # N + 1 probes
 
     @property
-    def sequence(self) -> list[int]: return self.prompt_ids + self.trace.token_ids
+    def sequence(self) -> list[int]:
+        return self.prompt_ids + self.trace.token_ids
 
     def cut(self, i: int) -> int:
         "Tokens of the sequence kept by probe i (prompt + trace tokens of t<=i)."
@@ -100,38 +122,49 @@ class TraceProbes:
 
     def prompt_token_ids(self, i: int) -> list[int]:
         "The exact prompt of probe i."
-        return self.prompt_ids + self.trace.token_ids[:self.trace.prefix_tokens(i)] + self.suffix_ids[i]
+        return self.prompt_ids + self.trace.token_ids[: self.trace.prefix_tokens(i)] + self.suffix_ids[i]
 
     def request(self, i: int, sampling: SamplingParams, tag: str = "") -> Request:
         "The token-exact request probe i is equivalent to (what the naive prober sends, and the store key)."
-        return Request(prompt_token_ids=self.prompt_token_ids(i), thinking=False, sampling=replace(sampling, n=1),
-                       tag=tag,
-                       images=self.images)
+        return Request(
+            prompt_token_ids=self.prompt_token_ids(i),
+            thinking=False,
+            sampling=replace(sampling, n=1),
+            tag=tag,
+            images=self.images,
+        )
 
     @property
-    def naive_prefill_tokens(self) -> int: return sum(self.cut(i) + len(s) for i, s in enumerate(self.suffix_ids))
+    def naive_prefill_tokens(self) -> int:
+        return sum(self.cut(i) + len(s) for i, s in enumerate(self.suffix_ids))
 
     @property
-    def prefill_lower_bound(self) -> int: return self.cut(len(self) - 1) + sum(map(len, self.suffix_ids))
+    def prefill_lower_bound(self) -> int:
+        return self.cut(len(self) - 1) + sum(map(len, self.suffix_ids))
 
-def plan_probes(backend,  # supplies the tokenizer
-                prompt_ids: Sequence[int],  # the assistant turn's start (render_prompt of the trace request)
-                trace: SplitTrace | str,  # the trace (split here if given as text)
-                suffix: str,  # the termination suffix (termination_suffix(template, close_thinking))
-                images: Sequence = (),  # the trace request's images (its prompt_ids hold their placeholders)
-               ) -> TraceProbes:
+
+def plan_probes(
+    backend,  # supplies the tokenizer
+    prompt_ids: Sequence[int],  # the assistant turn's start (render_prompt of the trace request)
+    trace: SplitTrace | str,  # the trace (split here if given as text)
+    suffix: str,  # the termination suffix (termination_suffix(template, close_thinking))
+    images: Sequence = (),  # the trace request's images (its prompt_ids hold their placeholders)
+) -> TraceProbes:
     "The N+1 probes of a trace: token-exact prompts for every prefix t<=i, i = 0..N."
-    if not prompt_ids: raise ValueError("prompt_ids is empty: probes continue an assistant turn, which needs its start")
-    if isinstance(trace, str): trace = split_trace(trace, token_backend(backend).tokenizer)
+    if not prompt_ids:
+        raise ValueError("prompt_ids is empty: probes continue an assistant turn, which needs its start")
+    if isinstance(trace, str):
+        trace = split_trace(trace, token_backend(backend).tokenizer)
     encoded: dict[str, list[int]] = {}  # at most a few distinct suffix texts per trace
     suffix_ids = []
     for i in range(len(trace) + 1):
         before = None
         if i:
-            last = decode_ids(backend, trace.token_ids[trace.prefix_tokens(i) - 1:trace.prefix_tokens(i)])
+            last = decode_ids(backend, trace.token_ids[trace.prefix_tokens(i) - 1 : trace.prefix_tokens(i)])
             before = len(last) - len(last.rstrip("\n"))
         text = probe_suffix(suffix, before)
-        if text not in encoded: encoded[text] = encode_text(backend, text)
+        if text not in encoded:
+            encoded[text] = encode_text(backend, text)
         suffix_ids.append(encoded[text])
     return TraceProbes(list(prompt_ids), trace, suffix_ids, tuple(images))
 
@@ -144,74 +177,107 @@ PROBE_NEEDS = {  # method -> the backend capabilities it uses
     "naive": ("tokenizer", "token_prompts"),  # generate with prompt_token_ids
 }
 
+
 def probe_method(backend, method: ProbeMethod = "auto") -> str:
     """The method to use on `backend` (`auto`: KV reuse where declared, else one batched call); an error naming what the
     backend lacks."""
     if method not in ("auto", *PROBE_NEEDS):
         raise ValueError(f"unknown probe method {method!r}: auto, kv, batched or naive")
-    if method == "auto": method = "kv" if supports(backend, "kv_reuse") else "batched"
+    if method == "auto":
+        method = "kv" if supports(backend, "kv_reuse") else "batched"
     require(backend, *PROBE_NEEDS[method], study=f"probing with method {method!r}")
     return method
 
+
 def _as_probe_completion(c: Completion) -> Completion:
     "A continuation re-made with the conventions of a token-exact request (no prefill, not thinking)."
-    if c.status == "error": return c
-    return make_completion(c.text, c.finish_reason, "", False, prompt_tokens=c.prompt_tokens,
-                           completion_tokens=c.completion_tokens,
-                           sample_index=0, seed=c.seed, cached_prompt_tokens=c.cached_prompt_tokens,
-                           latency_s=c.latency_s,
-                           token_logprobs=c.token_logprobs)
+    if c.status == "error":
+        return c
+    return make_completion(
+        c.text,
+        c.finish_reason,
+        "",
+        False,
+        prompt_tokens=c.prompt_tokens,
+        completion_tokens=c.completion_tokens,
+        sample_index=0,
+        seed=c.seed,
+        cached_prompt_tokens=c.cached_prompt_tokens,
+        latency_s=c.latency_s,
+        token_logprobs=c.token_logprobs,
+    )
 
-def probe_naive(backend, probes: TraceProbes, sampling: SamplingParams,
-                indices: Sequence[int] | None = None) -> list[Completion]:
+
+def probe_naive(
+    backend, probes: TraceProbes, sampling: SamplingParams, indices: Sequence[int] | None = None
+) -> list[Completion]:
     "Probe by re-encoding every prefix: one token-exact request per probe."
     indices = range(len(probes)) if indices is None else indices
     return [cs[0] for cs in backend.generate([probes.request(i, sampling) for i in indices])]
 
-def probe_kv(backend, probes: TraceProbes, sampling: SamplingParams,
-             indices: Sequence[int] | None = None) -> list[Completion]:
+
+def probe_kv(
+    backend, probes: TraceProbes, sampling: SamplingParams, indices: Sequence[int] | None = None
+) -> list[Completion]:
     "Probe from one KV cache of the prompt and trace (transformers): only the suffixes are encoded."
     indices = list(range(len(probes))) if indices is None else list(indices)
-    if not indices: return []
+    if not indices:
+        return []
     if probes.images:  # a KV cache of token ids has no room for pixels
         error = ValueError(
             f"the {backend.name} backend's KV prober is text-only and cannot probe a question with images"
         )
         return [backend.error_completion(error, 0, sampling.seed) for _ in indices]
-    try: cache = backend.prefill_cache(probes.sequence[:max(probes.cut(i) for i in indices)])
+    try:
+        cache = backend.prefill_cache(probes.sequence[: max(probes.cut(i) for i in indices)])
     # e.g. a trace longer than the context
-    except Exception as e: return [backend.error_completion(e, 0, sampling.seed) for _ in indices]
-    out = backend.continue_many(cache, [(probes.cut(i), probes.suffix_ids[i]) for i in indices],
-                                replace(sampling, n=1), thinking=False)
+    except Exception as e:
+        return [backend.error_completion(e, 0, sampling.seed) for _ in indices]
+    out = backend.continue_many(
+        cache, [(probes.cut(i), probes.suffix_ids[i]) for i in indices], replace(sampling, n=1), thinking=False
+    )
     return [_as_probe_completion(c) for c in out]
+
 
 def _engine_prefill(completions: Sequence[Completion]) -> int | None:
     "Prompt tokens an engine computed (not served from its prefix cache), when it reports its cache hits."
-    if any(c.cached_prompt_tokens is None for c in completions): return None
+    if any(c.cached_prompt_tokens is None for c in completions):
+        return None
     return sum(c.prompt_tokens - c.cached_prompt_tokens for c in completions)
 
-def probe_batched(backend, jobs: Sequence[tuple[TraceProbes, Sequence[int]]], sampling: SamplingParams,
-                 ) -> tuple[list[list[Completion]], int | None]:
+
+def probe_batched(
+    backend, jobs: Sequence[tuple[TraceProbes, Sequence[int]]], sampling: SamplingParams
+) -> tuple[list[list[Completion]], int | None]:
     """Probe several traces in one batched call (vLLM), each trace first run once so its KV blocks are cached; also the
     prompt tokens computed."""
     jobs = [(p, list(ix)) for p, ix in jobs if len(ix)]
-    if not jobs: return [], 0
+    if not jobs:
+        return [], 0
     warm_sampling, sampling = replace(sampling, n=1, max_tokens=1, temperature=0.0), replace(sampling, n=1)
     # token prompts with their images: requests to `generate` (vLLM: multi_modal_data)
     if any(p.images for p, _ in jobs):
-        warm = [cs[0] for cs in backend.generate([Request(prompt_token_ids=p.sequence, images=p.images,
-                                                          sampling=warm_sampling)
-                                                   for p, _ in jobs])]
+        warm = [
+            cs[0]
+            for cs in backend.generate(
+                [Request(prompt_token_ids=p.sequence, images=p.images, sampling=warm_sampling) for p, _ in jobs]
+            )
+        ]
         flat = [cs[0] for cs in backend.generate([p.request(i, sampling) for p, ix in jobs for i in ix])]
     else:
         warm = [cs[0] for cs in backend.generate_token_prompts([p.sequence for p, _ in jobs], warm_sampling)]
-        flat = [cs[0] for cs in backend.generate_token_prompts([p.prompt_token_ids(i) for p, ix in jobs for i in ix],
-                                                               sampling, thinking=False)]
+        flat = [
+            cs[0]
+            for cs in backend.generate_token_prompts(
+                [p.prompt_token_ids(i) for p, ix in jobs for i in ix], sampling, thinking=False
+            )
+        ]
     out, start = [], 0
     for _, ix in jobs:
-        out.append(flat[start:start + len(ix)])
+        out.append(flat[start : start + len(ix)])
         start += len(ix)
     return out, _engine_prefill(warm + flat)
+
 
 def chunk_by_size(sizes: Sequence[int], limit: int) -> list[list[int]]:
     "Consecutive groups of indices whose sizes add up to at most `limit` (a larger item gets a group of its own)."
@@ -239,29 +305,36 @@ class ProbeStats:
     naive_prefill_tokens: int = 0  # what re-encoding every probed prefix would have cost
     seconds: float = 0.0
 
-def probe_traces(backend,
-                 probes: Sequence[TraceProbes],  # one per trace
-                 sampling: SamplingParams,  # the probes' sampling (n is ignored: one continuation per probe)
-                 store: GenerationStore | None = None,  # raw probe continuations are kept (and reused) here
-                 method: ProbeMethod = "auto",
-                 retry_errors: bool = True,
-                 # batched method: probes per vLLM call (a kill loses at most one call)
-                 max_probes_per_call: int = 4096,
-                 progress: bool = True,
-                 tags: Sequence[str] | None = None,  # a label per trace, stored with its probes
-                ) -> tuple[list[list[Completion]], ProbeStats]:
+
+def probe_traces(
+    backend,
+    probes: Sequence[TraceProbes],  # one per trace
+    sampling: SamplingParams,  # the probes' sampling (n is ignored: one continuation per probe)
+    store: GenerationStore | None = None,  # raw probe continuations are kept (and reused) here
+    method: ProbeMethod = "auto",
+    retry_errors: bool = True,
+    # batched method: probes per vLLM call (a kill loses at most one call)
+    max_probes_per_call: int = 4096,
+    progress: bool = True,
+    tags: Sequence[str] | None = None,  # a label per trace, stored with its probes
+) -> tuple[list[list[Completion]], ProbeStats]:
     "Probe every prefix of every trace: one completion per prefix t<=i, i = 0..N, per trace; and what it cost."
     method, sampling = probe_method(backend, method), replace(sampling, n=1)
     if method != "kv" and any(p.images for p in probes):
         require(backend, "images", study="probing a question with images")
-    if sampling.logprobs: require(backend, "logprobs", study="probing with token log-probabilities")
+    if sampling.logprobs:
+        require(backend, "logprobs", study="probing with token log-probabilities")
     tags = list(tags) if tags is not None else [""] * len(probes)
-    if len(tags) != len(probes): raise ValueError(f"{len(tags)} tags for {len(probes)} traces")
+    if len(tags) != len(probes):
+        raise ValueError(f"{len(tags)} tags for {len(probes)} traces")
     requests = [[p.request(i, sampling, tag) for i in range(len(p))] for p, tag in zip(probes, tags)]
     keys = [[generation_key(backend, r, 0) for r in rs] for rs in requests]
     # stored probes the model the server serves now wrote (an API alias may have moved), errors retried
-    stored = (reusable_records(backend, store.get_many(k for ks in keys for k in ks), retry_errors)
-              if store is not None else {})
+    stored = (
+        reusable_records(backend, store.get_many(k for ks in keys for k in ks), retry_errors)
+        if store is not None
+        else {}
+    )
     usable = lambda k: k in stored
     missing = [[i for i, k in enumerate(ks) if not usable(k)] for ks in keys]
     stats = ProbeStats(traces=len(probes), probes=sum(map(len, keys)))
@@ -270,9 +343,12 @@ def probe_traces(backend,
     made: dict[str, Completion] = {}
 
     def keep(t: int, indices: Sequence[int], completions: Sequence[Completion]):
-        records = [GenerationRecord.from_completion(backend, requests[t][i], 0, c, key=keys[t][i]) for i,
-                   c in zip(indices, completions)]
-        if store is not None: store.put_many(records)
+        records = [
+            GenerationRecord.from_completion(backend, requests[t][i], 0, c, key=keys[t][i])
+            for i, c in zip(indices, completions)
+        ]
+        if store is not None:
+            store.put_many(records)
         made.update((keys[t][i], c) for i, c in zip(indices, completions))
         stats.generated += len(records)
 
@@ -283,8 +359,9 @@ def probe_traces(backend,
             len(probes[t].suffix_ids[i]) for i in missing[t]
         )
     engine_prefill = 0  # batched method: prompt tokens the engine computed (None once it does not report cache hits)
-    with tqdm(total=sum(len(missing[t]) for t in todo), disable=not progress, unit="probe",
-              desc=f"probe ({method})") as bar:
+    with tqdm(
+        total=sum(len(missing[t]) for t in todo), disable=not progress, unit="probe", desc=f"probe ({method})"
+    ) as bar:
         if method == "batched":
             for group in chunk_by_size([len(missing[t]) for t in todo], max_probes_per_call):
                 traces = [todo[g] for g in group]
@@ -312,11 +389,12 @@ def forced_answer_text(completion: Completion | str) -> str:
     return ANSWER_LEAD.lstrip() + text
 
 # %% ../../nbs/52_probing.prober.ipynb #c068aa89
-def solution_probe_table(item: MuSoBenchItem,  # the instance the trace answers
-                         trace: SplitTrace,  # its split trace
-                         completions: Sequence[Completion],  # the probes of prefixes 0..N, in order
-                         **key,  # constant columns for every row (model, template, ...)
-                        ) -> pd.DataFrame:
+def solution_probe_table(
+    item: MuSoBenchItem,  # the instance the trace answers
+    trace: SplitTrace,  # its split trace
+    completions: Sequence[Completion],  # the probes of prefixes 0..N, in order
+    **key,  # constant columns for every row (model, template, ...)
+) -> pd.DataFrame:
     "One row per probe of a MuSoBench trace: the forced solution list's scores, its valid solutions and a probe status."
     if len(completions) != len(trace) + 1:
         raise ValueError(
@@ -325,12 +403,26 @@ def solution_probe_table(item: MuSoBenchItem,  # the instance the trace answers
     head, task = solution_list_head(item.task), get_task(item.task)
     rows = []
     for i, c in enumerate(completions):
-        parsed = task.parse_answer(head + c.text, item.instance,
-                                   truncated=c.status == "truncated") if c.status != "error" else []
+        parsed = (
+            task.parse_answer(head + c.text, item.instance, truncated=c.status == "truncated")
+            if c.status != "error"
+            else []
+        )
         scores = score_answer(parsed, item.answer_count)
         status = "error" if c.status == "error" else ("answered" if scores["n_listed"] else "no_answer")
-        rows.append({**key, "task": item.task, "level": item.level, "question_id": item.question_id, "prefix_index": i,
-                     "n_utterances": len(trace), "prefix_tokens": trace.prefix_tokens(i),
-                     "answer_count": item.answer_count,
-                     **scores, "valid": valid_solutions(parsed), "probe_status": status})
+        rows.append(
+            {
+                **key,
+                "task": item.task,
+                "level": item.level,
+                "question_id": item.question_id,
+                "prefix_index": i,
+                "n_utterances": len(trace),
+                "prefix_tokens": trace.prefix_tokens(i),
+                "answer_count": item.answer_count,
+                **scores,
+                "valid": valid_solutions(parsed),
+                "probe_status": status,
+            }
+        )
     return pd.DataFrame(rows)

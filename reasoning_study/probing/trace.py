@@ -19,14 +19,16 @@ __all__ = ['Encoder', 'UTTERANCE', 'utterance_spans', 'token_cuts', 'Utterance',
 # %% ../../nbs/50_probing.trace.ipynb #cecdfd4f
 _CONTENT_LINE = re.compile(r"\S(?:[^\n]*\S)?")  # from the first to the last non-blank character of a line
 
+
 def utterance_spans(text: str) -> list[tuple[int, int]]:
     "Character spans `(start, end)` of the utterances of `text`: its lines with content, stripped."
     return [m.span() for m in _CONTENT_LINE.finditer(text)]
 
 # %% ../../nbs/50_probing.trace.ipynb #3f94b0ad
-def token_cuts(token_starts: Sequence[int],  # character offset where each token starts (non-decreasing)
-               content_ends: Sequence[int],  # character offset where each utterance's content ends
-              ) -> list[int]:
+def token_cuts(
+    token_starts: Sequence[int],  # character offset where each token starts (non-decreasing)
+    content_ends: Sequence[int],  # character offset where each utterance's content ends
+) -> list[int]:
     "The token boundary after each utterance: how many tokens start before its content ends."
     return [bisect.bisect_left(token_starts, end) for end in content_ends]
 
@@ -40,9 +42,12 @@ class Utterance:
     token_end: int  # one past its last token: the prefix t<=index has this many trace tokens
 
     @property
-    def tokens(self) -> int: return self.token_end - self.token_start
+    def tokens(self) -> int:
+        return self.token_end - self.token_start
 
-    def text(self, trace: str) -> str: return trace[self.char_start:self.char_end]
+    def text(self, trace: str) -> str:
+        return trace[self.char_start : self.char_end]
+
 
 @dataclass
 class SplitTrace:
@@ -50,41 +55,49 @@ class SplitTrace:
     token_ids: list[int]  # its tokens, tokenised once
     utterances: list[Utterance] = field(default_factory=list)
 
-    def __len__(self) -> int: return len(self.utterances)  # N
+    def __len__(self) -> int:
+        return len(self.utterances)  # N
 
     def prefix_tokens(self, i: int) -> int:
         "Trace tokens in the prefix t<=i (0 for the empty prefix)."
-        if not 0 <= i <= len(self): raise IndexError(f"prefix index must be in 0..{len(self)}, got {i}")
+        if not 0 <= i <= len(self):
+            raise IndexError(f"prefix index must be in 0..{len(self)}, got {i}")
         return 0 if i == 0 else self.utterances[i - 1].token_end
 
     def prefix_text(self, i: int) -> str:
         "The characters of t<=i: the trace up to the end of utterance i's content."
-        return "" if self.prefix_tokens(i) == 0 else self.text[:self.utterances[i - 1].char_end]
+        return "" if self.prefix_tokens(i) == 0 else self.text[: self.utterances[i - 1].char_end]
 
-    def utterance_texts(self) -> list[str]: return [u.text(self.text) for u in self.utterances]
+    def utterance_texts(self) -> list[str]:
+        return [u.text(self.text) for u in self.utterances]
 
 # %% ../../nbs/50_probing.trace.ipynb #cba4c11a
 Encoder = Callable[[str], list[int]]
+
 
 def _merge_equal_cuts(spans: list[tuple[int, int]], cuts: list[int]) -> tuple[list[tuple[int, int]], list[int]]:
     "Merge utterances whose cut equals the previous one (a token spans both): no prefix is probed twice."
     merged_spans, merged_cuts = [], []
     for (start, end), cut in zip(spans, cuts):
-        if merged_cuts and cut <= merged_cuts[-1]: merged_spans[-1] = (merged_spans[-1][0], end)
+        if merged_cuts and cut <= merged_cuts[-1]:
+            merged_spans[-1] = (merged_spans[-1][0], end)
         else:
             merged_spans.append((start, end))
             merged_cuts.append(cut)
     return merged_spans, merged_cuts
 
+
 def _tokens_with_starts(tokenizer, text: str) -> tuple[list[int], list[int]] | None:
     "Token ids and start offsets from a fast tokenizer; None if it gives no offsets."
-    if not getattr(tokenizer, "is_fast", False): return None
+    if not getattr(tokenizer, "is_fast", False):
+        return None
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     starts, last = [], 0
     for a, _ in enc["offset_mapping"]:
         last = max(last, a)
         starts.append(last)  # keep them non-decreasing
     return list(enc["input_ids"]), starts
+
 
 def _piecewise_tokens(encode: Encoder, text: str, spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
     "Tokenise `text` piece by piece, each piece ending at an utterance's content end: (ids, cuts)."
@@ -95,12 +108,15 @@ def _piecewise_tokens(encode: Encoder, text: str, spans: list[tuple[int, int]]) 
         done = end
     return ids + (encode(text[done:]) if done < len(text) else []), cuts
 
-def split_trace(text: str,  # a reasoning trace (a thinking block's content, or a plain step-by-step answer)
-                tokenizer=None,  # a Hugging Face tokenizer (a fast one gives offsets)
-                encode: Encoder | None = None,  # text -> token ids, for tokenizers without offsets
-               ) -> SplitTrace:
+
+def split_trace(
+    text: str,  # a reasoning trace (a thinking block's content, or a plain step-by-step answer)
+    tokenizer=None,  # a Hugging Face tokenizer (a fast one gives offsets)
+    encode: Encoder | None = None,  # text -> token ids, for tokenizers without offsets
+) -> SplitTrace:
     "Tokenise `text` once and split it into token-aligned utterances."
-    if tokenizer is None and encode is None: raise ValueError("split_trace needs a `tokenizer` or an `encode` function")
+    if tokenizer is None and encode is None:
+        raise ValueError("split_trace needs a `tokenizer` or an `encode` function")
     spans = utterance_spans(text)
     fast = _tokens_with_starts(tokenizer, text) if tokenizer is not None else None
     if fast is not None:
@@ -122,15 +138,17 @@ def check_split(split: SplitTrace, decode: Callable[[list[int]], str]) -> None:
     for u in split.utterances:
         content = u.text(split.text)
         assert content and content == content.strip(), f"empty or unstripped utterance {content!r}"
-        prefix = decode(split.token_ids[:u.token_end])
+        prefix = decode(split.token_ids[: u.token_end])
         assert prefix.rstrip().endswith(content), f"prefix {u.index} does not end with its utterance: {prefix[-40:]!r}"
         assert split.text.startswith(prefix), f"prefix {u.index} is not a prefix of the trace"
 
 # %% ../../nbs/50_probing.trace.ipynb #5a78a199
 def utterance_table(split: SplitTrace, **keys) -> pd.DataFrame:
     "One row per utterance: `utterance_index`, `tokens`, `char_start`, `char_end`, plus constant `keys` columns."
-    rows = [{**keys, "utterance_index": u.index, "tokens": u.tokens, "char_start": u.char_start, "char_end": u.char_end}
-            for u in split.utterances]
+    rows = [
+        {**keys, "utterance_index": u.index, "tokens": u.tokens, "char_start": u.char_start, "char_end": u.char_end}
+        for u in split.utterances
+    ]
     return pd.DataFrame(rows, columns=[*keys, "utterance_index", "tokens", "char_start", "char_end"])
 
 # %% ../../nbs/50_probing.trace.ipynb #78fe3ade
@@ -140,10 +158,12 @@ def _agreeing_prefix(decoded: str, text: str) -> int:
     mismatch = next((j for j in range(n) if decoded[j] != text[j]), n)
     return mismatch
 
-def token_chunks(split: SplitTrace,  # a split trace (its tokens are kept, its utterances ignored)
-                 k: int,  # tokens per chunk (Dynasor's 32 or 64)
-                 decode: Callable[[list[int]], str],  # token ids -> text (places each chunk in characters)
-                ) -> SplitTrace:
+
+def token_chunks(
+    split: SplitTrace,  # a split trace (its tokens are kept, its utterances ignored)
+    k: int,  # tokens per chunk (Dynasor's 32 or 64)
+    decode: Callable[[list[int]], str],  # token ids -> text (places each chunk in characters)
+) -> SplitTrace:
     """The same trace cut every `k` tokens: chunk i ends at token min(i*k, T) (T: the last utterance's end), the last
     one holding the remaining 1..k."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -158,15 +178,19 @@ def token_chunks(split: SplitTrace,  # a split trace (its tokens are kept, its u
         char = char_end
     return SplitTrace(split.text, split.token_ids, chunks)
 
+
 UTTERANCE = "utterance"  # the paper's granularity (the default)
 
+
 def parse_granularity(name: str) -> int | None:
-    "Tokens per chunk of a granularity name: None for \"utterance\", k for \"tokens:<k>\"; a clear error otherwise."
-    if name == UTTERANCE: return None
+    'Tokens per chunk of a granularity name: None for "utterance", k for "tokens:<k>"; a clear error otherwise.'
+    if name == UTTERANCE:
+        return None
     head, _, k = str(name).partition(":")
     if head != "tokens" or not k.isdigit() or int(k) < 1:
         raise ValueError(f'unknown granularity {name!r}: "utterance" or "tokens:<k>" with k >= 1 (e.g. "tokens:32")')
     return int(k)
+
 
 def cut_trace(split: SplitTrace, granularity: str, decode: Callable[[list[int]], str]) -> SplitTrace:
     "The trace's prefixes at a granularity: its utterances, or chunks of k tokens."

@@ -46,10 +46,12 @@ Do not abbreviate with "..." or "and so on": every {thing} counts, and the forma
 The problem:
 {question}"""
 
+
 @dataclass(frozen=True)
 class TaskPrompt:
     """How one task is asked for: what a solution is, what solutions are called, the answer format, and a solve reply's
     opening."""
+
     description: str  # the task statement that opens the prompt
     things: str  # what the solutions are called ("subsets")
     thing: str  # one of them ("subset")
@@ -60,12 +62,16 @@ class TaskPrompt:
         if not self.opening or not self.format.startswith(self.opening):
             raise ValueError(f"a task prompt's opening must be a non-empty start of its format; got {self.opening!r}")
 
+
 TASK_PROMPTS: dict[str, TaskPrompt] = {}  # task -> how it is asked for (`register_task` adds a task and its prompt)
+
 
 def task_prompt_of(task: str) -> TaskPrompt:
     "How `task` is asked for; a clear error for a task nobody registered."
-    if task not in TASK_PROMPTS: raise KeyError(f"unknown task {task!r}; known: {', '.join(TASK_PROMPTS)}")
+    if task not in TASK_PROMPTS:
+        raise KeyError(f"unknown task {task!r}; known: {', '.join(TASK_PROMPTS)}")
     return TASK_PROMPTS[task]
+
 
 def register_task_prompt(task: str, prompt: TaskPrompt) -> TaskPrompt:
     "Record how `task` is asked for (registering one name twice with different prompts is an error)."
@@ -73,6 +79,7 @@ def register_task_prompt(task: str, prompt: TaskPrompt) -> TaskPrompt:
         raise ValueError(f"task {task!r} already has a different prompt")
     TASK_PROMPTS[task] = prompt
     return prompt
+
 
 register_task_prompt(
     "timetabling",
@@ -88,23 +95,34 @@ register_task_prompt(
         opening="\n".join(TIMETABLING_FORMAT.split("\n")[:3]) + "\n",
     ),
 )
-register_task_prompt("subsetsum", TaskPrompt(
-    "This is a subset-sum problem. A solution is a non-empty subset of the given integers whose sum equals the target.",
-    "subsets", "subset", SUBSETSUM_FORMAT, opening="Solution 1: {"))
+register_task_prompt(
+    "subsetsum",
+    TaskPrompt(
+        "This is a subset-sum problem. A solution is a non-empty subset of the given integers whose sum equals the target.",
+        "subsets",
+        "subset",
+        SUBSETSUM_FORMAT,
+        opening="Solution 1: {",
+    ),
+)
+
 
 def task_prompt(task: str, question: str) -> str:
     "The solve prompt for one instance (`question` is the instance text, e.g. `item.question`)."
     p = task_prompt_of(task)
-    return TASK_PROMPT.format(task_description=p.description, things=p.things, thing=p.thing, format=p.format,
-                              question=question)
+    return TASK_PROMPT.format(
+        task_description=p.description, things=p.things, thing=p.thing, format=p.format, question=question
+    )
 
 # %% ../../nbs/30_prompts.musobench.ipynb #db075aa3
 ZERO_COT_CUE = "Let's think step by step."
 PARADIGMS = ("short", "long")
 
+
 def solve_prompt(task: str, question: str, paradigm: str) -> str:
     "The first user turn for a paradigm: the task prompt, plus the zero-CoT cue for Short-CoT."
-    if paradigm not in PARADIGMS: raise ValueError(f"paradigm must be one of {PARADIGMS}, got {paradigm!r}")
+    if paradigm not in PARADIGMS:
+        raise ValueError(f"paradigm must be one of {PARADIGMS}, got {paradigm!r}")
     prompt = task_prompt(task, question)
     return f"{prompt}\n\n{ZERO_COT_CUE}" if paradigm == "short" else prompt
 
@@ -126,10 +144,19 @@ same format as before (all of them, not only the changes) and the final "Total N
 # %% ../../nbs/30_prompts.musobench.ipynb #20acf133
 EXPLORATION_CUE = "Wait, there may be other solutions."
 
-REFLECTION_MARKERS = ("Wait,", "But wait,", "Hmm, wait", "Let me double-check", "Let me double check",
-                      "Let me check again",
-                      # re-checking: a reflection step
-                      "Let me think again", "Let me verify", "Let me re-check", "Let me recheck")
+REFLECTION_MARKERS = (
+    "Wait,",
+    "But wait,",
+    "Hmm, wait",
+    "Let me double-check",
+    "Let me double check",
+    "Let me check again",
+    # re-checking: a reflection step
+    "Let me think again",
+    "Let me verify",
+    "Let me re-check",
+    "Let me recheck",
+)
 # another path: exploration, not reflection
 EXPLORATION_OPENINGS = ("Alternatively,", "Another approach", "Another way")
 
@@ -139,33 +166,41 @@ CONFIDENCE_STOP = ("\n",)  # the confidence reply is one line
 DECISION_OPENING = "["  # both tags open with it
 REPLY_TURNS = ("solve", "confidence", "reconsider")
 
+
 def answer_opening(task: str) -> str:
     """The opening of a solve reply: the format's first heading, up to where the first solution's content starts (the
     task's `TaskPrompt.opening`)."""
     return task_prompt_of(task).opening
 
-def reply_opening(turn: str,  # "solve" | "confidence" | "reconsider"
-                  task: str,  # the instance's task
-                 ) -> str:
+
+def reply_opening(
+    turn: str,  # "solve" | "confidence" | "reconsider"
+    task: str,  # the instance's task
+) -> str:
     "What a reply to `turn` may be opened with."
-    if turn not in REPLY_TURNS: raise ValueError(f"turn must be one of {REPLY_TURNS}, got {turn!r}")
-    if turn == "solve": return answer_opening(task)
+    if turn not in REPLY_TURNS:
+        raise ValueError(f"turn must be one of {REPLY_TURNS}, got {turn!r}")
+    if turn == "solve":
+        return answer_opening(task)
     return CONFIDENCE_OPENING if turn == "confidence" else DECISION_OPENING
 
 # %% ../../nbs/30_prompts.musobench.ipynb #ed50e928
 # what the study calls on a task module
 TASK_INTERFACE = ("generate_instance", "parse_question", "parse_answer", "render_solutions")
 
-def register_task(name: str,  # the task's name (a value of the study's `tasks`)
-                  # generates, renders, parses and checks instances (see `tasks.subsetsum`), with `LEVELS`
-                  module: ModuleType,
-                  prompt: TaskPrompt,  # how it is asked for
-                 ) -> ModuleType:
+
+def register_task(
+    name: str,  # the task's name (a value of the study's `tasks`)
+    # generates, renders, parses and checks instances (see `tasks.subsetsum`), with `LEVELS`
+    module: ModuleType,
+    prompt: TaskPrompt,  # how it is asked for
+) -> ModuleType:
     "Add a task to the study: its module to `tasks.musobench.TASKS`, its prompt to `TASK_PROMPTS`."
     missing = [f for f in TASK_INTERFACE if not callable(getattr(module, f, None))] + (
         [] if getattr(module, "LEVELS", None) else ["LEVELS"]
     )
-    if missing: raise TypeError(f"task module {getattr(module, '__name__', module)!r} lacks {', '.join(missing)}")
+    if missing:
+        raise TypeError(f"task module {getattr(module, '__name__', module)!r} lacks {', '.join(missing)}")
     if name in TASKS and TASKS[name] is not module:
         raise ValueError(f"task {name!r} is already registered with another module")
     register_task_prompt(name, prompt)

@@ -21,15 +21,20 @@ Give {k} answers to this request. Make each one genuinely different from the oth
 idea reworded), and make each one a good answer on its own.
 Number them 1. to {k}, each starting on a new line, and write nothing after the last one."""
 
-def novelty_prompt(prompt: str,  # NoveltyBench's prompt
-                   k: int,  # how many answers are asked for
-                   paradigm: str,  # "short" (with the zero-CoT cue) or "long"
-                   mode: str = "one_reply",  # "one_reply": k numbered answers; "independent": the bare prompt
-                  ) -> str:
+
+def novelty_prompt(
+    prompt: str,  # NoveltyBench's prompt
+    k: int,  # how many answers are asked for
+    paradigm: str,  # "short" (with the zero-CoT cue) or "long"
+    mode: str = "one_reply",  # "one_reply": k numbered answers; "independent": the bare prompt
+) -> str:
     "The first user turn of a NoveltyBench dialogue."
-    if paradigm not in PARADIGMS: raise ValueError(f"paradigm must be one of {PARADIGMS}, got {paradigm!r}")
-    if mode not in MODES: raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if k < 1: raise ValueError(f"k must be >= 1, got {k}")
+    if paradigm not in PARADIGMS:
+        raise ValueError(f"paradigm must be one of {PARADIGMS}, got {paradigm!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
     text = MANY_ANSWERS_PROMPT.format(prompt=prompt.strip(), k=k) if mode == "one_reply" else prompt.strip()
     return f"{text}\n\n{ZERO_COT_CUE}" if paradigm == "short" else text
 
@@ -44,10 +49,12 @@ that your {k} answers would all be good answers and all meaningfully different f
 Rate it from 0 (certainly not) to 100 (certainly yes).
 Reply with one line in exactly this form: Confidence: <number from 0 to 100>"""
 
+
 def novelty_confidence_prompt(k: int, mode: str = "one_reply") -> str:
     """The confidence turn of a mode: about the visible set (one reply), or a prediction about k separate answers
     (independent)."""
-    if mode not in MODES: raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     return (SET_CONFIDENCE_PROMPT if mode == "one_reply" else SELF_CONFIDENCE_PROMPT).format(k=k)
 
 # %% ../../nbs/32_prompts.noveltybench.ipynb #7be38346
@@ -75,9 +82,11 @@ Answer:
 
 Reply with one line in exactly this form: Score: <whole number from 1 to 10>"""
 
+
 def equivalence_prompt(prompt: str, a: str, b: str) -> str:
     "The judge's question: are answers `a` and `b` to `prompt` the same answer?"
     return EQUIVALENCE_PROMPT.format(prompt=prompt.strip(), a=a.strip(), b=b.strip())
+
 
 def quality_prompt(prompt: str, answer: str) -> str:
     "The rater's question: how good is `answer` to `prompt`, 1 to 10?"

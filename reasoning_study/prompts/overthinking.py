@@ -31,7 +31,8 @@ Reason step by step, then give the letter of the correct option in \\boxed{{}}."
 
 def question_prompt(question: str, options: list[str] | None = None) -> str:
     "The user turn for a free-form question, or a multiple-choice one when `options` are given."
-    if not options: return FREE_FORM_PROMPT.format(question=question)
+    if not options:
+        return FREE_FORM_PROMPT.format(question=question)
     if len(options) > len(OPTION_LETTERS):
         raise ValueError(f"at most {len(OPTION_LETTERS)} options, got {len(options)}")
     lines = "\n".join(f"{OPTION_LETTERS[k]}. {o}" for k, o in enumerate(options))
@@ -44,9 +45,11 @@ TERMINATION_TEMPLATES = {
 }
 ANSWER_LEAD = "\n\nFinal answer: \\boxed{"
 
-def termination_suffix(template: str,  # a key of TERMINATION_TEMPLATES
-                       close_thinking: bool,  # the trace is a thinking block that must be closed first
-                      ) -> str:
+
+def termination_suffix(
+    template: str,  # a key of TERMINATION_TEMPLATES
+    close_thinking: bool,  # the trace is a thinking block that must be closed first
+) -> str:
     "The text appended after a reasoning prefix to force an immediate final answer."
     if template not in TERMINATION_TEMPLATES:
         raise KeyError(f"unknown termination template {template!r}; known: {', '.join(TERMINATION_TEMPLATES)}")
@@ -55,16 +58,19 @@ def termination_suffix(template: str,  # a key of TERMINATION_TEMPLATES
 # %% ../../nbs/31_prompts.overthinking.ipynb #7841aef1
 SOLUTION_LIST_FORMATS = {"subsetsum": SUBSETSUM_FORMAT, "timetabling": TIMETABLING_FORMAT}
 
+
 def solution_list_head(task: str) -> str:
     "The words that open an answer in the task's list format: `Solution 1:`."
     if task not in SOLUTION_LIST_FORMATS:
         raise KeyError(f"unknown MuSoBench task {task!r}; known: {', '.join(SOLUTION_LIST_FORMATS)}")
     return SOLUTION_LIST_FORMATS[task].split("\n", 1)[0].split(":", 1)[0] + ":"
 
-def solution_list_suffix(task: str,  # "subsetsum" or "timetabling"
-                         template: str,  # a key of TERMINATION_TEMPLATES
-                         close_thinking: bool,  # the trace is a thinking block that must be closed first
-                        ) -> str:
+
+def solution_list_suffix(
+    task: str,  # "subsetsum" or "timetabling"
+    template: str,  # a key of TERMINATION_TEMPLATES
+    close_thinking: bool,  # the trace is a thinking block that must be closed first
+) -> str:
     "The termination template (closing the thinking if needed), then the opening of the task's solution list."
     return termination_suffix(template, close_thinking).removesuffix(ANSWER_LEAD) + "\n\n" + solution_list_head(task)
 
@@ -82,10 +88,13 @@ Model output:
 What final answer does the model output commit to? Reply with the answer alone (a number, expression, word or option \
 letter), with no explanation. If the output commits to no answer, reply NONE."""
 
+
 def extractor_messages(question: str, output: str) -> list[dict]:
     "Chat messages asking the extractor for the final answer of `output`."
-    return [{"role": "system", "content": EXTRACTOR_SYSTEM},
-            {"role": "user", "content": EXTRACTOR_PROMPT.format(question=question, output=output)}]
+    return [
+        {"role": "system", "content": EXTRACTOR_SYSTEM},
+        {"role": "user", "content": EXTRACTOR_PROMPT.format(question=question, output=output)},
+    ]
 
 # %% ../../nbs/31_prompts.overthinking.ipynb #ef465b79
 FAILURE_CATEGORIES = ("visual", "calculation", "logical")
@@ -141,13 +150,24 @@ Reply with a JSON object with these keys: {keys}. "category" is one of {categori
 other categories that also apply (possibly none); "severity" and "confidence" are integers from 0 to 100; "evidence" \
 quotes the mistaken step; "minimal_example" restates the error in one sentence."""
 
-def judge_messages(question: str, correct_answer: str, final_answer: str, correct_prefix: str,
-                   final_trace: str) -> list[dict]:
+
+def judge_messages(
+    question: str, correct_answer: str, final_answer: str, correct_prefix: str, final_trace: str
+) -> list[dict]:
     "Chat messages asking the judge to classify one harmful-overthinking trace."
     keys = ", ".join(JUDGE_SCHEMA["required"])
-    return [{"role": "system", "content": JUDGE_SYSTEM},
-            {"role": "user",
-             "content": JUDGE_PROMPT.format(question=question, correct_answer=correct_answer, final_answer=final_answer,
-                                                            correct_prefix=correct_prefix, final_trace=final_trace,
-                                                            keys=keys,
-                                                            categories=json.dumps(list(FAILURE_CATEGORIES)))}]
+    return [
+        {"role": "system", "content": JUDGE_SYSTEM},
+        {
+            "role": "user",
+            "content": JUDGE_PROMPT.format(
+                question=question,
+                correct_answer=correct_answer,
+                final_answer=final_answer,
+                correct_prefix=correct_prefix,
+                final_trace=final_trace,
+                keys=keys,
+                categories=json.dumps(list(FAILURE_CATEGORIES)),
+            ),
+        },
+    ]

@@ -20,37 +20,49 @@ __all__ = ['STUDIES', 'NOTEBOOK_CONFIGS', 'CONTRACT_NAMES', 'RUN_PARAMETERS', 'S
 class StudyEntry:
     """A study: its experiment notebook, the module of its entry points and its config class (import strings: nothing
     loads)."""
+
     notebook: str  # the experiment notebook's name (nbs/experiments/<notebook>.ipynb), a run.json's `study`
     module: str  # the module holding the config class, run, score, report, rescore, section
     config: str  # the config class's name in that module
 
-    def load(self) -> ModuleType: return importlib.import_module(self.module)
+    def load(self) -> ModuleType:
+        return importlib.import_module(self.module)
 
-    def config_class(self) -> type: return getattr(self.load(), self.config)
+    def config_class(self) -> type:
+        return getattr(self.load(), self.config)
 
-STUDIES: dict[str, StudyEntry] = {e.notebook: e for e in [
-    StudyEntry("musobench_build", "reasoning_study.studies.musobench.build", "MuSoBenchBuildConfig"),
-    StudyEntry("musobench", "reasoning_study.studies.musobench.study", "MuSoBenchConfig"),
-    StudyEntry("attention_entropy", "reasoning_study.studies.attention.study", "AttentionConfig"),
-    StudyEntry("overthinking", "reasoning_study.studies.overthinking.study", "OverthinkingConfig"),
-]}
+
+STUDIES: dict[str, StudyEntry] = {
+    e.notebook: e
+    for e in [
+        StudyEntry("musobench_build", "reasoning_study.studies.musobench.build", "MuSoBenchBuildConfig"),
+        StudyEntry("musobench", "reasoning_study.studies.musobench.study", "MuSoBenchConfig"),
+        StudyEntry("attention_entropy", "reasoning_study.studies.attention.study", "AttentionConfig"),
+        StudyEntry("overthinking", "reasoning_study.studies.overthinking.study", "OverthinkingConfig"),
+    ]
+}
 # notebooks with a typed config that are no study (no run folder of their own)
 NOTEBOOK_CONFIGS: dict[str, tuple[str, str]] = {
-    "musobench_figures": ("reasoning_study.studies.musobench.report", "MuSoBenchFiguresConfig"),
+    "musobench_figures": ("reasoning_study.studies.musobench.report", "MuSoBenchFiguresConfig")
 }
+
 
 def study_config(name: str) -> type | None:
     "The config class of an experiment notebook (a study's, or another notebook's), or None for a notebook without one."
-    if name in STUDIES: return STUDIES[name].config_class()
+    if name in STUDIES:
+        return STUDIES[name].config_class()
     if name in NOTEBOOK_CONFIGS:
         module, attr = NOTEBOOK_CONFIGS[name]
         return getattr(importlib.import_module(module), attr)
     return None
 
+
 def study_module(name: str) -> ModuleType:
     "The module of a study's entry points (by its notebook name)."
-    if name not in STUDIES: raise KeyError(f"no study {name!r}: known studies are {sorted(STUDIES)}")
+    if name not in STUDIES:
+        raise KeyError(f"no study {name!r}: known studies are {sorted(STUDIES)}")
     return STUDIES[name].load()
+
 
 def config_import(name: str) -> str:
     "Where a notebook's config class is imported from ('module:Class'), for messages."
@@ -62,6 +74,7 @@ def config_import(name: str) -> str:
 class Study(Protocol):
     """What every study module offers: the runner runs it, `rs-rescore` re-scores it, the sweep report asks it for its
     section."""
+
     RESULT_FILES: dict[str, str]  # what `score` returns -> the file `report` writes it to, in a run folder
     # the table counting a condition's instances, its condition and unit columns
     COUNTED: tuple[str, list[str], list[str]] | None
@@ -75,9 +88,20 @@ class Study(Protocol):
     # its section of a sweep's report, from pooled runs
     def section(self, folders: Sequence, out, made: dict) -> None: ...
 
-CONTRACT_NAMES = ("RESULT_FILES", "COUNTED", "load_backends", "run", "run_counts", "score", "report", "rescore",
-                  "section")
+
+CONTRACT_NAMES = (
+    "RESULT_FILES",
+    "COUNTED",
+    "load_backends",
+    "run",
+    "run_counts",
+    "score",
+    "report",
+    "rescore",
+    "section",
+)
 RUN_PARAMETERS = ("config", "backends", "store", "folder", "progress")  # every study's `run`, in this order
+
 
 def contract_problems(module: ModuleType, entry: StudyEntry | None = None) -> list[str]:
     "What a study module lacks of the contract (and its registered config class), [] when it offers all of it."

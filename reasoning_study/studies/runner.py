@@ -21,15 +21,19 @@ __all__ = ['backend_roles', 'StudyRun', 'StudyOutcome', 'execute', 'run_finished
 def backend_roles(backends: Any) -> dict[str, Any]:
     """role -> backend of what a study's run used: a mapping as given, a role set's loaded backends, one backend as the
     model."""
-    if backends is None: return {}
-    if isinstance(backends, Mapping): return dict(backends)
-    if isinstance(getattr(backends, "loaded", None), Mapping): return dict(backends.loaded)
+    if backends is None:
+        return {}
+    if isinstance(backends, Mapping):
+        return dict(backends)
+    if isinstance(getattr(backends, "loaded", None), Mapping):
+        return dict(backends.loaded)
     return {"model": backends}
 
 # %% ../../nbs/83_studies.runner.ipynb #10f5e947
 @dataclass
 class StudyRun:
     "One run of a study in its folder; the stages are the study's own, the run.json is written here."
+
     study: str  # the study's name (a key of `studies.registry.STUDIES`)
     config: Any  # an instance of the study's config class
     folder: Path  # the run folder
@@ -41,7 +45,8 @@ class StudyRun:
     def start(cls, study: str, config: Any, folder: str | Path | None = None) -> StudyRun:
         "Check the config's type, make the run folder (default: the config's `out_dir`) and write run.json (running)."
         expected = study_config(study)
-        if expected is None: raise KeyError(f"no study {study!r}")
+        if expected is None:
+            raise KeyError(f"no study {study!r}")
         if not isinstance(config, expected):
             raise TypeError(f"{study} takes a {expected.__name__}, got {type(config).__name__}")
         folder = run_dir(config.out_dir if folder is None else folder)
@@ -50,7 +55,8 @@ class StudyRun:
         return cls(study, config, folder, record)
 
     @property
-    def module(self) -> ModuleType: return study_module(self.study)
+    def module(self) -> ModuleType:
+        return study_module(self.study)
 
     def stage(self, name: str, step: Callable[[], Any]) -> Any:
         "Run one stage; when it raises, record the failure (stage, error) and raise on."
@@ -69,12 +75,14 @@ class StudyRun:
 
     def run(self, backends: Any = None, store=None, progress: bool = True) -> dict:
         "The raw tables (`run` of the study, into the run folder) and the counts for the record."
-        if backends is not None: self.backends = backends
+        if backends is not None:
+            self.backends = backends
         raw = self.stage("run", lambda: self.module.run(self.config, self.backends, store, self.folder, progress))
         self.counts = self.module.run_counts(raw, self.folder)
         return raw
 
-    def score(self, raw: dict) -> dict: return self.stage("score", lambda: self.module.score(raw, self.config))
+    def score(self, raw: dict) -> dict:
+        return self.stage("score", lambda: self.module.score(raw, self.config))
 
     def report(self, results: dict) -> dict:
         "Tables and figures of one run (the study's `report`)."
@@ -90,23 +98,29 @@ class StudyRun:
 @dataclass
 class StudyOutcome:
     "What one call of a study made: its raw tables, results, written files and the final record."
+
     raw: dict
     results: dict
     written: dict
     record: dict
 
-def execute(study: str, config: Any, folder: str | Path | None = None, backends: Any = None, store=None,
-            progress: bool = True) -> StudyOutcome:
+
+def execute(
+    study: str, config: Any, folder: str | Path | None = None, backends: Any = None, store=None, progress: bool = True
+) -> StudyOutcome:
     "Every stage of a study, with its run.json: start, load (unless `backends` are given), run, score, report, finish."
     run = StudyRun.start(study, config, folder)
-    if backends is None: run.load_backends()
+    if backends is None:
+        run.load_backends()
     raw = run.run(backends, store, progress)
     results = run.score(raw)
     written = run.report(results)
     return StudyOutcome(raw, results, written, run.finish())
 
+
 def run_finished(folder: str | Path) -> bool:
     "Whether a run folder holds a finished run (its run.json ended without failing)."
     record = read_record(folder)
-    if record is None: return False
+    if record is None:
+        return False
     return record.get("status", "finished") == "finished" and record.get("ended") is not None

@@ -25,9 +25,22 @@ import pandas as pd
 import yaml
 
 from ..runs import project_root, redact, redact_file, redact_text
-from .index import (CELLS_FILE, DONE_FILE, ERROR_FILE, MAX_ERROR_SHARE, STALE, WORK, cell_folder,
-                                         changed_parameters, done_record, incomplete_reason, is_finished, is_stale,
-                                         work_folder, write_atomic)
+from reasoning_study.sweep.index import (
+    CELLS_FILE,
+    DONE_FILE,
+    ERROR_FILE,
+    MAX_ERROR_SHARE,
+    STALE,
+    WORK,
+    cell_folder,
+    changed_parameters,
+    done_record,
+    incomplete_reason,
+    is_finished,
+    is_stale,
+    work_folder,
+    write_atomic,
+)
 from .locks import acquire_cell_lock, guard_command, release_cell_lock, stop_process_tree
 from .spec import Cell, Sweep
 
@@ -47,58 +60,81 @@ class CellResult:
     host: str = ""
     devices: str = ""  # CUDA_VISIBLE_DEVICES of the run
 
+
 def _tail(path: Path, lines: int = 25) -> str:
-    try: return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError: return ""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
 
 def notebook_error(executed: Path) -> str:
     "The error papermill recorded in an executed notebook (its first error output), or ''."
-    try: nb = json.loads(executed.read_text())
-    except (OSError, ValueError): return ""
+    try:
+        nb = json.loads(executed.read_text())
+    except (OSError, ValueError):
+        return ""
     for c in nb.get("cells", []):
         for o in c.get("outputs", []):
-            if o.get("output_type") == "error": return f"{o.get('ename')}: {o.get('evalue')}"
+            if o.get("output_type") == "error":
+                return f"{o.get('ename')}: {o.get('evalue')}"
     return ""
 
-def run_cell(cell: Cell,
-             sweep_dir: str | Path,  # the sweep folder
-             env: dict | None = None,  # extra environment of the run (e.g. CUDA_VISIBLE_DEVICES)
-             stop: threading.Event | None = None,  # set by the executor to interrupt the run
-             root: str | Path | None = None,  # project root (papermill runs in its nbs/)
-             poll: float = 0.5,
-             # told (with the holder) when another sweep holds the cell's lock
-             on_wait: Callable[[str], None] | None = None,
-             # called when the notebook starts (the lock held, the cell unfinished)
-             on_start: Callable[[], None] = lambda: None,
-             # more error rows than this share of the run's generations: incomplete (`index.incomplete_reason`)
-             max_error_share: float = MAX_ERROR_SHARE,
-            ) -> CellResult:
+
+def run_cell(
+    cell: Cell,
+    sweep_dir: str | Path,  # the sweep folder
+    env: dict | None = None,  # extra environment of the run (e.g. CUDA_VISIBLE_DEVICES)
+    stop: threading.Event | None = None,  # set by the executor to interrupt the run
+    root: str | Path | None = None,  # project root (papermill runs in its nbs/)
+    poll: float = 0.5,
+    # told (with the holder) when another sweep holds the cell's lock
+    on_wait: Callable[[str], None] | None = None,
+    # called when the notebook starts (the lock held, the cell unfinished)
+    on_start: Callable[[], None] = lambda: None,
+    # more error rows than this share of the run's generations: incomplete (`index.incomplete_reason`)
+    max_error_share: float = MAX_ERROR_SHARE,
+) -> CellResult:
     """Run one cell with papermill in its work folder, holding the cell's lock; move it into place when the notebook
     finished."""
     sweep_dir = Path(sweep_dir)
     host = socket.gethostname()
-    skipped = lambda: CellResult(cell.id, cell.notebook_name, "skipped", folder=str(cell_folder(sweep_dir, cell)),
-                                 host=host)
-    if is_finished(sweep_dir, cell): return skipped()
+    skipped = lambda: CellResult(
+        cell.id, cell.notebook_name, "skipped", folder=str(cell_folder(sweep_dir, cell)), host=host
+    )
+    if is_finished(sweep_dir, cell):
+        return skipped()
     if unset := [k for k in cell.keys if not os.environ.get(k)]:  # before anything is written or sent
-        return CellResult(cell.id, cell.notebook_name, "failed", host=host,
-                          error=f"key variable(s) {', '.join(unset)} not set where the "
-                                "cell runs: export them (keys come from the environment only); nothing was sent")
-    told = on_wait or (lambda holder: print(f"[wait] {cell.id}: locked by {holder or 'another process'}",
-                                            file=sys.stderr))
+        return CellResult(
+            cell.id,
+            cell.notebook_name,
+            "failed",
+            host=host,
+            error=f"key variable(s) {', '.join(unset)} not set where the "
+            "cell runs: export them (keys come from the environment only); nothing was sent",
+        )
+    told = on_wait or (
+        lambda holder: print(f"[wait] {cell.id}: locked by {holder or 'another process'}", file=sys.stderr)
+    )
     lock = acquire_cell_lock(sweep_dir, cell, stop, told)
-    if lock is None: return CellResult(cell.id, cell.notebook_name, "not started", host=host)  # stopped while waiting
+    if lock is None:
+        return CellResult(cell.id, cell.notebook_name, "not started", host=host)  # stopped while waiting
     try:
-        if is_finished(sweep_dir, cell): return skipped()  # finished by the sweep we waited for
+        if is_finished(sweep_dir, cell):
+            return skipped()  # finished by the sweep we waited for
         on_start()
         return _run_locked(cell, sweep_dir, lock, env, stop, Path(root or project_root()), poll, max_error_share)
-    finally: release_cell_lock(sweep_dir, cell, lock)
+    finally:
+        release_cell_lock(sweep_dir, cell, lock)
+
 
 def set_aside_stale(sweep_dir: Path, cell: Cell, work: Path) -> dict | None:
     """A stale cell's run folder (it finished with other parameters) moved to `<sweep>/.stale/<cell>-<time>`, its
     generation store copied into the work folder (unless the work folder has one); what was replaced, or None."""
     from reasoning_study.store import RUN_STORE  # the store's file name only
-    if not is_stale(sweep_dir, cell): return None
+
+    if not is_stale(sweep_dir, cell):
+        return None
     final = cell_folder(sweep_dir, cell)
     changed = changed_parameters(done_record(sweep_dir, cell), cell)
     aside = Path(sweep_dir) / STALE / f"{cell.id}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}"
@@ -106,97 +142,159 @@ def set_aside_stale(sweep_dir: Path, cell: Cell, work: Path) -> dict | None:
     os.replace(final, aside)
     if (aside / RUN_STORE).is_file() and not (work / RUN_STORE).exists():
         shutil.copy2(aside / RUN_STORE, work / RUN_STORE)  # content-addressed keys: what did not change is reused
-    print(f"[stale] {cell.id}: its parameters changed ({', '.join(changed)}); the old run folder is kept in {aside}",
-          file=sys.stderr)
+    print(
+        f"[stale] {cell.id}: its parameters changed ({', '.join(changed)}); the old run folder is kept in {aside}",
+        file=sys.stderr,
+    )
     return {"folder": str(aside), "changed": changed}
 
-def _run_locked(cell: Cell, sweep_dir: Path, lock: int, env: dict | None, stop: threading.Event | None, root: Path,
-                poll: float, max_error_share: float = MAX_ERROR_SHARE) -> CellResult:
+
+def _run_locked(
+    cell: Cell,
+    sweep_dir: Path,
+    lock: int,
+    env: dict | None,
+    stop: threading.Event | None,
+    root: Path,
+    poll: float,
+    max_error_share: float = MAX_ERROR_SHARE,
+) -> CellResult:
     final, work = cell_folder(sweep_dir, cell), work_folder(sweep_dir, cell)
     host = socket.gethostname()
     work.mkdir(parents=True, exist_ok=True)
     replaced = set_aside_stale(sweep_dir, cell, work)  # finished with other parameters: kept aside, its store reused
     (work / ERROR_FILE).unlink(missing_ok=True)
-    (work / "sweep_parameters.yaml").write_text(yaml.safe_dump(redact({**cell.parameters, "out_dir": str(work)}),
-                                                               sort_keys=False))
+    (work / "sweep_parameters.yaml").write_text(
+        yaml.safe_dump(redact({**cell.parameters, "out_dir": str(work)}), sort_keys=False)
+    )
     run_env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg", **(env or {})}
-    command = [sys.executable, "-m", "papermill", cell.notebook, str(work / "notebook.ipynb"), "--cwd",
-               str(root / "nbs"),
-               "-k", "python3", "-f", str(work / "sweep_parameters.yaml"), "--no-progress-bar", "--log-output"]
+    command = [
+        sys.executable,
+        "-m",
+        "papermill",
+        cell.notebook,
+        str(work / "notebook.ipynb"),
+        "--cwd",
+        str(root / "nbs"),
+        "-k",
+        "python3",
+        "-f",
+        str(work / "sweep_parameters.yaml"),
+        "--no-progress-bar",
+        "--log-output",
+    ]
     started, began = time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="seconds")
-    result = CellResult(cell.id, cell.notebook_name, "failed", folder=str(work), host=host,
-                        devices=run_env.get("CUDA_VISIBLE_DEVICES", ""))
+    result = CellResult(
+        cell.id,
+        cell.notebook_name,
+        "failed",
+        folder=str(work),
+        host=host,
+        devices=run_env.get("CUDA_VISIBLE_DEVICES", ""),
+    )
     with open(work / "papermill.log", "ab") as log:
-        process = subprocess.Popen(guard_command(command, lock), stdout=log, stderr=subprocess.STDOUT, env=run_env,
-                                   cwd=root,
-                                   start_new_session=True, pass_fds=(lock,))
+        process = subprocess.Popen(
+            guard_command(command, lock),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=run_env,
+            cwd=root,
+            start_new_session=True,
+            pass_fds=(lock,),
+        )
         try:
             while process.poll() is None:
-                if stop is not None and stop.is_set(): raise KeyboardInterrupt
+                if stop is not None and stop.is_set():
+                    raise KeyboardInterrupt
                 time.sleep(poll)
         except BaseException:  # Ctrl-C, SIGTERM, a cancelled Ray task: stop the guard, the notebook and its kernel
             stop_process_tree(process.pid)
-            for written in ("notebook.ipynb", "papermill.log"): redact_file(work / written)
+            for written in ("notebook.ipynb", "papermill.log"):
+                redact_file(work / written)
             result.status, result.error = "interrupted", "stopped before the notebook finished"
             result.seconds = time.perf_counter() - started
             return result
     result.seconds = time.perf_counter() - started
-    for written in ("notebook.ipynb", "papermill.log"): redact_file(work / written)
+    for written in ("notebook.ipynb", "papermill.log"):
+        redact_file(work / written)
     if process.returncode != 0:
         result.error = redact_text(
             notebook_error(work / "notebook.ipynb")
             or f"papermill exited with {process.returncode}: {_tail(work / 'papermill.log', 5)}"
         )
-        write_atomic(work / ERROR_FILE,
-                     f"{result.error}\n\n--- end of papermill.log ---\n{_tail(work / 'papermill.log')}\n")
+        write_atomic(
+            work / ERROR_FILE, f"{result.error}\n\n--- end of papermill.log ---\n{_tail(work / 'papermill.log')}\n"
+        )
         return result
     if reason := incomplete_reason(work, max_error_share):  # finished with too many error rows: not done
         result.status, result.error = "incomplete", redact_text(reason)
         write_atomic(work / ERROR_FILE, result.error + "\n")
         return result
-    record = dict(cell=cell.id, notebook=cell.notebook_name, notebook_path=cell.notebook, parameters=cell.parameters,
-                  started=began,
-                  seconds=round(result.seconds, 1), host=host, devices=result.devices,
-                  ignored_parameters=list(cell.ignored), **({"replaced": replaced} if replaced else {}))
+    record = dict(
+        cell=cell.id,
+        notebook=cell.notebook_name,
+        notebook_path=cell.notebook,
+        parameters=cell.parameters,
+        started=began,
+        seconds=round(result.seconds, 1),
+        host=host,
+        devices=result.devices,
+        ignored_parameters=list(cell.ignored),
+        **({"replaced": replaced} if replaced else {}),
+    )
     write_atomic(work / DONE_FILE, json.dumps(redact(record), indent=2, default=str) + "\n")
-    if final.exists(): shutil.rmtree(final)  # a stale folder without a done record
+    if final.exists():
+        shutil.rmtree(final)  # a stale folder without a done record
     os.replace(work, final)
     result.status, result.folder = "done", str(final)
     return result
 
 # %% ../../nbs/93_sweep.executors.ipynb #9050fa37
-def local_slots(gpus: Sequence[str] | None = None,  # GPU ids (each run sees one)
-                per_gpu: int = 1,  # runs at a time on each GPU
-                jobs: int = 1,  # runs at a time without GPUs
-               ) -> list[dict]:
+def local_slots(
+    gpus: Sequence[str] | None = None,  # GPU ids (each run sees one)
+    per_gpu: int = 1,  # runs at a time on each GPU
+    jobs: int = 1,  # runs at a time without GPUs
+) -> list[dict]:
     "The environment of each slot that runs cells at the same time."
-    if gpus: return [{"CUDA_VISIBLE_DEVICES": str(g)} for g in gpus for _ in range(per_gpu)]
+    if gpus:
+        return [{"CUDA_VISIBLE_DEVICES": str(g)} for g in gpus for _ in range(per_gpu)]
     threads = str(max(1, (os.cpu_count() or 1) // jobs))
     return [{"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", threads)} for _ in range(jobs)]
 
-def run_local(cells: Sequence[Cell],
-              sweep_dir: str | Path,
-              slots: Sequence[dict],  # `local_slots(...)`
-              on_result: Callable[[CellResult], None] = lambda r: None,  # called as each cell ends
-              on_start: Callable[[Cell, dict], None] = lambda c, e: None,
-              root: str | Path | None = None,
-              on_wait: Callable[[Cell, str], None] = lambda c, holder: None,  # a cell is locked by another sweep
-              max_error_share: float = MAX_ERROR_SHARE,  # `run_cell`'s threshold of error rows
-             ) -> list[CellResult]:
+
+def run_local(
+    cells: Sequence[Cell],
+    sweep_dir: str | Path,
+    slots: Sequence[dict],  # `local_slots(...)`
+    on_result: Callable[[CellResult], None] = lambda r: None,  # called as each cell ends
+    on_start: Callable[[Cell, dict], None] = lambda c, e: None,
+    root: str | Path | None = None,
+    on_wait: Callable[[Cell, str], None] = lambda c, holder: None,  # a cell is locked by another sweep
+    max_error_share: float = MAX_ERROR_SHARE,  # `run_cell`'s threshold of error rows
+) -> list[CellResult]:
     "Run cells on local slots, as many at a time as there are slots; Ctrl-C stops them cleanly."
     free: Queue = Queue()
-    for slot in slots: free.put(slot)
+    for slot in slots:
+        free.put(slot)
     stop, reporting = threading.Event(), threading.Lock()
     results: dict[str, CellResult] = {}
 
     def one(cell: Cell) -> CellResult:
         slot = free.get()
         try:
-            if stop.is_set(): return CellResult(cell.id, cell.notebook_name, "not started")
+            if stop.is_set():
+                return CellResult(cell.id, cell.notebook_name, "not started")
             try:
-                result = run_cell(cell, sweep_dir, env=slot, stop=stop, root=root,
-                                  on_wait=lambda holder: on_wait(cell, holder),
-                                  on_start=lambda: on_start(cell, slot), max_error_share=max_error_share)
+                result = run_cell(
+                    cell,
+                    sweep_dir,
+                    env=slot,
+                    stop=stop,
+                    root=root,
+                    on_wait=lambda holder: on_wait(cell, holder),
+                    on_start=lambda: on_start(cell, slot),
+                    max_error_share=max_error_share,
+                )
             except Exception as e:
                 result = CellResult(cell.id, cell.notebook_name, "failed", error=f"{type(e).__name__}: {e}")
             if not stop.is_set():
@@ -204,16 +302,19 @@ def run_local(cells: Sequence[Cell],
                     results[cell.id] = result
                     on_result(result)
             return result
-        finally: free.put(slot)  # the slot is free only after the result is reported: progress lines stay in order
+        finally:
+            free.put(slot)  # the slot is free only after the result is reported: progress lines stay in order
 
     pool = ThreadPoolExecutor(max_workers=len(slots), thread_name_prefix="sweep")
     futures = {pool.submit(one, c): c for c in cells}
     try:
         pending = set(futures)
-        while pending: _, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+        while pending:
+            _, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
     except BaseException:
         stop.set()
-        for f in futures: f.cancel()
+        for f in futures:
+            f.cancel()
         pool.shutdown(wait=True)
         for f, c in futures.items():
             if c.id not in results:
@@ -224,8 +325,10 @@ def run_local(cells: Sequence[Cell],
     pool.shutdown()
     return [results[c.id] for c in cells]
 
+
 class SweepInterrupted(KeyboardInterrupt):
     "The sweep was stopped (Ctrl-C, SIGTERM); `results` says what each cell got to."
+
     def __init__(self, results: list[CellResult]):
         super().__init__("sweep interrupted")
         self.results = results
@@ -235,31 +338,43 @@ def start_ray(address: str | None = None, options: dict | None = None, attempts:
     """Connect to a Ray cluster, or start a local instance (retried: on a small, loaded machine its start can exceed
     Ray's 30 s)."""
     import ray
-    if address is None: os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")  # the raylet's wait for its agents
+
+    if address is None:
+        os.environ.setdefault("RAY_raylet_start_wait_time_s", "120")  # the raylet's wait for its agents
     for attempt in range(1, attempts + 1):
-        try: return ray.init(address=address, include_dashboard=False, log_to_driver=False, **(options or {}))
+        try:
+            return ray.init(address=address, include_dashboard=False, log_to_driver=False, **(options or {}))
         except Exception as e:
-            if address is not None or attempt == attempts: raise
+            if address is not None or attempt == attempts:
+                raise
             print(f"Ray did not start ({e}); retrying ({attempt}/{attempts})", file=sys.stderr)
             ray.shutdown()
 
-def run_ray(cells: Sequence[Cell],
-            sweep_dir: str | Path,
-            address: str | None = None,  # a cluster address ("auto", "ray://host:10001"); None starts a local instance
-            on_result: Callable[[CellResult], None] = lambda r: None,
-            root: str | Path | None = None,
-            init_options: dict | None = None,  # more `ray.init` options (e.g. num_cpus for a local instance)
-            max_error_share: float = MAX_ERROR_SHARE,  # `run_cell`'s threshold of error rows
-           ) -> list[CellResult]:
+
+def run_ray(
+    cells: Sequence[Cell],
+    sweep_dir: str | Path,
+    address: str | None = None,  # a cluster address ("auto", "ray://host:10001"); None starts a local instance
+    on_result: Callable[[CellResult], None] = lambda r: None,
+    root: str | Path | None = None,
+    init_options: dict | None = None,  # more `ray.init` options (e.g. num_cpus for a local instance)
+    max_error_share: float = MAX_ERROR_SHARE,  # `run_cell`'s threshold of error rows
+) -> list[CellResult]:
     "Run cells as Ray tasks (on a cluster, or a local Ray instance)."
-    try: import ray
-    except ImportError: raise ImportError("the Ray executor needs ray: pip install -e '.[ray]'") from None
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("the Ray executor needs ray: pip install -e '.[ray]'") from None
     root = str(Path(root or project_root()))
-    if not ray.is_initialized(): start_ray(address, init_options)
+    if not ray.is_initialized():
+        start_ray(address, init_options)
     task = ray.remote(max_retries=0)(run_cell)
-    refs = {task.options(num_gpus=c.gpus, num_cpus=c.cpus, name=c.id).remote(c, str(sweep_dir), None, None, root,
-                                                                             max_error_share=max_error_share): c
-            for c in cells}
+    refs = {
+        task.options(num_gpus=c.gpus, num_cpus=c.cpus, name=c.id).remote(
+            c, str(sweep_dir), None, None, root, max_error_share=max_error_share
+        ): c
+        for c in cells
+    }
     results: dict[str, CellResult] = {}
     try:
         pending = list(refs)
@@ -267,28 +382,35 @@ def run_ray(cells: Sequence[Cell],
             ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
             for ref in ready:
                 c = refs[ref]
-                try: results[c.id] = ray.get(ref)
+                try:
+                    results[c.id] = ray.get(ref)
                 except Exception as e:
                     results[c.id] = CellResult(c.id, c.notebook_name, "failed", error=f"Ray task failed: {e}")
                 on_result(results[c.id])
     except BaseException:
         for ref, c in refs.items():
-            if c.id not in results: ray.cancel(ref)  # a running task gets KeyboardInterrupt and stops its notebook
+            if c.id not in results:
+                ray.cancel(ref)  # a running task gets KeyboardInterrupt and stops its notebook
         for ref, c in refs.items():
-            if c.id in results: continue
-            try: results[c.id] = ray.get(ref, timeout=30)
-            except Exception: results[c.id] = CellResult(c.id, c.notebook_name, "interrupted")
+            if c.id in results:
+                continue
+            try:
+                results[c.id] = ray.get(ref, timeout=30)
+            except Exception:
+                results[c.id] = CellResult(c.id, c.notebook_name, "interrupted")
         raise SweepInterrupted([results[c.id] for c in cells]) from None
     return [results[c.id] for c in cells]
 
 # %% ../../nbs/93_sweep.executors.ipynb #cc25c3ae
 SUMMARY_COLUMNS = [f.name for f in CellResult.__dataclass_fields__.values()]
 
+
 def summary_table(results: Sequence[CellResult]) -> pd.DataFrame:
     "One row per cell: status, seconds, folder, error."
     table = pd.DataFrame([asdict(r) for r in results], columns=SUMMARY_COLUMNS)
     table["seconds"] = table["seconds"].astype(float).round(1)
     return table
+
 
 def write_summary(sweep_dir: str | Path, results: Sequence[CellResult]) -> pd.DataFrame:
     "Write `sweep_summary.csv` and `sweep_summary.md` (atomically) and return the table."
@@ -298,44 +420,60 @@ def write_summary(sweep_dir: str | Path, results: Sequence[CellResult]) -> pd.Da
     write_atomic(sweep_dir / "sweep_summary.csv", table.to_csv(index=False))
     counts = table["status"].value_counts().to_dict()
     shown = table.assign(error=table["error"].str.slice(0, 120))
-    write_atomic(sweep_dir / "sweep_summary.md",
-                 f"# Sweep {sweep_dir.name}\n\n{', '.join(f'{v} {k}' for k, v in counts.items())}\n\n"
-                 + shown.drop(columns=["host"]).to_markdown(index=False) + "\n")
+    write_atomic(
+        sweep_dir / "sweep_summary.md",
+        f"# Sweep {sweep_dir.name}\n\n{', '.join(f'{v} {k}' for k, v in counts.items())}\n\n"
+        + shown.drop(columns=["host"]).to_markdown(index=False)
+        + "\n",
+    )
     return table
 
-def run_sweep(sweep: Sweep,
-              out_root: str | Path = "outputs",  # the sweep folder is <out_root>/<sweep.name>
-              executor: str = "local",  # "local" or "ray"
-              gpus: Sequence[str] | None = None,  # local: GPU ids, one run per GPU at a time (times per_gpu)
-              per_gpu: int = 1,
-              jobs: int = 1,  # local without GPUs: runs at a time
-              ray_address: str | None = None,  # ray: cluster address (None: a local instance)
-              ray_options: dict | None = None,  # ray: more ray.init options
-              only: Sequence[str] | None = None,  # cell ids to run (None: all)
-              root: str | Path | None = None,
-              progress: bool = True,
-              env: dict | None = None,  # local: environment variables added to every cell's (e.g. a presets file)
-              # a cell with more error rows than this share of its generations is incomplete (rerun next time)
-              max_error_share: float = MAX_ERROR_SHARE,
-             ) -> pd.DataFrame:
+
+def run_sweep(
+    sweep: Sweep,
+    out_root: str | Path = "outputs",  # the sweep folder is <out_root>/<sweep.name>
+    executor: str = "local",  # "local" or "ray"
+    gpus: Sequence[str] | None = None,  # local: GPU ids, one run per GPU at a time (times per_gpu)
+    per_gpu: int = 1,
+    jobs: int = 1,  # local without GPUs: runs at a time
+    ray_address: str | None = None,  # ray: cluster address (None: a local instance)
+    ray_options: dict | None = None,  # ray: more ray.init options
+    only: Sequence[str] | None = None,  # cell ids to run (None: all)
+    root: str | Path | None = None,
+    progress: bool = True,
+    env: dict | None = None,  # local: environment variables added to every cell's (e.g. a presets file)
+    # a cell with more error rows than this share of its generations is incomplete (rerun next time)
+    max_error_share: float = MAX_ERROR_SHARE,
+) -> pd.DataFrame:
     "Run every unfinished cell of a sweep; returns (and writes) the summary table. Raises SweepInterrupted on Ctrl-C."
     from tqdm.auto import tqdm
+
     sweep_dir = sweep.folder(out_root, root)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     cells = [c for c in sweep.cells if only is None or c.id in only]
-    results = {c.id: CellResult(c.id, c.notebook_name, "skipped", folder=str(cell_folder(sweep_dir, c)))
-               for c in cells if is_finished(sweep_dir, c)}
+    results = {
+        c.id: CellResult(c.id, c.notebook_name, "skipped", folder=str(cell_folder(sweep_dir, c)))
+        for c in cells
+        if is_finished(sweep_dir, c)
+    }
     todo = [c for c in cells if c.id not in results]
-    bar = tqdm(total=len(cells), initial=len(results), desc=f"sweep {sweep.name}", unit="cell",
-               disable=None if progress else True, file=sys.stdout)  # the bar on a terminal only; the lines always
+    bar = tqdm(
+        total=len(cells),
+        initial=len(results),
+        desc=f"sweep {sweep.name}",
+        unit="cell",
+        disable=None if progress else True,
+        file=sys.stdout,
+    )  # the bar on a terminal only; the lines always
     say = (lambda line: tqdm.write(line, file=sys.stdout)) if progress else (lambda line: None)
     say(
         f"sweep {sweep.name}: {len(cells)} cells, {len(results)} already finished, {len(todo)} to run ({executor}) -> "
         f"{sweep_dir}"
     )
     order = [c.id for c in cells]
-    current = lambda: [results.get(i) or CellResult(i, next(c.notebook_name for c in cells if c.id == i),
-                                                    "not started") for i in order]
+    current = lambda: [
+        results.get(i) or CellResult(i, next(c.notebook_name for c in cells if c.id == i), "not started") for i in order
+    ]
 
     def started(cell: Cell, env: dict):
         say(f"[start] {cell.id}" + (f" (GPU {env['CUDA_VISIBLE_DEVICES']})" if "CUDA_VISIBLE_DEVICES" in env else ""))
@@ -360,15 +498,21 @@ def run_sweep(sweep: Sweep,
             slots = [{**(env or {}), **slot} for slot in local_slots(gpus, per_gpu, jobs)]
             run_local(todo, sweep_dir, slots, ended, started, root, waiting, max_error_share)
         elif executor == "ray":
-            if env: raise ValueError("run_sweep(env=...) is for the local executor (a Ray task takes its worker's environment)")
+            if env:
+                raise ValueError(
+                    "run_sweep(env=...) is for the local executor (a Ray task takes its worker's environment)"
+                )
             run_ray(todo, sweep_dir, ray_address, ended, root, ray_options, max_error_share)
-        else: raise ValueError(f"unknown executor {executor!r}: 'local' or 'ray'")
+        else:
+            raise ValueError(f"unknown executor {executor!r}: 'local' or 'ray'")
     except SweepInterrupted as e:
-        for r in e.results: results.setdefault(r.cell, r)
+        for r in e.results:
+            results.setdefault(r.cell, r)
         write_summary(sweep_dir, current())
         bar.close()
         raise
     bar.close()
     # only when empty: failed cells keep their work folders
-    with contextlib.suppress(OSError): (sweep_dir / WORK).rmdir()
+    with contextlib.suppress(OSError):
+        (sweep_dir / WORK).rmdir()
     return write_summary(sweep_dir, current())

@@ -26,25 +26,31 @@ WORK = ".work"
 CELLS_FILE = "sweep_cells.json"  # the cell ids of the sweep file, as last run
 STALE = ".stale"  # run folders set aside: their cell's parameters changed after they finished
 
+
 def cell_folder(sweep_dir: str | Path, cell: Cell | str) -> Path:
     return Path(sweep_dir) / (cell.id if isinstance(cell, Cell) else cell)
 
+
 def work_folder(sweep_dir: str | Path, cell: Cell | str) -> Path:
     return Path(sweep_dir) / WORK / (cell.id if isinstance(cell, Cell) else cell)
+
 
 def done_record(sweep_dir: str | Path, cell: Cell | str) -> dict | None:
     "The done record of a cell's run folder, None when it has none."
     path = cell_folder(sweep_dir, cell) / DONE_FILE
     return json.loads(path.read_text()) if path.is_file() else None
 
+
 def recorded_parameters(cell: Cell) -> dict:
     "The cell's parameters as its done record keeps them (credentials redacted, JSON values)."
     return json.loads(json.dumps(redact(cell.parameters), default=str))
+
 
 def changed_parameters(record: dict, cell: Cell) -> list[str]:
     "The parameters whose value differs between a done record and the cell as the sweep file now gives it."
     before, now = record.get("parameters") or {}, recorded_parameters(cell)
     return sorted(k for k in set(before) | set(now) if before.get(k, "<unset>") != now.get(k, "<unset>"))
+
 
 def is_finished(sweep_dir: str | Path, cell: Cell | str) -> bool:
     """A cell is finished when its run folder holds the done record, of the same parameters when the cell is given
@@ -52,10 +58,12 @@ def is_finished(sweep_dir: str | Path, cell: Cell | str) -> bool:
     record = done_record(sweep_dir, cell)
     return record is not None and (not isinstance(cell, Cell) or not changed_parameters(record, cell))
 
+
 def is_stale(sweep_dir: str | Path, cell: Cell) -> bool:
     "Whether the cell's run folder finished with other parameters than the sweep file now gives it."
     record = done_record(sweep_dir, cell)
     return record is not None and bool(changed_parameters(record, cell))
+
 
 def write_atomic(path: Path, text: str):
     "Write a file so that readers see the old content or the new one, never a part."
@@ -64,42 +72,60 @@ def write_atomic(path: Path, text: str):
     os.replace(tmp, path)
 
 # %% ../../nbs/91_sweep.index.ipynb #fbd1352c
-def finished_runs(sweep_dir: str | Path,
-                  # only the cells of the sweep file as last run (run folders of removed cells are kept on disk)
-                  current: bool = True,
-                 ) -> pd.DataFrame:
+def finished_runs(
+    sweep_dir: str | Path,
+    # only the cells of the sweep file as last run (run folders of removed cells are kept on disk)
+    current: bool = True,
+) -> pd.DataFrame:
     "One row per finished cell of a sweep folder: cell, notebook, folder, parameters, seconds."
     listed = Path(sweep_dir) / CELLS_FILE
     keep = set(json.loads(listed.read_text())) if current and listed.is_file() else None
     rows = []
     for record in sorted(Path(sweep_dir).glob(f"*/{DONE_FILE}")):
         done = json.loads(record.read_text())
-        if keep is not None and done["cell"] not in keep: continue
-        rows.append(dict(cell=done["cell"], notebook=done["notebook"], folder=str(record.parent),
-                         parameters=done["parameters"],
-                         seconds=done.get("seconds")))
+        if keep is not None and done["cell"] not in keep:
+            continue
+        rows.append(
+            dict(
+                cell=done["cell"],
+                notebook=done["notebook"],
+                folder=str(record.parent),
+                parameters=done["parameters"],
+                seconds=done.get("seconds"),
+            )
+        )
     return pd.DataFrame(rows, columns=["cell", "notebook", "folder", "parameters", "seconds"])
 
 # %% ../../nbs/91_sweep.index.ipynb #96c9920d
 MAX_ERROR_SHARE = 0.01  # a run with more error rows than this share of its generations is incomplete
 
-def generation_errors(folder: str | Path,  # a run folder (or work folder)
-                     ) -> tuple[int, int, list[tuple[str, int]]]:
+
+def generation_errors(
+    folder: str | Path,  # a run folder (or work folder)
+) -> tuple[int, int, list[tuple[str, int]]]:
     "(error rows, stored generations, the most frequent error message) of a run folder's store; (0, 0, []) if none."
     from reasoning_study.store import RUN_STORE, GenerationStore  # the store only where a run is judged
+
     path = Path(folder) / RUN_STORE
-    if not path.is_file(): return 0, 0, []
+    if not path.is_file():
+        return 0, 0, []
     with GenerationStore(path) as store:
         counts = store.status_counts()
         return counts["error"], sum(counts.values()), store.error_examples(1) if counts["error"] else []
 
-def incomplete_reason(folder: str | Path,
-                      max_error_share: float = MAX_ERROR_SHARE,  # more error rows than this share: incomplete
-                     ) -> str:
+
+def incomplete_reason(
+    folder: str | Path,
+    max_error_share: float = MAX_ERROR_SHARE,  # more error rows than this share: incomplete
+) -> str:
     "Why a run whose notebook finished is not complete ('': it is): more error rows than `max_error_share` allows."
-    if not 0 <= max_error_share <= 1: raise ValueError(f"max_error_share must be in [0, 1], got {max_error_share}")
+    if not 0 <= max_error_share <= 1:
+        raise ValueError(f"max_error_share must be in [0, 1], got {max_error_share}")
     errors, samples, examples = generation_errors(folder)
-    if not samples or errors <= max_error_share * samples: return ""
+    if not samples or errors <= max_error_share * samples:
+        return ""
     first = f"; most frequent: {examples[0][0][:300]} ({examples[0][1]} rows)" if examples else ""
-    return (f"{errors} of {samples} generations are errors ({errors / samples:.1%}, above the {max_error_share:.0%} "
-            f"allowed): incomplete, run the sweep again to retry them{first}")
+    return (
+        f"{errors} of {samples} generations are errors ({errors / samples:.1%}, above the {max_error_share:.0%} "
+        f"allowed): incomplete, run the sweep again to retry them{first}"
+    )

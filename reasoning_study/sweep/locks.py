@@ -28,53 +28,75 @@ __all__ = ['LOCK_SUFFIX', 'PR_SET_PDEATHSIG', 'stop_process_tree', 'lock_path', 
 def stop_process_tree(pid: int, grace: float = 5.0):
     "Terminate a process and all its descendants (SIGTERM, then SIGKILL after `grace` seconds)."
     import psutil
-    try: parent = psutil.Process(pid)
-    except psutil.NoSuchProcess: return
+
+    try:
+        parent = psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return
     procs = parent.children(recursive=True) + [parent]
     for p in procs:
-        try: p.terminate()
-        except psutil.NoSuchProcess: pass
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
     _, alive = psutil.wait_procs(procs, timeout=grace)
     for p in alive:
-        try: p.kill()
-        except psutil.NoSuchProcess: pass
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
     psutil.wait_procs(alive, timeout=grace)
 
 # %% ../../nbs/92_sweep.locks.ipynb #11131cb1
 LOCK_SUFFIX = ".lock"
 
+
 def lock_path(sweep_dir: str | Path, cell: Cell | str) -> Path:
     "A cell's lock file: `<sweep>/.work/<cell>.lock`."
     return Path(sweep_dir) / WORK / f"{cell.id if isinstance(cell, Cell) else cell}{LOCK_SUFFIX}"
+
 
 def try_lock(path: Path) -> int | None:
     """A file descriptor holding an exclusive `flock` on `path` (created if missing), or None when another process holds
     it."""
     import fcntl
+
     while True:
         path.parent.mkdir(parents=True, exist_ok=True)
-        try: fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError: continue  # the folder was removed in between (a sweep tidying its empty work area)
-        try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            continue  # the folder was removed in between (a sweep tidying its empty work area)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             return None
-        try: same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError: same = False
-        if same: return fd
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
         os.close(fd)  # the holder removed the file as it let go: lock the path afresh
+
 
 def lock_holder(path: Path) -> str:
     "Who holds a lock, as its holder wrote it ('' when unknown)."
-    try: return path.read_text().strip()
-    except OSError: return ""
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
 
-def acquire_cell_lock(sweep_dir: str | Path, cell: Cell | str,
-                      stop: threading.Event | None = None,  # set: give up waiting
-                      # told once, with the holder, when the cell is locked
-                      on_wait: Callable[[str], None] = lambda holder: None,
-                      poll: float = 0.2,
-                     ) -> int | None:
+
+def acquire_cell_lock(
+    sweep_dir: str | Path,
+    cell: Cell | str,
+    stop: threading.Event | None = None,  # set: give up waiting
+    # told once, with the holder, when the cell is locked
+    on_wait: Callable[[str], None] = lambda holder: None,
+    poll: float = 0.2,
+) -> int | None:
     """Hold a cell's lock, waiting while another process holds it; the file descriptor, or None when `stop` was set
     first."""
     path, told = lock_path(sweep_dir, cell), False
@@ -82,7 +104,8 @@ def acquire_cell_lock(sweep_dir: str | Path, cell: Cell | str,
         if not told:
             on_wait(lock_holder(path))
             told = True
-        if stop is not None and stop.is_set(): return None
+        if stop is not None and stop.is_set():
+            return None
         time.sleep(poll)
     os.ftruncate(fd, 0)
     os.write(
@@ -92,33 +115,49 @@ def acquire_cell_lock(sweep_dir: str | Path, cell: Cell | str,
     )
     return fd
 
+
 def release_cell_lock(sweep_dir: str | Path, cell: Cell | str, fd: int):
     "Let go of a cell's lock, removing its file first (whoever waits on the removed file locks the path afresh)."
-    with contextlib.suppress(FileNotFoundError): lock_path(sweep_dir, cell).unlink()
+    with contextlib.suppress(FileNotFoundError):
+        lock_path(sweep_dir, cell).unlink()
     os.close(fd)
 
 # %% ../../nbs/92_sweep.locks.ipynb #7397109c
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
+
 def die_with_parent(signum: int = signal.SIGTERM) -> bool:
     "Ask Linux to send `signum` to this process when its parent ends; False where the call is not available."
-    if not sys.platform.startswith("linux"): return False
+    if not sys.platform.startswith("linux"):
+        return False
     import ctypes
-    try: return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
-    except (OSError, AttributeError): return False
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
 
 def guard_command(command: Sequence[str], lock_fd: int) -> list[str]:
     "The command that runs `command` under a guard bound to this process (and holding the lock `lock_fd`)."
-    return [sys.executable, "-c",
-            "import sys; from reasoning_study.sweep.locks import guard_main; sys.exit(guard_main(sys.argv[1:]))",
-            str(os.getpid()), str(lock_fd), *command]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from reasoning_study.sweep.locks import guard_main; sys.exit(guard_main(sys.argv[1:]))",
+        str(os.getpid()),
+        str(lock_fd),
+        *command,
+    ]
 
-def guard_main(argv: Sequence[str]  # the sweep's pid, the lock's file descriptor, then the command
-              ) -> int:
+
+def guard_main(
+    argv: Sequence[str],  # the sweep's pid, the lock's file descriptor, then the command
+) -> int:
     "Run a command until it ends or the sweep that started this guard does; then stop the command's whole process tree."
     parent, lock_fd, command = int(argv[0]), int(argv[1]), list(argv[2:])
     die_with_parent(signal.SIGTERM)
-    if os.getppid() != parent: return 143  # the sweep died before the guard could ask to be told
+    if os.getppid() != parent:
+        return 143  # the sweep died before the guard could ask to be told
     process = subprocess.Popen(command, pass_fds=(lock_fd,))  # papermill holds the lock as well
 
     def stop(signum=None, frame=None):
@@ -129,6 +168,8 @@ def guard_main(argv: Sequence[str]  # the sweep's pid, the lock's file descripto
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     while True:
-        try: return process.wait(timeout=0.5)
+        try:
+            return process.wait(timeout=0.5)
         except subprocess.TimeoutExpired:
-            if os.getppid() != parent: stop()  # the sweep is gone and no signal came (no prctl here)
+            if os.getppid() != parent:
+                stop()  # the sweep is gone and no signal came (no prctl here)

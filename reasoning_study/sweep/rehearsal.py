@@ -30,11 +30,13 @@ __all__ = ['NO_VL_PROCESSOR', 'TEMPLATE_NOTES', 'SHAPE_NOTES', 'PREFIX_NOTE', 'E
 @dataclass(frozen=True)
 class StandIn:
     "What runs for a preset in a rehearsal: a tiny random model of its family, reached the way the preset is."
+
     preset: str
     family: str  # the stand-in's architecture ("qwen3": the tiny random Qwen3 with the real tokenizer and template)
     shape: str = ""  # API presets: how the stand-in server answers (a key of SERVER_SHAPES)
     note: str = ""  # how it differs from the real model beyond its size
     missing: str = ""  # why no stand-in runs here ("" when one does)
+
 
 NO_VL_PROCESSOR = (
     "not rehearsed: no offline processor for {model}: the processors of Qwen2.5-VL and Qwen3-VL need a video "
@@ -45,29 +47,35 @@ TEMPLATE_NOTES = {  # model id (a prefix) -> how its stand-in's chat template or
     "Qwen/Qwen3-8B": "",
     "Qwen/Qwen3-4B-Instruct-2507": "the chat template is the hybrid Qwen3's (thinking off), not the 2507 Instruct's own",
     "Qwen/Qwen3-30B-A3B-Instruct-2507": "a dense stand-in for a mixture-of-experts model; the chat template is the "
-                                        "hybrid Qwen3's (thinking off), not the 2507 Instruct's own",
+    "hybrid Qwen3's (thinking off), not the 2507 Instruct's own",
     "internlm/Intern-S1-mini": "stands in for its language model (a Qwen3-8B); the chat template is Qwen3's, not "
-                               "Intern-S1's own, which comes with its remote code",
+    "Intern-S1's own, which comes with its remote code",
 }
 SHAPE_NOTES = {
     "reasoning field": "the thinking comes back in its own field (vLLM's deepseek_r1 reasoning parser), as DeepSeek's "
-                       "reasoner returns it",
+    "reasoner returns it",
     "hidden reasoning": "no reasoning comes back (the stand-in's thinking is switched off), as o-series replies carry "
-                        "none; o-series models reason, the stand-in does not",
+    "none; o-series models reason, the stand-in does not",
     "plain": "thinking switched off in the Qwen3 template",
 }
 PREFIX_NOTE = "DeepSeek's prefix completion is not continued by vLLM: a prefilled reply starts a new assistant turn"
 
+
 def stand_in(preset: str | ModelPreset) -> StandIn:
     "The stand-in of a preset: same backend kind, the tiny random Qwen3 for the Qwen3 family, a named gap otherwise."
     preset = get_preset(preset)
-    if preset.model_id.startswith("embedded:"): return StandIn(preset.name, "itself (an embedded CPU model)")
+    if preset.model_id.startswith("embedded:"):
+        return StandIn(preset.name, "itself (an embedded CPU model)")
     if preset.backend == "openai":
-        shape = "plain" if preset.thinking != "api" else (
-            "reasoning field" if preset.rules.provider == "DeepSeek" else "hidden reasoning")
+        shape = (
+            "plain"
+            if preset.thinking != "api"
+            else ("reasoning field" if preset.rules.provider == "DeepSeek" else "hidden reasoning")
+        )
         note = SHAPE_NOTES[shape] + ("; " + PREFIX_NOTE if preset.rules.provider == "DeepSeek" else "")
         return StandIn(preset.name, "qwen3", shape, note)
-    if preset.multimodal: return StandIn(preset.name, "", missing=NO_VL_PROCESSOR.format(model=preset.model_id))
+    if preset.multimodal:
+        return StandIn(preset.name, "", missing=NO_VL_PROCESSOR.format(model=preset.model_id))
     if (note := TEMPLATE_NOTES.get(preset.model_id)) is None:
         return StandIn(preset.name, "", missing=f"not rehearsed: no stand-in is known for {preset.model_id}")
     return StandIn(preset.name, "qwen3", note=note)
@@ -76,9 +84,11 @@ def stand_in(preset: str | ModelPreset) -> StandIn:
 END_BIAS = 140.0  # measured above: most replies of the stand-in end within 48 tokens, some run to the budget
 END_TOKEN_ID = 151645  # <|im_end|>
 
+
 def ending_qwen3(model, bias: float = END_BIAS, coordinate: int = 0):
     "A tied-embedding Qwen3 edited (in place) so that `<|im_end|>` is likely at every step; returns it."
     import torch
+
     with torch.no_grad():
         embedding = model.get_input_embeddings().weight
         embedding[:, coordinate] = 1.0  # every token sets the coordinate ...
@@ -88,15 +98,24 @@ def ending_qwen3(model, bias: float = END_BIAS, coordinate: int = 0):
             layer.mlp.down_proj.weight[coordinate, :] = 0
     return model
 
+
 def stand_in_dir() -> Path:
     "The rehearsal's stand-in model folder (the tiny random Qwen3, `ending_qwen3`), built once into the model cache."
     import hashlib
 
-    from reasoning_study.backends.weights import (TINY_QWEN3_SEED, build_once, cache_root, save_random_qwen3,
-                                                  tiny_qwen3_dir)
+    from reasoning_study.backends.weights import (
+        TINY_QWEN3_SEED,
+        build_once,
+        cache_root,
+        save_random_qwen3,
+        tiny_qwen3_dir,
+    )
+
     key = hashlib.sha256(f"{tiny_qwen3_dir().name}:{END_BIAS}".encode()).hexdigest()[:12]
-    return build_once(cache_root() / "models" / f"qwen3-tiny-ending-{key}",
-                      lambda tmp: save_random_qwen3(tmp, "tiny", TINY_QWEN3_SEED, edit=ending_qwen3))
+    return build_once(
+        cache_root() / "models" / f"qwen3-tiny-ending-{key}",
+        lambda tmp: save_random_qwen3(tmp, "tiny", TINY_QWEN3_SEED, edit=ending_qwen3),
+    )
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #0220e198
 THINKING_OFF = ("--default-chat-template-kwargs", '{"enable_thinking": false}')
@@ -107,25 +126,36 @@ SERVER_SHAPES = {  # how a stand-in server answers -> its `vllm serve` flags
 }
 REHEARSAL_CONTEXT = 4096  # tokens: the stand-ins' context (the tiny Qwen3 holds 8,192)
 
+
 @contextlib.contextmanager
-def stand_in_servers(stands: Sequence[StandIn],  # the API presets' stand-ins
-                     model_dir: str | Path,  # what every server serves (the tiny random Qwen3)
-                     startup_timeout: float = 900.0,
-                    ) -> Iterator[dict[str, str]]:
+def stand_in_servers(
+    stands: Sequence[StandIn],  # the API presets' stand-ins
+    model_dir: str | Path,  # what every server serves (the tiny random Qwen3)
+    startup_timeout: float = 900.0,
+) -> Iterator[dict[str, str]]:
     """vLLM OpenAI-compatible servers on 127.0.0.1, one per answer shape, each serving its presets under their API
     model names; yields preset -> base_url."""
     from reasoning_study.backends.server import serve_with_vllm
+
     groups: dict[tuple, list[str]] = {}
-    for s in stands: groups.setdefault(SERVER_SHAPES[s.shape], []).append(s.preset)
+    for s in stands:
+        groups.setdefault(SERVER_SHAPES[s.shape], []).append(s.preset)
     urls: dict[str, str] = {}
     with contextlib.ExitStack() as servers:
         for flags, names in groups.items():
             served = list(dict.fromkeys(get_preset(n).model_id for n in names))
-            url = servers.enter_context(serve_with_vllm(model_dir, dtype="float32", max_model_len=REHEARSAL_CONTEXT,
-                                                        extra_args=[*flags, "--served-model-name", *served],
-                                                        startup_timeout=startup_timeout))
+            url = servers.enter_context(
+                serve_with_vllm(
+                    model_dir,
+                    dtype="float32",
+                    max_model_len=REHEARSAL_CONTEXT,
+                    extra_args=[*flags, "--served-model-name", *served],
+                    startup_timeout=startup_timeout,
+                )
+            )
             urls |= {n: url for n in names}
         yield urls
+
 
 def stand_in_changes(stand: StandIn, model_dir: str | Path, revision: str, base_url: str | None = None) -> dict:
     "The fields of the preset that change for its stand-in (`backends.presets.apply_preset_file`)."
@@ -133,27 +163,44 @@ def stand_in_changes(stand: StandIn, model_dir: str | Path, revision: str, base_
     described = f"Rehearsal stand-in ({stand.family}) for {preset.model_id}" + (f": {stand.note}" if stand.note else "")
     options = dict(preset.options)
     if preset.backend == "openai":
-        if base_url is None: raise ValueError(f"the stand-in of API preset {preset.name!r} needs a server (base_url)")
+        if base_url is None:
+            raise ValueError(f"the stand-in of API preset {preset.name!r} needs a server (base_url)")
         return {"options": options | {"base_url": base_url}, "description": described}
-    return {"options": options | {"model_dir": str(model_dir), "max_model_len": REHEARSAL_CONTEXT},
-            "revision": revision, "description": described}
+    return {
+        "options": options | {"model_dir": str(model_dir), "max_model_len": REHEARSAL_CONTEXT},
+        "revision": revision,
+        "description": described,
+    }
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #95b6542f
 CEILINGS = {  # parameter -> the most a rehearsal runs (None, "all", becomes the ceiling)
-    "per_level": 1, "musobench_per_level": 1, "n_items": 1, "novelty_prompts": 1, "n_samples": 2, "sc_samples": 2,
-    "novelty_k": 2, "max_tokens": 48, "musobench_max_tokens": 48, "max_new_tokens": 24, "probe_max_tokens": 8,
-    "musobench_probe_tokens": 8, "judge_max_tokens": 32,
+    "per_level": 1,
+    "musobench_per_level": 1,
+    "n_items": 1,
+    "novelty_prompts": 1,
+    "n_samples": 2,
+    "sc_samples": 2,
+    "novelty_k": 2,
+    "max_tokens": 48,
+    "musobench_max_tokens": 48,
+    "max_new_tokens": 24,
+    "probe_max_tokens": 8,
+    "musobench_probe_tokens": 8,
+    "judge_max_tokens": 32,
 }
 REPLACED = {"levels": [1], "device": "cpu", "allow_hub": False}  # set where a cell sets them: the first level, on CPU
 SERVER_OPTIONS = ("backend_options", "judge_options", "extractor_options")  # a base_url there is the real endpoint's
 
-def rehearsal_parameters(parameters: dict,  # a cell's parameters
-                         data_paths: dict[str, str],  # benchmark -> the rehearsal's local records
-                        ) -> dict:
+
+def rehearsal_parameters(
+    parameters: dict,  # a cell's parameters
+    data_paths: dict[str, str],  # benchmark -> the rehearsal's local records
+) -> dict:
     "The cell's parameters with the sizes cut, on CPU, with local records; every condition, turn and role kept."
     values = dict(parameters)
     for name, ceiling in CEILINGS.items():
-        if name in values: values[name] = ceiling if values[name] is None else min(values[name], ceiling)
+        if name in values:
+            values[name] = ceiling if values[name] is None else min(values[name], ceiling)
     values |= {name: value for name, value in REPLACED.items() if name in values}
     if "benchmarks" in values:
         values["data_paths"] = {b: data_paths[b] for b in values["benchmarks"] if b in data_paths}
@@ -162,10 +209,12 @@ def rehearsal_parameters(parameters: dict,  # a cell's parameters
             values[option] = {k: v for k, v in values[option].items() if k != "base_url"}
     return values
 
+
 def cell_values(cell: Cell) -> dict:
     "A cell's parameters over its notebook's defaults (its study config's, where it has one)."
     config = registered_config(cell.notebook)
     return cell.parameters if config is None else config_values(config_from(config, cell.parameters))
+
 
 def cell_presets(values: dict) -> list[str]:
     "Every preset a run loads (sampled from, extractors, judge)."
@@ -177,17 +226,34 @@ def rehearsal_data(folder: str | Path) -> dict[str, str]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     records = {
-        "aime2025": [{"id": "rehearsal-1", "problem": "What is the sum of the first ten positive integers?",
-                      "answer": "55", "url": ""},
-                     {"id": "rehearsal-2", "problem": "How many positive divisors does 36 have?", "answer": "9",
-                      "url": ""}],
-        "gpqa": [{"Record ID": f"rehearsal-{k}", "Question": question, "Correct Answer": right,
-                  "Incorrect Answer 1": a, "Incorrect Answer 2": b, "Incorrect Answer 3": c,
-                  "High-level domain": "Chemistry", "Subdomain": "General"}
-                 for k, (question, right, a, b, c) in enumerate([
-                     ("Which gas makes up most of the air we breathe?", "Nitrogen", "Oxygen", "Argon", "Hydrogen"),
-                     ("What is the charge of an electron?", "Negative", "Positive", "Neutral", "It varies"),
-                 ], 1)],
+        "aime2025": [
+            {
+                "id": "rehearsal-1",
+                "problem": "What is the sum of the first ten positive integers?",
+                "answer": "55",
+                "url": "",
+            },
+            {"id": "rehearsal-2", "problem": "How many positive divisors does 36 have?", "answer": "9", "url": ""},
+        ],
+        "gpqa": [
+            {
+                "Record ID": f"rehearsal-{k}",
+                "Question": question,
+                "Correct Answer": right,
+                "Incorrect Answer 1": a,
+                "Incorrect Answer 2": b,
+                "Incorrect Answer 3": c,
+                "High-level domain": "Chemistry",
+                "Subdomain": "General",
+            }
+            for k, (question, right, a, b, c) in enumerate(
+                [
+                    ("Which gas makes up most of the air we breathe?", "Nitrogen", "Oxygen", "Argon", "Hydrogen"),
+                    ("What is the charge of an electron?", "Negative", "Positive", "Neutral", "It varies"),
+                ],
+                1,
+            )
+        ],
     }
     paths = {}
     for name, rows in records.items():
@@ -211,35 +277,54 @@ PAPER_MODEL_SHAPES = {
     "Qwen/Qwen3.5-4B": (5.5e9, 36, 8, 128, 262_144),
     "internlm/Intern-S1-mini": (8.5e9, 36, 8, 128, 40_960),
     "Qwen/Qwen3-VL-8B-Thinking": (8.77e9, 36, 8, 128, 262_144),
-    **{model: (8.29e9, 28, 4, 128, 128_000) for model in (  # Qwen2.5-VL-7B and the reasoning models tuned from it
-        "Qwen/Qwen2.5-VL-7B-Instruct", "TIGER-Lab/VL-Rethinker-7B", "FanqingM/MM-Eureka-Qwen-7B", "jingyiZ00/R1-VL-7B",
-        "russwang/ThinkLite-VL-7B", "maifoundations/DualMindVLM")},
+    **{
+        model: (8.29e9, 28, 4, 128, 128_000)
+        for model in (  # Qwen2.5-VL-7B and the reasoning models tuned from it
+            "Qwen/Qwen2.5-VL-7B-Instruct",
+            "TIGER-Lab/VL-Rethinker-7B",
+            "FanqingM/MM-Eureka-Qwen-7B",
+            "jingyiZ00/R1-VL-7B",
+            "russwang/ThinkLite-VL-7B",
+            "maifoundations/DualMindVLM",
+        )
+    },
 }
+
 
 def paper_model_memory(preset: str | ModelPreset, max_model_len: int | None = None):
     "What an engine for the real model of `preset` needs in bfloat16 (`backends.vllm.EngineMemory`), from its shape."
     from reasoning_study.backends.vllm import EngineMemory, vllm_options
+
     preset = get_preset(preset)
-    if preset.model_id not in PAPER_MODEL_SHAPES: raise FileNotFoundError(f"no shape known for {preset.model_id}")
+    if preset.model_id not in PAPER_MODEL_SHAPES:
+        raise FileNotFoundError(f"no shape known for {preset.model_id}")
     params, layers, kv_heads, head_dim, longest = PAPER_MODEL_SHAPES[preset.model_id]
     context = max_model_len or vllm_options(preset).max_model_len or longest
     return EngineMemory(int(params * 2), 2 * layers * kv_heads * head_dim * 2, int(context))
 
+
 def engine_plan(cell: Cell, gpu_bytes: int) -> str:
     "How the cell's vLLM engines share the target GPU (each role's gpu_memory_utilization), or why they do not fit."
     from reasoning_study.backends.vllm import EngineRole, co_resident_options
+
     values = cell_values(cell)
     try:
         if cell.notebook_name == "overthinking":
             from reasoning_study.studies.overthinking.study import OverthinkingConfig, plan_roles
+
             plan = plan_roles(config_from(OverthinkingConfig, cell.parameters), gpu_bytes, paper_model_memory)
             roles, options = plan.roles, plan.options
         else:
-            roles = {p: EngineRole(p, values.get("backend_options") or {}) for p in run_presets(values)
-                     if get_preset(p).backend == "vllm"}  # an API model takes no share
-            if not roles: return "no vLLM engine"
+            roles = {
+                p: EngineRole(p, values.get("backend_options") or {})
+                for p in run_presets(values)
+                if get_preset(p).backend == "vllm"
+            }  # an API model takes no share
+            if not roles:
+                return "no vLLM engine"
             options = co_resident_options(roles, values.get("gpu_memory_budget", 0.9), gpu_bytes, paper_model_memory)
-    except ValueError as e: return f"does not fit: {e}"
+    except ValueError as e:
+        return f"does not fit: {e}"
     on_gpu = {r: o for r, o in options.items() if get_preset(roles[r].preset).backend == "vllm"}
     return ", ".join(f"{r} {o.get('gpu_memory_utilization', 0.9)}" for r, o in on_gpu.items()) or "no vLLM engine"
 
@@ -249,26 +334,34 @@ PRESETS_FILE = "rehearsal_presets.json"
 REHEARSAL_COLUMNS = ["cell", "status", "stage", "error", "presets", "requests", *(f"plan {g}" for g in GPUS), "seconds"]
 PLANNED = ("musobench", "overthinking")  # notebooks whose vLLM engines are planned (attention runs on transformers)
 
+
 def request_fields(values: dict, preset: str) -> dict:
     "The sampling fields of a cell's request to an API preset, as its backend sends them (after the provider's rules)."
     from reasoning_study.backends.openai import sampling_fields
+
     preset = get_preset(preset)
     sampling = cell_sampling(values, preset)
-    body, extra = sampling_fields(sampling, sampling.sample_seed(0), preset.rules.max_tokens_field
-                                  or "max_completion_tokens", preset.rules)
+    body, extra = sampling_fields(
+        sampling, sampling.sample_seed(0), preset.rules.max_tokens_field or "max_completion_tokens", preset.rules
+    )
     return body | extra
+
 
 def failed_stage(folder: Path) -> str:
     "The stage a run's run.json says failed ('' when it names none)."
-    try: return json.loads((folder / "run.json").read_text()).get("failed_stage", "")
-    except (OSError, ValueError): return ""
+    try:
+        return json.loads((folder / "run.json").read_text()).get("failed_stage", "")
+    except (OSError, ValueError):
+        return ""
 
-def rehearsal_table(cells: Sequence[Cell],  # the grid's cells (as in the sweep file)
-                    results: pd.DataFrame,  # `run_sweep`'s summary of the rehearsed ones
-                    gaps: dict[str, list[str]],  # cell -> why it is not rehearsed
-                    sweep_dir: Path,
-                    rehearsed: dict[str, Cell],  # cell id -> the cell as rehearsed (sizes cut)
-                   ) -> pd.DataFrame:
+
+def rehearsal_table(
+    cells: Sequence[Cell],  # the grid's cells (as in the sweep file)
+    results: pd.DataFrame,  # `run_sweep`'s summary of the rehearsed ones
+    gaps: dict[str, list[str]],  # cell -> why it is not rehearsed
+    sweep_dir: Path,
+    rehearsed: dict[str, Cell],  # cell id -> the cell as rehearsed (sizes cut)
+) -> pd.DataFrame:
     "One row per cell of the grid: what became of it in the rehearsal."
     ran = {r.cell: r for r in results.itertuples()}
     rows = []
@@ -277,8 +370,12 @@ def rehearsal_table(cells: Sequence[Cell],  # the grid's cells (as in the sweep 
         presets = cell_presets(values)
         api = {p: request_fields(values, p) for p in presets if get_preset(p).backend == "openai"}
         plans = {f"plan {g}": engine_plan(cell, b) if cell.notebook_name in PLANNED else "" for g, b in GPUS.items()}
-        row = dict(cell=cell.id, presets=", ".join(f"{p} ({get_preset(p).backend})" for p in presets),
-                   requests="; ".join(f"{p}: {json.dumps(f)}" for p, f in api.items()), **plans)
+        row = dict(
+            cell=cell.id,
+            presets=", ".join(f"{p} ({get_preset(p).backend})" for p in presets),
+            requests="; ".join(f"{p}: {json.dumps(f)}" for p, f in api.items()),
+            **plans,
+        )
         if cell.id in gaps and gaps[cell.id]:
             row |= dict(status="not rehearsed", stage="", error="; ".join(dict.fromkeys(gaps[cell.id])), seconds=0.0)
         else:
@@ -289,34 +386,54 @@ def rehearsal_table(cells: Sequence[Cell],  # the grid's cells (as in the sweep 
         rows.append(row)
     return pd.DataFrame(rows, columns=REHEARSAL_COLUMNS)
 
+
 def stand_in_table(stands: Sequence[StandIn]) -> pd.DataFrame:
     "One row per preset: what stood in for it and how it differs (or why nothing could)."
-    return pd.DataFrame([dict(preset=s.preset, backend=get_preset(s.preset).backend, model=get_preset(s.preset).model_id,
-                              stand_in=s.family or "none", answers=s.shape, note=s.missing or s.note) for s in stands])
+    return pd.DataFrame(
+        [
+            dict(
+                preset=s.preset,
+                backend=get_preset(s.preset).backend,
+                model=get_preset(s.preset).model_id,
+                stand_in=s.family or "none",
+                answers=s.shape,
+                note=s.missing or s.note,
+            )
+            for s in stands
+        ]
+    )
+
 
 def write_rehearsal(sweep_dir: Path, name: str, table: pd.DataFrame, stands: pd.DataFrame) -> Path:
     "`rehearsal.md` beside the sweep summary: the cells, then the stand-ins."
     counts = ", ".join(f"{v} {k}" for k, v in table["status"].value_counts().items())
     shown = table.assign(error=table["error"].str.slice(0, 300))
-    text = (f"# Rehearsal of {name}\n\n{counts}. Every model was a tiny random stand-in (below); the sizes were cut "
-            "(`sweep.rehearsal.CEILINGS`), the protocol was not. The engine plans are the real models' on the target "
-            "GPUs (`PAPER_MODEL_SHAPES`).\n\n## Cells\n\n" + shown.to_markdown(index=False)
-            + "\n\n## Stand-ins\n\n" + stands.to_markdown(index=False) + "\n")
+    text = (
+        f"# Rehearsal of {name}\n\n{counts}. Every model was a tiny random stand-in (below); the sizes were cut "
+        "(`sweep.rehearsal.CEILINGS`), the protocol was not. The engine plans are the real models' on the target "
+        "GPUs (`PAPER_MODEL_SHAPES`).\n\n## Cells\n\n"
+        + shown.to_markdown(index=False)
+        + "\n\n## Stand-ins\n\n"
+        + stands.to_markdown(index=False)
+        + "\n"
+    )
     write_atomic(sweep_dir / REHEARSAL_FILE, text)
     return sweep_dir / REHEARSAL_FILE
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #569d4d80
-def rehearse(sweep: Sweep,
-             out_root: str | Path = "outputs/rehearsal",  # the rehearsal's sweep folder is <out_root>/<sweep.name>
-             jobs: int = 1,  # cells at a time
-             only: Sequence[str] | None = None,  # cell ids (None: all)
-             root: str | Path | None = None,
-             progress: bool = True,
-            ) -> pd.DataFrame:
+def rehearse(
+    sweep: Sweep,
+    out_root: str | Path = "outputs/rehearsal",  # the rehearsal's sweep folder is <out_root>/<sweep.name>
+    jobs: int = 1,  # cells at a time
+    only: Sequence[str] | None = None,  # cell ids (None: all)
+    root: str | Path | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Run every cell of `sweep` with its models replaced by stand-ins and its sizes cut; writes `rehearsal.md` and
     returns its cells table."""
     from reasoning_study.backends.weights import file_sha256
     from reasoning_study.sweep.executors import run_sweep
+
     sweep_dir = sweep.folder(out_root, root)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     cells = [c for c in sweep.cells if only is None or c.id in only]
@@ -324,18 +441,23 @@ def rehearse(sweep: Sweep,
     presets = {c.id: cell_presets(cell_values(c)) for c in cells}
     stands = {p: stand_in(p) for p in dict.fromkeys(p for ps in presets.values() for p in ps)}
     gaps = {c.id: [stands[p].missing for p in presets[c.id] if stands[p].missing] for c in cells}
-    rehearsed = {c.id: replace(c, parameters=rehearsal_parameters(c.parameters, data), keys=())
-                 for c in cells if not gaps[c.id]}
+    rehearsed = {
+        c.id: replace(c, parameters=rehearsal_parameters(c.parameters, data), keys=()) for c in cells if not gaps[c.id]
+    }
     used = list(dict.fromkeys(p for c in rehearsed.values() for p in cell_presets(cell_values(c))))
     model_dir = stand_in_dir()
     revision = "stand-in:qwen3-tiny-ending-" + file_sha256(model_dir / "model.safetensors")[:12]
     with stand_in_servers([stands[p] for p in used if stands[p].shape], model_dir) as urls:
-        changes = {p: stand_in_changes(stands[p], model_dir, revision, urls.get(p))
-                   for p in used if stands[p].family == "qwen3"}
+        changes = {
+            p: stand_in_changes(stands[p], model_dir, revision, urls.get(p))
+            for p in used
+            if stands[p].family == "qwen3"
+        }
         write_atomic(sweep_dir / PRESETS_FILE, json.dumps(changes, indent=1) + "\n")
         env = {PRESETS_FILE_ENV: str(sweep_dir / PRESETS_FILE), **{v: "" for v in key_variables()}}
-        results = run_sweep(replace(sweep, cells=list(rehearsed.values())), out_root, jobs=jobs, root=root,
-                            progress=progress, env=env)
+        results = run_sweep(
+            replace(sweep, cells=list(rehearsed.values())), out_root, jobs=jobs, root=root, progress=progress, env=env
+        )
     table = rehearsal_table(cells, results, gaps, sweep_dir, rehearsed)
     write_rehearsal(sweep_dir, sweep.name, table, stand_in_table(list(stands.values())))
     return table

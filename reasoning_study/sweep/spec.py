@@ -19,10 +19,11 @@ from typing import Any, Sequence
 import pandas as pd
 import yaml
 
-from ..config import ConfigError, config_from, config_values
-from ..studies.registry import config_import, study_config
-from ..runs import credential_problems, key_variable_hint, project_root, resolve_path
 from ..backends.presets import PRESETS, ignored_parameters, provider_problems
+from ..backends.request import SamplingParams
+from ..config import ConfigError, config_from, config_values
+from ..runs import credential_problems, key_variable_hint, project_root, resolve_path
+from ..studies.registry import config_import, study_config
 
 # %% auto #0
 __all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SAMPLING_PARAMETERS', 'ROLE_OPTIONS', 'SweepError',
@@ -34,6 +35,7 @@ __all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SAMPL
 # %% ../../nbs/90_sweep.spec.ipynb #5a87039a
 class SweepError(ValueError):
     "A sweep file that cannot run; the message lists every bad entry."
+
     def __init__(self, source: str, problems: Sequence[str]):
         self.problems = list(problems)
         super().__init__(
@@ -41,18 +43,22 @@ class SweepError(ValueError):
             + "\n".join(f"  - {p}" for p in self.problems)
         )
 
+
 SWEEP_KEYS = {"name", "description", "experiments"}
 EXPERIMENT_KEYS = {"notebook", "label", "parameters", "cases", "grid", "resources"}
 RESOURCE_KEYS = {"gpus", "cpus"}
 SWEEP_SET = {"out_dir"}  # parameters the sweep sets itself (the cell's run folder)
 
+
 def experiments_dir(root: str | Path | None = None) -> Path:
     "Where experiment notebooks live: `nbs/experiments/` of the project."
     return Path(root or project_root()) / "nbs" / "experiments"
 
+
 def notebook_path(name: str, root: str | Path | None = None) -> Path:
     "An experiment notebook by name (`musobench`) or path (relative paths from the project root)."
-    if "/" not in name and not name.endswith(".ipynb"): return experiments_dir(root) / f"{name}.ipynb"
+    if "/" not in name and not name.endswith(".ipynb"):
+        return experiments_dir(root) / f"{name}.ipynb"
     return resolve_path(name, root)
 
 # %% ../../nbs/90_sweep.spec.ipynb #34a60246
@@ -66,37 +72,51 @@ class NotebookParameter:
     def kinds(self) -> tuple[type, ...] | None:
         "The accepted types (None: any)."
         d = self.default
-        if d is None: return None
-        if isinstance(d, bool): return (bool,)
-        if isinstance(d, int): return (int,)
-        if isinstance(d, float): return (int, float)
+        if d is None:
+            return None
+        if isinstance(d, bool):
+            return (bool,)
+        if isinstance(d, int):
+            return (int,)
+        if isinstance(d, float):
+            return (int, float)
         return (type(d),)
 
     def problem(self, value: Any) -> str | None:
         "Why `value` does not fit this parameter (None: it fits)."
         kinds = self.kinds
-        if kinds is None: return None
-        if value is None: return None if "None" in self.help else f"must be {kinds[-1].__name__}, got None"
-        if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds): return None
+        if kinds is None:
+            return None
+        if value is None:
+            return None if "None" in self.help else f"must be {kinds[-1].__name__}, got None"
+        if isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds):
+            return None
         expected = " or ".join(k.__name__ for k in kinds)
         return f"must be {expected} like its default {self.default!r}, got {value!r} ({type(value).__name__})"
+
 
 @lru_cache(maxsize=64)
 def _inspect(path: str, mtime: float) -> dict[str, NotebookParameter]:
     import papermill
+
     found = {}
     for name, p in papermill.inspect_notebook(path).items():
-        try: default = ast.literal_eval(p["default"])
-        except (ValueError, SyntaxError): default = None  # an expression: no type to check against
+        try:
+            default = ast.literal_eval(p["default"])
+        except (ValueError, SyntaxError):
+            default = None  # an expression: no type to check against
         found[name] = NotebookParameter(name, default, p.get("help") or "")
     return found
+
 
 def notebook_parameters(path: str | Path) -> dict[str, NotebookParameter]:
     "The parameters of a notebook's `parameters` cell (read, not run)."
     path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"no notebook {path}")
+    if not path.is_file():
+        raise FileNotFoundError(f"no notebook {path}")
     params = _inspect(str(path), path.stat().st_mtime)
-    if not params: raise ValueError(f"{path.name} has no cell tagged 'parameters'")
+    if not params:
+        raise ValueError(f"{path.name} has no cell tagged 'parameters'")
     return params
 
 # %% ../../nbs/90_sweep.spec.ipynb #bd724f66
@@ -104,27 +124,36 @@ def registered_config(notebook: str | Path) -> type | None:
     "The config class of an experiment notebook's study (by the notebook's name), None when it has none."
     return study_config(Path(notebook).stem)
 
-def config_problems(cls: type,  # a study config class
-                    values: dict,  # a cell's parameters (the others take the config's defaults)
-                   ) -> list[str]:
+
+def config_problems(
+    cls: type,  # a study config class
+    values: dict,  # a cell's parameters (the others take the config's defaults)
+) -> list[str]:
     "The config's messages for every unknown name and every bad value of `values` ([] when it accepts them)."
     try:
         config_from(cls, values)
         return []
-    except ConfigError as e: problems = list(e.problems)
+    except ConfigError as e:
+        problems = list(e.problems)
     known = set(cls.__dataclass_fields__)
     if set(values) - known:  # unknown names stop config_from before the values: judge the known ones too
-        try: config_from(cls, {k: v for k, v in values.items() if k in known})
-        except ConfigError as e: problems += e.problems
+        try:
+            config_from(cls, {k: v for k, v in values.items() if k in known})
+        except ConfigError as e:
+            problems += e.problems
     return problems
+
 
 def config_cell_problems(cls: type, cells: Sequence["Cell"], where: str) -> list[str]:
     "Every cell's problems with the config, one line per problem naming the cells that have it."
     found: dict[str, list[str]] = {}
     for cell in cells:
-        for p in config_problems(cls, cell.parameters): found.setdefault(p, []).append(cell.id)
-    return [f"{where} {'cell' if len(ids) == 1 else 'cells'} {', '.join(ids)}: {p} ({cls.__name__})" for p,
-            ids in found.items()]
+        for p in config_problems(cls, cell.parameters):
+            found.setdefault(p, []).append(cell.id)
+    return [
+        f"{where} {'cell' if len(ids) == 1 else 'cells'} {', '.join(ids)}: {p} ({cls.__name__})"
+        for p, ids in found.items()
+    ]
 
 # %% ../../nbs/90_sweep.spec.ipynb #c6b9ecb3
 def preset_names(name: str, value: Any) -> list[str]:
@@ -139,38 +168,50 @@ def preset_names(name: str, value: Any) -> list[str]:
 # notebook parameters that set a run's sampling
 SAMPLING_PARAMETERS = ("temperature", "top_p", "top_k", "max_tokens", "seed")
 
+
 def run_presets(values: dict) -> list[str]:
     """The presets a run samples from with its sampling parameters: `preset` and `*_preset` (`<p>_preset` only if
     `paradigms` has p)."""
     paradigms = values.get("paradigms")
-    found = [value for name, value in values.items()
-             if isinstance(value, str) and (name == "preset" or name.endswith("_preset"))
-             and (name == "preset" or not isinstance(paradigms, list) or name.removesuffix("_preset") in paradigms)]
+    found = [
+        value
+        for name, value in values.items()
+        if isinstance(value, str)
+        and (name == "preset" or name.endswith("_preset"))
+        and (name == "preset" or not isinstance(paradigms, list) or name.removesuffix("_preset") in paradigms)
+    ]
     return list(dict.fromkeys(found))
 
-def cell_sampling(values: dict, preset) -> "SamplingParams":
+
+def cell_sampling(values: dict, preset) -> SamplingParams:
     "The sampling a run asks of `preset`: its value of each sampling parameter, the preset's where it has none."
     given = {k: values[k] for k in SAMPLING_PARAMETERS if k in values and (values[k] is not None or k == "seed")}
     return replace(preset.sampling, **given)
 
-def provider_check(values: dict,  # a cell's parameters over the notebook's defaults
-                   where: str,  # how messages name the cell
-                  ) -> tuple[list[str], tuple[str, ...]]:
+
+def provider_check(
+    values: dict,  # a cell's parameters over the notebook's defaults
+    where: str,  # how messages name the cell
+) -> tuple[list[str], tuple[str, ...]]:
     "(what the cell's presets' providers cannot honour, what they ignore as 'preset: parameter, ...')."
     problems, ignored = [], []
     for name in run_presets(values):
-        if name not in PRESETS: continue  # reported as an unknown preset
-        try: sampling = cell_sampling(values, PRESETS[name])
+        if name not in PRESETS:
+            continue  # reported as an unknown preset
+        try:
+            sampling = cell_sampling(values, PRESETS[name])
         except (TypeError, ValueError) as e:
             problems.append(f"{where}: the sampling of preset {name!r}: {e}")
             continue
         problems += [f"{where}: {p}" for p in provider_problems(PRESETS[name], sampling)]
-        if found := ignored_parameters(PRESETS[name], sampling): ignored.append(f"{name}: {', '.join(found)}")
+        if found := ignored_parameters(PRESETS[name], sampling):
+            ignored.append(f"{name}: {', '.join(found)}")
     return problems, tuple(ignored)
 
 # %% ../../nbs/90_sweep.spec.ipynb #e05b6134
 # every other preset parameter: backend_options
 ROLE_OPTIONS = {"judge": "judge_options", "extractors": "extractor_options"}
+
 
 def preset_options(values: dict) -> list[tuple[str, dict]]:
     "(preset, the backend options it is loaded with) for every preset a run loads."
@@ -182,22 +223,29 @@ def preset_options(values: dict) -> list[tuple[str, dict]]:
         found.append((preset, dict(options) if isinstance(options, dict) else {}))
     return found
 
-def cell_keys(values: dict,  # a cell's parameters over the notebook's defaults
-              where: str = "cell",  # how messages name the cell
-             ) -> tuple[tuple[str, ...], list[str]]:
+
+def cell_keys(
+    values: dict,  # a cell's parameters over the notebook's defaults
+    where: str = "cell",  # how messages name the cell
+) -> tuple[tuple[str, ...], list[str]]:
     "(the environment variables the cell's API calls read their keys from, problems with how they are named)."
     keys, problems = [], []
     for name, options in preset_options(values):
-        if name not in PRESETS or PRESETS[name].backend != "openai": continue
+        if name not in PRESETS or PRESETS[name].backend != "openai":
+            continue
         # the openai client (the api extra): imported where a key is checked
         from reasoning_study.backends.openai import missing_key
+
         # with nothing set: what the calls need
-        try: needed = missing_key(PRESETS[name].with_options(**options), env={})
+        try:
+            needed = missing_key(PRESETS[name].with_options(**options), env={})
         except ValueError as e:
             problems.append(f"{where}: {e}")
             continue
-        if needed: keys.append(needed)
+        if needed:
+            keys.append(needed)
     return tuple(dict.fromkeys(keys)), problems
+
 
 def missing_keys(cells: Sequence["Cell"], env: dict | None = None) -> dict[str, list[str]]:
     "Variable -> the cells that need it, for every key variable the environment lacks."
@@ -205,7 +253,8 @@ def missing_keys(cells: Sequence["Cell"], env: dict | None = None) -> dict[str, 
     missing: dict[str, list[str]] = {}
     for cell in cells:
         for variable in cell.keys:
-            if not env.get(variable): missing.setdefault(variable, []).append(cell.id)
+            if not env.get(variable):
+                missing.setdefault(variable, []).append(cell.id)
     return missing
 
 # %% ../../nbs/90_sweep.spec.ipynb #8c69634f
@@ -220,19 +269,26 @@ class Cell:
     keys: tuple[str, ...] = ()  # environment variables its API calls read their keys from (`cell_keys`)
 
     @property
-    def notebook_name(self) -> str: return Path(self.notebook).stem
+    def notebook_name(self) -> str:
+        return Path(self.notebook).stem
+
 
 def _value_slug(value: Any) -> str:
-    if isinstance(value, (list, tuple)): return "+".join(_value_slug(v) for v in value) or "none"
-    if isinstance(value, dict): return "+".join(f"{k}-{_value_slug(v)}" for k, v in value.items()) or "none"
+    if isinstance(value, (list, tuple)):
+        return "+".join(_value_slug(v) for v in value) or "none"
+    if isinstance(value, dict):
+        return "+".join(f"{k}-{_value_slug(v)}" for k, v in value.items()) or "none"
     return re.sub(r"[^A-Za-z0-9._+-]+", "-", str(value)).strip("-") or "none"
+
 
 def cell_id(label: str, case: str | None, point: dict, limit: int = 120) -> str:
     "A run-folder name: label, case name, then `name=value` for each grid parameter (hashed when too long)."
     parts = [label] + ([case] if case else []) + [f"{k}={_value_slug(v)}" for k, v in point.items()]
     name = "__".join(_value_slug(p) if i < 1 + bool(case) else p for i, p in enumerate(parts))
-    if len(name) <= limit: return name
-    return name[:limit - 9] + "~" + hashlib.sha1(name.encode()).hexdigest()[:8]
+    if len(name) <= limit:
+        return name
+    return name[: limit - 9] + "~" + hashlib.sha1(name.encode()).hexdigest()[:8]
+
 
 def grid_points(grid: dict[str, list]) -> list[dict]:
     "Every combination of the grid's values (one empty point for an empty grid)."
@@ -247,11 +303,16 @@ def _mapping(entry: dict, key: str, where: str, problems: list) -> dict:
         return {}
     return value
 
-def check_values(values: dict,
-                  # None: the study's config judges names, types and presets
-                  params: dict[str, NotebookParameter] | None,
-                  where: str, notebook: str, problems: list,
-                  reserved: set = SWEEP_SET):  # parameters the caller sets itself
+
+def check_values(
+    values: dict,
+    # None: the study's config judges names, types and presets
+    params: dict[str, NotebookParameter] | None,
+    where: str,
+    notebook: str,
+    problems: list,
+    reserved: set = SWEEP_SET,
+):  # parameters the caller sets itself
     """Literal credentials and the sweep's own parameters, then (without a config) names, types and presets of parameter
     values."""
     for name, value in values.items():
@@ -264,21 +325,25 @@ def check_values(values: dict,
             "or name yours with the backend option api_key_env"
             for p in credential_problems(value, f"parameter {name!r}")
         ]
-        if params is None: continue
+        if params is None:
+            continue
         if name not in params:
             problems.append(f"{where}: unknown parameter {name!r} for {notebook} (its parameters: {', '.join(params)})")
             continue
-        if why := params[name].problem(value): problems.append(f"{where}: parameter {name!r} {why}")
+        if why := params[name].problem(value):
+            problems.append(f"{where}: parameter {name!r} {why}")
         for preset in preset_names(name, value):
             if preset not in PRESETS:
                 problems.append(
                     f"{where}: parameter {name!r}: unknown preset {preset!r} (known: {', '.join(sorted(PRESETS))})"
                 )
 
-def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` list
-                     index: int,  # its position (for messages)
-                     root: str | Path | None = None,  # project root
-                    ) -> tuple[list[Cell], list[str]]:
+
+def experiment_cells(
+    entry: Any,  # one item of the sweep file's `experiments` list
+    index: int,  # its position (for messages)
+    root: str | Path | None = None,  # project root
+) -> tuple[list[Cell], list[str]]:
     "The cells of one experiment entry, and the problems found in it."
     problems: list[str] = []
     if not isinstance(entry, dict) or "notebook" not in entry:
@@ -287,13 +352,16 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
     where = f"experiments[{index}] ({name})"
     if unknown := sorted(set(entry) - EXPERIMENT_KEYS):
         problems.append(f"{where}: unknown key(s) {unknown} (allowed: {sorted(EXPERIMENT_KEYS)})")
-    if not isinstance(name, str): return [], problems + [f"{where}: 'notebook' must be a name or path"]
+    if not isinstance(name, str):
+        return [], problems + [f"{where}: 'notebook' must be a name or path"]
     path = notebook_path(name, root)
-    try: params = notebook_parameters(path)
+    try:
+        params = notebook_parameters(path)
     except (FileNotFoundError, ValueError) as e:
         known = sorted(p.stem for p in experiments_dir(root).glob("*.ipynb"))
         return [], problems + [f"{where}: unknown notebook {name!r}: {e} (experiment notebooks: {', '.join(known)})"]
-    try: config = registered_config(path)
+    try:
+        config = registered_config(path)
     except ImportError as e:
         return [], problems + [f"{where}: the config of its study ({config_import(path.stem)}) cannot be imported: {e}"]
     judged = params if config is None else None
@@ -311,7 +379,8 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
         if not isinstance(values, list) or not values:
             problems.append(f"{where} grid: {key!r} must be a non-empty list of values, got {values!r}")
             continue
-        for v in values: check_values({key: v}, judged, f"{where} grid", name, problems)
+        for v in values:
+            check_values({key: v}, judged, f"{where} grid", name, problems)
     if unknown := sorted(set(resources) - RESOURCE_KEYS):
         problems.append(f"{where} resources: unknown key(s) {unknown} (allowed: {sorted(RESOURCE_KEYS)})")
     for key in RESOURCE_KEYS & set(resources):
@@ -320,12 +389,21 @@ def experiment_cells(entry: Any,  # one item of the sweep file's `experiments` l
     label = entry.get("label", Path(name).stem)
     if not isinstance(label, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", label):
         problems.append(f"{where}: 'label' must be letters, digits, '.', '_' or '-', got {label!r}")
-    if problems: return [], problems
-    cells = [Cell(cell_id(label, case, point), str(path), {**fixed, **values, **point},
-                  gpus=resources.get("gpus", 0), cpus=resources.get("cpus", 1))
-             for case, values in (cases.items() if cases else [(None, {})])
-             for point in (grid_points({k: v for k, v in grid.items()}))]
-    if config is not None and (wrong := config_cell_problems(config, cells, where)): return [], problems + wrong
+    if problems:
+        return [], problems
+    cells = [
+        Cell(
+            cell_id(label, case, point),
+            str(path),
+            {**fixed, **values, **point},
+            gpus=resources.get("gpus", 0),
+            cpus=resources.get("cpus", 1),
+        )
+        for case, values in (cases.items() if cases else [(None, {})])
+        for point in (grid_points({k: v for k, v in grid.items()}))
+    ]
+    if config is not None and (wrong := config_cell_problems(config, cells, where)):
+        return [], problems + wrong
     defaults = {n: p.default for n, p in params.items()}
     full = (
         (lambda c: config_values(config_from(config, c.parameters)))
@@ -355,18 +433,33 @@ class Sweep:
     def table(self) -> pd.DataFrame:
         "One row per cell: its run folder, notebook and parameters."
         shown = lambda c: ", ".join(f"{k} ({'set' if os.environ.get(k) else 'not set'})" for k in c.keys)
-        return pd.DataFrame([dict(cell=c.id, notebook=c.notebook_name, gpus=c.gpus, ignored="; ".join(c.ignored),
-                                  keys=shown(c),
-                                  parameters=json.dumps(c.parameters)) for c in self.cells])
+        return pd.DataFrame(
+            [
+                dict(
+                    cell=c.id,
+                    notebook=c.notebook_name,
+                    gpus=c.gpus,
+                    ignored="; ".join(c.ignored),
+                    keys=shown(c),
+                    parameters=json.dumps(c.parameters),
+                )
+                for c in self.cells
+            ]
+        )
 
-def load_sweep(path: str | Path,  # a sweep YAML file
-               root: str | Path | None = None,  # project root (default: found from the working directory)
-              ) -> Sweep:
+
+def load_sweep(
+    path: str | Path,  # a sweep YAML file
+    root: str | Path | None = None,  # project root (default: found from the working directory)
+) -> Sweep:
     "Read, expand and check a sweep file; a `SweepError` lists every problem."
     path = resolve_path(path, root)
-    if not path.is_file(): raise SweepError(str(path), [f"no sweep file {path}"])
-    try: spec = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e: raise SweepError(str(path), [f"not valid YAML: {e}"]) from None
+    if not path.is_file():
+        raise SweepError(str(path), [f"no sweep file {path}"])
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise SweepError(str(path), [f"not valid YAML: {e}"]) from None
     if not isinstance(spec, dict):
         raise SweepError(str(path), ["the file must be a mapping with an 'experiments' list"])
     problems = (
@@ -378,15 +471,19 @@ def load_sweep(path: str | Path,  # a sweep YAML file
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         problems.append(f"'name' must be a folder name, got {name!r}")
     entries = spec.get("experiments")
-    if not isinstance(entries, list) or not entries: problems.append("'experiments' must be a non-empty list")
+    if not isinstance(entries, list) or not entries:
+        problems.append("'experiments' must be a non-empty list")
     cells = []
     for i, entry in enumerate(entries if isinstance(entries, list) else []):
         found, wrong = experiment_cells(entry, i, root)
         cells += found
         problems += wrong
     seen: dict[str, int] = {}
-    for c in cells: seen[c.id] = seen.get(c.id, 0) + 1
-    problems += [f"{n} cells share the run folder {i!r}: give the experiments different labels" for i,
-                 n in seen.items() if n > 1]
-    if problems: raise SweepError(str(path), problems)
+    for c in cells:
+        seen[c.id] = seen.get(c.id, 0) + 1
+    problems += [
+        f"{n} cells share the run folder {i!r}: give the experiments different labels" for i, n in seen.items() if n > 1
+    ]
+    if problems:
+        raise SweepError(str(path), problems)
     return Sweep(name, cells, spec.get("description", ""), str(path))

@@ -19,6 +19,7 @@ __all__ = ['SolutionStatus', 'CUT_OFF', 'Bins', 'ParsedSolution', 'UnreadableAns
 SolutionStatus = Literal["valid", "violation", "malformed"]
 CUT_OFF = "cut off by the token limit"  # the reason given to a cut-off last entry
 
+
 @dataclass(frozen=True)
 class ParsedSolution:
     solution: Hashable | None  # canonical form, None when malformed
@@ -27,27 +28,34 @@ class ParsedSolution:
     text: str = ""  # the snippet of the answer it was read from
     cut_off: bool = False  # the unfinished last entry of a truncated reply: not an answer (malformed, never in Y)
 
+
 @dataclass(frozen=True)
 class UnreadableAnswer:
     "A malformed answer as an element of the answer set Y: wrong, and equal only to the same words."
+
     text: str  # the answer's words, without its heading, whitespace collapsed
+
 
 _ENTRY_HEADING = re.compile(
     r"^[^\w\n]*(?:\d+[.)][^\w\n]*)?(?:solution|schedule|subset|option|assignment)[ \t]*#?[ \t]*\d+[\s:.)*_`=]*", re.I
 )
 
+
 def unreadable_answer(p: ParsedSolution) -> UnreadableAnswer:
     "The element of Y that a malformed candidate stands for."
     return UnreadableAnswer(" ".join(_ENTRY_HEADING.sub("", p.text.strip(), count=1).split()))
+
 
 def valid_solutions(parsed: Iterable[ParsedSolution]) -> set:
     "The set of distinct valid solutions in a parsed answer."
     return {p.solution for p in parsed if p.status == "valid"}
 
+
 def listed_solutions(parsed: Iterable[ParsedSolution]) -> set:
     """Y, the set of distinct answers the model gave (the denominator of precision): well-formed solutions and
     unreadable answers, not a cut-off last entry."""
     return {unreadable_answer(p) if p.status == "malformed" else p.solution for p in parsed if not p.cut_off}
+
 
 def well_formed_solutions(parsed: Iterable[ParsedSolution]) -> set:
     "The distinct well-formed solutions (valid or not) a model listed."
@@ -56,17 +64,22 @@ def well_formed_solutions(parsed: Iterable[ParsedSolution]) -> set:
 # %% ../../nbs/00_tasks.core.ipynb #462c21cc
 Bins = Sequence[tuple[int, int | None]]  # inclusive (low, high); high None = open-ended
 
+
 def level_bins(n_levels: int, width: int = 50, open_top: bool = False) -> list[tuple[int, int | None]]:
     "Levels of `width` solutions each; with `open_top` the last level has no upper bound."
     bins = [(i * width + 1, (i + 1) * width) for i in range(n_levels)]
-    if open_top: bins[-1] = (bins[-1][0], None)
+    if open_top:
+        bins[-1] = (bins[-1][0], None)
     return bins
+
 
 def level_of(count: int, bins: Bins) -> int | None:
     "The 1-based level of an instance with `count` solutions, or None when outside every bin."
     for level, (low, high) in enumerate(bins, start=1):
-        if count >= low and (high is None or count <= high): return level
+        if count >= low and (high is None or count <= high):
+            return level
     return None
+
 
 def max_count(bins: Bins) -> int | None:
     "The largest solution count any level accepts (None when the top level is open-ended)."
@@ -80,24 +93,29 @@ def attempt_rng(task: str, seed: int, attempt: int) -> random.Random:
 # %% ../../nbs/00_tasks.core.ipynb #23b1c119
 class TooManySolutions(Exception):
     "Raised by an enumerator that found more than `cap` solutions."
+
     def __init__(self, cap: int):
         super().__init__(f"more than {cap} solutions")
         self.cap = cap
 
 # %% ../../nbs/00_tasks.core.ipynb #e02d8b6b
-_NUMBER_WORDS = {w: i for i,
-                 w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())}
+_NUMBER_WORDS = {
+    w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())
+}
 _TOTAL_RE = re.compile(
     r"total(?:\s+of)?\s*[:=]?\s*\**\s*(\d+|[a-z]+)\s*\**\s+(?:feasible\s+|valid\s+|distinct\s+|unique\s+|possible\s+)*"
     r"(?:solutions?|schedules?|subsets?)",
     re.I,
 )
 
+
 def claimed_total(text: str) -> int | None:
     "The last 'Total N ... solutions' the text states, or None."
     found = None
     for m in _TOTAL_RE.finditer(text or ""):
         word = m.group(1).lower()
-        if word.isdigit(): found = int(word)
-        elif word in _NUMBER_WORDS: found = _NUMBER_WORDS[word]
+        if word.isdigit():
+            found = int(word)
+        elif word in _NUMBER_WORDS:
+            found = _NUMBER_WORDS[word]
     return found

@@ -26,9 +26,11 @@ __all__ = ['TASKS', 'get_task', 'MuSoBenchItem', 'evaluate_attempt', 'build_task
 # %% ../../nbs/03_tasks.musobench.ipynb #afbee609
 TASKS: dict[str, ModuleType] = {"timetabling": timetabling, "subsetsum": subsetsum}
 
+
 def get_task(name: str) -> ModuleType:
     "The task module called `name`."
-    if name not in TASKS: raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
+    if name not in TASKS:
+        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
     return TASKS[name]
 
 # %% ../../nbs/03_tasks.musobench.ipynb #628a7ed8
@@ -41,10 +43,12 @@ class MuSoBenchItem:
     solutions: list  # every solution, canonical and sorted
 
     @property
-    def answer_count(self) -> int: return len(self.solutions)
+    def answer_count(self) -> int:
+        return len(self.solutions)
 
     @property
-    def question(self) -> str: return self.instance.question()
+    def question(self) -> str:
+        return self.instance.question()
 
     def answer_text(self) -> str:
         "The ground-truth solutions as text, in the reference format."
@@ -58,10 +62,12 @@ def evaluate_attempt(task: str, seed: int, attempt: int, levels: Sequence[int] |
     level = level_of(module.count_solutions(inst, cap=max_count(module.LEVELS)), module.LEVELS)
     return None if level is None or (levels is not None and level not in levels) else (inst, level)
 
+
 def _evaluate_chunk(args) -> list[tuple[int, Any, int]]:
     "(attempt, instance, level) of the attempts start..stop-1 that have a wanted level."
     task, seed, start, stop, levels = args
     return [(a, *found) for a in range(start, stop) if (found := evaluate_attempt(task, seed, a, levels))]
+
 
 def _enumerate_chunk(args) -> list[list]:
     task, instances = args
@@ -73,56 +79,68 @@ def _map(pool: Executor | None, fn: Callable, jobs: Iterable) -> Iterator:
     "`fn` over `jobs`, in order: in the pool's workers, or here without a pool."
     return pool.map(fn, jobs) if pool else map(fn, jobs)
 
+
 def _hits(pool: Executor | None, task, seed, levels, chunk, max_attempts) -> Iterator[tuple[int, Any, int]]:
     "The attempts below `max_attempts` that have a wanted level, in attempt order, as (attempt, instance, level)."
     starts = iter(range(0, max_attempts, chunk))
     job = lambda start: (task, seed, start, min(start + chunk, max_attempts), levels)
     if pool is None:
-        for start in starts: yield from _evaluate_chunk(job(start))
+        for start in starts:
+            yield from _evaluate_chunk(job(start))
         return
     in_flight = deque(pool.submit(_evaluate_chunk, job(s)) for _, s in zip(range(2 * pool._max_workers), starts))
     try:
         while in_flight:
             hits = in_flight.popleft().result()
-            if (start := next(starts, None)) is not None: in_flight.append(pool.submit(_evaluate_chunk, job(start)))
+            if (start := next(starts, None)) is not None:
+                in_flight.append(pool.submit(_evaluate_chunk, job(start)))
             yield from hits
     finally:
-        for future in in_flight: future.cancel()
+        for future in in_flight:
+            future.cancel()
 
-def build_task(task: str,  # "timetabling" or "subsetsum"
-               seed: int = 0,  # benchmark seed
-               per_level: int = 100,  # instances per level
-               levels: Sequence[int] | None = None,  # which levels (1-based); None = all
-               workers: int = 1,  # worker processes for the attempts
-               max_attempts: int = 2_000_000,  # give up (with an error) after this many attempts
-               chunk: int = 500,  # attempts per worker job
-              ) -> list[MuSoBenchItem]:
+
+def build_task(
+    task: str,  # "timetabling" or "subsetsum"
+    seed: int = 0,  # benchmark seed
+    per_level: int = 100,  # instances per level
+    levels: Sequence[int] | None = None,  # which levels (1-based); None = all
+    workers: int = 1,  # worker processes for the attempts
+    max_attempts: int = 2_000_000,  # give up (with an error) after this many attempts
+    chunk: int = 500,  # attempts per worker job
+) -> list[MuSoBenchItem]:
     "Fill the requested levels of one task with `per_level` distinct instances each."
     module = get_task(task)
     levels = list(range(1, len(module.LEVELS) + 1)) if levels is None else sorted(set(levels))
     if bad := [l for l in levels if not 1 <= l <= len(module.LEVELS)]:
         raise ValueError(f"{task} has levels 1..{len(module.LEVELS)}, got {bad}")
-    if per_level < 1: raise ValueError(f"per_level must be >= 1, got {per_level}")
-    if workers < 1 or chunk < 1: raise ValueError(f"workers and chunk must be >= 1, got {workers} and {chunk}")
+    if per_level < 1:
+        raise ValueError(f"per_level must be >= 1, got {per_level}")
+    if workers < 1 or chunk < 1:
+        raise ValueError(f"workers and chunk must be >= 1, got {workers} and {chunk}")
     buckets, seen = {l: [] for l in levels}, set()
     pool = ProcessPoolExecutor(workers) if workers > 1 else None
     try:
         for _, inst, level in _hits(pool, task, seed, frozenset(levels), chunk, max_attempts):
             key = module.instance_key(inst)
-            if len(buckets[level]) >= per_level or key in seen: continue
+            if len(buckets[level]) >= per_level or key in seen:
+                continue
             seen.add(key)
             buckets[level].append(inst)
-            if all(len(b) >= per_level for b in buckets.values()): break
+            if all(len(b) >= per_level for b in buckets.values()):
+                break
         else:
             short = {l: per_level - len(b) for l, b in buckets.items() if len(b) < per_level}
             raise RuntimeError(f"{task}: {max_attempts} attempts did not fill every level; missing per level: {short}")
         accepted = [(l, inst) for l in levels for inst in buckets[l]]
         batch = max(1, len(accepted) // (4 * workers))
-        jobs = [(task, [inst for _, inst in accepted[i:i + batch]]) for i in range(0, len(accepted), batch)]
+        jobs = [(task, [inst for _, inst in accepted[i : i + batch]]) for i in range(0, len(accepted), batch)]
         solutions = [sols for found in _map(pool, _enumerate_chunk, jobs) for sols in found]
     finally:
-        if pool: pool.shutdown(cancel_futures=True)
+        if pool:
+            pool.shutdown(cancel_futures=True)
     return [MuSoBenchItem(qid, task, l, inst, sols) for qid, ((l, inst), sols) in enumerate(zip(accepted, solutions))]
+
 
 def build_benchmark(tasks: Iterable[str] = ("timetabling", "subsetsum"), **kwargs) -> dict[str, list[MuSoBenchItem]]:
     "The benchmark: one list of items per task (keyword arguments go to `build_task`)."
@@ -131,9 +149,14 @@ def build_benchmark(tasks: Iterable[str] = ("timetabling", "subsetsum"), **kwarg
 # %% ../../nbs/03_tasks.musobench.ipynb #0931e1ca
 def to_record(item: MuSoBenchItem, extra_fields: bool = True) -> dict:
     "One item as a reference-format JSON object."
-    record = {"question_id": item.question_id, "question": item.question,
-              "answers": {"0": item.answer_text()}, "answer_count": item.answer_count}
+    record = {
+        "question_id": item.question_id,
+        "question": item.question,
+        "answers": {"0": item.answer_text()},
+        "answer_count": item.answer_count,
+    }
     return {**record, "task": item.task, "level": item.level} if extra_fields else record
+
 
 def write_jsonl(items: Iterable[MuSoBenchItem], path: str | Path, extra_fields: bool = True) -> Path:
     "Write items as reference-format JSONL (atomically: a temp file, then a rename)."
@@ -141,7 +164,8 @@ def write_jsonl(items: Iterable[MuSoBenchItem], path: str | Path, extra_fields: 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
     with open(tmp, "w", encoding="utf-8") as f:
-        for item in items: f.write(json.dumps(to_record(item, extra_fields)) + "\n")
+        for item in items:
+            f.write(json.dumps(to_record(item, extra_fields)) + "\n")
     tmp.replace(path)
     return path
 
@@ -152,12 +176,15 @@ def detect_task(question: str) -> str:
         try:
             module.parse_question(question)
             return name
-        except ValueError: pass
+        except ValueError:
+            pass
     raise ValueError(f"question matches no known task: {question[:120]!r}")
+
 
 def from_record(record: dict, task: str | None = None) -> MuSoBenchItem:
     "An item from a reference-format JSON object (validated)."
-    try: question, text, count = record["question"], record["answers"]["0"], record["answer_count"]
+    try:
+        question, text, count = record["question"], record["answers"]["0"], record["answer_count"]
     except (KeyError, TypeError) as e:
         raise ValueError(f"not a MuSoBench record (need question, answers['0'], answer_count): missing {e}") from None
     task = task or record.get("task") or detect_task(question)
@@ -171,13 +198,17 @@ def from_record(record: dict, task: str | None = None) -> MuSoBenchItem:
     level = record.get("level") or level_of(count, module.LEVELS)
     return MuSoBenchItem(record.get("question_id"), task, level, inst, solutions)
 
+
 def read_jsonl(path: str | Path, task: str | None = None) -> list[MuSoBenchItem]:
     "Items from a reference-format JSONL file; errors name the line."
     items = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip(): continue
-        try: items.append(from_record(json.loads(line), task))
-        except (ValueError, json.JSONDecodeError) as e: raise ValueError(f"{path}:{n}: {e}") from None
+        if not line.strip():
+            continue
+        try:
+            items.append(from_record(json.loads(line), task))
+        except (ValueError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}:{n}: {e}") from None
     return items
 
 # %% ../../nbs/03_tasks.musobench.ipynb #86a7218f
@@ -185,16 +216,34 @@ def instance_size(item: MuSoBenchItem) -> int:
     inst = item.instance
     return len(inst.courses) if item.task == "timetabling" else len(inst.values)
 
+
 def benchmark_table(items: Iterable[MuSoBenchItem]) -> pd.DataFrame:
     "One row per instance: task, question_id, level, answer_count, size."
-    return pd.DataFrame([{"task": it.task, "question_id": it.question_id, "level": it.level,
-                          "answer_count": it.answer_count, "size": instance_size(it)} for it in items])
+    return pd.DataFrame(
+        [
+            {
+                "task": it.task,
+                "question_id": it.question_id,
+                "level": it.level,
+                "answer_count": it.answer_count,
+                "size": instance_size(it),
+            }
+            for it in items
+        ]
+    )
+
 
 def benchmark_summary(table: pd.DataFrame) -> pd.DataFrame:
     "Per task and level: instances, solution-count range and mean, mean size."
-    return (table.groupby(["task", "level"]).agg(instances=("question_id", "size"),
-                                                 min_solutions=("answer_count", "min"),
-                                                 max_solutions=("answer_count", "max"),
-                                                 mean_solutions=("answer_count", "mean"),
-                                                 mean_size=("size", "mean"))
-            .round(2).reset_index())
+    return (
+        table.groupby(["task", "level"])
+        .agg(
+            instances=("question_id", "size"),
+            min_solutions=("answer_count", "min"),
+            max_solutions=("answer_count", "max"),
+            mean_solutions=("answer_count", "mean"),
+            mean_size=("size", "mean"),
+        )
+        .round(2)
+        .reset_index()
+    )

@@ -26,6 +26,7 @@ SUBSET_FILES = {"curated": "curated.jsonl", "wildchat": "wildchat-1k.jsonl"}
 HUB_ID = "yimingzhang/novelty-bench"  # the hub copy, read only with allow_hub=True (its splits are the subsets)
 DATA_ENV = "NOVELTYBENCH_DIR"  # a folder holding the subset files
 
+
 @dataclass(frozen=True)
 class NoveltyPrompt:
     id: str  # NoveltyBench's id ("curated-0", "WildChat-<hash>")
@@ -45,22 +46,33 @@ class NoveltyPrompt:
 # %% ../../nbs/06_tasks.noveltybench.ipynb #5ea1fb61
 def prompt_record(record: dict, subset: str) -> NoveltyPrompt:
     "A `NoveltyPrompt` from one JSON record of NoveltyBench's files (or its hub rows)."
-    if not isinstance(record, dict): raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+    if not isinstance(record, dict):
+        raise ValueError(f"expected a JSON object, got {type(record).__name__}")
     paraphrases = record.get("prompt_paraphrases") or ()
     if not isinstance(paraphrases, (list, tuple)) or not all(isinstance(p, str) for p in paraphrases):
         raise ValueError("`prompt_paraphrases` must be a list of strings")
-    return NoveltyPrompt(id=record.get("id"), subset=subset, prompt=record.get("prompt"),
-                         category=record.get("category"), paraphrases=tuple(paraphrases))
+    return NoveltyPrompt(
+        id=record.get("id"),
+        subset=subset,
+        prompt=record.get("prompt"),
+        category=record.get("category"),
+        paraphrases=tuple(paraphrases),
+    )
+
 
 def read_prompts(file: str | Path, subset: str) -> list[NoveltyPrompt]:
     "The prompts of one JSONL file; an error names the file and the line."
     out = []
     for number, line in enumerate(Path(file).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip(): continue
-        try: out.append(prompt_record(json.loads(line), subset))
-        except (ValueError, json.JSONDecodeError) as e: raise ValueError(f"{file}, line {number}: {e}") from None
+        if not line.strip():
+            continue
+        try:
+            out.append(prompt_record(json.loads(line), subset))
+        except (ValueError, json.JSONDecodeError) as e:
+            raise ValueError(f"{file}, line {number}: {e}") from None
     ids = [p.id for p in out]
-    if len(set(ids)) != len(ids): raise ValueError(f"{file}: duplicate prompt ids")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{file}: duplicate prompt ids")
     return out
 
 # %% ../../nbs/06_tasks.noveltybench.ipynb #08df7499
@@ -68,44 +80,59 @@ def packaged_dir() -> Path:
     "The NoveltyBench files shipped inside the package (the curated set and its licence)."
     return Path(str(importlib.resources.files("reasoning_study") / "data" / "noveltybench"))
 
+
 def _candidate_dirs() -> list[Path]:
     found = [Path(os.environ[DATA_ENV])] if os.environ.get(DATA_ENV) else []
     found.append(packaged_dir())
-    try: found.append(project_root().parent / "shared" / "reference" / "noveltybench")
-    except FileNotFoundError: pass  # not inside a checkout of the project
+    try:
+        found.append(project_root().parent / "shared" / "reference" / "noveltybench")
+    except FileNotFoundError:
+        pass  # not inside a checkout of the project
     return found
 
-def prompts_file(subset: str = "curated",  # "curated" or "wildchat"
-                 path: str | Path | None = None,  # a JSONL file, or a folder holding NoveltyBench's files
-                ) -> Path:
+
+def prompts_file(
+    subset: str = "curated",  # "curated" or "wildchat"
+    path: str | Path | None = None,  # a JSONL file, or a folder holding NoveltyBench's files
+) -> Path:
     "The JSONL file of a subset (see the search order above)."
-    if subset not in SUBSET_FILES: raise ValueError(f"subset must be one of {list(SUBSET_FILES)}, got {subset!r}")
+    if subset not in SUBSET_FILES:
+        raise ValueError(f"subset must be one of {list(SUBSET_FILES)}, got {subset!r}")
     if path is not None:
         path = Path(path).expanduser()
-        if path.is_file(): return path
-        if not path.is_dir(): raise FileNotFoundError(f"no NoveltyBench file or folder at {path}")
+        if path.is_file():
+            return path
+        if not path.is_dir():
+            raise FileNotFoundError(f"no NoveltyBench file or folder at {path}")
         folders = [path]
-    else: folders = _candidate_dirs()
+    else:
+        folders = _candidate_dirs()
     for folder in folders:
-        if (folder / SUBSET_FILES[subset]).is_file(): return folder / SUBSET_FILES[subset]
+        if (folder / SUBSET_FILES[subset]).is_file():
+            return folder / SUBSET_FILES[subset]
     raise FileNotFoundError(
         f"NoveltyBench {subset!r}: {SUBSET_FILES[subset]} is in none of {[str(f) for f in folders]}; "
         f"give path=, set ${DATA_ENV}, or pass allow_hub=True to download {HUB_ID}"
     )
 
-def load_noveltybench(subset: str = "curated",  # "curated" (100 prompts) or "wildchat" (1,000)
-                      path: str | Path | None = None,  # a local file or folder (see `prompts_file`)
-                      limit: int | None = None,  # the first `limit` prompts
-                      categories: Sequence[str] | None = None,  # curated: keep these categories only
-                      allow_hub: bool = False,  # read the hub copy when no local file is found
-                     ) -> list[NoveltyPrompt]:
+
+def load_noveltybench(
+    subset: str = "curated",  # "curated" (100 prompts) or "wildchat" (1,000)
+    path: str | Path | None = None,  # a local file or folder (see `prompts_file`)
+    limit: int | None = None,  # the first `limit` prompts
+    categories: Sequence[str] | None = None,  # curated: keep these categories only
+    allow_hub: bool = False,  # read the hub copy when no local file is found
+) -> list[NoveltyPrompt]:
     "NoveltyBench prompts of one subset, in file order."
     if limit is not None and (not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive int, got {limit!r}")
-    try: prompts = read_prompts(prompts_file(subset, path), subset)
+    try:
+        prompts = read_prompts(prompts_file(subset, path), subset)
     except FileNotFoundError:
-        if not allow_hub or path is not None: raise
+        if not allow_hub or path is not None:
+            raise
         import datasets
+
         prompts = [prompt_record(dict(r), subset) for r in datasets.load_dataset(HUB_ID, split=subset)]
     if categories is not None:
         unknown = set(categories) - {p.category for p in prompts}
@@ -118,28 +145,35 @@ def load_noveltybench(subset: str = "curated",  # "curated" (100 prompts) or "wi
 
 # %% ../../nbs/06_tasks.noveltybench.ipynb #dab0ee05
 AnswersStatus = Literal["complete", "short", "long", "unnumbered", "empty"]
-_ITEM = re.compile(  # at a line's start: symbols (bullets, markup, ★, ➤ ...), an optional word, the number, its delimiter
-    r"^[ \t]*(?:(?:[^\w\s]|_)[ \t]*)*(?:(?:answer|response|option|idea)[ \t]*)?\(?(\d{1,3})"
-    r"(?:[.):\]](?!\d)|[ \t]+[-–—])[*_]*[ \t]*",  # '1.5', '2:30' are numbers, not items
-    re.I | re.M,
+_ITEM = (
+    re.compile(  # at a line's start: symbols (bullets, markup, ★, ➤ ...), an optional word, the number, its delimiter
+        r"^[ \t]*(?:(?:[^\w\s]|_)[ \t]*)*(?:(?:answer|response|option|idea)[ \t]*)?\(?(\d{1,3})"
+        r"(?:[.):\]](?!\d)|[ \t]+[-–—])[*_]*[ \t]*",  # '1.5', '2:30' are numbers, not items
+        re.I | re.M,
+    )
 )
 _EDGE_MARKUP = re.compile(r"^[*_\s]+|[*_\s]+$")
 
-def numbered_answers(reply: str,  # the model's reply (its final answer, thinking removed)
-                     k: int,  # how many answers were asked for
-                    ) -> tuple[list[str], AnswersStatus]:
+
+def numbered_answers(
+    reply: str,  # the model's reply (its final answer, thinking removed)
+    k: int,  # how many answers were asked for
+) -> tuple[list[str], AnswersStatus]:
     "The numbered answers of one reply (at most k) and what the reader saw."
-    if k < 1: raise ValueError(f"k must be >= 1, got {k}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
     text = (reply or "").strip()
-    if not text: return [], "empty"
+    if not text:
+        return [], "empty"
     starts, expected = [], 1
     for m in _ITEM.finditer(text):
         if int(m.group(1)) == expected:
             starts.append(m)
             expected += 1
-    if not starts: return [text], "unnumbered"
+    if not starts:
+        return [text], "unnumbered"
     ends = [m.start() for m in starts[1:]] + [len(text)]
-    answers = [_EDGE_MARKUP.sub("", text[m.end():end]) for m, end in zip(starts, ends)]
+    answers = [_EDGE_MARKUP.sub("", text[m.end() : end]) for m, end in zip(starts, ends)]
     answers = [a for a in answers if a]
     status = "complete" if len(answers) == k else "short" if len(answers) < k else "long"
     return answers[:k], status
@@ -148,15 +182,20 @@ def numbered_answers(reply: str,  # the model's reply (its final answer, thinkin
 # (candidate, representatives) -> index of the first equivalent one
 SameClass = Callable[[str, Sequence[str]], "int | None"]
 
+
 def first_equivalent(equivalent: Callable[[str, str], bool]) -> SameClass:
     "A `same_class` rule from a pairwise one: the first representative `equivalent(representative, candidate)` accepts."
+
     def same_class(candidate: str, representatives: Sequence[str]) -> int | None:
         return next((i for i, r in enumerate(representatives) if equivalent(r, candidate)), None)
+
     return same_class
 
-def partition(generations: Sequence[str],  # the k generations, in order
-              same_class: SameClass,  # see `first_equivalent`
-             ) -> list[int]:
+
+def partition(
+    generations: Sequence[str],  # the k generations, in order
+    same_class: SameClass,  # see `first_equivalent`
+) -> list[int]:
     """The class of each generation: 0, 1, … in the order classes open; each generation joins the first class whose
     first member it is equivalent to."""
     representatives, classes = [], []
@@ -170,6 +209,7 @@ def partition(generations: Sequence[str],  # the k generations, in order
         classes.append(found)
     return classes
 
+
 def class_openers(classes: Sequence[int]) -> list[bool]:
     "Whether each generation opens a new class (its class number appears for the first time)."
     seen = set()
@@ -178,16 +218,20 @@ def class_openers(classes: Sequence[int]) -> list[bool]:
 # %% ../../nbs/06_tasks.noveltybench.ipynb #7912fdba
 _WORD = re.compile(r"\w+")
 
+
 def word_set(text: str) -> frozenset:
     "The lowercased words of a text."
     return frozenset(w.lower() for w in _WORD.findall(text or ""))
+
 
 def lexical_similarity(a: str, b: str) -> float:
     "Jaccard similarity of the two word sets (1.0 for two texts without words)."
     wa, wb = word_set(a), word_set(b)
     return 1.0 if not wa and not wb else len(wa & wb) / len(wa | wb)
 
+
 def lexical_equivalent(a: str, b: str, threshold: float = 0.6) -> bool:
     "Whether two generations are lexically equivalent (word-set Jaccard >= threshold)."
-    if not 0 < threshold <= 1: raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     return lexical_similarity(a, b) >= threshold

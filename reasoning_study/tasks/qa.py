@@ -29,6 +29,7 @@ __all__ = ['AnswerFormat', 'OPTION_LETTERS', 'CHAMP_INSTALL', 'MMLU_SAMPLE_INSTA
 AnswerFormat = Literal["ff", "mc"]  # free-form | multiple-choice
 OPTION_LETTERS = "ABCDEFGHIJ"  # the letters of up to ten options, in order (the prompts list options with them)
 
+
 @dataclass
 class QAItem:
     id: str  # unique id, prefixed with the benchmark ("gpqa/recXYZ")
@@ -46,14 +47,17 @@ class QAItem:
             value = getattr(self, name)
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"QAItem {self.id!r}: `{name}` must be a non-empty string, got {value!r}")
-        if not isinstance(self.question, str): raise ValueError(f"QAItem {self.id!r}: `question` must be a string")
+        if not isinstance(self.question, str):
+            raise ValueError(f"QAItem {self.id!r}: `question` must be a string")
         if not self.question.strip() and self.image is None:
             raise ValueError(f"QAItem {self.id!r}: empty question and no image")
         if self.format == "ff":
             if self.options is not None or self.answer_letter is not None:
                 raise ValueError(f"QAItem {self.id!r}: a free-form item has no options or answer letter")
-        elif self.format == "mc": self._check_choice()
-        else: raise ValueError(f"QAItem {self.id!r}: format must be 'ff' or 'mc', got {self.format!r}")
+        elif self.format == "mc":
+            self._check_choice()
+        else:
+            raise ValueError(f"QAItem {self.id!r}: format must be 'ff' or 'mc', got {self.format!r}")
 
     def _check_choice(self):
         letter = self.answer_letter
@@ -77,18 +81,22 @@ class QAItem:
     @property
     def letters(self) -> str:
         "The option letters a multiple-choice answer may use ('' for free-form items)."
-        if self.format == "ff": return ""
-        if self.options is not None: return OPTION_LETTERS[:len(self.options)]
+        if self.format == "ff":
+            return ""
+        if self.options is not None:
+            return OPTION_LETTERS[: len(self.options)]
         n = self.metadata.get("n_options") or max(4, OPTION_LETTERS.index(self.answer_letter) + 1)
         return OPTION_LETTERS[:n]
 
     @property
-    def multimodal(self) -> bool: return self.image is not None
+    def multimodal(self) -> bool:
+        return self.image is not None
 
     @property
     def images(self) -> tuple:
         "The images to show with the question (what `Request.images` takes): the figure, or none."
         return () if self.image is None else (self.image,)
+
 
 def choice_item(id: str, benchmark: str, question: str, options: Sequence[str], answer_letter: str, **kwargs) -> QAItem:
     "A multiple-choice item from its options and the correct letter (the gold text is looked up)."
@@ -99,22 +107,27 @@ def choice_item(id: str, benchmark: str, question: str, options: Sequence[str], 
     return QAItem(id, benchmark, question, options[k], "mc", options, answer_letter, **kwargs)
 
 # %% ../../nbs/04_tasks.qa.ipynb #b4d7b02f
-def sample_indices(total: int,  # number of records
-                   n: int | None,  # how many to keep (None: all)
-                   seed: int = 0,
-                   salt: str = "",  # e.g. the benchmark name, so two benchmarks draw different samples
-                  ) -> list[int]:
+def sample_indices(
+    total: int,  # number of records
+    n: int | None,  # how many to keep (None: all)
+    seed: int = 0,
+    salt: str = "",  # e.g. the benchmark name, so two benchmarks draw different samples
+) -> list[int]:
     "Sorted indices of a seeded sample of `n` out of `total` records."
-    if n is None: return list(range(total))
-    if not isinstance(n, int) or n < 1: raise ValueError(f"n must be a positive integer or None, got {n!r}")
-    if n > total: raise ValueError(f"asked for {n} questions but only {total} are available")
+    if n is None:
+        return list(range(total))
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive integer or None, got {n!r}")
+    if n > total:
+        raise ValueError(f"asked for {n} questions but only {total} are available")
     return sorted(random.Random(f"{salt}:{seed}").sample(range(total), n))
 
 # %% ../../nbs/04_tasks.qa.ipynb #82d7d588
-def package_file(package: str,  # importable top-level package name
-                 relative: str,  # path inside the package folder
-                 install: str,  # what to pip install when it is missing
-                ) -> Path:
+def package_file(
+    package: str,  # importable top-level package name
+    relative: str,  # path inside the package folder
+    install: str,  # what to pip install when it is missing
+) -> Path:
     "A data file shipped inside an installed package (the package is located, never imported)."
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
@@ -126,33 +139,52 @@ def package_file(package: str,  # importable top-level package name
 
 # %% ../../nbs/04_tasks.qa.ipynb #f9d84388
 CHAMP_INSTALL = "champ-dataset==1.0.0"
-_CHAMP_PHRASES = [re.compile(p, re.I) for p in (r"(.+?) is the only possible value",
-                                                r"the limit exists and is equal to (.+)",
-                                                 r"the only possible value for the limit is (.+)")]
+_CHAMP_PHRASES = [
+    re.compile(p, re.I)
+    for p in (
+        r"(.+?) is the only possible value",
+        r"the limit exists and is equal to (.+)",
+        r"the only possible value for the limit is (.+)",
+    )
+]
 _NUMERIC = re.compile(r"[-+]?[\d.]+(?:\s*[-+*/^]\s*\(?[-+]?[\d.]+\)?)*")
+
 
 def champ_gold(answer: str) -> str | None:
     "The numeric gold answer of a CHAMP problem, or None when the answer is not a number."
     text = answer.split("or equivalently")[-1].strip()
     text = re.sub(r"\s*\([^()]*[A-Za-z][^()]*\)$", "", text).strip()  # "100 (i.e., all values)" -> "100"
     for phrase in _CHAMP_PHRASES:
-        if m := phrase.fullmatch(text): text = m.group(1).strip()
+        if m := phrase.fullmatch(text):
+            text = m.group(1).strip()
     return text if _NUMERIC.fullmatch(text) else None
+
 
 def load_champ() -> list[QAItem]:
     "The CHAMP problems with a numeric final answer, from the installed `champ-dataset` package."
     problems = json.loads(package_file("champ_dataset", "dataset_files/v0.json", CHAMP_INSTALL).read_text())["problems"]
     items = []
     for key, p in problems.items():
-        if (gold := champ_gold(p["_answer"])) is None: continue
-        items.append(QAItem(f"champ/{key}", "champ", p["_text"], gold, "ff",
-                            metadata={"category": p["category"], "source_answer": p["_answer"]}))
+        if (gold := champ_gold(p["_answer"])) is None:
+            continue
+        items.append(
+            QAItem(
+                f"champ/{key}",
+                "champ",
+                p["_text"],
+                gold,
+                "ff",
+                metadata={"category": p["category"], "source_answer": p["_answer"]},
+            )
+        )
     return items
 
 # %% ../../nbs/04_tasks.qa.ipynb #58442d76
 MMLU_SAMPLE_INSTALL = "--no-deps evals==3.0.1.post1"
-_MMLU_RE = re.compile(r"(?P<stem>.*?)\n+A\. (?P<A>.*?)\nB\. (?P<B>.*?)\nC\. (?P<C>.*?)\nD\. (?P<D>.*?)\nAnswer:\s*",
-                      re.S)
+_MMLU_RE = re.compile(
+    r"(?P<stem>.*?)\n+A\. (?P<A>.*?)\nB\. (?P<B>.*?)\nC\. (?P<C>.*?)\nD\. (?P<D>.*?)\nAnswer:\s*", re.S
+)
+
 
 def load_mmlu_sample() -> list[QAItem]:
     "200 MMLU questions (49 subjects) from the data files of the installed `evals` package."
@@ -161,67 +193,98 @@ def load_mmlu_sample() -> list[QAItem]:
     for i, line in enumerate(path.read_text().splitlines()):
         record = json.loads(line)
         m = _MMLU_RE.fullmatch(record["question"])
-        if m is None: raise ValueError(f"{path}:{i + 1}: cannot read the options of {record['question'][:80]!r}")
-        items.append(choice_item(f"mmlu-sample/{i}", "mmlu-sample", m["stem"].strip(), [m[k] for k in "ABCD"],
-                                 record["answer"],
-                                 metadata={"subject": record["topic"]}))
+        if m is None:
+            raise ValueError(f"{path}:{i + 1}: cannot read the options of {record['question'][:80]!r}")
+        items.append(
+            choice_item(
+                f"mmlu-sample/{i}",
+                "mmlu-sample",
+                m["stem"].strip(),
+                [m[k] for k in "ABCD"],
+                record["answer"],
+                metadata={"subject": record["topic"]},
+            )
+        )
     return items
 
 # %% ../../nbs/04_tasks.qa.ipynb #68f67970
 def _text(value) -> str:
     "A record field as stripped text ('' for missing values and NaN)."
-    if value is None or (isinstance(value, float) and math.isnan(value)): return ""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
     return str(value).strip()
+
 
 def record_image(record: dict, base_dir: Path | None = None):
     "The image of a record: a PIL image, or a file path; None when it has none."
     for key in ("decoded_image", "image"):
         value = record.get(key)
-        if value is None or (isinstance(value, str) and not value.strip()): continue
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue
         if isinstance(value, dict):  # an undecoded datasets Image: {"bytes", "path"}
             if value.get("bytes"):
                 from PIL import Image
+
                 return Image.open(io.BytesIO(value["bytes"]))
             value = value.get("path")
-            if not value: continue
+            if not value:
+                continue
         if isinstance(value, str):
             path = Path(value)
-            if not path.is_absolute() and base_dir is not None and (base_dir / path).exists(): path = base_dir / path
+            if not path.is_absolute() and base_dir is not None and (base_dir / path).exists():
+                path = base_dir / path
             return str(path)
         return value  # a PIL image
     return None
 
+
 def option_letter(answer, n_options: int) -> str:
     "A letter answer, or a 0-based index (int or digit string), as a letter among `n_options`."
     text = _text(answer)
-    if text.isdigit(): k = int(text)
-    elif len(text) == 1 and text.upper() in OPTION_LETTERS: k = OPTION_LETTERS.index(text.upper())
-    else: raise ValueError(f"{answer!r} is neither an option letter nor an option index")
-    if not 0 <= k < n_options: raise ValueError(f"answer {answer!r} is outside {n_options} options")
+    if text.isdigit():
+        k = int(text)
+    elif len(text) == 1 and text.upper() in OPTION_LETTERS:
+        k = OPTION_LETTERS.index(text.upper())
+    else:
+        raise ValueError(f"{answer!r} is neither an option letter nor an option index")
+    if not 0 <= k < n_options:
+        raise ValueError(f"answer {answer!r} is outside {n_options} options")
     return OPTION_LETTERS[k]
 
-def split_options(text: str,  # a question with its options written inside
-                  marker: str,  # the word that opens the option list ("Options:", "Choices:")
-                 ) -> tuple[str, list[str]] | None:
+
+def split_options(
+    text: str,  # a question with its options written inside
+    marker: str,  # the word that opens the option list ("Options:", "Choices:")
+) -> tuple[str, list[str]] | None:
     "Split `stem + marker + 'A: x, B: y ...'` (or one option per line) into (stem, options); None if it does not parse."
     head, found, tail = text.rpartition(marker)
-    if not found: return None
+    if not found:
+        return None
     m = re.match(r"\s*A\s*[:.]\s*", tail)
-    if m is None: return None
+    if m is None:
+        return None
     options, pos = [], m.end()
     for letter in OPTION_LETTERS[1:]:
         nxt = re.compile(rf"(?:,\s*|\s*\n\s*){letter}\s*[:.]\s*").search(tail, pos)
-        if nxt is None: break
-        options.append(tail[pos:nxt.start()].strip())
+        if nxt is None:
+            break
+        options.append(tail[pos : nxt.start()].strip())
         pos = nxt.end()
     options.append(tail[pos:].strip())
-    if len(options) < 2 or not all(options): return None
+    if len(options) < 2 or not all(options):
+        return None
     return head.strip(), options
 
 # %% ../../nbs/04_tasks.qa.ipynb #330371e6
 def aime2025_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
-    return QAItem(f"aime2025/{_text(r.get('id')) or row}", "aime2025", _text(r["problem"]), _text(r["answer"]),
-                  metadata={"url": _text(r.get("url"))})
+    return QAItem(
+        f"aime2025/{_text(r.get('id')) or row}",
+        "aime2025",
+        _text(r["problem"]),
+        _text(r["answer"]),
+        metadata={"url": _text(r.get("url"))},
+    )
+
 
 def gpqa_options(record_id: str, correct: str, incorrect: Sequence[str]) -> tuple[list[str], str]:
     "The four GPQA answers in an order fixed by the record id, and the letter of the correct one."
@@ -230,11 +293,19 @@ def gpqa_options(record_id: str, correct: str, incorrect: Sequence[str]) -> tupl
     random.Random(f"gpqa:{record_id}").shuffle(order)
     return [options[k] for k in order], OPTION_LETTERS[order.index(0)]
 
+
 def gpqa_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     record_id = _text(r["Record ID"])
     options, letter = gpqa_options(record_id, r["Correct Answer"], [r[f"Incorrect Answer {k}"] for k in (1, 2, 3)])
-    return choice_item(f"gpqa/{record_id}", "gpqa", _text(r["Question"]), options, letter,
-                       metadata={"domain": _text(r.get("High-level domain")), "subdomain": _text(r.get("Subdomain"))})
+    return choice_item(
+        f"gpqa/{record_id}",
+        "gpqa",
+        _text(r["Question"]),
+        options,
+        letter,
+        metadata={"domain": _text(r.get("High-level domain")), "subdomain": _text(r.get("Subdomain"))},
+    )
+
 
 def mathvista_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     pid, image = _text(r["pid"]), record_image(r, base_dir)
@@ -243,10 +314,24 @@ def mathvista_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
         options = [_text(c) for c in r["choices"]]
         if _text(r["answer"]) not in options:
             raise ValueError(f"mathvista/{pid}: answer {r['answer']!r} is not among the choices")
-        return choice_item(f"mathvista/{pid}", "mathvista", _text(r["question"]), options,
-                           OPTION_LETTERS[options.index(_text(r["answer"]))], image=image, metadata=meta)
-    return QAItem(f"mathvista/{pid}", "mathvista", _text(r.get("query")) or _text(r["question"]), _text(r["answer"]),
-                  image=image, metadata=meta)
+        return choice_item(
+            f"mathvista/{pid}",
+            "mathvista",
+            _text(r["question"]),
+            options,
+            OPTION_LETTERS[options.index(_text(r["answer"]))],
+            image=image,
+            metadata=meta,
+        )
+    return QAItem(
+        f"mathvista/{pid}",
+        "mathvista",
+        _text(r.get("query")) or _text(r["question"]),
+        _text(r["answer"]),
+        image=image,
+        metadata=meta,
+    )
+
 
 def mathvision_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     key, image = f"mathvision/{_text(r['id'])}", record_image(r, base_dir)
@@ -255,13 +340,26 @@ def mathvision_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     if not options:
         return QAItem(key, "mathvision", _text(r["question"]), _text(r["answer"]), image=image, metadata=meta)
     answer = _text(r["answer"])
-    if answer in OPTION_LETTERS[:len(options)]: letter = answer
-    elif answer in options: letter = OPTION_LETTERS[options.index(answer)]
-    else: raise ValueError(f"{key}: answer {answer!r} is neither an option letter nor an option")
-    if options == list(OPTION_LETTERS[:len(options)]):  # the choices are drawn in the image
-        return QAItem(key, "mathvision", _text(r["question"]), letter, "mc", None, letter, image=image,
-                      metadata={**meta, "n_options": len(options)})
+    if answer in OPTION_LETTERS[: len(options)]:
+        letter = answer
+    elif answer in options:
+        letter = OPTION_LETTERS[options.index(answer)]
+    else:
+        raise ValueError(f"{key}: answer {answer!r} is neither an option letter nor an option")
+    if options == list(OPTION_LETTERS[: len(options)]):  # the choices are drawn in the image
+        return QAItem(
+            key,
+            "mathvision",
+            _text(r["question"]),
+            letter,
+            "mc",
+            None,
+            letter,
+            image=image,
+            metadata={**meta, "n_options": len(options)},
+        )
     return choice_item(key, "mathvision", _text(r["question"]), options, letter, image=image, metadata=meta)
+
 
 def mathverse_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     key, image = f"mathverse/{_text(r['sample_index'])}", record_image(r, base_dir)
@@ -274,6 +372,7 @@ def mathverse_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
         return choice_item(key, "mathverse", split[0], split[1], letter, image=image, metadata=meta)
     return QAItem(key, "mathverse", question, letter, "mc", None, letter, image=image, metadata=meta)
 
+
 def mmstar_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     key, image, letter = f"mmstar/{_text(r['index'])}", record_image(r, base_dir), _text(r["answer"]).upper()
     meta = {"category": _text(r.get("category")), "l2_category": _text(r.get("l2_category"))}
@@ -281,16 +380,30 @@ def mmstar_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
         return choice_item(key, "mmstar", split[0], split[1], letter, image=image, metadata=meta)
     return QAItem(key, "mmstar", _text(r["question"]), letter, "mc", None, letter, image=image, metadata=meta)
 
+
 def ai2d_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     options = [_text(o) for o in r["options"]]
-    return choice_item(f"ai2d/{row}", "ai2d", _text(r["question"]), options, option_letter(r["answer"], len(options)),
-                       image=record_image(r, base_dir))
+    return choice_item(
+        f"ai2d/{row}",
+        "ai2d",
+        _text(r["question"]),
+        options,
+        option_letter(r["answer"], len(options)),
+        image=record_image(r, base_dir),
+    )
+
 
 def vmcbench_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     options = [_text(r.get(k)) for k in "ABCDEF" if _text(r.get(k))]
-    return choice_item(f"vmcbench/{_text(r.get('index')) or row}", "vmcbench", _text(r["question"]), options,
-                       option_letter(r["answer"], len(options)), image=record_image(r, base_dir),
-                       metadata={"category": _text(r.get("category"))})
+    return choice_item(
+        f"vmcbench/{_text(r.get('index')) or row}",
+        "vmcbench",
+        _text(r["question"]),
+        options,
+        option_letter(r["answer"], len(options)),
+        image=record_image(r, base_dir),
+        metadata={"category": _text(r.get("category"))},
+    )
 
 # %% ../../nbs/04_tasks.qa.ipynb #0f453460
 @dataclass(frozen=True)
@@ -302,26 +415,32 @@ class HubBenchmark:
     to_item: Callable[[dict, int, Path | None], QAItem]  # record, row number, folder of a local file
     multimodal: bool = False
 
-HUB_BENCHMARKS: dict[str, HubBenchmark] = {b.name: b for b in [
-    HubBenchmark("aime2025", "simplescaling/aime25_nofigures", None, "train", aime2025_item),
-    HubBenchmark("gpqa", "Idavidrein/gpqa", "gpqa_diamond", "train", gpqa_item),
-    HubBenchmark("mathvista", "AI4Math/MathVista", None, "testmini", mathvista_item, multimodal=True),
-    HubBenchmark("mathvision", "MathLLMs/MathVision", None, "testmini", mathvision_item, multimodal=True),
-    HubBenchmark("mathverse", "CaraJ/MathVerse-lmmseval", "testmini", "testmini", mathverse_item, multimodal=True),
-    HubBenchmark("mmstar", "Lin-Chen/MMStar", None, "val", mmstar_item, multimodal=True),
-    HubBenchmark("ai2d", "lmms-lab/ai2d", None, "test", ai2d_item, multimodal=True),
-    HubBenchmark("vmcbench", "suyc21/VMCBench", None, "dev", vmcbench_item, multimodal=True),
-]}
+
+HUB_BENCHMARKS: dict[str, HubBenchmark] = {
+    b.name: b
+    for b in [
+        HubBenchmark("aime2025", "simplescaling/aime25_nofigures", None, "train", aime2025_item),
+        HubBenchmark("gpqa", "Idavidrein/gpqa", "gpqa_diamond", "train", gpqa_item),
+        HubBenchmark("mathvista", "AI4Math/MathVista", None, "testmini", mathvista_item, multimodal=True),
+        HubBenchmark("mathvision", "MathLLMs/MathVision", None, "testmini", mathvision_item, multimodal=True),
+        HubBenchmark("mathverse", "CaraJ/MathVerse-lmmseval", "testmini", "testmini", mathverse_item, multimodal=True),
+        HubBenchmark("mmstar", "Lin-Chen/MMStar", None, "val", mmstar_item, multimodal=True),
+        HubBenchmark("ai2d", "lmms-lab/ai2d", None, "test", ai2d_item, multimodal=True),
+        HubBenchmark("vmcbench", "suyc21/VMCBench", None, "dev", vmcbench_item, multimodal=True),
+    ]
+}
 
 _FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
-def hub_records(spec: HubBenchmark,
-                # local data: a .json/.jsonl/.parquet file, a save_to_disk folder, or a hub repo copy
-                path: str | Path | None = None,
-                split: str | None = None,  # default: the paper's split
-                allow_hub: bool = False,  # download from the Hugging Face hub when no path is given
-                cache_dir: str | None = None,  # datasets' cache folder (default: its own)
-               ):
+
+def hub_records(
+    spec: HubBenchmark,
+    # local data: a .json/.jsonl/.parquet file, a save_to_disk folder, or a hub repo copy
+    path: str | Path | None = None,
+    split: str | None = None,  # default: the paper's split
+    allow_hub: bool = False,  # download from the Hugging Face hub when no path is given
+    cache_dir: str | None = None,  # datasets' cache folder (default: its own)
+):
     "The records of one benchmark split as a `datasets.Dataset`."
     split = split or spec.split
     if path is None and not allow_hub:
@@ -329,13 +448,18 @@ def hub_records(spec: HubBenchmark,
             f"{spec.name}: give `path=` (a local copy of {spec.hf_id}) or pass allow_hub=True to download it"
         )
     import datasets
-    if path is None: return datasets.load_dataset(spec.hf_id, spec.config, split=split, cache_dir=cache_dir)
+
+    if path is None:
+        return datasets.load_dataset(spec.hf_id, spec.config, split=split, cache_dir=cache_dir)
     path = Path(path)
     if path.is_file():
-        if path.suffix not in _FILE_BUILDERS: raise ValueError(f"{path}: expected a {'/'.join(_FILE_BUILDERS)} file")
-        return datasets.load_dataset(_FILE_BUILDERS[path.suffix], data_files=str(path), split="train",
-                                     cache_dir=cache_dir)
-    if not path.is_dir(): raise FileNotFoundError(f"{spec.name}: no file or folder at {path}")
+        if path.suffix not in _FILE_BUILDERS:
+            raise ValueError(f"{path}: expected a {'/'.join(_FILE_BUILDERS)} file")
+        return datasets.load_dataset(
+            _FILE_BUILDERS[path.suffix], data_files=str(path), split="train", cache_dir=cache_dir
+        )
+    if not path.is_dir():
+        raise FileNotFoundError(f"{spec.name}: no file or folder at {path}")
     if (path / "state.json").exists() or (path / "dataset_dict.json").exists():  # written by save_to_disk
         data = datasets.load_from_disk(str(path))
         return data[split] if isinstance(data, datasets.DatasetDict) else data
@@ -345,36 +469,44 @@ def hub_records(spec: HubBenchmark,
 OFFLINE_BENCHMARKS: dict[str, Callable[[], list[QAItem]]] = {"champ": load_champ, "mmlu-sample": load_mmlu_sample}
 BENCHMARKS = (*OFFLINE_BENCHMARKS, *HUB_BENCHMARKS)
 
+
 def has_images(name: str) -> bool:
     """Whether a benchmark's questions come with images, known from its name alone (a study checks it before loading a
     model)."""
-    if name in OFFLINE_BENCHMARKS: return False
-    if name not in HUB_BENCHMARKS: raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+    if name in OFFLINE_BENCHMARKS:
+        return False
+    if name not in HUB_BENCHMARKS:
+        raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
     return HUB_BENCHMARKS[name].multimodal
+
 
 def check_unique_ids(items: Sequence[QAItem]) -> list[QAItem]:
     "The items, unchanged; an error naming a repeated id."
     seen = set()
     for item in items:
-        if item.id in seen: raise ValueError(f"duplicate item id {item.id!r}: each record needs its own id")
+        if item.id in seen:
+            raise ValueError(f"duplicate item id {item.id!r}: each record needs its own id")
         seen.add(item.id)
     return list(items)
 
-def load_benchmark(name: str,  # one of BENCHMARKS
-                   n: int | None = None,  # a seeded sample of n questions (None: all)
-                   seed: int = 0,
-                   path: str | Path | None = None,  # local data for the paper's benchmarks
-                   split: str | None = None,  # override the paper's split
-                   allow_hub: bool = False,  # let `datasets` download from the hub when no path is given
-                   cache_dir: str | None = None,  # datasets' cache folder
-                  ) -> list[QAItem]:
+
+def load_benchmark(
+    name: str,  # one of BENCHMARKS
+    n: int | None = None,  # a seeded sample of n questions (None: all)
+    seed: int = 0,
+    path: str | Path | None = None,  # local data for the paper's benchmarks
+    split: str | None = None,  # override the paper's split
+    allow_hub: bool = False,  # let `datasets` download from the hub when no path is given
+    cache_dir: str | None = None,  # datasets' cache folder
+) -> list[QAItem]:
     "The questions of a benchmark as `QAItem`s."
     if name in OFFLINE_BENCHMARKS:
         if path is not None or split is not None:
             raise ValueError(f"{name!r} ships inside a package: it takes no path or split")
         items = check_unique_ids(OFFLINE_BENCHMARKS[name]())
         return [items[i] for i in sample_indices(len(items), n, seed, name)]
-    if name not in HUB_BENCHMARKS: raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
+    if name not in HUB_BENCHMARKS:
+        raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(BENCHMARKS)}")
     spec = HUB_BENCHMARKS[name]
     records = hub_records(spec, path, split, allow_hub, cache_dir)
     rows = sample_indices(len(records), n, seed, name)
@@ -386,9 +518,19 @@ def load_benchmark(name: str,  # one of BENCHMARKS
 # %% ../../nbs/04_tasks.qa.ipynb #36989a06
 def items_table(items: Sequence[QAItem]) -> pd.DataFrame:
     "One row per item: id, benchmark, format, question, gold answer and letter, options, whether it has an image."
-    return pd.DataFrame([{"id": i.id, "benchmark": i.benchmark, "format": i.format, "question": i.question,
-                          "answer": i.answer,
-                          "answer_letter": i.answer_letter, "options": i.options,
-                          "has_image": i.multimodal} for i in items],
-                        columns=["id", "benchmark", "format", "question", "answer", "answer_letter", "options",
-                                 "has_image"])
+    return pd.DataFrame(
+        [
+            {
+                "id": i.id,
+                "benchmark": i.benchmark,
+                "format": i.format,
+                "question": i.question,
+                "answer": i.answer,
+                "answer_letter": i.answer_letter,
+                "options": i.options,
+                "has_image": i.multimodal,
+            }
+            for i in items
+        ],
+        columns=["id", "benchmark", "format", "question", "answer", "answer_letter", "options", "has_image"],
+    )

@@ -27,6 +27,7 @@ LEVELS = level_bins(7, open_top=True)  # 1-50 ... 251-300 solutions, then 301 or
 
 Subset = tuple[int, ...]  # a candidate solution: sorted, repeated elements kept
 
+
 @dataclass(frozen=True)
 class SubsetSumInstance:
     values: tuple[int, ...]  # distinct positive integers, in the order the question presents them
@@ -34,12 +35,14 @@ class SubsetSumInstance:
 
     def __post_init__(self):
         values, target = tuple(self.values), self.target
-        if not values: raise ValueError("a SubsetSum instance needs at least one value")
+        if not values:
+            raise ValueError("a SubsetSum instance needs at least one value")
         if not all(type(v) is int for v in (*values, target)):  # slow path: numpy integers and the like
             if bad := [v for v in (*values, target) if isinstance(v, bool) or not isinstance(v, numbers.Integral)]:
                 raise TypeError(f"values and target must be integers, got {bad[0]!r}")
             values, target = tuple(int(v) for v in values), int(target)
-        if min(values) <= 0: raise ValueError(f"values must be positive, got {min(values)}")
+        if min(values) <= 0:
+            raise ValueError(f"values must be positive, got {min(values)}")
         if len(set(values)) < len(values):
             raise ValueError(
                 f"values must be distinct, {next(v for v, k in Counter(values).items() if k > 1)} appears twice"
@@ -49,19 +52,26 @@ class SubsetSumInstance:
 
     def question(self) -> str:
         "The instance as the reference data writes it (the `question` field)."
-        return (f"Given the set of unique integers: {{{', '.join(map(str, self.values))}}}\n"
-                f"Find all subsets that sum exactly to the target: {self.target}")
+        return (
+            f"Given the set of unique integers: {{{', '.join(map(str, self.values))}}}\n"
+            f"Find all subsets that sum exactly to the target: {self.target}"
+        )
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #9ac51e14
-_QUESTION = re.compile(r"Given the set of unique integers: \{(?P<values>[^{}]*)\}\n"
-                       r"Find all subsets that sum exactly to the target: (?P<target>-?[0-9]+)")
+_QUESTION = re.compile(
+    r"Given the set of unique integers: \{(?P<values>[^{}]*)\}\n"
+    r"Find all subsets that sum exactly to the target: (?P<target>-?[0-9]+)"
+)
+
 
 def parse_question(text: str) -> SubsetSumInstance:
     "The instance written in `text` (the reference question format)."
     m = _QUESTION.fullmatch(text.strip()) if isinstance(text, str) else None
     if m is None:
-        raise ValueError("not a SubsetSum question (need 'Given the set of unique integers: {a, b, ...}\\n"
-                         f"Find all subsets that sum exactly to the target: T'): {str(text)[:200]!r}")
+        raise ValueError(
+            "not a SubsetSum question (need 'Given the set of unique integers: {a, b, ...}\\n"
+            f"Find all subsets that sum exactly to the target: T'): {str(text)[:200]!r}"
+        )
     items = [v.strip() for v in m["values"].split(",")]
     if not all(re.fullmatch(r"[0-9]+", v) for v in items):
         raise ValueError(f"the set {{{m['values']}}} is not a list of positive integers")
@@ -72,14 +82,17 @@ SIZES = (10, 15)  # n, the number of values (inclusive range)
 LOW_ENDS = (1, 25)  # min_v, the smallest value allowed
 HIGH_ENDS = (26, 50)  # max_v, the largest value allowed
 
+
 def generate_instance(rng: random.Random) -> SubsetSumInstance:
     "One random instance with the reference generator's parameters."
     while True:
         n, low, high = rng.randint(*SIZES), rng.randint(*LOW_ENDS), rng.randint(*HIGH_ENDS)
-        if high - low + 1 >= n: break
+        if high - low + 1 >= n:
+            break
     values = rng.sample(range(low, high + 1), n)
     chosen = rng.sample(values, rng.randint(1, n))
     return SubsetSumInstance(tuple(values), sum(chosen))
+
 
 def instance_key(inst: SubsetSumInstance) -> tuple:
     "Identity used to reject duplicates: the same values in another order are the same instance."
@@ -88,25 +101,31 @@ def instance_key(inst: SubsetSumInstance) -> tuple:
 # %% ../../nbs/02_tasks.subsetsum.ipynb #dd2d896c
 def count_solutions(inst: SubsetSumInstance, cap: int | None = None) -> int:
     "The exact number of solutions, without listing them (microseconds); `cap + 1` when there are more than `cap`."
-    if inst.target <= 0: return 0
+    if inst.target <= 0:
+        return 0
     width = len(inst.values) + 1  # bits per coefficient
     poly = 1  # coefficient k = number of subsets summing to k
-    for v in inst.values: poly += poly << (width * v)
+    for v in inst.values:
+        poly += poly << (width * v)
     count = (poly >> (width * inst.target)) & ((1 << width) - 1)
     return count if cap is None else min(count, cap + 1)
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #3ec6ea96
 def _check_cap(cap: int | None):
-    if cap is not None and cap < 0: raise ValueError(f"cap must be >= 0 or None, got {cap}")
+    if cap is not None and cap < 0:
+        raise ValueError(f"cap must be >= 0 or None, got {cap}")
+
 
 def enumerate_solutions(inst: SubsetSumInstance, cap: int | None = None) -> list[Subset]:
     "Every solution, sorted; raises `TooManySolutions` past `cap`."
     _check_cap(cap)
     values = sorted(inst.values)
     reachable = [1] * (len(values) + 1)  # bit s of reachable[i]: some subset of values[i:] sums to s
-    for i in range(len(values) - 1, -1, -1): reachable[i] = reachable[i + 1] | (reachable[i + 1] << values[i])
+    for i in range(len(values) - 1, -1, -1):
+        reachable[i] = reachable[i + 1] | (reachable[i + 1] << values[i])
     found, chosen = [], []
-    if inst.target <= 0 or not (reachable[0] >> inst.target) & 1: return found
+    if inst.target <= 0 or not (reachable[0] >> inst.target) & 1:
+        return found
 
     def search(i: int, rest: int):  # rest > 0 and reachable from position i
         v = values[i]
@@ -114,10 +133,13 @@ def enumerate_solutions(inst: SubsetSumInstance, cap: int | None = None) -> list
             chosen.append(v)
             if v == rest:
                 found.append(tuple(chosen))
-                if cap is not None and len(found) > cap: raise TooManySolutions(cap)
-            else: search(i + 1, rest - v)
+                if cap is not None and len(found) > cap:
+                    raise TooManySolutions(cap)
+            else:
+                search(i + 1, rest - v)
             chosen.pop()
-        if (reachable[i + 1] >> rest) & 1: search(i + 1, rest)
+        if (reachable[i + 1] >> rest) & 1:
+            search(i + 1, rest)
 
     search(0, inst.target)
     return found
@@ -126,6 +148,7 @@ def enumerate_solutions(inst: SubsetSumInstance, cap: int | None = None) -> list
 def cpsat_enumerate(inst: SubsetSumInstance, cap: int | None = None) -> list[Subset]:
     "Every solution found by OR-Tools CP-SAT, sorted; raises `TooManySolutions` past `cap`."
     from ortools.sat.python import cp_model
+
     _check_cap(cap)
     model = cp_model.CpModel()
     take = [model.new_bool_var(f"take_{v}") for v in inst.values]
@@ -136,45 +159,58 @@ def cpsat_enumerate(inst: SubsetSumInstance, cap: int | None = None) -> list[Sub
         def __init__(self):
             super().__init__()
             self.found = []
+
         def on_solution_callback(self):
             self.found.append(tuple(sorted(v for v, x in zip(inst.values, take) if self.value(x))))
-            if cap is not None and len(self.found) > cap: self.stop_search()
+            if cap is not None and len(self.found) > cap:
+                self.stop_search()
 
     solver, collector = cp_model.CpSolver(), Collector()
     solver.parameters.enumerate_all_solutions = True
     solver.parameters.num_workers = 1  # enumeration needs a single worker
     status = solver.solve(model, collector)
-    if cap is not None and len(collector.found) > cap: raise TooManySolutions(cap)
+    if cap is not None and len(collector.found) > cap:
+        raise TooManySolutions(cap)
     if status not in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
         raise RuntimeError(f"CP-SAT stopped early: {solver.status_name(status)}")
     return sorted(collector.found)
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #25a6ae7a
-def _times(k: int) -> str: return "twice" if k == 2 else f"{k} times"
+def _times(k: int) -> str:
+    return "twice" if k == 2 else f"{k} times"
+
 
 def check_solution(inst: SubsetSumInstance, solution: Sequence[int]) -> list[str]:
     "Human-readable constraint violations of `solution` ([] when it is a solution)."
     if bad := [v for v in solution if isinstance(v, bool) or not isinstance(v, numbers.Integral)]:
         raise TypeError(f"a solution holds integers, got {bad[0]!r}")
-    if len(solution) == 0: return ["is empty"]
+    if len(solution) == 0:
+        return ["is empty"]
     allowed, problems = set(inst.values), []
     for v, k in sorted(Counter(solution).items()):
-        if v not in allowed: problems.append(f"uses {v}, which is not in the set")
-        elif k > 1: problems.append(f"uses {v} {_times(k)}")
-    if (total := sum(solution)) != inst.target: problems.append(f"sums to {total}, not {inst.target}")
+        if v not in allowed:
+            problems.append(f"uses {v}, which is not in the set")
+        elif k > 1:
+            problems.append(f"uses {v} {_times(k)}")
+    if (total := sum(solution)) != inst.target:
+        problems.append(f"sums to {total}, not {inst.target}")
     return problems
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #14650fec
-def _literal(solution: Sequence[int]) -> str: return "[" + ", ".join(str(int(v)) for v in solution) + "]"
+def _literal(solution: Sequence[int]) -> str:
+    return "[" + ", ".join(str(int(v)) for v in solution) + "]"
+
 
 def render_solutions(inst: SubsetSumInstance | None, solutions: Sequence[Sequence[int]]) -> str:
     "All solutions as the reference `answers` text, e.g. '[[1, 2], [3]]'."
     return "[" + ", ".join(_literal(s) for s in solutions) + "]"
 
+
 def parse_solutions_text(text: str, inst: SubsetSumInstance | None = None) -> list[Subset]:
     """The solutions of a ground-truth text; ValueError if it is not a list of integer lists (or, given `inst`, not all
     solutions)."""
-    try: value = ast.literal_eval(text.strip())
+    try:
+        value = ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, TypeError, AttributeError, MemoryError, RecursionError):
         raise ValueError(f"not a list of integer lists: {str(text)[:200]!r}") from None
     if not isinstance(value, list) or not all(isinstance(s, list) and all(type(v) is int for v in s) for s in value):
@@ -199,18 +235,34 @@ _LATEX = [
         (r"\\([{}])", r"\1"),  # \{ -> {
         (r"\\(?:text(?:bf|it|rm|tt)?|math(?:rm|bf|it)|operatorname|boxed)\{([^{}\n]*)\}", r" \1 "),
         (r"\\(?:ldots|dots|cdots)(?![a-zA-Z])", "..."),
-        (r"\\(?:q?quad|to|[rR]ightarrow|implies|checkmark|boxed|sum|cdot|in|subseteq|subset|neq|ne|emptyset|times"
-         r"|text)(?![a-zA-Z])", " "),
+        (
+            r"\\(?:q?quad|to|[rR]ightarrow|implies|checkmark|boxed|sum|cdot|in|subseteq|subset|neq|ne|emptyset|times"
+            r"|text)(?![a-zA-Z])",
+            " ",
+        ),
         (r"\\[\[\]()]", " "),  # \[ \] \( \): math delimiters, not brackets
         (r"\\[,;:! ]", " "),  # LaTeX spacing
     ]
 ]
-_PLAIN = str.maketrans({"$": " ", "*": None, "`": None, "_": None, "\u2212": "-", "\u2026": "...",
-                        "\uff0c": ",", "\uff5b": "{", "\uff5d": "}"})
+_PLAIN = str.maketrans(
+    {
+        "$": " ",
+        "*": None,
+        "`": None,
+        "_": None,
+        "\u2212": "-",
+        "\u2026": "...",
+        "\uff0c": ",",
+        "\uff5b": "{",
+        "\uff5d": "}",
+    }
+)
+
 
 def _normalise(text: str) -> str:
     "Plain text with LaTeX and markdown decoration removed; never adds or removes a line."
-    for pattern, replacement in _LATEX: text = pattern.sub(replacement, text)
+    for pattern, replacement in _LATEX:
+        text = pattern.sub(replacement, text)
     return text.translate(_PLAIN)
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #3b90023c
@@ -220,48 +272,72 @@ _REJECTED = re.compile(r"✗|❌|✘|\b(?:no|not|invalid|false|incorrect|wrong|f
 _CELL_LIST = re.compile(rf"{_NUMBER}(?:[ \t]*(?:[,;+&]|\band\b)[ \t]*{_NUMBER})*")
 _LABEL = re.compile(r"(?:solution|subset)[ \t]*#?[ \t]*[0-9]+", re.I)
 
+
 def _row_cells(line: str) -> list[str] | None:
     "The cells of a markdown table row, or None when the line is not one."
     s = line.strip()
-    if "|" not in s: return None
+    if "|" not in s:
+        return None
     cells = [c.strip() for c in s.removeprefix("|").removesuffix("|").split("|")]
     return cells if len(cells) >= 2 else None
+
 
 def _column_role(name: str) -> str | None:
     "What a table column holds, from its header: the entry, its label, its stated sum, a check mark."
     n = name.strip().lower()
     if n in ("", "#", "n", "k", "id", "idx", "index") or re.search(r"(?:#|\bno\.?|\bnumber|\bindex|\bid)$", n):
         return "label"
-    if re.search(r"\b(?:sum|total)", n): return "total"
-    if re.search(r"\b(?:valid|check|ok|status|correct|verif|result)", n): return "check"
-    if re.search(r"\b(?:subsets?|sets?|elements?|numbers?|values?|combinations?|members?|items?)\b", n): return "subset"
-    if re.search(r"\b(?:solutions?|answers?)\b", n): return "solution"
+    if re.search(r"\b(?:sum|total)", n):
+        return "total"
+    if re.search(r"\b(?:valid|check|ok|status|correct|verif|result)", n):
+        return "check"
+    if re.search(r"\b(?:subsets?|sets?|elements?|numbers?|values?|combinations?|members?|items?)\b", n):
+        return "subset"
+    if re.search(r"\b(?:solutions?|answers?)\b", n):
+        return "solution"
     return None
+
 
 def _table_header(cells: list[str]) -> dict | None:
     "Which column holds the entry (and the label, stated sum and check mark) when `cells` is a header row."
-    if any(re.search(r"[0-9]", c) for c in cells): return None
+    if any(re.search(r"[0-9]", c) for c in cells):
+        return None
     roles = [_column_role(c) for c in cells]
-    entry = next((k for k, r in enumerate(roles) if r == "subset"),
-                 next((k for k, r in enumerate(roles) if r == "solution"), None))
-    if entry is None: return None
+    entry = next(
+        (k for k, r in enumerate(roles) if r == "subset"),
+        next((k for k, r in enumerate(roles) if r == "solution"), None),
+    )
+    if entry is None:
+        return None
     first = lambda role: next((k for k, r in enumerate(roles) if r == role), None)
-    return dict(entry=entry, total=first("total"), check=first("check"),
-                labels=[k for k, r in enumerate(roles) if k != entry and r in ("label", "solution")])
+    return dict(
+        entry=entry,
+        total=first("total"),
+        check=first("check"),
+        labels=[k for k, r in enumerate(roles) if k != entry and r in ("label", "solution")],
+    )
+
 
 def _table_entry(cells: list[str], header: dict, inst: SubsetSumInstance, line: str) -> str:
     "A data row written as the entry it states: 'Solution k: {a, b}' or '{a, b}', '' when it states none."
-    if header["entry"] >= len(cells): return line  # a row cut short: read as it is
+    if header["entry"] >= len(cells):
+        return line  # a row cut short: read as it is
     cell_of = lambda k: cells[k] if k is not None and k < len(cells) else ""
-    if _REJECTED.search(cell_of(header["check"])): return ""  # a rejected attempt
+    if _REJECTED.search(cell_of(header["check"])):
+        return ""  # a rejected attempt
     stated = re.findall(_NUMBER, cell_of(header["total"]))
-    if stated and float(stated[-1]) != inst.target: return ""  # arithmetic: its sum is not the target
+    if stated and float(stated[-1]) != inst.target:
+        return ""  # arithmetic: its sum is not the target
     label = next((m[0] for k in header["labels"] if (m := _LABEL.search(cell_of(k)))), None)
     cell = cells[header["entry"]].strip(" .✓✔")
-    if re.search(r"[{\[(]", cell): entry = cell
-    elif _CELL_LIST.fullmatch(cell): entry = "{" + ", ".join(re.findall(_NUMBER, cell)) + "}"
-    else: entry = ""
+    if re.search(r"[{\[(]", cell):
+        entry = cell
+    elif _CELL_LIST.fullmatch(cell):
+        entry = "{" + ", ".join(re.findall(_NUMBER, cell)) + "}"
+    else:
+        entry = ""
     return f"{label}: {entry}" if label else entry
+
 
 def _rewrite_tables(norm: str, inst: SubsetSumInstance) -> str:
     "The text with every row of a table whose header names a subset column written as its entry (lines kept)."
@@ -273,7 +349,8 @@ def _rewrite_tables(norm: str, inst: SubsetSumInstance) -> str:
         if (h := _table_header(cells)) is not None:
             header = h
             continue
-        if header is not None and not _SEPARATOR_ROW.fullmatch(line): lines[i] = _table_entry(cells, header, inst, line)
+        if header is not None and not _SEPARATOR_ROW.fullmatch(line):
+            lines[i] = _table_entry(cells, header, inst, line)
     return "\n".join(lines)
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #f3d9a6ce
@@ -288,6 +365,7 @@ class _Candidate:
     prose: bool = False  # a bracketed note rather than a set
     open_end: bool = False  # nothing but whitespace follows its last number (a cut could have shortened it)
 
+
 _SET_LITERAL = re.compile(r"[{\[]([^{}\[\]]*)[}\]]")
 _TUPLE = re.compile(rf"\(([ \t]*-?{_NUMBER}(?:[ \t]*,[ \t]*-?{_NUMBER})+[ \t]*,?[ \t]*|[ \t]*-?[0-9]+[ \t]*,[ \t]*)\)")
 _UNCLOSED = re.compile(r"[{\[][^{}\[\]]*\Z|\([ \t]*-?[0-9][0-9., \t-]*\Z")
@@ -296,34 +374,45 @@ _MAX_DIGITS = 100  # longer "numbers" are noise (and Python refuses to convert v
 # what may follow a list's last number when a cut fell inside it
 _OPEN_TAIL = re.compile(r"(?:[ \t,;&+.]|\ba(?:nd?)?\b)*\s*")
 
+
 def _open_after(norm: str, pos: int) -> bool:
     "Does the text end at `pos`, up to separators, a full stop or part of an 'and' on the same line?"
     return _OPEN_TAIL.fullmatch(norm, pos) is not None
 
+
 def _read_numbers(tokens: list[str]) -> tuple[Subset | None, str]:
     "(sorted integers, '') or (None, why not)."
     for t in tokens:
-        if not re.fullmatch(r"[+-]?[0-9]+", t): return None, f"non-integer element {t!r}"
-        if len(t) > _MAX_DIGITS: return None, "number too long"
+        if not re.fullmatch(r"[+-]?[0-9]+", t):
+            return None, f"non-integer element {t!r}"
+        if len(t) > _MAX_DIGITS:
+            return None, "number too long"
     return tuple(sorted(int(t) for t in tokens)), ""
+
 
 def _set_candidate(m: re.Match) -> _Candidate | None:
     content = m[1]
-    if _TUPLE.search(content): return None  # a list of tuples holds candidates, it is not one
-    if "..." in content: elements, reason = None, "contains an ellipsis"
-    else: elements, reason = _read_numbers([t for t in re.split(r"[,;\s]+", content) if t])
+    if _TUPLE.search(content):
+        return None  # a list of tuples holds candidates, it is not one
+    if "..." in content:
+        elements, reason = None, "contains an ellipsis"
+    else:
+        elements, reason = _read_numbers([t for t in re.split(r"[,;\s]+", content) if t])
     return _Candidate(m.start(), m.end(), "set", elements, reason, prose=bool(re.search(r"[A-Za-z]{2,}", content)))
+
 
 def _tuple_candidate(m: re.Match) -> _Candidate:
     return _Candidate(m.start(), m.end(), "tuple", *_read_numbers([t for t in re.split(r"[,\s]+", m[1]) if t]))
 
+
 def _sum_candidate(m: re.Match, norm: str) -> _Candidate:
-    if re.fullmatch(r"[ \t]*\+\s*", norm[m.end():]):
+    if re.fullmatch(r"[ \t]*\+\s*", norm[m.end() :]):
         return _Candidate(m.start(), len(norm), "unfinished", None, "unfinished")
     elements, reason = _read_numbers([t.strip() for t in m[1].split("+")])
     total = m[2]
     total = int(total) if total and re.fullmatch(r"-?[0-9]+", total) and len(total) <= _MAX_DIGITS else None
     return _Candidate(m.start(), m.end(), "sum", elements, reason, total, open_end=_open_after(norm, m.end(1)))
+
 
 def _candidates(norm: str) -> list[_Candidate]:
     "Every set literal, tuple, sum expression and unfinished tail of the normalised text, in text order."
@@ -334,7 +423,8 @@ def _candidates(norm: str) -> list[_Candidate]:
     found.sort(key=lambda c: c.start)
     starts, ends = [c.start for c in found], [c.end for c in found]
     found += [_sum_candidate(m, norm) for m in _SUM_EXPRESSION.finditer(norm) if not inside_a_set(m.start())]
-    if m := _UNCLOSED.search(norm): found.append(_Candidate(m.start(), len(norm), "unfinished", None, "unfinished"))
+    if m := _UNCLOSED.search(norm):
+        found.append(_Candidate(m.start(), len(norm), "unfinished", None, "unfinished"))
     return sorted(found, key=lambda c: c.start)
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #6ff0bae2
@@ -347,11 +437,14 @@ _RESTATEMENT = re.compile(r"\bgiven\b|\bset of\b|\bfind all\b", re.I)
 # 'Checking solution 1: ...'
 _CHECKING = re.compile(r"\b(?:check|verif|confirm|test|recheck|double|review|validat)", re.I)
 
+
 def _headings(norm: str) -> list[re.Match]:
     "The headings of the text, without those inside a checking step ('Verification of solution 2: ...')."
     starts_a_line = lambda h: h.start() == 0 or norm[h.start() - 1] == "\n"
-    line_before = lambda h: norm[norm.rfind("\n", 0, h.start()) + 1:h.start()]
+    line_before = lambda h: norm[norm.rfind("\n", 0, h.start()) + 1 : h.start()]
     return [h for h in _HEADING.finditer(norm) if starts_a_line(h) or not _CHECKING.search(line_before(h))]
+
+
 _INT = r"[0-9]{1,100}"
 _AND = r"(?:[ \t]*[,;][ \t]*(?:and[ \t]+)?|[ \t]+(?:and|&)[ \t]+)"  # ", " or " and " or ", and "
 _BARE_LIST = re.compile(rf"(?P<list>{_INT}(?:{_AND}{_INT})*)(?P<rest>.*)")
@@ -362,16 +455,24 @@ _LIST_ITEM = re.compile(
     rf"[ \t]*(?:(?:=|→|->|⇒)[ \t]*(?P<total>-?[0-9]{{1,100}}))?[^\w\n]*"
 )
 
+
 def _restates_values(inst: SubsetSumInstance, c: _Candidate) -> bool:
     "Is this the instance's whole set, written as the problem (it does not sum to the target)?"
     return c.elements is not None and c.elements == tuple(sorted(inst.values)) and sum(c.elements) != inst.target
 
+
 def _list_candidate(norm: str, begin: int, m: re.Match) -> _Candidate:
     "A plain list of integers ('5, 9, 21', '7 and 3', '2 + 8') read at offset `begin`."
     total = int(m["total"]) if "total" in m.groupdict() and m["total"] else None
-    return _Candidate(begin + m.start("list"), begin + m.end(), "list",
-                      _read_numbers(re.findall(r"[0-9]+", m["list"]))[0],
-                      total=total, open_end=_open_after(norm, begin + m.end("list")))
+    return _Candidate(
+        begin + m.start("list"),
+        begin + m.end(),
+        "list",
+        _read_numbers(re.findall(r"[0-9]+", m["list"]))[0],
+        total=total,
+        open_end=_open_after(norm, begin + m.end("list")),
+    )
+
 
 def _bare_list(norm: str, start: int, stop: int, last: bool) -> _Candidate | None:
     "A heading followed by a plain list of integers ('Solution 3: 5, 9, 21', '7 and 3') on its first non-empty line."
@@ -379,56 +480,73 @@ def _bare_list(norm: str, start: int, stop: int, last: bool) -> _Candidate | Non
     for line in norm[start:stop].split("\n"):
         body = line.lstrip(" \t:.)(|-=\r")
         if body.strip():
-            if not (m := _BARE_LIST.fullmatch(body.rstrip())): return None
+            if not (m := _BARE_LIST.fullmatch(body.rstrip())):
+                return None
             # notes, other cells, a stated total
             rest = re.sub(r"\([^()\n]*\)|\|.*|(?:=|→|->|⇒)[ \t]*-?[0-9]+", "", m["rest"])
-            if re.search(r"[0-9]", rest): return None  # more numbers: not a plain list
+            if re.search(r"[0-9]", rest):
+                return None  # more numbers: not a plain list
             begin = offset + len(line) - len(body)
             if last and _DANGLING.fullmatch(norm, begin + m.end("list")):
                 return _Candidate(begin, stop, "unfinished", None, "unfinished")
             total = _STATED_TOTAL.search(m["rest"])
             c = _list_candidate(norm, begin, m)
-            return c if total is None else _Candidate(c.start, c.end, "list", c.elements, total=int(total[1]),
-                                                      open_end=c.open_end)
+            return (
+                c
+                if total is None
+                else _Candidate(c.start, c.end, "list", c.elements, total=int(total[1]), open_end=c.open_end)
+            )
         offset += len(line) + 1
     return None
+
 
 def _pick_in_block(inst: SubsetSumInstance, cands: list[_Candidate]) -> _Candidate | None:
     "The one entry of a heading's block (see the rules above)."
     sets = [c for c in cands if c.kind in ("set", "tuple") and not c.prose and not _restates_values(inst, c)]
-    if sets: return sets[0]
+    if sets:
+        return sets[0]
     sums = [c for c in cands if c.kind == "sum"]
     claims = [c for c in sums if c.total is None or c.total == inst.target]
-    if claims or sums: return (claims or sums)[0]
+    if claims or sums:
+        return (claims or sums)[0]
     return next((c for c in cands if c.kind == "unfinished"), None)
 
-def _pick_in_line(inst: SubsetSumInstance, norm: str, line_start: int, line: str,
-                  cands: list[_Candidate]) -> list[_Candidate]:
+
+def _pick_in_line(
+    inst: SubsetSumInstance, norm: str, line_start: int, line: str, cands: list[_Candidate]
+) -> list[_Candidate]:
     "The entries of one line of an answer without headings."
-    if _RESTATEMENT.search(line): return []
+    if _RESTATEMENT.search(line):
+        return []
     sets = [
         c
         for c in cands
         if (c.kind in ("set", "tuple") and not c.prose and c.elements != () and not _restates_values(inst, c))
         or c.kind == "unfinished"
     ]
-    if sets: return sets
-    if claims := [c for c in cands if c.kind == "sum" and c.total == inst.target]: return claims
+    if sets:
+        return sets
+    if claims := [c for c in cands if c.kind == "sum" and c.total == inst.target]:
+        return claims
     if m := _LIST_ITEM.fullmatch(line):  # a line that is only a list or a sum: '- 7 and 3', '1) 2+8', '8, 2 ✓'
         c = _list_candidate(norm, line_start, m)
         one = c.elements is not None and len(c.elements) == 1  # a lone number is a claim only as '35 = 35'
-        if (c.total == inst.target or (c.total is None and not one)) and not _restates_values(inst, c): return [c]
+        if (c.total == inst.target or (c.total is None and not one)) and not _restates_values(inst, c):
+            return [c]
     return []
 
 # %% ../../nbs/02_tasks.subsetsum.ipynb #c623b0b0
 def _judge(inst: SubsetSumInstance, c: _Candidate, text: str) -> ParsedSolution:
-    if c.elements is None: return ParsedSolution(None, "malformed", c.reason, text)
+    if c.elements is None:
+        return ParsedSolution(None, "malformed", c.reason, text)
     problems = check_solution(inst, c.elements)
     return ParsedSolution(c.elements, "violation" if problems else "valid", "; ".join(problems), text)
+
 
 def _may_be_cut(c: _Candidate) -> bool:
     "Could the end of the text have fallen inside this entry?"
     return c.kind == "unfinished" or (c.kind in ("sum", "list") and c.open_end)
+
 
 def _entries(text: str, inst: SubsetSumInstance) -> list[tuple[ParsedSolution, bool, bool]]:
     """(parsed entry, whether the end of the text may have cut it, whether it is a bare heading) for every entry, in
@@ -436,16 +554,20 @@ def _entries(text: str, inst: SubsetSumInstance) -> list[tuple[ParsedSolution, b
     norm, lines = _rewrite_tables(_normalise(text), inst), text.split("\n")
     line_starts = [0] + [k + 1 for k, ch in enumerate(norm) if ch == "\n"]
     line_of = lambda pos: bisect.bisect_right(line_starts, pos) - 1
-    snippet = lambda a, b: "\n".join(lines[line_of(a):line_of(max(a, b - 1)) + 1]).strip()[:500]
+    snippet = lambda a, b: "\n".join(lines[line_of(a) : line_of(max(a, b - 1)) + 1]).strip()[:500]
     cands, headings = _candidates(norm), _headings(norm)
     starts = [c.start for c in cands]
-    between = lambda a, b: cands[bisect.bisect_left(starts, a):bisect.bisect_left(starts, b)]
+    between = lambda a, b: cands[bisect.bisect_left(starts, a) : bisect.bisect_left(starts, b)]
     if not headings:
         by_line = {}
-        for c in cands: by_line.setdefault(line_of(c.start), []).append(c)
+        for c in cands:
+            by_line.setdefault(line_of(c.start), []).append(c)
         norm_lines = norm.split("\n")
-        return [(_judge(inst, c, snippet(c.start, c.end)), _may_be_cut(c), False) for n, line in enumerate(norm_lines)
-                for c in _pick_in_line(inst, norm, line_starts[n], line, by_line.get(n, []))]
+        return [
+            (_judge(inst, c, snippet(c.start, c.end)), _may_be_cut(c), False)
+            for n, line in enumerate(norm_lines)
+            for c in _pick_in_line(inst, norm, line_starts[n], line, by_line.get(n, []))
+        ]
     entries = []
     for k, h in enumerate(headings):
         start, stop, last = (
@@ -458,18 +580,27 @@ def _entries(text: str, inst: SubsetSumInstance) -> list[tuple[ParsedSolution, b
             entries.append((_judge(inst, c, snippet(h.start(), c.end)), _may_be_cut(c), False))
             continue
         # 'checking solution 2: ok' inside a line, nothing after it
-        if h.start() > 0 and norm[h.start() - 1] != "\n": continue
+        if h.start() > 0 and norm[h.start() - 1] != "\n":
+            continue
         bare = not norm[start:stop].strip(" \t\r\n:.)-=")  # a heading with nothing after it
-        entries.append((ParsedSolution(None, "malformed", f"no subset after {h.group().strip()!r}",
-                                       snippet(h.start(), stop)), last, bare))
+        entries.append(
+            (
+                ParsedSolution(None, "malformed", f"no subset after {h.group().strip()!r}", snippet(h.start(), stop)),
+                last,
+                bare,
+            )
+        )
     return entries
 
-def parse_answer(text: str,  # a model's answer
-                 inst: SubsetSumInstance,
-                 truncated: bool = False,  # the reply was cut off by the token limit: its last entry may be unfinished
-                 ) -> list[ParsedSolution]:
+
+def parse_answer(
+    text: str,  # a model's answer
+    inst: SubsetSumInstance,
+    truncated: bool = False,  # the reply was cut off by the token limit: its last entry may be unfinished
+) -> list[ParsedSolution]:
     "Every subset written in a model's answer, each with its status (never raises)."
-    if not isinstance(text, str) or not text.strip(): return []
+    if not isinstance(text, str) or not text.strip():
+        return []
     try:
         entries = _entries(text, inst)
         if truncated and entries and entries[-1][1]:

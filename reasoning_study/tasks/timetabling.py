@@ -10,8 +10,14 @@ import re
 from dataclasses import dataclass, field
 from itertools import product
 
-from .core import (ParsedSolution, TooManySolutions, level_bins, attempt_rng,
-                                        valid_solutions, CUT_OFF)
+from reasoning_study.tasks.core import (
+    CUT_OFF,
+    ParsedSolution,
+    TooManySolutions,
+    attempt_rng,
+    level_bins,
+    valid_solutions,
+)
 
 # %% auto #0
 __all__ = ['TASK', 'LEVELS', 'SPECIFIC_ROOM_PROB', 'Schedule', 'Course', 'TimeTablingInstance', 'parse_question',
@@ -26,6 +32,7 @@ SPECIFIC_ROOM_PROB = 0.1  # what the reference generator's main loop uses (its f
 
 Schedule = tuple[tuple[int, int], ...]  # (time, room) per course, in course order
 
+
 @dataclass(frozen=True)
 class Course:
     times: tuple[int, ...]  # allowed time slots, sorted
@@ -36,6 +43,7 @@ class Course:
         "Every (time, room) pair this course may take."
         return list(product(self.times, self.rooms))
 
+
 @dataclass(frozen=True)
 class TimeTablingInstance:
     courses: tuple[Course, ...]
@@ -44,10 +52,14 @@ class TimeTablingInstance:
         "The instance as the reference data writes it (the `question` field)."
         fmt = lambda xs: "[" + ", ".join(map(str, xs)) + "]"
         lines = ["Constraints:"]
-        lines += [f"- Course{i} : Time {fmt(c.times)}, Room {fmt(c.rooms)}, Teacher [{c.teacher}]" for i,
-                  c in enumerate(self.courses)]
-        lines += ["- Multiple courses cannot be scheduled in the same time slot and room.",
-                  "- A teacher can only teach one course at a time."]
+        lines += [
+            f"- Course{i} : Time {fmt(c.times)}, Room {fmt(c.rooms)}, Teacher [{c.teacher}]"
+            for i, c in enumerate(self.courses)
+        ]
+        lines += [
+            "- Multiple courses cannot be scheduled in the same time slot and room.",
+            "- A teacher can only teach one course at a time.",
+        ]
         return "\n".join(lines)
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #60147c74
@@ -55,7 +67,10 @@ _COURSE_LINE = re.compile(
     r"^-\s*Course(\d+)\s*:\s*Time\s*\[([\d,\s]*)\],\s*Room\s*\[([\d,\s]*)\],\s*Teacher\s*\[(\d+)\]\s*$"
 )
 
-def _ints(s: str) -> tuple[int, ...]: return tuple(int(x) for x in re.findall(r"\d+", s))
+
+def _ints(s: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", s))
+
 
 def parse_question(text: str) -> TimeTablingInstance:
     "The instance written in `text` (the reference question format)."
@@ -76,15 +91,19 @@ def parse_question(text: str) -> TimeTablingInstance:
 def _course(rng: random.Random, n_times: int, n_rooms: int, n_teachers: int) -> Course:
     teacher = rng.randint(0, n_teachers - 1)
     times = sorted(rng.sample(range(n_times), min(rng.randint(2, 4), n_times)))
-    if rng.random() < SPECIFIC_ROOM_PROB: rooms = [rng.randint(0, n_rooms - 1)]
-    else: rooms = sorted(rng.sample(range(n_rooms), min(rng.randint(1, 3), n_rooms)))
+    if rng.random() < SPECIFIC_ROOM_PROB:
+        rooms = [rng.randint(0, n_rooms - 1)]
+    else:
+        rooms = sorted(rng.sample(range(n_rooms), min(rng.randint(1, 3), n_rooms)))
     return Course(tuple(times), tuple(rooms), teacher)
+
 
 def generate_instance(rng: random.Random) -> TimeTablingInstance:
     "One random instance with the reference generator's parameter ranges."
     n_courses, n_times = rng.randint(3, 7), rng.randint(3, 10)
     n_rooms, n_teachers = rng.randint(2, 10), rng.randint(2, 5)
     return TimeTablingInstance(tuple(_course(rng, n_times, n_rooms, n_teachers) for _ in range(n_courses)))
+
 
 def instance_key(inst: TimeTablingInstance) -> tuple:
     "Identity used to reject duplicate instances."
@@ -97,12 +116,15 @@ def check_solution(inst: TimeTablingInstance, schedule: Schedule) -> list[str]:
         return [f"assigns {len(schedule)} courses, the instance has {len(inst.courses)}"]
     problems = []
     for i, (course, (t, r)) in enumerate(zip(inst.courses, schedule)):
-        if t not in course.times: problems.append(f"Course{i} at time {t}, allowed {list(course.times)}")
-        if r not in course.rooms: problems.append(f"Course{i} in room {r}, allowed {list(course.rooms)}")
+        if t not in course.times:
+            problems.append(f"Course{i} at time {t}, allowed {list(course.times)}")
+        if r not in course.rooms:
+            problems.append(f"Course{i} in room {r}, allowed {list(course.rooms)}")
     for i in range(len(schedule)):
         for j in range(i + 1, len(schedule)):
             (ti, ri), (tj, rj) = schedule[i], schedule[j]
-            if (ti, ri) == (tj, rj): problems.append(f"Course{i} and Course{j} share room {ri} at time {ti}")
+            if (ti, ri) == (tj, rj):
+                problems.append(f"Course{i} and Course{j} share room {ri} at time {ti}")
             elif ti == tj and inst.courses[i].teacher == inst.courses[j].teacher:
                 problems.append(f"teacher {inst.courses[i].teacher} teaches Course{i} and Course{j} at time {ti}")
     return problems
@@ -111,9 +133,12 @@ def check_solution(inst: TimeTablingInstance, schedule: Schedule) -> list[str]:
 def conflict_groups(inst: TimeTablingInstance) -> list[list[int]]:
     "The courses (indices) that can collide, directly or through others, group by group in course order."
     group = list(range(len(inst.courses)))  # group[i]: a course of i's group (union-find parent)
+
     def root(i: int) -> int:
-        while group[i] != i: i = group[i]
+        while group[i] != i:
+            i = group[i]
         return i
+
     times, rooms = [set(c.times) for c in inst.courses], [set(c.rooms) for c in inst.courses]
     for i, a in enumerate(inst.courses):
         for j in range(i + 1, len(inst.courses)):
@@ -122,14 +147,17 @@ def conflict_groups(inst: TimeTablingInstance) -> list[list[int]]:
             ):
                 group[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
-    for i in range(len(inst.courses)): groups.setdefault(root(i), []).append(i)
+    for i in range(len(inst.courses)):
+        groups.setdefault(root(i), []).append(i)
     return list(groups.values())
+
 
 def _option_bits(courses: list[Course]) -> list[list[int]]:
     "Per course, one integer per option with two bits set: its (time, room) pair and its (teacher, time) pair."
     n_rooms, n_times = 1 + max(r for c in courses for r in c.rooms), 1 + max(t for c in courses for t in c.times)
     pairs = n_times * n_rooms
     return [[1 << (t * n_rooms + r) | 1 << (pairs + c.teacher * n_times + t) for t, r in c.options()] for c in courses]
+
 
 def _search_group(
     inst: TimeTablingInstance, group: list[int], cap: int | None, listing: bool
@@ -162,96 +190,126 @@ def _search_group(
                     chosen[depth] = option
                     search(depth + 1, taken | m, left)
             return
-        if cap is not None and count > cap: raise TooManySolutions(cap)
+        if cap is not None and count > cap:
+            raise TooManySolutions(cap)
 
     search(0, 0, (1 << len(options[last])) - 1)
     return ordered, count, found
+
 
 def _search(inst: TimeTablingInstance, cap: int | None, listing: bool) -> list[tuple[list[int], int, list]] | None:
     "(courses, count, schedules) per conflict group; None when some group has more than `cap` and none has zero."
     results, too_many = [], False
     for group in conflict_groups(inst):
-        try: found = _search_group(inst, group, cap, listing)
+        try:
+            found = _search_group(inst, group, cap, listing)
         except TooManySolutions:
             too_many = True
             continue
-        if found[1] == 0: return [(group, 0, [])]
+        if found[1] == 0:
+            return [(group, 0, [])]
         results.append(found)
     return None if too_many else results
+
 
 def _total(groups: list[tuple[list[int], int, list]]) -> int:
     "The number of schedules: one per combination of the groups' schedules."
     total = 1
-    for _, count, _ in groups: total *= count
+    for _, count, _ in groups:
+        total *= count
     return total
+
 
 def count_solutions(inst: TimeTablingInstance, cap: int | None = None) -> int:
     "The number of feasible schedules, without listing them; `cap + 1` when there are more than `cap`."
     groups = _search(inst, cap, listing=False)
-    if groups is None: return cap + 1
+    if groups is None:
+        return cap + 1
     return _total(groups) if cap is None else min(_total(groups), cap + 1)
+
 
 def enumerate_solutions(inst: TimeTablingInstance, cap: int | None = None) -> list[Schedule]:
     "Every feasible schedule, sorted; raises `TooManySolutions` past `cap`."
     groups = _search(inst, cap, listing=True)
-    if groups is None or (cap is not None and _total(groups) > cap): raise TooManySolutions(cap)
-    if _total(groups) == 0: return []
+    if groups is None or (cap is not None and _total(groups) > cap):
+        raise TooManySolutions(cap)
+    if _total(groups) == 0:
+        return []
     # the courses of a combination of the groups' schedules
     joined = [course for courses, _, _ in groups for course in courses]
     place = [joined.index(i) for i in range(len(inst.courses))]
-    return sorted(tuple([parts[p] for p in place]) for parts in map(_concat,
-                                                                    product(*(found for _, _, found in groups))))
+    return sorted(
+        tuple([parts[p] for p in place]) for parts in map(_concat, product(*(found for _, _, found in groups)))
+    )
 
-def _concat(parts: tuple[tuple, ...]) -> tuple: return sum(parts, ())
+
+def _concat(parts: tuple[tuple, ...]) -> tuple:
+    return sum(parts, ())
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #b78fa59c
 def cpsat_enumerate(inst: TimeTablingInstance, cap: int | None = None) -> list[Schedule]:
     "Every feasible schedule found by OR-Tools CP-SAT, sorted; raises `TooManySolutions` past `cap`."
     from ortools.sat.python import cp_model
+
     model, x = cp_model.CpModel(), {}
     for i, course in enumerate(inst.courses):
-        for t, r in course.options(): x[i, t, r] = model.new_bool_var(f"c{i}_t{t}_r{r}")
+        for t, r in course.options():
+            x[i, t, r] = model.new_bool_var(f"c{i}_t{t}_r{r}")
         model.add_exactly_one(x[i, t, r] for t, r in course.options())
     slots, busy = {}, {}
     for (i, t, r), var in x.items():
         slots.setdefault((t, r), []).append(var)
         busy.setdefault((inst.courses[i].teacher, t), {}).setdefault(i, []).append(var)
-    for group in slots.values(): model.add_at_most_one(group)
+    for group in slots.values():
+        model.add_at_most_one(group)
     for per_course in busy.values():  # a course's options at time t share a room choice: sum them per course
-        if len(per_course) > 1: model.add(sum(v for vs in per_course.values() for v in vs) <= 1)
+        if len(per_course) > 1:
+            model.add(sum(v for vs in per_course.values() for v in vs) <= 1)
 
     class Collector(cp_model.CpSolverSolutionCallback):
         def __init__(self):
             super().__init__()
             self.found = []
+
         def on_solution_callback(self):
-            self.found.append(tuple(next((t, r) for t, r in c.options() if self.value(x[i, t, r])) for i,
-                                    c in enumerate(inst.courses)))
-            if cap is not None and len(self.found) > cap: self.stop_search()
+            self.found.append(
+                tuple(
+                    next((t, r) for t, r in c.options() if self.value(x[i, t, r])) for i, c in enumerate(inst.courses)
+                )
+            )
+            if cap is not None and len(self.found) > cap:
+                self.stop_search()
 
     solver, collector = cp_model.CpSolver(), Collector()
     solver.parameters.enumerate_all_solutions = True
     solver.parameters.num_workers = 1  # enumeration needs a single worker
     solver.solve(model, collector)
-    if cap is not None and len(collector.found) > cap: raise TooManySolutions(cap)
+    if cap is not None and len(collector.found) > cap:
+        raise TooManySolutions(cap)
     return sorted(collector.found)
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #0f0bce28
 _HEADER = ("Course", "Time", "Room", "Teacher")
 
-def _table_row(cells, widths) -> str: return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
+def _table_row(cells, widths) -> str:
+    return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths)) + " |"
+
 
 def render_solution(inst: TimeTablingInstance, schedule: Schedule, index: int) -> str:
     "One schedule as a 'Solution k:' markdown table."
-    rows = [(f"Course{i}", f"T{t}", f"R{r}", f"P{c.teacher}") for i,
-            (c, (t, r)) in enumerate(zip(inst.courses, schedule))]
+    rows = [
+        (f"Course{i}", f"T{t}", f"R{r}", f"P{c.teacher}") for i, (c, (t, r)) in enumerate(zip(inst.courses, schedule))
+    ]
     widths = [max(len(h), *(len(row[k]) for row in rows)) for k, h in enumerate(_HEADER)]
     lines = [f"Solution {index}:", _table_row(_HEADER, widths), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     return "\n".join(lines + [_table_row(row, widths) for row in rows])
 
+
 def render_solutions(inst: TimeTablingInstance, schedules: list[Schedule]) -> str:
     "All schedules, numbered from 1 and separated by blank lines (the reference `answers` text)."
-    if not schedules: return "No feasible solutions found."
+    if not schedules:
+        return "No feasible solutions found."
     return "\n\n".join(render_solution(inst, s, k) for k, s in enumerate(schedules, start=1))
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #4492b474
@@ -260,8 +318,9 @@ _HEADING = re.compile(
     re.I,
 )
 _COURSE_ID = re.compile(r"\bcourse\s*_?\s*(\d+)\b|\bC(\d+)\b", re.I)
-_TIME = re.compile(r"\b(?:time[ \t]*-?[ \t]*slot|time|slot|period)[\"']?[ \t]*[:=]?[ \t]*[\"']?T?(\d+)\b|\bT(\d+)\b",
-                   re.I)
+_TIME = re.compile(
+    r"\b(?:time[ \t]*-?[ \t]*slot|time|slot|period)[\"']?[ \t]*[:=]?[ \t]*[\"']?T?(\d+)\b|\bT(\d+)\b", re.I
+)
 _ROOM = re.compile(r"\b(?:class[ \t]*room|room)[\"']?[ \t]*[:=]?[ \t]*[\"']?R?(\d+)\b|\bR(\d+)\b", re.I)
 _PAIR = re.compile(r"[(\[{][ \t]*(\d+)[ \t]*,[ \t]*(\d+)[ \t]*[)\]}]")
 _NAMES_A_SLOT = re.compile(r"time|slot|room|period|teacher", re.I)
@@ -269,32 +328,40 @@ _HYPOTHETICAL = re.compile(
     r"\b(?:if|would|could|instead|try|tried|trying|suppose|alternatively|otherwise|cannot|can't|couldn't)\b", re.I
 )
 
-def _number(m: re.Match) -> int: return int(next(g for g in m.groups() if g is not None))
+
+def _number(m: re.Match) -> int:
+    return int(next(g for g in m.groups() if g is not None))
+
 
 def _slot(text: str) -> tuple[int, int] | None:
     """The (time, room) that `text` gives one course: exactly one time and one room ('T2, R1', 'Time 2, Room 1'), or a
     bare pair '(2, 1)'."""
     times, rooms = {_number(m) for m in _TIME.finditer(text)}, {_number(m) for m in _ROOM.finditer(text)}
-    if len(times) == 1 and len(rooms) == 1: return times.pop(), rooms.pop()
+    if len(times) == 1 and len(rooms) == 1:
+        return times.pop(), rooms.pop()
     if not times and not rooms and not _NAMES_A_SLOT.search(text) and len(pairs := _PAIR.findall(text)) == 1:
         return int(pairs[0][0]), int(pairs[0][1])
     return None
 
+
 def _line_assignments(line: str) -> list[tuple[int, int, int]]:
     """The (course, time, room) assignments a line of prose or a list states: each course named, with the slot written
     after it."""
-    if _HYPOTHETICAL.search(line): return []  # 'if Course0 took T1, R1 ...': a checking step, not a schedule
+    if _HYPOTHETICAL.search(line):
+        return []  # 'if Course0 took T1, R1 ...': a checking step, not a schedule
     ids = list(_COURSE_ID.finditer(line))
-    segments = [(m, line[m.end():ids[k + 1].start() if k + 1 < len(ids) else len(line)]) for k, m in enumerate(ids)]
+    segments = [(m, line[m.end() : ids[k + 1].start() if k + 1 < len(ids) else len(line)]) for k, m in enumerate(ids)]
     return [(_number(m), *slot) for m, segment in segments if (slot := _slot(segment)) is not None]
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #3a3cdca1
 _SEPARATOR_CELL = re.compile(r"^:?-{2,}:?$|^=+$|^$")
 
+
 def _row_cells(line: str) -> list[str] | None:
     "The cells of a markdown table row (None when the line is not one)."
     s = line.strip()
     return None if "|" not in s else [c.strip() for c in s.removeprefix("|").removesuffix("|").split("|")]
+
 
 def _column_role(name: str) -> str | None:
     n = name.strip("*_` ").lower()
@@ -302,57 +369,80 @@ def _column_role(name: str) -> str | None:
         bool(re.search(r"room|venue|location", n)) or n == "r",
         bool(re.search(r"time|slot|period", n)) or n == "t",
     )
-    if room or time: return "time_room" if room and time else ("room" if room else "time")
-    if re.search(r"course|class|subject", n) or n == "c": return "course"
-    if re.search(r"solution|schedule|option", n) or n in ("#", "no", "no."): return "solution"
+    if room or time:
+        return "time_room" if room and time else ("room" if room else "time")
+    if re.search(r"course|class|subject", n) or n == "c":
+        return "course"
+    if re.search(r"solution|schedule|option", n) or n in ("#", "no", "no."):
+        return "solution"
     return None
+
 
 def _table_columns(cells: list[str]) -> dict | None:
     "Column positions from a header row (None if the row is not a header)."
-    if any(re.search(r"\d", c) for c in cells): return None
+    if any(re.search(r"\d", c) for c in cells):
+        return None
     roles = [_column_role(c) for c in cells]
     first = lambda *wanted: next((k for k, r in enumerate(roles) if r in wanted), None)
-    columns = dict(course=first("course"), time=first("time", "time_room"), room=first("room", "time_room"),
-                   solution=first("solution"))
+    columns = dict(
+        course=first("course"),
+        time=first("time", "time_room"),
+        room=first("room", "time_room"),
+        solution=first("solution"),
+    )
     return None if None in (columns["course"], columns["time"], columns["room"]) else columns
+
 
 def _cell_int(cell: str) -> int | None:
     m = re.search(r"\d+", cell)
     return None if m is None else int(m.group())
 
+
 def _cell_course(cell: str) -> int | None:
-    if m := _COURSE_ID.search(cell): return _number(m)
+    if m := _COURSE_ID.search(cell):
+        return _number(m)
     return int(cell.strip("*_` ")) if re.fullmatch(r"\d+", cell.strip("*_` ")) else None
+
 
 def _combined_slot(cell: str) -> tuple[int | None, int | None]:
     "(time, room) from one cell that holds both: 'T2, R1', '(2, 1)'."
-    if (slot := _slot(cell)) is not None: return slot
+    if (slot := _slot(cell)) is not None:
+        return slot
     numbers = re.findall(r"\d+", cell)
     return (int(numbers[0]), int(numbers[1])) if len(numbers) == 2 else (None, None)
+
 
 def _headerless_assignment(cells: list[str]) -> tuple[int, int | None, int | None] | None:
     """A row of a table without a header: the first cell naming a course, then its slot (prefixed values, else the next
     two cells)."""
     k = next((i for i, c in enumerate(cells) if _COURSE_ID.search(c)), 0)
-    if k >= len(cells) or (course := _cell_course(cells[k])) is None: return None
-    rest = cells[k + 1:]
-    if (slot := _slot(" | ".join(rest))) is not None: return course, *slot
+    if k >= len(cells) or (course := _cell_course(cells[k])) is None:
+        return None
+    rest = cells[k + 1 :]
+    if (slot := _slot(" | ".join(rest))) is not None:
+        return course, *slot
     if len(rest) >= 2 and all(re.fullmatch(r"[A-Za-z]?\d+", c) for c in rest[:2]):
         return course, _cell_int(rest[0]), _cell_int(rest[1])
     return None
 
+
 def _table_assignment(cells: list[str], columns: dict | None) -> tuple[str, tuple | None]:
     "(the row's solution label or '', its (course, time, room) or None)."
-    if all(_SEPARATOR_CELL.match(c) for c in cells): return "", None
-    if columns is None: return "", _headerless_assignment(cells)
+    if all(_SEPARATOR_CELL.match(c) for c in cells):
+        return "", None
+    if columns is None:
+        return "", _headerless_assignment(cells)
     label = (
         cells[columns["solution"]].strip("*_` ")
         if columns["solution"] is not None and columns["solution"] < len(cells)
         else ""
     )
-    if max(columns["course"], columns["time"], columns["room"]) >= len(cells): return label, None
-    if (course := _cell_course(cells[columns["course"]])) is None: return label, None
-    if columns["time"] == columns["room"]: return label, (course, *_combined_slot(cells[columns["time"]]))
+    if max(columns["course"], columns["time"], columns["room"]) >= len(cells):
+        return label, None
+    if (course := _cell_course(cells[columns["course"]])) is None:
+        return label, None
+    if columns["time"] == columns["room"]:
+        return label, (course, *_combined_slot(cells[columns["time"]]))
     return label, (course, _cell_int(cells[columns["time"]]), _cell_int(cells[columns["room"]]))
 
 # %% ../../nbs/01_tasks.timetabling.ipynb #f8693c9e
@@ -363,6 +453,7 @@ class _Block:
     assignments: list = field(default_factory=list)  # distinct (course, time, room), in order
     lines: list = field(default_factory=list)  # (line number, line) it was read from
     written: bool = False  # anything at all written after its heading (a bare heading wrote no answer)
+
 
 def _blocks(text: str) -> list[_Block]:
     "The schedules of an answer, in order (the reading rules above)."
@@ -378,38 +469,47 @@ def _blocks(text: str) -> list[_Block]:
     def add(i: int, line: str, a: tuple):
         if current is None or (not current.headed and any(a[0] == seen[0] for seen in current.assignments)):
             start("", False)
-        if a not in current.assignments: current.assignments.append(a)  # the same slot written twice is one slot
-        if not current.lines or current.lines[-1][0] != i: current.lines.append((i, line))
+        if a not in current.assignments:
+            current.assignments.append(a)  # the same slot written twice is one slot
+        if not current.lines or current.lines[-1][0] != i:
+            current.lines.append((i, line))
 
     for i, line in enumerate(lines):
         if m := _HEADING.match(line):
             start(line.strip(), True)
             inside = True
             current.lines.append((i, line))
-            current.written = bool(line[m.end():].strip(" \t*_:.`-"))
-            for a in _line_assignments(line[m.end():]): add(i, line, a)
+            current.written = bool(line[m.end() :].strip(" \t*_:.`-"))
+            for a in _line_assignments(line[m.end() :]):
+                add(i, line, a)
             continue
         cells = _row_cells(line)
         if cells is not None and (header := _table_columns(cells)) is not None:
             columns = header
             # a new table: a new schedule
-            if current is not None and not current.headed and current.assignments: current = None
+            if current is not None and not current.headed and current.assignments:
+                current = None
             continue
-        if cells is None: found = _line_assignments(line)
+        if cells is None:
+            found = _line_assignments(line)
         else:
             label, a = _table_assignment(cells, columns)
             if label and (current is None or current.heading != label):
                 start(label, True)
                 inside = True
             found = [a] if a is not None else []
-        if current is not None and line.strip(): current.written = True
+        if current is not None and line.strip():
+            current.written = True
         if inside:
-            for a in found: add(i, line, a)
+            for a in found:
+                add(i, line, a)
     return blocks
+
 
 def _judge(inst: TimeTablingInstance, block: _Block) -> ParsedSolution:
     text, assignments, n = "\n".join(line for _, line in block.lines), block.assignments, len(inst.courses)
-    if not assignments: return ParsedSolution(None, "malformed", f"no assignments under {block.heading!r}", text)
+    if not assignments:
+        return ParsedSolution(None, "malformed", f"no assignments under {block.heading!r}", text)
     unknown = sorted({c for c, _, _ in assignments if c >= n})
     if unknown:
         return ParsedSolution(None, "malformed", f"unknown course(s) {', '.join(f'Course{c}' for c in unknown)}", text)
@@ -417,9 +517,11 @@ def _judge(inst: TimeTablingInstance, block: _Block) -> ParsedSolution:
     if missing_values:
         return ParsedSolution(None, "malformed", f"no time or room for {', '.join(missing_values)}", text)
     slots = {}
-    for c, t, r in assignments: slots.setdefault(c, []).append((t, r))
+    for c, t, r in assignments:
+        slots.setdefault(c, []).append((t, r))
     missing = [f"Course{c}" for c in range(n) if c not in slots]
-    if missing: return ParsedSolution(None, "malformed", f"missing {', '.join(missing)}", text)
+    if missing:
+        return ParsedSolution(None, "malformed", f"missing {', '.join(missing)}", text)
     if doubled := [c for c in range(n) if len(slots[c]) > 1]:  # one schedule that gives a course two slots
         solution = tuple(slots[c][0] if len(slots[c]) == 1 else tuple(sorted(slots[c])) for c in range(n))
         reason = "; ".join(
@@ -431,19 +533,23 @@ def _judge(inst: TimeTablingInstance, block: _Block) -> ParsedSolution:
     problems = check_solution(inst, schedule)
     return ParsedSolution(schedule, "violation" if problems else "valid", "; ".join(problems), text)
 
+
 def _may_be_cut(parsed: ParsedSolution, block: _Block, lines: list[str]) -> bool:
     "Could the end of a truncated reply have fallen inside this (last) schedule?"
     # missing courses, values or rows
-    if parsed.status == "malformed": return not parsed.reason.startswith("unknown course")
+    if parsed.status == "malformed":
+        return not parsed.reason.startswith("unknown course")
     last = max(i for i, line in enumerate(lines) if line.strip())
     # the reply stops inside its last row
     return block.lines[-1][0] == last and lines[last].rstrip(" \t*_`")[-1:].isalnum()
 
-def parse_answer(text: str,  # a model's answer
-                 inst: TimeTablingInstance,
-                 # the reply was cut off by the token limit: its last schedule may be unfinished
-                 truncated: bool = False,
-                 ) -> list[ParsedSolution]:
+
+def parse_answer(
+    text: str,  # a model's answer
+    inst: TimeTablingInstance,
+    # the reply was cut off by the token limit: its last schedule may be unfinished
+    truncated: bool = False,
+) -> list[ParsedSolution]:
     "Every schedule written in a model's answer, each with its status (never raises)."
     try:
         blocks = _blocks(text)
@@ -457,8 +563,10 @@ def parse_answer(text: str,  # a model's answer
 # %% ../../nbs/01_tasks.timetabling.ipynb #5b5382b8
 def parse_solutions_text(text: str, inst: TimeTablingInstance) -> list[Schedule]:
     "The schedules of a ground-truth answer text; ValueError if any entry is not a valid schedule."
-    if text.strip() == "No feasible solutions found.": return []
+    if text.strip() == "No feasible solutions found.":
+        return []
     parsed = parse_answer(text, inst)
     bad = [p for p in parsed if p.status != "valid"]
-    if bad: raise ValueError(f"ground-truth text has {len(bad)} invalid entries, e.g. {bad[0].reason!r}")
+    if bad:
+        raise ValueError(f"ground-truth text has {len(bad)} invalid entries, e.g. {bad[0].reason!r}")
     return [p.solution for p in parsed]

@@ -25,8 +25,8 @@ from transformers import AttentionInterface, DynamicCache
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from ...backends.presets import get_preset, ModelPreset
-from ...backends.request import chat, Completion, Request, SamplingParams
+from ...backends.presets import ModelPreset, get_preset
+from ...backends.request import Completion, Request, SamplingParams, chat
 from ...backends.transformers import TransformersBackend, from_preset, pick_next_token
 from ...metrics.attention import ENTROPY, expand_entropies, generation_phase
 from ...prompts.musobench import PARADIGMS, solve_prompt
@@ -42,29 +42,35 @@ __all__ = ['LOG2', 'RECORDING_PREFIX', 'SHARED_OPTIONS', 'entropy_bits', 'attent
 # %% ../../../nbs/80_studies.attention.recording.ipynb #0d3df77a
 LOG2 = math.log(2.0)
 
-def entropy_bits(probs: torch.Tensor,  # probabilities along the last dimension (zeros allowed)
-                ) -> torch.Tensor:
+
+def entropy_bits(
+    probs: torch.Tensor,  # probabilities along the last dimension (zeros allowed)
+) -> torch.Tensor:
     "Shannon entropy in bits along the last dimension, with 0·log 0 = 0."
     probs = probs.float()
     return -torch.special.xlogy(probs, probs).sum(-1) / LOG2
 
-def attention_entropies(probs: torch.Tensor,  # [..., heads, keys]: one query's attention per head
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+
+def attention_entropies(
+    probs: torch.Tensor,  # [..., heads, keys]: one query's attention per head
+) -> tuple[torch.Tensor, torch.Tensor]:
     "(per-head entropies `[..., heads]`, entropy of the head-averaged distribution `[...]`), in bits."
     return entropy_bits(probs), entropy_bits(probs.float().mean(-2))
 
 # %% ../../../nbs/80_studies.attention.recording.ipynb #4211293f
-def last_query_attention(query: torch.Tensor,  # [batch, heads, queries, head_dim]
-                         key: torch.Tensor,  # [batch, kv_heads, keys, head_dim]
-                         # None, bool (True = attend) or additive float, [batch, 1|heads, queries, >=keys]
-                         attention_mask: torch.Tensor | None = None,
-                         scaling: float | None = None,  # score scale (default 1/sqrt(head_dim))
-                        ) -> torch.Tensor:
+def last_query_attention(
+    query: torch.Tensor,  # [batch, heads, queries, head_dim]
+    key: torch.Tensor,  # [batch, kv_heads, keys, head_dim]
+    # None, bool (True = attend) or additive float, [batch, 1|heads, queries, >=keys]
+    attention_mask: torch.Tensor | None = None,
+    scaling: float | None = None,  # score scale (default 1/sqrt(head_dim))
+) -> torch.Tensor:
     "The attention probabilities of the last query position, `[batch, heads, keys]`, in float32."
     batch, heads, _, dim = query.shape
     kv_heads, n_keys = key.shape[1], key.shape[2]
-    if heads % kv_heads: raise ValueError(f"{heads} query heads do not split over {kv_heads} key/value heads")
-    scaling = dim ** -0.5 if scaling is None else scaling
+    if heads % kv_heads:
+        raise ValueError(f"{heads} query heads do not split over {kv_heads} key/value heads")
+    scaling = dim**-0.5 if scaling is None else scaling
     last = query[:, :, -1, :].float().reshape(batch, kv_heads, heads // kv_heads, dim)
     scores = (last @ key.float().transpose(-1, -2) * scaling).reshape(batch, heads, n_keys)
     if attention_mask is not None:
@@ -76,6 +82,7 @@ def last_query_attention(query: torch.Tensor,  # [batch, heads, queries, head_di
 @dataclass
 class EntropyRecorder:
     "Collects per-layer attention entropies, one step per forward pass."
+
     layers: Sequence[int] | None = None  # layers to record (None: all)
     paused: bool = False  # when True, forward passes are not recorded
     head_entropy: list[torch.Tensor] = field(default_factory=list)  # per step: [batch, layers, heads]
@@ -94,9 +101,11 @@ class EntropyRecorder:
 
     def end_step(self):
         "Close the current step (a forward pass that recorded nothing adds no step)."
-        if not self._current: return
+        if not self._current:
+            return
         layers = sorted(self._current)
-        if self.recorded_layers is None: self.recorded_layers = layers
+        if self.recorded_layers is None:
+            self.recorded_layers = layers
         elif layers != self.recorded_layers:
             raise RuntimeError(f"step recorded layers {layers}, earlier steps {self.recorded_layers}")
         self.head_entropy.append(torch.stack([self._current[l][0] for l in layers], 1).cpu())
@@ -104,19 +113,24 @@ class EntropyRecorder:
         self._current = {}
 
     @property
-    def n_steps(self) -> int: return len(self.head_entropy)
+    def n_steps(self) -> int:
+        return len(self.head_entropy)
 
     def arrays(self, row: int = 0) -> tuple[np.ndarray, np.ndarray]:
         "One batch row's entropies: `[steps, layers, heads]` and `[steps, layers]`."
-        if not self.head_entropy: raise ValueError("nothing was recorded")
-        return (torch.stack([s[row] for s in self.head_entropy]).numpy(),
-                torch.stack([s[row] for s in self.head_avg_entropy]).numpy())
+        if not self.head_entropy:
+            raise ValueError("nothing was recorded")
+        return (
+            torch.stack([s[row] for s in self.head_entropy]).numpy(),
+            torch.stack([s[row] for s in self.head_avg_entropy]).numpy(),
+        )
 
 # %% ../../../nbs/80_studies.attention.recording.ipynb #55b12f56
 RECORDING_PREFIX = "entropy_"  # registered names: entropy_eager, entropy_sdpa
 _ACTIVE_RECORDER: contextvars.ContextVar[EntropyRecorder | None] = contextvars.ContextVar(
     "entropy_recorder", default=None
 )
+
 
 def _base_attention(module: torch.nn.Module, base: str) -> Callable:
     "The attention function `base` names, for this layer's model family."
@@ -127,13 +141,16 @@ def _base_attention(module: torch.nn.Module, base: str) -> Callable:
         return fn
     return ALL_ATTENTION_FUNCTIONS[base]
 
+
 def _check_plain_softmax(module: torch.nn.Module):
-    if getattr(module, "sinks", None) is not None or getattr(getattr(module, "config", None), "attn_logit_softcapping",
-                                                             None):
+    if getattr(module, "sinks", None) is not None or getattr(
+        getattr(module, "config", None), "attn_logit_softcapping", None
+    ):
         raise NotImplementedError(
             f"{type(module).__name__} uses attention sinks or soft-capping: its entropies would not be those of a "
             "plain softmax"
         )
+
 
 def _entropy_attention(base: str) -> Callable:
     def entropy_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
@@ -143,8 +160,10 @@ def _entropy_attention(base: str) -> Callable:
             _check_plain_softmax(module)
             recorder.add(layer, last_query_attention(query, key, attention_mask, scaling))
         return _base_attention(module, base)(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+
     entropy_attention.__name__ = f"{RECORDING_PREFIX}{base}"
     return entropy_attention
+
 
 def register_entropy_attention(base: str) -> str:
     "Register the recording attention over `base` (eager or sdpa); returns its registry name."
@@ -157,17 +176,21 @@ def register_entropy_attention(base: str) -> str:
     AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[base])
     return name
 
+
 @contextmanager
-def recording_attention_entropy(model: torch.nn.Module,  # a transformers model using eager or sdpa attention
-                                recorder: EntropyRecorder,
-                               ):
+def recording_attention_entropy(
+    model: torch.nn.Module,  # a transformers model using eager or sdpa attention
+    recorder: EntropyRecorder,
+):
     "Within the block, every forward pass of `model` reports its layers' last-query attention entropies to `recorder`."
     base = model.config._attn_implementation
-    if base.startswith(RECORDING_PREFIX): raise RuntimeError("this model is already recording attention entropies")
+    if base.startswith(RECORDING_PREFIX):
+        raise RuntimeError("this model is already recording attention entropies")
     name = register_entropy_attention(base)
     token = _ACTIVE_RECORDER.set(recorder)
     model.set_attn_implementation(name)
-    try: yield recorder
+    try:
+        yield recorder
     finally:
         model.set_attn_implementation(base)
         _ACTIVE_RECORDER.reset(token)
@@ -176,6 +199,7 @@ def recording_attention_entropy(model: torch.nn.Module,  # a transformers model 
 @dataclass
 class EntropyTrace:
     "The attention entropies of one generation."
+
     prompt_ids: list[int]
     token_ids: list[int]  # generated tokens; step t produced token_ids[t]
     layers: list[int]  # the recorded layers, in the order of the arrays' layer axis
@@ -184,29 +208,36 @@ class EntropyTrace:
     completion: Completion | None = None  # the backend's completion (generation path only)
 
     @property
-    def n_steps(self) -> int: return len(self.token_ids)
+    def n_steps(self) -> int:
+        return len(self.token_ids)
+
 
 def check_layers(model: torch.nn.Module, layers: Iterable[int] | None) -> list[int] | None:
     "Validated, sorted layer indices (None: all layers)."
-    if layers is None: return None
+    if layers is None:
+        return None
     n = model.config.get_text_config().num_hidden_layers
     layers = sorted(set(layers))
     if not layers or any(not isinstance(l, int) or isinstance(l, bool) or not 0 <= l < n for l in layers):
         raise ValueError(f"layers must be a non-empty list of ints in 0..{n - 1}, got {layers}")
     return layers
 
+
 def _prompt_cache(backend: TransformersBackend, token_ids: Sequence[int]) -> DynamicCache:
     "The KV cache of `token_ids` (empty for no tokens)."
-    if not token_ids: return DynamicCache(config=backend.model.config)
+    if not token_ids:
+        return DynamicCache(config=backend.model.config)
     return backend.prefill_cache(token_ids).cache
 
+
 @torch.inference_mode()
-def stream_entropies(backend: TransformersBackend,
-                     prompt_ids: Sequence[int],  # the full prompt (chat template applied)
-                     # next-token logits -> token to feed next, or None to stop
-                     choose: Callable[[torch.Tensor], int | None],
-                     recorder: EntropyRecorder,
-                    ) -> EntropyRecorder:
+def stream_entropies(
+    backend: TransformersBackend,
+    prompt_ids: Sequence[int],  # the full prompt (chat template applied)
+    # next-token logits -> token to feed next, or None to stop
+    choose: Callable[[torch.Tensor], int | None],
+    recorder: EntropyRecorder,
+) -> EntropyRecorder:
     """Feed the prompt's last token, then each token `choose` returns, one KV-cached step at a time, recording every
     step."""
     prompt_ids = list(prompt_ids)
@@ -220,37 +251,46 @@ def stream_entropies(backend: TransformersBackend,
             token = choose(logits)
     return recorder
 
+
 def _trace(recorder: EntropyRecorder, prompt_ids, token_ids, completion=None) -> EntropyTrace:
     heads, averaged = recorder.arrays()
     return EntropyTrace(list(prompt_ids), list(token_ids), recorder.recorded_layers, heads, averaged, completion)
 
-def generate_with_entropies(backend: TransformersBackend,
-                            request: Request,  # n must be 1; temperature 0 is greedy
-                            layers: Iterable[int] | None = None,  # layers to record (None: all)
-                           ) -> EntropyTrace:
+
+def generate_with_entropies(
+    backend: TransformersBackend,
+    request: Request,  # n must be 1; temperature 0 is greedy
+    layers: Iterable[int] | None = None,  # layers to record (None: all)
+) -> EntropyTrace:
     "Generate the completion of `request` and the attention entropies of every step."
-    if request.sampling.n != 1: raise ValueError("generate_with_entropies makes one generation: use n=1")
+    if request.sampling.n != 1:
+        raise ValueError("generate_with_entropies makes one generation: use n=1")
     recorder = EntropyRecorder(check_layers(backend.model, layers))
     prompt_ids = backend.render_prompt_ids(request)
     row = backend.new_row(len(prompt_ids), request.sampling, request.sampling.sample_seed(0))
     started = time.perf_counter()
+
     def choose(logits):
         token = pick_next_token(logits, row.sampling, row.generator)
         backend._advance(row, token, started)  # the backend's own stopping rules (EOS, stop strings, budget)
         return None if row.finish_reason else token
+
     stream_entropies(backend, prompt_ids, choose, recorder)
     backend.generated_tokens += len(row.tokens)
     completion = backend.to_completion(row, request.prefill, backend.expects_thinking(request))
     return _trace(recorder, prompt_ids, row.tokens, completion)
 
-def replay_entropies(backend: TransformersBackend,
-                     prompt_ids: Sequence[int],  # the prompt the continuation was generated from
-                     token_ids: Sequence[int],  # the generated tokens, fed one by one (teacher forcing)
-                     layers: Iterable[int] | None = None,  # layers to record (None: all)
-                    ) -> EntropyTrace:
+
+def replay_entropies(
+    backend: TransformersBackend,
+    prompt_ids: Sequence[int],  # the prompt the continuation was generated from
+    token_ids: Sequence[int],  # the generated tokens, fed one by one (teacher forcing)
+    layers: Iterable[int] | None = None,  # layers to record (None: all)
+) -> EntropyTrace:
     "The attention entropies of a given continuation: step t is the pass that predicts `token_ids[t]`."
     token_ids = list(token_ids)
-    if not token_ids: raise ValueError("nothing to replay: token_ids is empty")
+    if not token_ids:
+        raise ValueError("nothing to replay: token_ids is empty")
     backend.check_fits(len(prompt_ids) + len(token_ids) - 1)
     recorder = EntropyRecorder(check_layers(backend.model, layers))
     feed = iter(token_ids[:-1])
@@ -259,10 +299,11 @@ def replay_entropies(backend: TransformersBackend,
 
 # %% ../../../nbs/80_studies.attention.recording.ipynb #24355f28
 # per layer: [1, heads, seq, seq] (output_attentions=True)
-def entropies_from_attention_maps(attentions: Sequence[torch.Tensor],
-                                  prompt_len: int,  # P: the query of step t is row P - 1 + t
-                                  n_steps: int,
-                                 ) -> tuple[np.ndarray, np.ndarray]:
+def entropies_from_attention_maps(
+    attentions: Sequence[torch.Tensor],
+    prompt_len: int,  # P: the query of step t is row P - 1 + t
+    n_steps: int,
+) -> tuple[np.ndarray, np.ndarray]:
     "Per-head and head-averaged entropies `[steps, layers, heads]`, `[steps, layers]` from full attention maps."
     rows = slice(prompt_len - 1, prompt_len - 1 + n_steps)
     # [steps, heads, keys]
@@ -289,55 +330,64 @@ def entropy_arrays(trace: EntropyTrace, **labels) -> pd.DataFrame:
         }
     )
 
+
 def entropy_table(trace: EntropyTrace, **labels) -> pd.DataFrame:
     "The tidy table of a run: one row per (layer, step), the run's `labels` first, per-head entropies as a list column."
     return expand_entropies(entropy_arrays(trace, **labels), per_head=True)
 
 # %% ../../../nbs/80_studies.attention.recording.ipynb #4c830c83
-def paradigm_request(task: str,  # "timetabling" or "subsetsum"
-                     question: str,  # the instance's question text
-                     paradigm: str,  # "short" or "long"
-                     thinking_switch: str = "never",  # the model's ThinkingSwitch ("template": thinking on for long)
-                     max_new_tokens: int = 128,
-                     # temperature, top_p, top_k, seed (None: greedy); one sample
-                     sampling: SamplingParams | None = None,
-                    ) -> Request:
+def paradigm_request(
+    task: str,  # "timetabling" or "subsetsum"
+    question: str,  # the instance's question text
+    paradigm: str,  # "short" or "long"
+    thinking_switch: str = "never",  # the model's ThinkingSwitch ("template": thinking on for long)
+    max_new_tokens: int = 128,
+    # temperature, top_p, top_k, seed (None: greedy); one sample
+    sampling: SamplingParams | None = None,
+) -> Request:
     "The first-turn request of a paradigm, with the task instructions."
     thinking = (paradigm == "long") if thinking_switch == "template" else None
     sampling = replace(sampling or SamplingParams(temperature=0.0), max_tokens=max_new_tokens, n=1)
-    return chat(solve_prompt(task, question, paradigm), thinking=thinking, sampling=sampling,
-                tag=f"attention:{task}:{paradigm}")
+    return chat(
+        solve_prompt(task, question, paradigm), thinking=thinking, sampling=sampling, tag=f"attention:{task}:{paradigm}"
+    )
+
 
 # options the transformers backend takes too
 SHARED_OPTIONS = ("trust_remote_code", "model_dir", "allow_download", "max_model_len")
+
 
 def attention_preset(preset: str | ModelPreset, **options) -> ModelPreset:
     "The preset's model on the transformers backend (of its options, those that backend shares), with `options`."
     preset = get_preset(preset)
     kept = {k: v for k, v in preset.options if k in SHARED_OPTIONS}
-    return replace(preset, name=f"{preset.name}-attention", backend="transformers",
-                   options=tuple({**kept, **options}.items()))
+    return replace(
+        preset, name=f"{preset.name}-attention", backend="transformers", options=tuple({**kept, **options}.items())
+    )
 
 # %% ../../../nbs/80_studies.attention.recording.ipynb #d549ba84
 def _layers_tag(layers: Sequence[int] | None) -> str:
     return "all" if layers is None else hashlib.sha256(json.dumps(list(layers)).encode()).hexdigest()[:8]
 
-def entropy_study(backend: TransformersBackend,
-                  items: Sequence,  # MuSoBenchItem-like: task, question_id, level, question
-                  paradigms: Sequence[str] = PARADIGMS,
-                  layers: Iterable[int] | None = None,  # layers to record (None: all)
-                  max_new_tokens: int = 128,
-                  store: GenerationStore | None = None,  # where the raw completions go (needed for reuse)
-                  cache_dir: str | Path | None = None,  # where each run's entropy table is kept (needed for reuse)
-                  progress: bool = True,
-                  # decoding of every run (None: greedy); max_new_tokens is its budget
-                  sampling: SamplingParams | None = None,
-                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+
+def entropy_study(
+    backend: TransformersBackend,
+    items: Sequence,  # MuSoBenchItem-like: task, question_id, level, question
+    paradigms: Sequence[str] = PARADIGMS,
+    layers: Iterable[int] | None = None,  # layers to record (None: all)
+    max_new_tokens: int = 128,
+    store: GenerationStore | None = None,  # where the raw completions go (needed for reuse)
+    cache_dir: str | Path | None = None,  # where each run's entropy table is kept (needed for reuse)
+    progress: bool = True,
+    # decoding of every run (None: greedy); max_new_tokens is its budget
+    sampling: SamplingParams | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     "(compact entropy table, run table) of every (instance, paradigm), generated with the entropies streamed."
     layers = check_layers(backend.model, layers)
     if bad := [p for p in paradigms if p not in PARADIGMS]:
         raise ValueError(f"unknown paradigms {bad}; known: {PARADIGMS}")
-    if cache_dir is not None: Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    if cache_dir is not None:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
     tables, runs = [], []
     jobs = [(item, paradigm) for item in items for paradigm in paradigms]
     for item, paradigm in tqdm(jobs, disable=not progress, desc="attention entropy", unit="run"):
@@ -353,12 +403,25 @@ def entropy_study(backend: TransformersBackend,
         else:
             trace = generate_with_entropies(backend, request, layers)
             table, completion = entropy_arrays(trace, **labels), trace.completion
-            if store is not None: store.put(GenerationRecord.from_completion(backend, request, 0, completion, key=key))
-            if path is not None: table.to_parquet(path)
+            if store is not None:
+                store.put(GenerationRecord.from_completion(backend, request, 0, completion, key=key))
+            if path is not None:
+                table.to_parquet(path)
         tables.append(table)
         s = request.sampling
-        runs.append({**labels, "key": key, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
-                     "seed": s.seed,
-                     "prompt_tokens": completion.prompt_tokens, "n_steps": completion.completion_tokens,
-                     "finish_reason": completion.finish_reason, "status": completion.status, "text": completion.text})
+        runs.append(
+            {
+                **labels,
+                "key": key,
+                "temperature": s.temperature,
+                "top_p": s.top_p,
+                "top_k": s.top_k,
+                "seed": s.seed,
+                "prompt_tokens": completion.prompt_tokens,
+                "n_steps": completion.completion_tokens,
+                "finish_reason": completion.finish_reason,
+                "status": completion.status,
+                "text": completion.text,
+            }
+        )
     return pd.concat(tables, ignore_index=True), pd.DataFrame(runs)

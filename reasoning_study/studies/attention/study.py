@@ -11,13 +11,19 @@ from typing import Sequence
 
 import pandas as pd
 
-from ...backends.presets import check_backend_options, get_preset, ModelPreset, PRESETS
+from ...backends.presets import PRESETS, ModelPreset, check_backend_options, get_preset
 from ...backends.request import SamplingParams
 from ...config import ConfigError, check_config, config_from, config_values, param
 from ...figures.sections import Drawer
-from ...metrics.attention import (absolute_step_curves, layer_phase_means, layer_phase_runs,
-                                               layer_phase_summary, paradigm_comparisons, paradigm_difference,
-                                               relative_position_curves)
+from reasoning_study.metrics.attention import (
+    absolute_step_curves,
+    layer_phase_means,
+    layer_phase_runs,
+    layer_phase_summary,
+    paradigm_comparisons,
+    paradigm_difference,
+    relative_position_curves,
+)
 from ...metrics.intervals import RESAMPLES, few_units_note, format_interval
 from ...prompts.musobench import PARADIGMS
 from ...provenance import read_record
@@ -35,14 +41,20 @@ def preset_sampling(preset: str | ModelPreset, **fields) -> SamplingParams:
     "The preset's sampling with `fields` replaced (a field given as None keeps the preset's)."
     return replace(get_preset(preset).sampling, **{k: v for k, v in fields.items() if v is not None})
 
+
 def _task_names() -> list[str]:
     return list(TASKS)
+
 
 @dataclass(frozen=True)
 class AttentionConfig:
     "The attention-entropy study's parameters."
-    preset: str = param("smollm2-135m", "model preset; run on the transformers backend whatever its usual backend",
-                        choices=lambda: PRESETS)
+
+    preset: str = param(
+        "smollm2-135m",
+        "model preset; run on the transformers backend whatever its usual backend",
+        choices=lambda: PRESETS,
+    )
     backend_options: dict = param(
         {},
         'transformers backend options, e.g. {"dtype": "bfloat16", "attn_implementation": "sdpa"} or '
@@ -56,22 +68,27 @@ class AttentionConfig:
     paradigms: list[str] = param(["short", "long"], "Short-CoT and/or Long-CoT", choices=PARADIGMS)
     layers: list[int] | None = param(None, "layer indices to record, or None for all")
     max_new_tokens: int = param(96, "generated tokens per run (the reference: 16384)", minimum=1)
-    temperature: float | None = param(None, "decoding temperature (None: the preset's; the paper's Qwen3 runs: 0.6)",
-                                      minimum=0)
+    temperature: float | None = param(
+        None, "decoding temperature (None: the preset's; the paper's Qwen3 runs: 0.6)", minimum=0
+    )
     top_p: float | None = param(None, "None: the preset's (the paper's Qwen3 runs: 0.95)", minimum=0, maximum=1)
     top_k: int | None = param(None, "None: the preset's (the paper's Qwen3 runs: 20)", minimum=0)
     sample_seed: int = param(0, "seed of each run's sampling")
     bins: int = param(10, "relative-position bins of the curves", minimum=1)
     step_width: int = param(8, "absolute-step bin width of the curves", minimum=1)
-    resamples: int = param(RESAMPLES, "bootstrap resamples of each interval (and sign flips of each paired test)",
-                           minimum=1)
+    resamples: int = param(
+        RESAMPLES, "bootstrap resamples of each interval (and sign flips of each paired test)", minimum=1
+    )
     num_threads: int = param(1, "torch CPU threads (0: torch's default)", minimum=0)
     out_dir: str = param("outputs/attention_entropy", "run folder (relative to the project root)")
 
     def __post_init__(self):
         check_config(self)
-        problems = [f"parameter {name!r} must not be empty" for name in ("tasks", "paradigms",
-                                                                         "levels") if not getattr(self, name)]
+        problems = [
+            f"parameter {name!r} must not be empty"
+            for name in ("tasks", "paradigms", "levels")
+            if not getattr(self, name)
+        ]
         for name in ("levels", "layers"):
             if bad := [
                 v
@@ -82,92 +99,130 @@ class AttentionConfig:
                     f"parameter {name!r} must hold {'levels >= 1' if name == 'levels' else 'layer indices >= 0'}, got "
                     f"{bad}"
                 )
-        if problems: raise ConfigError(problems, where="AttentionConfig parameters")
+        if problems:
+            raise ConfigError(problems, where="AttentionConfig parameters")
+
 
 def study_sampling(config: AttentionConfig) -> SamplingParams:
     "The decoding of every run: the preset's, each field the config sets replaced."
     as_float = lambda v: None if v is None else float(v)
-    return preset_sampling(config.preset, temperature=as_float(config.temperature), top_p=as_float(config.top_p),
-                           top_k=config.top_k,
-                           seed=config.sample_seed)
+    return preset_sampling(
+        config.preset,
+        temperature=as_float(config.temperature),
+        top_p=as_float(config.top_p),
+        top_k=config.top_k,
+        seed=config.sample_seed,
+    )
+
 
 def study_items(config: AttentionConfig) -> list:
     "The config's MuSoBench instances, rebuilt from the seed."
-    return [it for task in config.tasks for it in build_task(task, seed=config.seed, per_level=config.per_level,
-                                                             levels=config.levels)]
+    return [
+        it
+        for task in config.tasks
+        for it in build_task(task, seed=config.seed, per_level=config.per_level, levels=config.levels)
+    ]
 
 # %% ../../../nbs/81_studies.attention.study.ipynb #f09929bb
 RAW_TABLES = {"entropies": "entropy.parquet", "runs": "runs.parquet"}  # the raw tables of a run folder
 
-def n_layers(backend) -> int: return backend.model.config.get_text_config().num_hidden_layers
 
-def run(config: AttentionConfig,
-        backends=None,  # the model on the transformers backend (None: `load_backends`)
-        # where every generation is kept (None: the folder's generations.sqlite, if any)
-        store: GenerationStore | None = None,
-        folder: str | Path | None = None,  # where the raw tables go (None: nowhere)
-        progress: bool = True,
-       ) -> dict[str, pd.DataFrame]:
+def n_layers(backend) -> int:
+    return backend.model.config.get_text_config().num_hidden_layers
+
+
+def run(
+    config: AttentionConfig,
+    backends=None,  # the model on the transformers backend (None: `load_backends`)
+    # where every generation is kept (None: the folder's generations.sqlite, if any)
+    store: GenerationStore | None = None,
+    folder: str | Path | None = None,  # where the raw tables go (None: nowhere)
+    progress: bool = True,
+) -> dict[str, pd.DataFrame]:
     "Raw tables: the compact entropies (one row per run and layer) and the runs (with the model and its depth)."
     from reasoning_study.studies.attention.recording import entropy_study  # lazy: generating needs torch, scoring not
+
     sampling = study_sampling(config)
     folder = None if folder is None else Path(folder)
-    if folder is not None: write_params(folder, run_params(config, sampling))
+    if folder is not None:
+        write_params(folder, run_params(config, sampling))
     backend = load_backends(config) if backends is None else backends
     with run_store(store, folder) as store:
-        entropies, runs = entropy_study(backend, study_items(config), config.paradigms, config.layers,
-                                        config.max_new_tokens,
-                                        store=store, cache_dir=None if folder is None else folder / "entropies",
-                                        sampling=sampling)
+        entropies, runs = entropy_study(
+            backend,
+            study_items(config),
+            config.paradigms,
+            config.layers,
+            config.max_new_tokens,
+            store=store,
+            cache_dir=None if folder is None else folder / "entropies",
+            sampling=sampling,
+        )
     runs = runs.assign(model=backend.model_id, n_layers=n_layers(backend))
     raw = {"entropies": entropies, "runs": runs}
     if folder is not None:
-        for name, file in RAW_TABLES.items(): raw[name].to_parquet(folder / file)
+        for name, file in RAW_TABLES.items():
+            raw[name].to_parquet(folder / file)
     return raw
+
 
 def run_params(config: AttentionConfig, sampling: SamplingParams) -> dict:
     "What `params.json` records: the config (without the machine's threads and the folder) and the decoding as run."
     kept = {k: v for k, v in config_values(config).items() if k not in ("num_threads", "out_dir")}
     return kept | {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k}
 
+
 def run_counts(raw: dict[str, pd.DataFrame], folder: str | Path | None = None) -> dict[str, int]:
     "How many (instance, paradigm) runs were recorded (for the run.json)."
     return {"runs": len(raw["runs"])}
+
 
 def score(raw: dict[str, pd.DataFrame], config: AttentionConfig) -> dict[str, pd.DataFrame]:
     """The summary per layer and phase (each mean with its 95 % interval over runs), Long-CoT − Short-CoT per layer
     and phase on the same instances, the curves along the relative position and the absolute step, and the model."""
     entropies = raw["entropies"]
     per_run = layer_phase_runs(entropies)  # stage one of the summary and of the paired comparisons
-    return {"summary": layer_phase_means(per_run, resamples=config.resamples),
-            "comparisons": paradigm_comparisons(per_run, resamples=config.resamples),
-            "relative": relative_position_curves(entropies, bins=config.bins),
-            "absolute": absolute_step_curves(entropies, step_width=config.step_width),
-            "model": raw["runs"][["model", "n_layers"]].drop_duplicates().reset_index(drop=True)}
+    return {
+        "summary": layer_phase_means(per_run, resamples=config.resamples),
+        "comparisons": paradigm_comparisons(per_run, resamples=config.resamples),
+        "relative": relative_position_curves(entropies, bins=config.bins),
+        "absolute": absolute_step_curves(entropies, step_width=config.step_width),
+        "model": raw["runs"][["model", "n_layers"]].drop_duplicates().reset_index(drop=True),
+    }
+
 
 # what `score` returns, and where
-RESULT_FILES = {"summary": "summary_layer_phase.parquet", "comparisons": "comparisons_layer_phase.parquet",
-                "relative": "curves_relative.parquet",
-                # `report` writes it in a run folder
-                "absolute": "curves_absolute.parquet", "model": "model.parquet"}
+RESULT_FILES = {
+    "summary": "summary_layer_phase.parquet",
+    "comparisons": "comparisons_layer_phase.parquet",
+    "relative": "curves_relative.parquet",
+    # `report` writes it in a run folder
+    "absolute": "curves_absolute.parquet",
+    "model": "model.parquet",
+}
+
 
 def per_layer_means(summary: pd.DataFrame) -> pd.DataFrame:
     "Mean entropy per layer and paradigm over the whole generation, with Long-CoT minus Short-CoT when both ran."
     table = summary[summary.phase == "all"].pivot(index="layer", columns="paradigm", values="mean")
-    if {"short", "long"} <= set(table.columns): table["long - short"] = table["long"] - table["short"]
+    if {"short", "long"} <= set(table.columns):
+        table["long - short"] = table["long"] - table["short"]
     return table
 
-def per_layer_intervals(summary: pd.DataFrame,  # `score`'s summary, with `mean_lo`, `mean_hi`, `n_units`
-                        comparisons: pd.DataFrame | None = None,  # `score`'s comparisons (a long − short column)
-                        digits: int = 3,
-                       ) -> pd.DataFrame:
+
+def per_layer_intervals(
+    summary: pd.DataFrame,  # `score`'s summary, with `mean_lo`, `mean_hi`, `n_units`
+    comparisons: pd.DataFrame | None = None,  # `score`'s comparisons (a long − short column)
+    digits: int = 3,
+) -> pd.DataFrame:
     """For reading: per layer, each paradigm's whole-generation mean as '2.345 [2.101, 2.590]' (and the paired
     Long-CoT − Short-CoT with its p-value)."""
     whole = summary[summary.phase == "all"]
     text = whole.assign(text=[format_interval(*v, digits) for v in whole[["mean", "mean_lo", "mean_hi"]].to_numpy()])
     table = text.pivot(index="layer", columns="paradigm", values="text")
-    table = table[[p for p in ("short", "long") if p in table.columns] + [p for p in table.columns
-                                                                         if p not in ("short", "long")]]
+    table = table[
+        [p for p in ("short", "long") if p in table.columns] + [p for p in table.columns if p not in ("short", "long")]
+    ]
     if comparisons is not None and len(comparisons):
         d = comparisons[comparisons.phase == "all"].set_index("layer")
         table["long - short"] = [format_interval(*v, digits) for v in d[["difference", "lo", "hi"]].to_numpy()]
@@ -175,24 +230,35 @@ def per_layer_intervals(summary: pd.DataFrame,  # `score`'s summary, with `mean_
     table.columns.name = None
     return table
 
+
 def summary_markdown(results: dict[str, pd.DataFrame]) -> str:
     "The report's Markdown: per-layer means with their intervals, the paired difference, and the few-runs note."
     summary, model = results["summary"], results["model"].iloc[0]
     whole = summary[summary.phase == "all"]
     note = few_units_note(whole, ["paradigm"], "runs")
     runs = ", ".join(f"{p} {int(n)}" for p, n in whole.groupby("paradigm", sort=False)["n_units"].max().items())
-    return (f"# Attention entropy (bits, head-averaged distribution), {model.model}\n\n"
-            "Mean over runs of the per-run mean, whole generation, with its 95 % cluster-bootstrap interval over runs "
-            f"(runs per paradigm: {runs}); Long-CoT − Short-CoT is paired on the same instances (sign-flip p):\n\n"
-            + (f"*{note}*\n\n" if note else "")
-            + per_layer_intervals(summary, results.get("comparisons")).to_markdown() + "\n")
+    return (
+        f"# Attention entropy (bits, head-averaged distribution), {model.model}\n\n"
+        "Mean over runs of the per-run mean, whole generation, with its 95 % cluster-bootstrap interval over runs "
+        f"(runs per paradigm: {runs}); Long-CoT − Short-CoT is paired on the same instances (sign-flip p):\n\n"
+        + (f"*{note}*\n\n" if note else "")
+        + per_layer_intervals(summary, results.get("comparisons")).to_markdown()
+        + "\n"
+    )
+
 
 def report(results: dict[str, pd.DataFrame], folder: str | Path, config: AttentionConfig) -> dict:
     "The tables (parquet, the summary also as CSV and Markdown) and Figures 7 and 14, written under `folder`."
     # matplotlib: imported where a figure is drawn
-    from reasoning_study.figures.attention import (plot_entropy_by_depth, plot_entropy_heatmap, plot_entropy_layer_grid,
-                                                   plot_entropy_layers, representative_layers)
+    from reasoning_study.figures.attention import (
+        plot_entropy_by_depth,
+        plot_entropy_heatmap,
+        plot_entropy_layer_grid,
+        plot_entropy_layers,
+        representative_layers,
+    )
     from reasoning_study.figures.core import save_figure  # matplotlib: imported where a figure is drawn
+
     folder = Path(folder)
     written = {}
     for name, file in RESULT_FILES.items():
@@ -215,8 +281,10 @@ def report(results: dict[str, pd.DataFrame], folder: str | Path, config: Attenti
         "fig14_attention_entropy_grid": lambda: plot_entropy_layer_grid(relative),
         "attention_entropy_by_depth": lambda: plot_entropy_by_depth(summary),
     }
-    for name, draw in figures.items(): written[name] = save_figure(draw(), folder / "figures" / name)
+    for name, draw in figures.items():
+        written[name] = save_figure(draw(), folder / "figures" / name)
     return written
+
 
 def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The results of a run folder again, from its raw tables and the config in its run.json (no model)."
@@ -234,12 +302,15 @@ def study_preset(config: AttentionConfig) -> ModelPreset:
     import torch  # the model boundary: scoring and reporting a run folder need no torch
 
     from reasoning_study.studies.attention.recording import attention_preset  # torch: imported where a model is used
+
     if config.device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device='cuda' but no CUDA device is available")
-    preset = attention_preset(config.preset, **({"device": config.device} if config.device else {}),
-                              **config.backend_options)
+    preset = attention_preset(
+        config.preset, **({"device": config.device} if config.device else {}), **config.backend_options
+    )
     check_backend_options(preset)
     return preset
+
 
 def load_backends(config: AttentionConfig):
     """The config's model on the transformers backend, loaded (after the checks, with the config's torch threads): what
@@ -247,18 +318,26 @@ def load_backends(config: AttentionConfig):
     import torch
 
     from reasoning_study.backends.transformers import from_preset  # torch: imported where a model is used
+
     preset, _ = study_preset(config), study_sampling(config)
-    if config.num_threads: torch.set_num_threads(config.num_threads)
+    if config.num_threads:
+        torch.set_num_threads(config.num_threads)
     return from_preset(preset)
 
 # %% ../../../nbs/81_studies.attention.study.ipynb #8a505863
 COUNTED = (RAW_TABLES["entropies"], ["paradigm"], ["task", "question_id"])  # where a condition's instances are counted
 
+
 def section(folders: Sequence[str | Path], out: str | Path, made: dict, bins: int = 10, step_width: int = 8):
     "Figures 7 and 14 (and entropy by depth) for each attention_entropy run."
     # matplotlib: imported where a figure is drawn
-    from reasoning_study.figures.attention import (plot_entropy_by_depth, plot_entropy_heatmap, plot_entropy_layer_grid,
-                                                   plot_entropy_layers)
+    from reasoning_study.figures.attention import (
+        plot_entropy_by_depth,
+        plot_entropy_heatmap,
+        plot_entropy_layer_grid,
+        plot_entropy_layers,
+    )
+
     draw = Drawer(out, "attention", made)
     for f in map(Path, folders):
         suffix = f"_{f.name}" if len(folders) > 1 else ""
@@ -272,7 +351,9 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict, bins: in
         both = {"short", "long"} <= set(entropies["paradigm"])
         draw.table(f"summary_layer_phase{suffix}", summary)
         draw.figure(f"fig7_attention_entropy_layers{suffix}", lambda: plot_entropy_layers(relative, absolute))
-        draw.figure(f"fig14_attention_entropy_heatmap{suffix}",
-                    lambda: plot_entropy_heatmap(relative, paradigm_difference(relative) if both else None))
+        draw.figure(
+            f"fig14_attention_entropy_heatmap{suffix}",
+            lambda: plot_entropy_heatmap(relative, paradigm_difference(relative) if both else None),
+        )
         draw.figure(f"fig14_attention_entropy_grid{suffix}", lambda: plot_entropy_layer_grid(relative))
         draw.figure(f"attention_entropy_by_depth{suffix}", lambda: plot_entropy_by_depth(summary))

@@ -11,11 +11,11 @@ from typing import Sequence
 
 import pandas as pd
 
-from ...figures.sections import Drawer, read_tables
-from ...tasks.musobench import TASKS, benchmark_summary, benchmark_table, build_task, get_task, write_jsonl
 from ...config import ConfigError, check_config, config_from, config_values, param
+from ...figures.sections import Drawer, read_tables
 from ...provenance import read_record
 from ...runs import write_params
+from ...tasks.musobench import TASKS, benchmark_summary, benchmark_table, build_task, get_task, write_jsonl
 
 # %% auto #0
 __all__ = ['RAW_TABLE', 'RESULT_FILES', 'COUNTED', 'MuSoBenchBuildConfig', 'load_backends', 'run', 'run_counts', 'score',
@@ -26,9 +26,11 @@ RAW_TABLE = "instances.parquet"  # the raw table of a build's run folder
 # what `score` returns, and where `report` / `run` keep it
 RESULT_FILES = {"instances": RAW_TABLE, "summary": "summary.parquet"}
 
+
 @dataclass(frozen=True)
 class MuSoBenchBuildConfig:
     "The MuSoBench build's parameters."
+
     seed: int = param(0, "benchmark seed: the same seed gives the same files, byte for byte", minimum=0)
     per_level: int = param(100, "instances per complexity level (the paper: 100)", minimum=1)
     tasks: list[str] = param(["timetabling", "subsetsum"], "which tasks to build", choices=lambda: list(TASKS))
@@ -45,68 +47,88 @@ class MuSoBenchBuildConfig:
                 l for l in self.levels or [] if isinstance(l, bool) or not isinstance(l, int) or not 1 <= l <= top
             ]:
                 problems.append(f"parameter 'levels': {task} has levels 1..{top}, got {bad}")
-        if problems: raise ConfigError(problems, where="MuSoBenchBuildConfig parameters")
+        if problems:
+            raise ConfigError(problems, where="MuSoBenchBuildConfig parameters")
 
 # %% ../../../nbs/71_studies.musobench.build.ipynb #f07d2c26
 def _no_model(backends, store):
     if backends is not None or store is not None:
         raise ValueError("the MuSoBench build uses no model: pass backends=None and store=None")
 
+
 def load_backends(config: MuSoBenchBuildConfig) -> None:
     "The build uses no model: nothing to load."
     return None
 
-def run(config: MuSoBenchBuildConfig, backends=None, store=None, folder: str | Path | None = None,
-        progress: bool = True) -> dict[str, pd.DataFrame]:
+
+def run(
+    config: MuSoBenchBuildConfig, backends=None, store=None, folder: str | Path | None = None, progress: bool = True
+) -> dict[str, pd.DataFrame]:
     """Build every task of `config`; into `folder` (when given) go `<task>.jsonl` and the raw table. Raw: the instances
     table."""
     _no_model(backends, store)
-    if folder is not None: write_params(folder, config_values(config))
+    if folder is not None:
+        write_params(folder, config_values(config))
     items = []
     for task in config.tasks:
-        built = build_task(task, seed=config.seed, per_level=config.per_level, levels=config.levels,
-                           workers=config.workers)
-        if folder is not None: write_jsonl(built, Path(folder) / f"{task}.jsonl")
+        built = build_task(
+            task, seed=config.seed, per_level=config.per_level, levels=config.levels, workers=config.workers
+        )
+        if folder is not None:
+            write_jsonl(built, Path(folder) / f"{task}.jsonl")
         items += built
     raw = {"instances": benchmark_table(items)}
-    if folder is not None: raw["instances"].to_parquet(Path(folder) / RAW_TABLE)
+    if folder is not None:
+        raw["instances"].to_parquet(Path(folder) / RAW_TABLE)
     return raw
+
 
 def run_counts(raw: dict[str, pd.DataFrame], folder: str | Path | None = None) -> dict[str, int]:
     "The instances built (all generated: a build reuses nothing)."
     return {"generated": len(raw["instances"]), "reused": 0}
 
+
 def score(raw: dict[str, pd.DataFrame], config: MuSoBenchBuildConfig | None = None) -> dict[str, pd.DataFrame]:
     "The instances table and its summary per task and level."
     return {"instances": raw["instances"], "summary": benchmark_summary(raw["instances"])}
+
 
 def report(results: dict[str, pd.DataFrame], folder: str | Path, config: MuSoBenchBuildConfig | None = None) -> dict:
     "The summary table (parquet, CSV, Markdown) and the figure of solution counts per level, written under `folder`."
     from reasoning_study.figures.core import save_figure  # matplotlib: imported where a figure is drawn
     from reasoning_study.figures.musobench import plot_solution_counts  # matplotlib: imported where a figure is drawn
+
     folder, summary = Path(folder), results["summary"]
     summary.to_parquet(folder / RESULT_FILES["summary"])
     summary.to_csv(folder / "summary.csv", index=False)
     (folder / "summary.md").write_text(summary.to_markdown(index=False) + "\n")
-    return {"summary": [folder / RESULT_FILES["summary"], folder / "summary.csv", folder / "summary.md"],
-            "solution_counts": save_figure(plot_solution_counts(results["instances"]),
-                                           folder / "figures" / "solution_counts")}
+    return {
+        "summary": [folder / RESULT_FILES["summary"], folder / "summary.csv", folder / "summary.md"],
+        "solution_counts": save_figure(
+            plot_solution_counts(results["instances"]), folder / "figures" / "solution_counts"
+        ),
+    }
+
 
 def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The results of a build's run folder again, from its raw table and the config in its run.json."
     folder = Path(folder)
     if (record := read_record(folder)) is None or not (folder / RAW_TABLE).is_file():
         raise FileNotFoundError(f"{folder} is not a finished MuSoBench build (needs run.json and {RAW_TABLE})")
-    return score({"instances": pd.read_parquet(folder / RAW_TABLE)},
-                 config_from(MuSoBenchBuildConfig, record["config"], where="run.json config"))
+    return score(
+        {"instances": pd.read_parquet(folder / RAW_TABLE)},
+        config_from(MuSoBenchBuildConfig, record["config"], where="run.json config"),
+    )
 
 # %% ../../../nbs/71_studies.musobench.build.ipynb #7a87d67b
 # the table a condition's instances are counted in, its columns, one instance's
 COUNTED = (RAW_TABLE, ["task", "level"], ["question_id"])
 
+
 def section(folders: Sequence[str | Path], out: str | Path, made: dict):
     "Solution counts per level and the summary table of the pooled benchmark builds."
     from reasoning_study.figures.musobench import plot_solution_counts  # matplotlib: imported where a figure is drawn
+
     draw = Drawer(out, "musobench_build", made)
     table = read_tables(folders, RAW_TABLE)
     if table.empty:
@@ -114,4 +136,3 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict):
         return
     draw.table("summary", benchmark_summary(table.drop(columns="run")))
     draw.figure("solution_counts", lambda: plot_solution_counts(table))
-

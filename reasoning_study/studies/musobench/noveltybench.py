@@ -16,15 +16,34 @@ import pandas as pd
 from ...backends.contract import Backend, stage_batch_size
 from ...backends.request import Request, SamplingParams
 from ...metrics.noveltybench import PATIENCE, prompt_scores
-from .protocol import (ProtocolConfig, TurnJob, TurnRunner, add_stats,
-                                                        continues_prefill, follow_up, reply_prefill)
+from reasoning_study.prompts.noveltybench import (
+    MODES,
+    NOVELTY_K,
+    equivalence_prompt,
+    novelty_confidence_prompt,
+    novelty_prompt,
+    quality_prompt,
+)
+from ...store import CacheStats, GenerationStore, generate_cached
+from reasoning_study.studies.musobench.protocol import (
+    ProtocolConfig,
+    TurnJob,
+    TurnRunner,
+    add_stats,
+    continues_prefill,
+    follow_up,
+    reply_prefill,
+)
+
 # the protocol's modules, not the study: musobench imports this one
 from .replies import parse_confidence
-from ...prompts.noveltybench import (MODES, NOVELTY_K, equivalence_prompt, novelty_confidence_prompt,
-                                                  novelty_prompt, quality_prompt)
-from ...store import CacheStats, GenerationStore, generate_cached
-from ...tasks.noveltybench import (NoveltyPrompt, first_equivalent, lexical_equivalent, numbered_answers,
-                                                partition)
+from reasoning_study.tasks.noveltybench import (
+    NoveltyPrompt,
+    first_equivalent,
+    lexical_equivalent,
+    numbered_answers,
+    partition,
+)
 
 # %% auto #0
 __all__ = ['GENERATION_COLUMNS', 'JUDGE_SAMPLING', 'RATER_SAMPLING', 'RESULT_COLUMNS', 'JUDGEMENT_KEYS', 'JUDGEMENT_COLUMNS',
@@ -41,50 +60,87 @@ class NoveltyConfig:
     patience: float = PATIENCE  # Utility's weight decay
 
     def __post_init__(self):
-        if not isinstance(self.k, int) or self.k < 1: raise ValueError(f"k must be an int >= 1, got {self.k!r}")
-        if self.mode not in MODES: raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if not 0 < self.patience <= 1: raise ValueError(f"patience must be in (0, 1], got {self.patience}")
+        if not isinstance(self.k, int) or self.k < 1:
+            raise ValueError(f"k must be an int >= 1, got {self.k!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not 0 < self.patience <= 1:
+            raise ValueError(f"patience must be in (0, 1], got {self.patience}")
 
 # %% ../../../nbs/76_studies.musobench.noveltybench.ipynb #2eb35869
-GENERATION_COLUMNS = ["paradigm", "mode", "prompt_id", "category", "k", "status", "answers", "n_answers",
-                      "from_truncated", "reply_status",
-                      "confidence", "confidence_status", "reasoning_tokens", "completion_tokens"]
+GENERATION_COLUMNS = [
+    "paradigm",
+    "mode",
+    "prompt_id",
+    "category",
+    "k",
+    "status",
+    "answers",
+    "n_answers",
+    "from_truncated",
+    "reply_status",
+    "confidence",
+    "confidence_status",
+    "reasoning_tokens",
+    "completion_tokens",
+]
+
 
 def _answers(turns, mode: str, k: int, read_truncated: bool) -> tuple[list[str], str, bool]:
     """The answers of a prompt's turn-1 generations, the status of the row, and whether they were read from a truncated
     reply."""
     if mode == "one_reply":
         [t] = turns
-        if t.status == "answered": return (*numbered_answers(t.answer, k), False)
-        if t.status != "truncated" or not read_truncated: return [], t.status, False
+        if t.status == "answered":
+            return (*numbered_answers(t.answer, k), False)
+        if t.status != "truncated" or not read_truncated:
+            return [], t.status, False
         answers, seen = numbered_answers(t.answer, k)
-        if seen == "long": return answers, "complete", True  # k items finished before the budget cut a (k+1)-th
+        if seen == "long":
+            return answers, "complete", True  # k items finished before the budget cut a (k+1)-th
         finished = answers[:-1] if seen in ("complete", "short") else []  # the last item is the one the budget cut
         return (finished, "short", True) if finished else ([], "truncated", False)
     done = [t.answer.strip() for t in turns if t.status == "answered" and t.answer.strip()]
-    if not done: return [], "error" if all(t.status == "error" for t in turns) else "truncated", False
+    if not done:
+        return [], "error" if all(t.status == "error" for t in turns) else "truncated", False
     return done, "complete" if len(done) == k else "short", False
 
-def generate_novelty(runner: TurnRunner,  # one backend and paradigm, with its store
-                     prompts: Sequence[NoveltyPrompt],
-                     config: NoveltyConfig = NoveltyConfig(),
-                    ) -> pd.DataFrame:
+
+def generate_novelty(
+    runner: TurnRunner,  # one backend and paradigm, with its store
+    prompts: Sequence[NoveltyPrompt],
+    config: NoveltyConfig = NoveltyConfig(),
+) -> pd.DataFrame:
     "One row per prompt: its answers (a JSON list), their status, the confidence and its status."
     setup, protocol, k = runner.setup, config.protocol, config.k
     n = k if config.mode == "independent" else 1
     system = [{"role": "system", "content": setup.system}] if setup.system else []
-    chats = [system + [{"role": "user",
-                        "content": novelty_prompt(p.prompt, k, setup.paradigm, config.mode)}] for p in prompts]
-    first = runner.run([TurnJob(1, tuple(c), setup.prefill, protocol.sampling(n=n),
-                                tag=f"novelty:{p.id}:{setup.paradigm}:t1")
-                        for p, c in zip(prompts, chats)])
-    prefill, stop, opening, opening_stop = reply_prefill(setup, protocol, "confidence", "noveltybench",
-                                                         runner.continues)
+    chats = [
+        system + [{"role": "user", "content": novelty_prompt(p.prompt, k, setup.paradigm, config.mode)}]
+        for p in prompts
+    ]
+    first = runner.run(
+        [
+            TurnJob(1, tuple(c), setup.prefill, protocol.sampling(n=n), tag=f"novelty:{p.id}:{setup.paradigm}:t1")
+            for p, c in zip(prompts, chats)
+        ]
+    )
+    prefill, stop, opening, opening_stop = reply_prefill(
+        setup, protocol, "confidence", "noveltybench", runner.continues
+    )
     asked = [i for i, turns in enumerate(first) if turns[-1].status == "answered"]
-    jobs = [TurnJob(2, tuple(follow_up(chats[i], first[i][-1].answer, novelty_confidence_prompt(k, config.mode))),
-                    prefill,
-                    protocol.sampling(stop=stop), tag=f"novelty:{prompts[i].id}:{setup.paradigm}:t2", opening=opening,
-                    opening_stop=opening_stop) for i in asked]
+    jobs = [
+        TurnJob(
+            2,
+            tuple(follow_up(chats[i], first[i][-1].answer, novelty_confidence_prompt(k, config.mode))),
+            prefill,
+            protocol.sampling(stop=stop),
+            tag=f"novelty:{prompts[i].id}:{setup.paradigm}:t2",
+            opening=opening,
+            opening_stop=opening_stop,
+        )
+        for i in asked
+    ]
     second = dict(zip(asked, (turns[0] for turns in runner.run(jobs))))
     rows = []
     for i, (p, turns) in enumerate(zip(prompts, first)):
@@ -94,56 +150,84 @@ def generate_novelty(runner: TurnRunner,  # one backend and paradigm, with its s
             parse_confidence(t2.answer) if t2 is not None and t2.status == "answered" else (None, "missing")
         )
         tokens = [t.reasoning_tokens for t in turns if t.reasoning_tokens is not None]
-        rows.append(dict(paradigm=setup.paradigm, mode=config.mode, prompt_id=p.id, category=p.category, k=k,
-                         status=status,
-                         answers=json.dumps(answers), n_answers=len(answers),
-                         from_truncated=from_truncated, reply_status=",".join(sorted({t.status for t in turns})),
-                         confidence=np.nan if confidence is None else confidence, confidence_status=confidence_status,
-                         reasoning_tokens=float(np.mean(tokens)) if tokens else np.nan,
-                         completion_tokens=int(sum(t.completion_tokens for t in turns))))
+        rows.append(
+            dict(
+                paradigm=setup.paradigm,
+                mode=config.mode,
+                prompt_id=p.id,
+                category=p.category,
+                k=k,
+                status=status,
+                answers=json.dumps(answers),
+                n_answers=len(answers),
+                from_truncated=from_truncated,
+                reply_status=",".join(sorted({t.status for t in turns})),
+                confidence=np.nan if confidence is None else confidence,
+                confidence_status=confidence_status,
+                reasoning_tokens=float(np.mean(tokens)) if tokens else np.nan,
+                completion_tokens=int(sum(t.completion_tokens for t in turns)),
+            )
+        )
     return pd.DataFrame(rows, columns=GENERATION_COLUMNS)
 
 # %% ../../../nbs/76_studies.musobench.noveltybench.ipynb #bac52dfe
 class Judge(Protocol):
     label: str
+
     def partition_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[tuple[list[int], int]]: ...
+
 
 class Rater(Protocol):
     label: str
+
     def rate_many(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[tuple[list[float], list[str]]]: ...
+
 
 @dataclass
 class LexicalJudge:
     "Equivalence by word-set Jaccard >= threshold (`tasks.noveltybench.lexical_equivalent`): a floor, no model."
+
     threshold: float = 0.6
+
     @property
-    def label(self) -> str: return f"lexical@{self.threshold:g}"
+    def label(self) -> str:
+        return f"lexical@{self.threshold:g}"
+
     def partition_many(self, items):
         same = first_equivalent(lambda a, b: lexical_equivalent(a, b, self.threshold))
         return [(partition(answers, same), 0) for _, answers in items]
+
 
 @dataclass
 class ConstantRater:
     """Every answer gets the same score (for Distinct-only studies; Utility is then score/10 × the discounted share of
     new classes)."""
+
     score: float = 10.0
+
     @property
-    def label(self) -> str: return f"constant:{self.score:g}"
-    def rate_many(self, items): return [([float(self.score)] * len(a), ["constant"] * len(a)) for _, a in items]
+    def label(self) -> str:
+        return f"constant:{self.score:g}"
+
+    def rate_many(self, items):
+        return [([float(self.score)] * len(a), ["constant"] * len(a)) for _, a in items]
 
 # %% ../../../nbs/76_studies.musobench.noveltybench.ipynb #ad84cdd9
 _VERDICT = re.compile(r"^[\W_]*(same|different)\b", re.I)
 _SCORE = re.compile(r"^\W*(?:score\W*)?(\d+(?:\.\d+)?)\s*(?:/\s*10\b|out of 10\b)?", re.I)
+
 
 def parse_equivalence(text: str | None) -> tuple[bool | None, str]:
     "(True for SAME, False for DIFFERENT, 'parsed'), or (None, 'unparsable')."
     m = _VERDICT.match((text or "").strip())
     return (m.group(1).lower() == "same", "parsed") if m else (None, "unparsable")
 
+
 def parse_quality(text: str | None) -> tuple[float | None, str]:
     "(score in 1-10, 'parsed'), or (None, 'unparsable')."
     m = _SCORE.match((text or "").strip())
-    if not m: return None, "unparsable"
+    if not m:
+        return None, "unparsable"
     value = float(m.group(1))
     return (value, "parsed") if 1 <= value <= 10 else (None, "unparsable")
 
@@ -151,33 +235,43 @@ def parse_quality(text: str | None) -> tuple[float | None, str]:
 JUDGE_SAMPLING = SamplingParams(temperature=0.0, max_tokens=8)
 RATER_SAMPLING = SamplingParams(temperature=0.0, max_tokens=8, stop=("\n",))
 
+
 def backend_label(backend: Backend) -> str:
     "How an LLM judge or rater is named in the results: 'llm:<model id>'."
     return f"llm:{getattr(backend, 'model_id', type(backend).__name__)}"
 
-def _ask(backend: Backend, store: GenerationStore | None, requests: list[Request], batch_size: int,
-         stats: CacheStats) -> list[str | None]:
+
+def _ask(
+    backend: Backend, store: GenerationStore | None, requests: list[Request], batch_size: int, stats: CacheStats
+) -> list[str | None]:
     "The answer text of each request (None for a backend error); the store's counts are added to `stats`."
-    if not requests: return []
-    if store is None: out = backend.generate(requests)
+    if not requests:
+        return []
+    if store is None:
+        out = backend.generate(requests)
     else:
-        out = generate_cached(backend, requests, store,
-                              batch_size=stage_batch_size(backend, len(requests), batch_size), progress=False)
+        out = generate_cached(
+            backend, requests, store, batch_size=stage_batch_size(backend, len(requests), batch_size), progress=False
+        )
         add_stats(stats, store.last_stats)
     return [None if c.status == "error" else (c.answer or c.text) for [c] in out]
+
 
 @dataclass
 class LLMJudge:
     """Equivalence decided by a model (`EQUIVALENCE_PROMPT`), batched across prompts; an unreadable reply falls back to
     `fallback`."""
+
     backend: Backend
     store: GenerationStore | None = None
     batch_size: int = 8
     sampling: SamplingParams = JUDGE_SAMPLING
     fallback: float = 0.6  # the lexical threshold deciding a pair whose reply could not be read
     stats: CacheStats = field(default_factory=CacheStats)  # the store's counts over every call
+
     @property
-    def label(self) -> str: return backend_label(self.backend)
+    def label(self) -> str:
+        return backend_label(self.backend)
 
     def partition_many(self, items):
         reps = [[] for _ in items]  # per prompt: indices of the answers that opened a class
@@ -186,10 +280,20 @@ class LLMJudge:
         for step in range(max((len(a) for _, a in items), default=0)):
             live = [q for q, (_, a) in enumerate(items) if step < len(a)]
             pairs = [(q, j) for q in live for j in range(len(reps[q]))]
-            requests = [Request(messages=[{"role": "user",
-                                           "content": equivalence_prompt(items[q][0], items[q][1][reps[q][j]],
-                                                                         items[q][1][step])}],
-                                sampling=self.sampling, thinking=False, tag="novelty:judge") for q, j in pairs]
+            requests = [
+                Request(
+                    messages=[
+                        {
+                            "role": "user",
+                            "content": equivalence_prompt(items[q][0], items[q][1][reps[q][j]], items[q][1][step]),
+                        }
+                    ],
+                    sampling=self.sampling,
+                    thinking=False,
+                    tag="novelty:judge",
+                )
+                for q, j in pairs
+            ]
             verdicts = {}
             for (q, j), text in zip(pairs, _ask(self.backend, self.store, requests, self.batch_size, self.stats)):
                 same, status = parse_equivalence(text)
@@ -207,24 +311,35 @@ class LLMJudge:
                 classes[q].append(found)
         return list(zip(classes, failures))
 
+
 @dataclass
 class LLMRater:
     """Quality 1-10 decided by a model (`QUALITY_PROMPT`); the reply opens with 'Score:' where the backend continues a
     prefill."""
+
     backend: Backend
     store: GenerationStore | None = None
     batch_size: int = 8
     sampling: SamplingParams = RATER_SAMPLING
     stats: CacheStats = field(default_factory=CacheStats)  # the store's counts over every call
+
     @property
-    def label(self) -> str: return backend_label(self.backend)
+    def label(self) -> str:
+        return backend_label(self.backend)
 
     def rate_many(self, items):
         opening = "Score:" if continues_prefill(self.backend) else ""
         flat = [(q, i) for q, (_, answers) in enumerate(items) for i in range(len(answers))]
-        requests = [Request(messages=[{"role": "user", "content": quality_prompt(items[q][0], items[q][1][i])}],
-                            prefill=opening,
-                            sampling=self.sampling, thinking=False, tag="novelty:rater") for q, i in flat]
+        requests = [
+            Request(
+                messages=[{"role": "user", "content": quality_prompt(items[q][0], items[q][1][i])}],
+                prefill=opening,
+                sampling=self.sampling,
+                thinking=False,
+                tag="novelty:rater",
+            )
+            for q, i in flat
+        ]
         out = [([np.nan] * len(a), ["unrated"] * len(a)) for _, a in items]
         for (q, i), text in zip(flat, _ask(self.backend, self.store, requests, self.batch_size, self.stats)):
             score, status = parse_quality(opening + text) if text is not None else (None, "error")
@@ -232,25 +347,38 @@ class LLMRater:
         return out
 
 # %% ../../../nbs/76_studies.musobench.noveltybench.ipynb #7914dd82
-RESULT_COLUMNS = GENERATION_COLUMNS + ["classes", "distinct", "utility", "distinct_pct", "utility_pct", "judge",
-                                       "judge_failures",
-                                       "rater", "rater_failures"]
+RESULT_COLUMNS = GENERATION_COLUMNS + [
+    "classes",
+    "distinct",
+    "utility",
+    "distinct_pct",
+    "utility_pct",
+    "judge",
+    "judge_failures",
+    "rater",
+    "rater_failures",
+]
 # what names a generations row (those of its columns it has)
 JUDGEMENT_KEYS = ("model", "paradigm", "mode", "prompt_id")
 JUDGEMENT_COLUMNS = ["judge", "classes", "judge_failures", "rater", "opener_scores", "rater_statuses"]
 _RATED = ("parsed", "constant")  # rater statuses that are not failures
 
-def _keys(table: pd.DataFrame) -> list[str]: return [c for c in JUDGEMENT_KEYS if c in table.columns]
 
-def judge_novelty(generations: pd.DataFrame,  # `generate_novelty` rows (several runs stacked are fine)
-                  prompts: dict[str, str],  # prompt id -> prompt text (what the judge and rater are shown)
-                  judge: Judge,
-                  rater: Rater,
-                 ) -> pd.DataFrame:
+def _keys(table: pd.DataFrame) -> list[str]:
+    return [c for c in JUDGEMENT_KEYS if c in table.columns]
+
+
+def judge_novelty(
+    generations: pd.DataFrame,  # `generate_novelty` rows (several runs stacked are fine)
+    prompts: dict[str, str],  # prompt id -> prompt text (what the judge and rater are shown)
+    judge: Judge,
+    rater: Rater,
+) -> pd.DataFrame:
     """The judge's classes and the rater's scores of each generations row (the model step of scoring), keyed like the
     rows."""
     keys = _keys(generations)
-    if generations.duplicated(keys).any(): raise ValueError(f"generations rows are not unique by {keys}")
+    if generations.duplicated(keys).any():
+        raise ValueError(f"generations rows are not unique by {keys}")
     answers = [json.loads(a) for a in generations["answers"]]
     todo = [i for i, a in enumerate(answers) if a]
     if missing := sorted({generations["prompt_id"].iloc[i] for i in todo} - set(prompts)):
@@ -263,17 +391,25 @@ def judge_novelty(generations: pd.DataFrame,  # `generate_novelty` rows (several
     rows = []
     for i, key in enumerate(generations[keys].itertuples(index=False)):
         (classes, failed), (scores, statuses) = ratings.get(i, ((None, None), (None, None)))
-        rows.append(dict(zip(keys, key), judge=judge.label, classes=None if classes is None else json.dumps(classes),
-                         judge_failures=failed,
-                         rater=rater.label,
-                         opener_scores=None if scores is None else json.dumps([float(s) for s in scores]),
-                         rater_statuses=None if statuses is None else json.dumps(list(statuses))))
+        rows.append(
+            dict(
+                zip(keys, key),
+                judge=judge.label,
+                classes=None if classes is None else json.dumps(classes),
+                judge_failures=failed,
+                rater=rater.label,
+                opener_scores=None if scores is None else json.dumps([float(s) for s in scores]),
+                rater_statuses=None if statuses is None else json.dumps(list(statuses)),
+            )
+        )
     return pd.DataFrame(rows, columns=[*keys, *JUDGEMENT_COLUMNS])
 
-def apply_judgements(generations: pd.DataFrame,  # `generate_novelty` rows
-                     judgements: pd.DataFrame,  # `judge_novelty` of these rows (a superset is fine)
-                     patience: float = PATIENCE,
-                    ) -> pd.DataFrame:
+
+def apply_judgements(
+    generations: pd.DataFrame,  # `generate_novelty` rows
+    judgements: pd.DataFrame,  # `judge_novelty` of these rows (a superset is fine)
+    patience: float = PATIENCE,
+) -> pd.DataFrame:
     """The generations with their classes, Distinct, Utility (and %), and the judge's and rater's labels and failures:
     no model."""
     keys = _keys(generations)
@@ -287,19 +423,25 @@ def apply_judgements(generations: pd.DataFrame,  # `generate_novelty` rows
             raise ValueError(f"no judgement for the row {dict(zip(keys, key))}")
         values = dict.fromkeys(floats, np.nan) | dict(classes=None, judge=found["judge"], rater=found["rater"])
         if isinstance(found["classes"], str) and json.loads(answers):  # a row without answers has no classes
-            classes, opener_scores, statuses = (json.loads(found[c]) for c in ("classes", "opener_scores",
-                                                                               "rater_statuses"))
+            classes, opener_scores, statuses = (
+                json.loads(found[c]) for c in ("classes", "opener_scores", "rater_statuses")
+            )
             scores = [np.nan] * len(classes)
-            for c, s in enumerate(opener_scores): scores[classes.index(c)] = s  # class c opens at its first member
-            values |= dict(classes=found["classes"], judge_failures=found["judge_failures"],
-                           rater_failures=sum(s not in _RATED for s in statuses),
-                           **prompt_scores(classes, scores, int(k), patience))
+            for c, s in enumerate(opener_scores):
+                scores[classes.index(c)] = s  # class c opens at its first member
+            values |= dict(
+                classes=found["classes"],
+                judge_failures=found["judge_failures"],
+                rater_failures=sum(s not in _RATED for s in statuses),
+                **prompt_scores(classes, scores, int(k), patience),
+            )
         added.append(values)
     out = generations.copy()
     # whole columns, so a dtype does not depend on where the rows came from
     for column in ("classes", *floats, "judge", "rater"):
         out[column] = pd.Series([v[column] for v in added], index=out.index, dtype=float if column in floats else None)
     return out[list(dict.fromkeys([*generations.columns, *RESULT_COLUMNS]))]
+
 
 def score_novelty(
     generations: pd.DataFrame,  # `generate_novelty` rows (several runs stacked are fine)

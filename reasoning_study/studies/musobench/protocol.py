@@ -12,14 +12,26 @@ from typing import Callable, Iterable, Sequence
 import pandas as pd
 
 from ...backends.contract import Backend, stage_batch_size, supports
-from ...backends.presets import get_preset, ModelPreset
-from ...backends.request import Request, SamplingParams, split_reasoning, THINK_CLOSE, THINK_OPEN
-from .replies import (checkpoint_prefill, close_thinking, exploration_prefill,
-                                                       reflection_markers)
-from ...prompts.musobench import (CONFIDENCE_PROMPT, CONFIDENCE_STOP, EMULATED_LONG_COT_SYSTEM, PARADIGMS,
-                                               RECONSIDER_PROMPT, REFLECTION_MARKERS, REPLY_TURNS, reply_opening,
-                                               solve_prompt)
+from ...backends.presets import ModelPreset, get_preset
+from ...backends.request import THINK_CLOSE, THINK_OPEN, Request, SamplingParams, split_reasoning
+from reasoning_study.prompts.musobench import (
+    CONFIDENCE_PROMPT,
+    CONFIDENCE_STOP,
+    EMULATED_LONG_COT_SYSTEM,
+    PARADIGMS,
+    RECONSIDER_PROMPT,
+    REFLECTION_MARKERS,
+    REPLY_TURNS,
+    reply_opening,
+    solve_prompt,
+)
 from ...store import CacheStats, GenerationStore, generate_cached, generation_key
+from reasoning_study.studies.musobench.replies import (
+    checkpoint_prefill,
+    close_thinking,
+    exploration_prefill,
+    reflection_markers,
+)
 from ...tasks.core import well_formed_solutions
 from ...tasks.musobench import MuSoBenchItem, get_task
 
@@ -33,6 +45,7 @@ __all__ = ['DIALOGUE_KEYS', 'ParadigmSetup', 'paradigm_setup', 'solve_messages',
 @dataclass(frozen=True)
 class ParadigmSetup:
     "How one paradigm asks one preset."
+
     paradigm: str  # "short" | "long"
     thinking: bool | None  # `Request.thinking` (None: the preset decides)
     system: str | None = None  # system message of every turn (emulated Long-CoT only)
@@ -40,26 +53,38 @@ class ParadigmSetup:
     force_close: bool = False  # close a thinking block the model never closed, then let it answer
     emulated: bool = False  # Long-CoT emulated on an instruction model: code paths only
 
-def paradigm_setup(preset: str | ModelPreset,  # a preset (or its name)
-                   paradigm: str,  # "short" or "long"
-                   emulate_long: bool = True,  # allow emulated Long-CoT on an instruction model
-                  ) -> ParadigmSetup:
+
+def paradigm_setup(
+    preset: str | ModelPreset,  # a preset (or its name)
+    paradigm: str,  # "short" or "long"
+    emulate_long: bool = True,  # allow emulated Long-CoT on an instruction model
+) -> ParadigmSetup:
     "The setup of `paradigm` on `preset`; a clear error where the preset cannot run it."
     preset = get_preset(preset)
-    if paradigm not in PARADIGMS: raise ValueError(f"paradigm must be one of {PARADIGMS}, got {paradigm!r}")
+    if paradigm not in PARADIGMS:
+        raise ValueError(f"paradigm must be one of {PARADIGMS}, got {paradigm!r}")
     switch = preset.thinking
     if paradigm == "short":
-        if switch == "template": return ParadigmSetup("short", thinking=False)
-        if switch == "never": return ParadigmSetup("short", thinking=None)
-        raise ValueError(f"Short-CoT needs an instruction model or a hybrid with thinking off; preset {preset.name!r} "
-                         f"always reasons (thinking switch {switch!r})")
-    if switch == "template": return ParadigmSetup("long", thinking=True)
-    if switch in ("always", "api"): return ParadigmSetup("long", thinking=None)
+        if switch == "template":
+            return ParadigmSetup("short", thinking=False)
+        if switch == "never":
+            return ParadigmSetup("short", thinking=None)
+        raise ValueError(
+            f"Short-CoT needs an instruction model or a hybrid with thinking off; preset {preset.name!r} "
+            f"always reasons (thinking switch {switch!r})"
+        )
+    if switch == "template":
+        return ParadigmSetup("long", thinking=True)
+    if switch in ("always", "api"):
+        return ParadigmSetup("long", thinking=None)
     if not emulate_long:
-        raise ValueError(f"preset {preset.name!r} has no thinking mode: Long-CoT needs a reasoning model, a hybrid, "
-                         "or emulate_long=True (which only exercises the code paths)")
-    return ParadigmSetup("long", None, system=EMULATED_LONG_COT_SYSTEM, prefill=THINK_OPEN + "\n", force_close=True,
-                         emulated=True)
+        raise ValueError(
+            f"preset {preset.name!r} has no thinking mode: Long-CoT needs a reasoning model, a hybrid, "
+            "or emulate_long=True (which only exercises the code paths)"
+        )
+    return ParadigmSetup(
+        "long", None, system=EMULATED_LONG_COT_SYSTEM, prefill=THINK_OPEN + "\n", force_close=True, emulated=True
+    )
 
 # %% ../../../nbs/73_studies.musobench.protocol.ipynb #608d16ba
 def solve_messages(item: MuSoBenchItem, setup: ParadigmSetup) -> list[dict]:
@@ -67,10 +92,12 @@ def solve_messages(item: MuSoBenchItem, setup: ParadigmSetup) -> list[dict]:
     system = [{"role": "system", "content": setup.system}] if setup.system else []
     return system + [{"role": "user", "content": solve_prompt(item.task, item.question, setup.paradigm)}]
 
-def follow_up(messages: list[dict],  # the chat of the previous turn
-              answer: str,  # the previous turn's answer (its thinking is not passed back)
-              prompt: str,  # the next user prompt
-             ) -> list[dict]:
+
+def follow_up(
+    messages: list[dict],  # the chat of the previous turn
+    answer: str,  # the previous turn's answer (its thinking is not passed back)
+    prompt: str,  # the next user prompt
+) -> list[dict]:
     "The chat of the next turn: the previous one, its answer, and the next prompt."
     return [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": prompt}]
 
@@ -78,6 +105,7 @@ def follow_up(messages: list[dict],  # the chat of the previous turn
 @dataclass(frozen=True)
 class Turn:
     "One turn of a dialogue: the chat, the prefill, the raw text, and its reasoning/answer split."
+
     number: int  # 1 solve, 2 confidence, 3 reconsider
     messages: tuple  # the chat the model was shown (dicts)
     prefill: str  # the assistant prefill the final generation continued (a forced answer: up to its `</think>`)
@@ -93,14 +121,18 @@ class Turn:
     thinking_forced: bool = False  # the thinking never closed and was closed by force
     error: str | None = None
 
+
 def thinking_is_open(prefill: str, text: str) -> bool:
     "Whether `prefill + text` ends inside a thinking block."
     full = prefill + text
     return full.rfind(THINK_OPEN) > full.rfind(THINK_CLOSE) or (THINK_CLOSE not in full and THINK_OPEN in full)
 
-def split_turn(prefill: str, text: str,
-               untagged_thinking: bool = False,  # a message with no tags is thinking (the template opened the block)
-              ) -> tuple[str, str]:
+
+def split_turn(
+    prefill: str,
+    text: str,
+    untagged_thinking: bool = False,  # a message with no tags is thinking (the template opened the block)
+) -> tuple[str, str]:
     "(reasoning, answer) of an assistant message made of a prefill and its continuation."
     full = prefill + text
     # no tags: the whole message is the answer, or a thinking never closed
@@ -116,6 +148,7 @@ def split_turn(prefill: str, text: str,
 @dataclass(frozen=True)
 class TurnJob:
     "One turn to generate: `sampling.n` samples of one chat."
+
     number: int  # 1, 2 or 3
     messages: tuple  # the chat (dicts)
     prefill: str
@@ -124,49 +157,74 @@ class TurnJob:
     opening: str = ""  # what the answer opens with after a `</think>` (a reply opening)
     opening_stop: tuple = ()  # stop strings of the generation after that `</think>`
 
-def reopened_prefill(prefill: str, text: str,  # the first generation: its prefill and what the model wrote
-                     opening: str,  # the reply opening its answer should start with
-                    ) -> str | None:
+
+def reopened_prefill(
+    prefill: str,
+    text: str,  # the first generation: its prefill and what the model wrote
+    opening: str,  # the reply opening its answer should start with
+) -> str | None:
     """The prefill that opens the answer after the `</think>` the model wrote itself (None: no opening, no close, or
     opened already)."""
     close = text.find(THINK_CLOSE)
-    if not opening or close < 0 or thinking_is_open(prefill, text): return None
-    if text[close + len(THINK_CLOSE):].lstrip().startswith(opening): return None
+    if not opening or close < 0 or thinking_is_open(prefill, text):
+        return None
+    if text[close + len(THINK_CLOSE) :].lstrip().startswith(opening):
+        return None
     return f"{prefill}{text[:close].rstrip()}\n{THINK_CLOSE}\n\n{opening}"
+
 
 def add_stats(total: CacheStats, more: CacheStats) -> CacheStats:
     "Add the counts of one `generate_cached` call to a running total (in place)."
-    for f in fields(CacheStats): setattr(total, f.name, getattr(total, f.name) + getattr(more, f.name))
+    for f in fields(CacheStats):
+        setattr(total, f.name, getattr(total, f.name) + getattr(more, f.name))
     return total
+
 
 def token_counter(backend) -> Callable[[str], int] | None:
     """A function counting a text's tokens with the backend's own tokenizer (None for a backend without one: a remote
     server)."""
-    if not supports(backend, "tokenizer"): return None
+    if not supports(backend, "tokenizer"):
+        return None
     return lambda text: len(backend.encode(text)) if text else 0
+
 
 class TurnRunner:
     "Generates turns for one backend and paradigm through a store, keeping the store's counts."
-    def __init__(self, backend: Backend, setup: ParadigmSetup, store: GenerationStore,
-                 # samples per backend call (a backend that batches continuously gets each stage whole)
-                 batch_size: int = 8,
-                 progress: bool = True,  # tqdm bars
-                ):
+
+    def __init__(
+        self,
+        backend: Backend,
+        setup: ParadigmSetup,
+        store: GenerationStore,
+        # samples per backend call (a backend that batches continuously gets each stage whole)
+        batch_size: int = 8,
+        progress: bool = True,  # tqdm bars
+    ):
         self.backend, self.setup, self.store = backend, setup, store
         self.batch_size, self.progress = batch_size, progress
         self.stats, self.count_tokens = CacheStats(), token_counter(backend)
         self.continues = continues_prefill(backend)  # whether reply openings can be used
 
     def request(self, job: TurnJob) -> Request:
-        return Request(messages=[dict(m) for m in job.messages], prefill=job.prefill, thinking=self.setup.thinking,
-                       sampling=job.sampling, tag=job.tag)
+        return Request(
+            messages=[dict(m) for m in job.messages],
+            prefill=job.prefill,
+            thinking=self.setup.thinking,
+            sampling=job.sampling,
+            tag=job.tag,
+        )
 
     def _generate(self, requests: list[Request]):
-        if not requests: return []
+        if not requests:
+            return []
         samples = sum(r.sampling.n for r in requests)
-        out = generate_cached(self.backend, requests, self.store,
-                              batch_size=stage_batch_size(self.backend, samples, self.batch_size),
-                              progress=self.progress)
+        out = generate_cached(
+            self.backend,
+            requests,
+            self.store,
+            batch_size=stage_batch_size(self.backend, samples, self.batch_size),
+            progress=self.progress,
+        )
         add_stats(self.stats, self.store.last_stats)
         return out
 
@@ -181,15 +239,30 @@ class TurnRunner:
         if first is not None:
             r1, s1, c1 = first
             keys = (generation_key(self.backend, r1, s1),) + keys
-            text = request.prefill[len(job.prefill):] + completion.text
+            text = request.prefill[len(job.prefill) :] + completion.text
             prompt_tokens, tokens = c1.prompt_tokens, c1.completion_tokens + tokens
         count = self.count_tokens(reasoning) if self.count_tokens else None
-        return Turn(job.number, tuple(job.messages), request.prefill, text, reasoning, answer, completion.status,
-                    completion.finish_reason, prompt_tokens, tokens, keys, count, forced, completion.error)
+        return Turn(
+            job.number,
+            tuple(job.messages),
+            request.prefill,
+            text,
+            reasoning,
+            answer,
+            completion.status,
+            completion.finish_reason,
+            prompt_tokens,
+            tokens,
+            keys,
+            count,
+            forced,
+            completion.error,
+        )
 
     def second_prefill(self, job: TurnJob, request: Request, completion) -> tuple[str | None, bool]:
         "The prefill of a sample's second generation (None: none), and whether it closes the thinking by force."
-        if completion.status == "error": return None, False
+        if completion.status == "error":
+            return None, False
         if self.setup.force_close and thinking_is_open(request.prefill, completion.text):
             return close_thinking(request.prefill + completion.text) + job.opening, True
         return reopened_prefill(request.prefill, completion.text, job.opening), False
@@ -199,13 +272,21 @@ class TurnRunner:
         requests = [self.request(j) for j in jobs]
         out = self._generate(requests)
         turns = [[self._turn(j, r, i, c) for i, c in enumerate(cs)] for j, r, cs in zip(jobs, requests, out)]
-        pending = [(q, i, *self.second_prefill(jobs[q], requests[q], c)) for q, cs in enumerate(out) for i,
-                   c in enumerate(cs)]
+        pending = [
+            (q, i, *self.second_prefill(jobs[q], requests[q], c)) for q, cs in enumerate(out) for i, c in enumerate(cs)
+        ]
         pending = [p for p in pending if p[2] is not None]
-        seconds = [replace(requests[q], prefill=prefill, tag=requests[q].tag + (":forced" if forced else ":opened"),
-                           sampling=replace(requests[q].sampling, n=1, stop=jobs[q].opening_stop,
-                                            seed=requests[q].sampling.sample_seed(i)))
-                   for q, i, prefill, forced in pending]
+        seconds = [
+            replace(
+                requests[q],
+                prefill=prefill,
+                tag=requests[q].tag + (":forced" if forced else ":opened"),
+                sampling=replace(
+                    requests[q].sampling, n=1, stop=jobs[q].opening_stop, seed=requests[q].sampling.sample_seed(i)
+                ),
+            )
+            for q, i, prefill, forced in pending
+        ]
         for (q, i, _, forced), request, [completion] in zip(pending, seconds, self._generate(seconds)):
             turns[q][i] = self._turn(jobs[q], request, 0, completion, first=(requests[q], i, out[q][i]), forced=forced)
         return turns
@@ -237,22 +318,31 @@ class ProtocolConfig:
             raise ValueError(f"reply_openings must be among {REPLY_TURNS}, got {bad}")
         if any(not isinstance(k, int) or k < 0 for k in self.reflection_ks):
             raise ValueError(f"reflection_ks must be ints >= 0, got {self.reflection_ks}")
-        if self.sc_samples < 0: raise ValueError(f"sc_samples must be >= 0, got {self.sc_samples}")
+        if self.sc_samples < 0:
+            raise ValueError(f"sc_samples must be >= 0, got {self.sc_samples}")
         if bad := [p for p in self.sc_paradigms if p not in PARADIGMS]:
             raise ValueError(f"unknown paradigms in sc_paradigms: {bad}")
         SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens)  # validates them
 
     def sampling(self, seed: int | None = None, n: int = 1, stop: tuple = ()) -> SamplingParams:
-        return SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, n=n,
-                              seed=self.seed if seed is None else seed, stop=stop)
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+            n=n,
+            seed=self.seed if seed is None else seed,
+            stop=stop,
+        )
 
     def samples_for(self, paradigm: str) -> int:
         "How many turn-1 samples a paradigm gets (1 without self-consistency)."
         return self.sc_samples if self.sc_samples > 1 and paradigm in self.sc_paradigms else 1
 
+
 @dataclass
 class Dialogue:
     "One conversation: an instance under one paradigm and condition, one sample."
+
     item: MuSoBenchItem
     paradigm: str  # "short" | "long"
     condition: str  # "base" | "exploration" | "reflection_k{k}" | "sc_sample"
@@ -263,16 +353,24 @@ class Dialogue:
 
     def has_answer(self, read_truncated: bool) -> bool:
         "Whether turn 1 gave an answer to ask about (see `has_readable_answer`)."
-        return 1 in self.turns and has_readable_answer(self.item, self.turns[1].status, self.turns[1].answer,
-                                                       read_truncated)
+        return 1 in self.turns and has_readable_answer(
+            self.item, self.turns[1].status, self.turns[1].answer, read_truncated
+        )
 
-def has_readable_answer(item: MuSoBenchItem, status: str, answer: str,
-                        read_truncated: bool,  # whether a truncated answer is read for its complete solutions
-                       ) -> bool:
+
+def has_readable_answer(
+    item: MuSoBenchItem,
+    status: str,
+    answer: str,
+    read_truncated: bool,  # whether a truncated answer is read for its complete solutions
+) -> bool:
     "An answered turn 1, or (with `read_truncated`) a truncated one whose answer lists at least one complete solution."
-    if status == "answered": return True
-    if not (read_truncated and status == "truncated"): return False
+    if status == "answered":
+        return True
+    if not (read_truncated and status == "truncated"):
+        return False
     return bool(well_formed_solutions(get_task(item.task).parse_answer(answer or "", item.instance, truncated=True)))
+
 
 def _tag(d: Dialogue, turn: int) -> str:
     return f"{d.item.task}:{d.item.question_id}:{d.paradigm}:{d.condition}:s{d.sample_index}:t{turn}"
@@ -281,8 +379,10 @@ def _tag(d: Dialogue, turn: int) -> str:
 def prompt_text(backend, request: Request) -> str | None:
     """The exact prompt text a token-level backend feeds its model for `request` (None for a backend without a
     tokenizer)."""
-    if not supports(backend, "tokenizer"): return None
+    if not supports(backend, "tokenizer"):
+        return None
     return backend.decode(backend.render_prompt_ids(request))
+
 
 def thinking_opener(backend, request: Request) -> str:
     "'' when the chat template itself opens the thinking block for `request`, else '<think>\\n'."
@@ -295,15 +395,19 @@ def continues_prefill(backend) -> bool:
     prefix or tokens mode)."""
     return supports(backend, "prefill")
 
-def reply_prefill(setup: ParadigmSetup, config: ProtocolConfig,
-                  turn: str,  # "solve" | "confidence" | "reconsider"
-                  task: str,
-                  continues: bool,  # whether the backend continues a prefill (`continues_prefill`)
-                 ) -> tuple[str, tuple, str, tuple]:
+
+def reply_prefill(
+    setup: ParadigmSetup,
+    config: ProtocolConfig,
+    turn: str,  # "solve" | "confidence" | "reconsider"
+    task: str,
+    continues: bool,  # whether the backend continues a prefill (`continues_prefill`)
+) -> tuple[str, tuple, str, tuple]:
     "(prefill, stop) of a reply's first generation, and (opening, stop) after a `</think>` the protocol writes."
     opening = reply_opening(turn, task) if continues and turn in config.reply_openings else ""
     stop = CONFIDENCE_STOP if opening and turn == "confidence" else ()
-    if setup.paradigm == "long": return setup.prefill, (), opening, stop  # thinking first
+    if setup.paradigm == "long":
+        return setup.prefill, (), opening, stop  # thinking first
     return setup.prefill + opening, stop, "", ()
 
 # %% ../../../nbs/73_studies.musobench.protocol.ipynb #9f00a48b
@@ -311,28 +415,44 @@ def _ask(runner: TurnRunner, dialogues: Sequence[Dialogue], number: int, prompt:
     "Turn `number` of every dialogue: the previous turn's answer, then `prompt`."
     jobs = []
     for d in dialogues:
-        prefill, stop, opening, opening_stop = reply_prefill(runner.setup, config, REPLY_TURNS[number - 1],
-                                                             d.item.task, runner.continues)
-        jobs.append(TurnJob(number,
-                            tuple(follow_up(list(d.turns[number - 1].messages), d.turns[number - 1].answer, prompt)),
-                            prefill, config.sampling(d.seed, stop=stop), _tag(d, number), opening, opening_stop))
-    for d, [turn] in zip(dialogues, runner.run(jobs)): d.turns[number] = turn
+        prefill, stop, opening, opening_stop = reply_prefill(
+            runner.setup, config, REPLY_TURNS[number - 1], d.item.task, runner.continues
+        )
+        jobs.append(
+            TurnJob(
+                number,
+                tuple(follow_up(list(d.turns[number - 1].messages), d.turns[number - 1].answer, prompt)),
+                prefill,
+                config.sampling(d.seed, stop=stop),
+                _tag(d, number),
+                opening,
+                opening_stop,
+            )
+        )
+    for d, [turn] in zip(dialogues, runner.run(jobs)):
+        d.turns[number] = turn
+
 
 def _continue(runner: TurnRunner, starts: Sequence[tuple[Dialogue, Turn, str]], config: ProtocolConfig):
     "Turn 1 of each dialogue: the chat of a base turn 1, continued from a new prefill."
     jobs = [TurnJob(1, base.messages, prefill, config.sampling(d.seed), _tag(d, 1)) for d, base, prefill in starts]
-    for (d, _, _), [turn] in zip(starts, runner.run(jobs)): d.turns[1] = turn
+    for (d, _, _), [turn] in zip(starts, runner.run(jobs)):
+        d.turns[1] = turn
+
 
 def exploration_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config: ProtocolConfig) -> list[Dialogue]:
     "The exploration cue after each answered base answer (an unanswered base is carried over as it is)."
     out, starts = [], []
     for b in bases:
         d = Dialogue(b.item, b.paradigm, "exploration", b.sample_index, b.seed)
-        if b.has_answer(config.read_truncated): starts.append((d, b.turns[1], exploration_prefill(b.turns[1].answer)))
-        else: d.turns[1] = b.turns[1]
+        if b.has_answer(config.read_truncated):
+            starts.append((d, b.turns[1], exploration_prefill(b.turns[1].answer)))
+        else:
+            d.turns[1] = b.turns[1]
         out.append(d)
     _continue(runner, starts, config)
     return out
+
 
 def reflection_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config: ProtocolConfig) -> list[Dialogue]:
     """One dialogue per base and checkpoint k: the thinking cut after k reflection steps, `</think>` forced (then the
@@ -344,22 +464,29 @@ def reflection_dialogues(runner: TurnRunner, bases: Sequence[Dialogue], config: 
         opening = reply_prefill(runner.setup, config, "solve", b.item.task, runner.continues)[2]
         for k in config.reflection_ks:
             d = Dialogue(b.item, b.paradigm, f"reflection_k{k}", b.sample_index, b.seed)
-            prefill = checkpoint_prefill(first.reasoning, k, opener,
-                                         config.reflection_markers) if first.status != "error" else None
+            prefill = (
+                checkpoint_prefill(first.reasoning, k, opener, config.reflection_markers)
+                if first.status != "error"
+                else None
+            )
             d.checkpoint_cut = prefill is not None
-            if prefill is None: d.turns[1] = first  # at most k reflections: the base answer is the answer at k
-            else: starts.append((d, first, prefill + opening))
+            if prefill is None:
+                d.turns[1] = first  # at most k reflections: the base answer is the answer at k
+            else:
+                starts.append((d, first, prefill + opening))
             out.append(d)
     _continue(runner, starts, config)
     return out
 
-def run_protocol(backend: Backend,  # answers the turns
-                 items: Sequence[MuSoBenchItem],  # the instances
-                 setup: ParadigmSetup,  # the paradigm, for this backend's preset
-                 store: GenerationStore,  # where every generation is kept
-                 config: ProtocolConfig = ProtocolConfig(),
-                 progress: bool = True,  # tqdm bars
-                ) -> tuple[list[Dialogue], CacheStats]:
+
+def run_protocol(
+    backend: Backend,  # answers the turns
+    items: Sequence[MuSoBenchItem],  # the instances
+    setup: ParadigmSetup,  # the paradigm, for this backend's preset
+    store: GenerationStore,  # where every generation is kept
+    config: ProtocolConfig = ProtocolConfig(),
+    progress: bool = True,  # tqdm bars
+) -> tuple[list[Dialogue], CacheStats]:
     "Every dialogue of one paradigm (base, mitigations, self-consistency samples), and the store's counts."
     runner = TurnRunner(backend, setup, store, config.batch_size, progress)
     n = config.samples_for(setup.paradigm)
@@ -367,18 +494,31 @@ def run_protocol(backend: Backend,  # answers the turns
     jobs = []
     for it in items:
         prefill, stop, opening, opening_stop = reply_prefill(setup, config, "solve", it.task, runner.continues)
-        jobs.append(TurnJob(1, tuple(solve_messages(it, setup)), prefill, replace(sampling, stop=stop),
-                            f"{it.task}:{it.question_id}:{setup.paradigm}:t1", opening, opening_stop))
+        jobs.append(
+            TurnJob(
+                1,
+                tuple(solve_messages(it, setup)),
+                prefill,
+                replace(sampling, stop=stop),
+                f"{it.task}:{it.question_id}:{setup.paradigm}:t1",
+                opening,
+                opening_stop,
+            )
+        )
     bases, dialogues = [], []
     for item, turns in zip(items, runner.run(jobs)):
         base = Dialogue(item, setup.paradigm, "base", 0, sampling.sample_seed(0), {1: turns[0]})
         bases.append(base)
         dialogues.append(base)
         if n > 1:
-            dialogues += [Dialogue(item, setup.paradigm, "sc_sample", i, sampling.sample_seed(i), {1: t}) for i,
-                          t in enumerate(turns)]
-    if config.exploration and setup.paradigm == "short": dialogues += exploration_dialogues(runner, bases, config)
-    if config.reflection_ks and setup.paradigm == "long": dialogues += reflection_dialogues(runner, bases, config)
+            dialogues += [
+                Dialogue(item, setup.paradigm, "sc_sample", i, sampling.sample_seed(i), {1: t})
+                for i, t in enumerate(turns)
+            ]
+    if config.exploration and setup.paradigm == "short":
+        dialogues += exploration_dialogues(runner, bases, config)
+    if config.reflection_ks and setup.paradigm == "long":
+        dialogues += reflection_dialogues(runner, bases, config)
     answered = [d for d in dialogues if d.has_answer(config.read_truncated)]
     _ask(runner, answered, 2, CONFIDENCE_PROMPT, config)
     _ask(runner, [d for d in answered if d.condition != "sc_sample"], 3, RECONSIDER_PROMPT, config)
@@ -387,27 +527,53 @@ def run_protocol(backend: Backend,  # answers the turns
 # %% ../../../nbs/73_studies.musobench.protocol.ipynb #84d93297
 DIALOGUE_KEYS = ["model", "preset", "paradigm", "condition", "task", "question_id", "sample_index"]
 
-def turns_table(dialogues: Iterable[Dialogue],
-                model: str,  # the run's model label (the same for the two paradigms of a pair)
-                preset: str,  # the preset that answered
-                config: ProtocolConfig,
-                emulated: bool = False,  # Long-CoT emulated on an instruction model
-               ) -> pd.DataFrame:
+
+def turns_table(
+    dialogues: Iterable[Dialogue],
+    model: str,  # the run's model label (the same for the two paradigms of a pair)
+    preset: str,  # the preset that answered
+    config: ProtocolConfig,
+    emulated: bool = False,  # Long-CoT emulated on an instruction model
+) -> pd.DataFrame:
     "One row per dialogue and turn, with the raw texts."
     rows = []
     for d in dialogues:
         for number, t in sorted(d.turns.items()):
-            rows.append(dict(model=model, preset=preset, paradigm=d.paradigm, condition=d.condition, task=d.item.task,
-                             question_id=d.item.question_id, sample_index=d.sample_index, level=d.item.level,
-                             answer_count=d.item.answer_count, temperature=config.temperature, seed=config.seed,
-                             dialogue_seed=d.seed, long_cot_emulated=emulated, checkpoint_cut=d.checkpoint_cut,
-                             read_truncated=config.read_truncated,
-                             reflection_markers=json.dumps(list(config.reflection_markers)),
-                             turn=number, status=t.status, finish_reason=t.finish_reason, prompt_tokens=t.prompt_tokens,
-                             completion_tokens=t.completion_tokens, reasoning_tokens=t.reasoning_tokens,
-                             thinking_forced=t.thinking_forced, error=t.error, keys=json.dumps(list(t.keys)),
-                             messages=json.dumps(list(t.messages), ensure_ascii=False), prefill=t.prefill,
-                             text=t.text, reasoning=t.reasoning, answer=t.answer))
+            rows.append(
+                dict(
+                    model=model,
+                    preset=preset,
+                    paradigm=d.paradigm,
+                    condition=d.condition,
+                    task=d.item.task,
+                    question_id=d.item.question_id,
+                    sample_index=d.sample_index,
+                    level=d.item.level,
+                    answer_count=d.item.answer_count,
+                    temperature=config.temperature,
+                    seed=config.seed,
+                    dialogue_seed=d.seed,
+                    long_cot_emulated=emulated,
+                    checkpoint_cut=d.checkpoint_cut,
+                    read_truncated=config.read_truncated,
+                    reflection_markers=json.dumps(list(config.reflection_markers)),
+                    turn=number,
+                    status=t.status,
+                    finish_reason=t.finish_reason,
+                    prompt_tokens=t.prompt_tokens,
+                    completion_tokens=t.completion_tokens,
+                    reasoning_tokens=t.reasoning_tokens,
+                    thinking_forced=t.thinking_forced,
+                    error=t.error,
+                    keys=json.dumps(list(t.keys)),
+                    messages=json.dumps(list(t.messages), ensure_ascii=False),
+                    prefill=t.prefill,
+                    text=t.text,
+                    reasoning=t.reasoning,
+                    answer=t.answer,
+                )
+            )
     table = pd.DataFrame(rows)
-    if len(table): table["reasoning_tokens"] = table["reasoning_tokens"].astype("Int64")
+    if len(table):
+        table["reasoning_tokens"] = table["reasoning_tokens"].astype("Int64")
     return table

@@ -27,28 +27,35 @@ _CONFIDENCE_FORMS = [
     re.compile(r"^\W*" + _NUMBER + _SCALE + r"\W*$"),  # just a number
 ]
 
+
 def _normalise_confidence(text: str) -> str:
     "Markdown and LaTeX noise removed, scale echoes such as '(0-100)' dropped."
     text = text.replace("\\%", "%").replace("$", " ")
     text = re.sub(r"[*_`]", "", text)
     return _SCALE_NOTE.sub(" ", text)
 
-def confidence_fraction(number: str,  # the digits as written ("85", "0.85", ".9")
-                        scale: str | None = None,  # what followed: "%", "/100", "out of 10", ... or None
-                       ) -> float:
+
+def confidence_fraction(
+    number: str,  # the digits as written ("85", "0.85", ".9")
+    scale: str | None = None,  # what followed: "%", "/100", "out of 10", ... or None
+) -> float:
     "A written rating as a fraction: percentages and /100 divided by 100, /10 by 10, a decimal <= 1 taken as is."
     value = float(number)
     scale = re.sub(r"\s+", "", (scale or "").lower())
-    if scale in ("%", "percent", "/100", "outof100"): return value / 100
-    if scale in ("/10", "outof10"): return value / 10
+    if scale in ("%", "percent", "/100", "outof100"):
+        return value / 100
+    if scale in ("/10", "outof10"):
+        return value / 10
     return value if "." in number and value <= 1 else value / 100
+
 
 def parse_confidence(text: str | None) -> tuple[float | None, str]:
     "(confidence in [0, 1], 'parsed'), or (None, 'unparsable')."
     norm = _normalise_confidence(text or "")
     for form in _CONFIDENCE_FORMS:
         matches = list(form.finditer(norm if form is not _CONFIDENCE_FORMS[-1] else norm.strip()))
-        if not matches: continue
+        if not matches:
+            continue
         value = confidence_fraction(matches[-1].group(1), matches[-1].group(2))
         return (value, "parsed") if 0 <= value <= 1 else (None, "unparsable")
     return None, "unparsable"
@@ -57,14 +64,16 @@ def parse_confidence(text: str | None) -> tuple[float | None, str]:
 _BRACKETED_TAG = re.compile(r"\[+\s*(un\s*-?\s*changed?|no\s+changes?|changed?)\s*\]+", re.I)
 _BARE_TAG = re.compile(r"^[^\w\n]*(UN-?CHANGED?|NO CHANGES?|CHANGED?)\b", re.M)
 
+
 def parse_decision(text: str | None) -> tuple[str, str]:
     "('unchanged' | 'changed' | 'unparsable', the text after the tag: the new answer of a 'changed' reply)."
     text = text or ""
     hits = [m for m in (_BRACKETED_TAG.search(text), _BARE_TAG.search(text)) if m]
-    if not hits: return "unparsable", ""
+    if not hits:
+        return "unparsable", ""
     first = min(hits, key=lambda m: m.start())
     word = re.sub(r"[\s-]", "", first.group(1).lower())
-    return ("changed" if word.startswith("change") else "unchanged"), text[first.end():]
+    return ("changed" if word.startswith("change") else "unchanged"), text[first.end() :]
 
 # %% ../../../nbs/72_studies.musobench.replies.ipynb #a626a3ed
 def complete_part(text: str | None) -> str:
@@ -83,38 +92,47 @@ def reflection_markers(markers: Sequence[str]) -> tuple[str, ...]:
         )
     return markers
 
+
 def _marker_lines(markers: Sequence[str]) -> re.Pattern:
     return re.compile(r"^[ \t>*_#-]*(?:" + "|".join(re.escape(m) for m in reflection_markers(markers)) + ")", re.M)
 
-def reflection_offsets(thinking: str,  # a thinking trace (without its tags)
-                       markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
-                      ) -> list[int]:
+
+def reflection_offsets(
+    thinking: str,  # a thinking trace (without its tags)
+    markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
+) -> list[int]:
     "Where each reflection step starts: the offset of every line that opens with a marker."
     return [m.start() for m in _marker_lines(markers).finditer(thinking or "")]
 
-def count_reflections(text: str,
-                      markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
-                     ) -> int:
+
+def count_reflections(
+    text: str,
+    markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
+) -> int:
     "The number of reflection steps in a text."
     return len(reflection_offsets(text, markers))
 
+
 # an open thinking block, from its `<think>` on (or without it, if the template opened it)
-def close_thinking(open_thinking: str,
-                  ) -> str:
+def close_thinking(open_thinking: str) -> str:
     "The block closed by force: the text ends with `</think>` and a blank line, where the answer starts."
     return f"{open_thinking.rstrip()}\n{THINK_CLOSE}\n\n"
 
-def checkpoint_prefill(thinking: str,  # the full thinking trace of the Long-CoT answer
-                       k: int,  # reflections to keep: cut just before the (k+1)-th reflection step (k >= 0)
-                       opener: str = THINK_OPEN + "\n",  # what opens the block ("" when the chat template already did)
-                       markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
-                      ) -> str | None:
+
+def checkpoint_prefill(
+    thinking: str,  # the full thinking trace of the Long-CoT answer
+    k: int,  # reflections to keep: cut just before the (k+1)-th reflection step (k >= 0)
+    opener: str = THINK_OPEN + "\n",  # what opens the block ("" when the chat template already did)
+    markers: Sequence[str] = REFLECTION_MARKERS,  # the line openings that start a reflection step
+) -> str | None:
     """The assistant prefill that keeps k reflection steps of the thinking and forces the answer; None with no (k+1)-th
     step to cut at."""
-    if k < 0: raise ValueError(f"k counts the reflections kept, from 0; got k={k}")
+    if k < 0:
+        raise ValueError(f"k counts the reflections kept, from 0; got k={k}")
     offsets = reflection_offsets(thinking, markers)
-    if len(offsets) <= k: return None
-    return close_thinking(opener + thinking[:offsets[k]])
+    if len(offsets) <= k:
+        return None
+    return close_thinking(opener + thinking[: offsets[k]])
 
 # %% ../../../nbs/72_studies.musobench.replies.ipynb #cfa9a0b9
 def exploration_prefill(answer: str, cue: str = EXPLORATION_CUE) -> str:

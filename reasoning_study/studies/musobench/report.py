@@ -13,15 +13,19 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from ...metrics import musobench as metrics
 from ...config import ConfigError, check_config, param
+from ...figures.sections import slug
+from ...metrics import musobench as metrics
 from ...metrics.intervals import RESAMPLES, SEED, few_units_note, interval_text
 from ...metrics.intervals import comparison_text as interval_comparison_text
 from ...metrics.musobench import SC_METHODS, UNSCORED_POLICIES
-from ...figures.sections import slug
+from reasoning_study.metrics.noveltybench import (
+    PAPER_TABLE4,
+    novelty_comparison_table,
+    novelty_interval_table,
+    table4_intervals,
+)
 from ...runs import resolve_path
-from ...metrics.noveltybench import (PAPER_TABLE4, novelty_comparison_table, novelty_interval_table,
-                                                  table4_intervals)
 
 # %% auto #0
 __all__ = ['REPORT_BY', 'SC_CONDITIONS', 'HEADER_SEP', 'COUNT_NAME', 'UNSCORED_NOTES', 'NOVELTY_BY', 'SMALL_NOVELTY',
@@ -34,11 +38,14 @@ __all__ = ['REPORT_BY', 'SC_CONDITIONS', 'HEADER_SEP', 'COUNT_NAME', 'UNSCORED_N
 REPORT_BY = ["model", "paradigm", "condition", "task", "temperature"]  # one summary row per run condition
 SC_CONDITIONS = ["base", *SC_METHODS.values()]
 
+
 def main_temperature(results: pd.DataFrame) -> float:
     "The temperature the main figures use: the paper's 0.2 when present, else the lowest."
     temperatures = sorted(results["temperature"].dropna().unique())
-    if not temperatures: raise ValueError("the results table has no temperature")
+    if not temperatures:
+        raise ValueError("the results table has no temperature")
     return 0.2 if any(np.isclose(temperatures, 0.2)) else float(temperatures[0])
+
 
 def main_rows(results: pd.DataFrame) -> pd.DataFrame:
     """The rows of the main figures and tables: each preset at its own main temperature (o4-mini takes only 1, its pair
@@ -47,9 +54,11 @@ def main_rows(results: pd.DataFrame) -> pd.DataFrame:
     mains = {preset: main_temperature(rows) for preset, rows in results.groupby(key, sort=False)}
     return results[np.isclose(results["temperature"], results[key].map(mains).astype(float))]
 
+
 def status_table(results: pd.DataFrame) -> pd.DataFrame:
     """Per run condition: how many rows were answered, truncated or failed, how many confidences and decisions could be
     read."""
+
     def count(sub: pd.DataFrame) -> dict:
         return dict(
             rows=len(sub),
@@ -70,95 +79,128 @@ def status_table(results: pd.DataFrame) -> pd.DataFrame:
             else 0,
             **{f"decision_{d}": int((sub["decision"] == d).sum()) for d in ("unchanged", "changed", "unparsable")},
         )
+
     return metrics.per_group(results, REPORT_BY, count)
 
-def _calibrated(rows: pd.DataFrame) -> pd.DataFrame: return metrics.calibration_rows(rows)
 
-def uncertainty_tables(results: pd.DataFrame,  # one run's results, or several stacked
-                       resamples: int = RESAMPLES,
-                       seed: int = SEED,
-                      ) -> dict[str, pd.DataFrame]:
+def _calibrated(rows: pd.DataFrame) -> pd.DataFrame:
+    return metrics.calibration_rows(rows)
+
+
+def uncertainty_tables(
+    results: pd.DataFrame,  # one run's results, or several stacked
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> dict[str, pd.DataFrame]:
     """The 95 % interval of every summary and Table 1 number (groups of REPORT_BY, both `unscored` policies), and the
     paired comparisons on each preset's main temperature: what `score` stores as `intervals` and `comparisons`."""
     results = metrics.current_conditions(results)
-    return dict(intervals=metrics.interval_table(results, REPORT_BY, resamples=resamples, seed=seed),
-                comparisons=metrics.comparison_table(main_rows(results), resamples=resamples, seed=seed))
+    return dict(
+        intervals=metrics.interval_table(results, REPORT_BY, resamples=resamples, seed=seed),
+        comparisons=metrics.comparison_table(main_rows(results), resamples=resamples, seed=seed),
+    )
 
-def with_bounds(table: pd.DataFrame,  # one row per group of `by` and `unscored` policy
-                intervals: pd.DataFrame,  # `metrics.musobench.interval_table` of the same rows
-                by: Sequence[str],
-               ) -> pd.DataFrame:
+
+def with_bounds(
+    table: pd.DataFrame,  # one row per group of `by` and `unscored` policy
+    intervals: pd.DataFrame,  # `metrics.musobench.interval_table` of the same rows
+    by: Sequence[str],
+) -> pd.DataFrame:
     "`table` with `<metric>_lo`, `<metric>_hi` for each metric the intervals have, and `n_units`."
     keys = [*by, "unscored"]
     out = table.copy()
     for metric, rows in intervals.groupby("metric", sort=False):
-        if metric not in out: continue
-        out = out.merge(rows[keys + ["lo", "hi"]].rename(columns={"lo": f"{metric}_lo", "hi": f"{metric}_hi"}),
-                        on=keys, how="left")
+        if metric not in out:
+            continue
+        out = out.merge(
+            rows[keys + ["lo", "hi"]].rename(columns={"lo": f"{metric}_lo", "hi": f"{metric}_hi"}), on=keys, how="left"
+        )
     units = intervals.drop_duplicates(keys)[keys + ["n_units"]]
     return out.merge(units, on=keys, how="left") if len(units) else out.assign(n_units=0)
 
-def comparison_text(comparisons: pd.DataFrame,
-                    scale: float = 100,  # fractions -> points (1: the differences are in points already)
-                   ) -> pd.DataFrame:
+
+def comparison_text(
+    comparisons: pd.DataFrame,
+    scale: float = 100,  # fractions -> points (1: the differences are in points already)
+) -> pd.DataFrame:
     """The paired comparisons for reading: the difference in points with its interval, the p-value, and whether the
     interval excludes zero (`metrics.intervals.comparison_text`)."""
     return interval_comparison_text(comparisons, scale, "difference (points) [95 % CI]")
 
-def study_tables(results: pd.DataFrame,
-                 # `uncertainty_tables(results)`, when already computed (a run's `score`); None: computed here
-                 uncertainty: dict[str, pd.DataFrame] | None = None,
-                ) -> dict[str, pd.DataFrame]:
+
+def study_tables(
+    results: pd.DataFrame,
+    # `uncertainty_tables(results)`, when already computed (a run's `score`); None: computed here
+    uncertainty: dict[str, pd.DataFrame] | None = None,
+) -> dict[str, pd.DataFrame]:
     """The summary, statuses, reconsideration rates, Table 1 (CSR/ESC/NSD) and Table 2 (self-consistency) of a results
     table, under both `unscored` policies, each number with its interval; and the tidy intervals and comparisons."""
     from reasoning_study.figures import musobench as figs  # the tables' paper layout (imports matplotlib)
+
     results = metrics.current_conditions(results)
     uncertainty = uncertainty if uncertainty is not None else uncertainty_tables(results)
     intervals = uncertainty["intervals"]
     both = lambda table, rows, by: metrics.under_both_policies(table, rows, by)
     main = main_rows(results)
     base = main[main["condition"] == "base"]
-    tables = dict(summary=with_bounds(both(metrics.summary_table, results, REPORT_BY), intervals, REPORT_BY),
-                  statuses=status_table(results),
-                  reconsideration=with_bounds(both(metrics.reconsideration_rates, results, REPORT_BY), intervals,
-                                              REPORT_BY))
+    tables = dict(
+        summary=with_bounds(both(metrics.summary_table, results, REPORT_BY), intervals, REPORT_BY),
+        statuses=status_table(results),
+        reconsideration=with_bounds(both(metrics.reconsideration_rates, results, REPORT_BY), intervals, REPORT_BY),
+    )
     if len(base):
         by = ["model", "paradigm", "task"]
-        rates = with_bounds(both(metrics.reconsideration_rates, base, by),
-                            metrics.interval_table(base, by, policies=UNSCORED_POLICIES), by)
+        rates = with_bounds(
+            both(metrics.reconsideration_rates, base, by),
+            metrics.interval_table(base, by, policies=UNSCORED_POLICIES),
+            by,
+        )
         tables["table1_reconsideration"] = figs.table_reconsideration(rates)
     sc = main[(main["paradigm"] == "long") & main["condition"].isin(SC_CONDITIONS)]
     if sc["condition"].str.startswith("sc_").any():
         by = ["task", "condition"]
         tables["table2_self_consistency"] = pd.concat(
-            {m: figs.table_self_consistency(with_bounds(both(metrics.summary_table, rows, by),
-                                                        metrics.interval_table(rows, by), by))
-             for m, rows in sc.groupby("model")}, names=["Model"])
+            {
+                m: figs.table_self_consistency(
+                    with_bounds(both(metrics.summary_table, rows, by), metrics.interval_table(rows, by), by)
+                )
+                for m, rows in sc.groupby("model")
+            },
+            names=["Model"],
+        )
     tables["intervals"], tables["comparisons"] = intervals, uncertainty["comparisons"]
     return tables
 
+
 HEADER_SEP = " · "  # between the levels of a column header: 'SubsetSum · CSR (%) · scored only'
 COUNT_NAME = re.compile(r"n|n_.+|.+_count|count|rows", re.IGNORECASE)  # the names of count columns
+
 
 def flat_header(label) -> str:
     "A column header for reading: a tuple's levels joined by ' · ' (empty levels left out), any other label as text."
     return HEADER_SEP.join(str(p) for p in label if str(p) != "") if isinstance(label, tuple) else str(label)
 
+
 def is_count(column: pd.Series, label) -> bool:
     "A column of counts: named like one (n, n_*, *_count, rows; the last level of a tuple) and whole numbers only."
     name = str(label[-1] if isinstance(label, tuple) else label)
-    if not COUNT_NAME.fullmatch(name) or not pd.api.types.is_numeric_dtype(column): return False
-    if pd.api.types.is_bool_dtype(column): return False
+    if not COUNT_NAME.fullmatch(name) or not pd.api.types.is_numeric_dtype(column):
+        return False
+    if pd.api.types.is_bool_dtype(column):
+        return False
     values = column.dropna().astype(float)
     return bool(len(values)) and bool((values == values.round()).all())
+
 
 def readable_table(table: pd.DataFrame) -> pd.DataFrame:
     "`table` as its CSV and Markdown show it: one flat header per column, and counts as whole numbers (`Int64`)."
     out = table.copy()
     counts = [j for j, c in enumerate(table.columns) if is_count(table.iloc[:, j], c)]
     out.columns = [flat_header(c) for c in table.columns]
-    for j in counts: out[out.columns[j]] = out.iloc[:, j].astype(float).round().astype("Int64")
+    for j in counts:
+        out[out.columns[j]] = out.iloc[:, j].astype(float).round().astype("Int64")
     return out
+
 
 def markdown_of(table: pd.DataFrame, **tabulate) -> str:
     """`readable_table(table)` in Markdown: the index levels as the first columns, counts printed as integers (whatever
@@ -168,22 +210,32 @@ def markdown_of(table: pd.DataFrame, **tabulate) -> str:
         out = out.reset_index()
         out.columns = [flat_header(c) if c != "index" else "" for c in out.columns]
     for c in out.columns:
-        if isinstance(out[c].dtype, pd.Int64Dtype): out[c] = out[c].map(lambda v: "" if pd.isna(v) else str(int(v)))
-        elif not pd.api.types.is_numeric_dtype(out[c]): out[c] = out[c].astype(object).where(out[c].notna(), "")
+        if isinstance(out[c].dtype, pd.Int64Dtype):
+            out[c] = out[c].map(lambda v: "" if pd.isna(v) else str(int(v)))
+        elif not pd.api.types.is_numeric_dtype(out[c]):
+            out[c] = out[c].astype(object).where(out[c].notna(), "")
     return out.to_markdown(index=False, **tabulate)
+
 
 def table_markdown(name: str, table: pd.DataFrame, intervals: pd.DataFrame) -> str:
     """A study table in Markdown (flat headers, whole counts: `markdown_of`): the tidy ones with their numbers as
     '0.411 [0.382, 0.440]', opened by the few-units note of the intervals behind them."""
-    if name == "comparisons": body = markdown_of(comparison_text(table))
-    elif name in ("summary", "reconsideration"): body = markdown_of(interval_text(table, digits=3))
-    else: body = markdown_of(table)
-    note = few_units_note(intervals.drop_duplicates([*REPORT_BY, "unscored"]), REPORT_BY[:4], "instances") \
-        if name != "statuses" and len(intervals) else ""
+    if name == "comparisons":
+        body = markdown_of(comparison_text(table))
+    elif name in ("summary", "reconsideration"):
+        body = markdown_of(interval_text(table, digits=3))
+    else:
+        body = markdown_of(table)
+    note = (
+        few_units_note(intervals.drop_duplicates([*REPORT_BY, "unscored"]), REPORT_BY[:4], "instances")
+        if name != "statuses" and len(intervals)
+        else ""
+    )
     return (f"*{note}*\n\n" if note else "") + body
 
 # %% ../../../nbs/75_studies.musobench.report.ipynb #6b8c1339
 UNSCORED_NOTES = {"zero": "scored as empty answers, precision = recall = 0", "exclude": "left out of the means"}
+
 
 def _mitigation_panels(rows: pd.DataFrame, task: str) -> dict:
     "The panels of Figure 6 that one model's rows of one task support."
@@ -191,19 +243,26 @@ def _mitigation_panels(rows: pd.DataFrame, task: str) -> dict:
     panels, reasons = {}, []
     reflections = rows[(rows["paradigm"] == "long") & rows["condition"].str.match(metrics.REFLECTION_CONDITION.pattern)]
     if len(metrics.scored_rows(reflections)):  # each number with its 95 % interval over instances (a band)
-        panels["reflections"] = metrics.with_intervals(metrics.reflection_sweep(reflections, by=["task"]),
-                                                       metrics.reflection_rows(reflections), ["task", "reflections"])
-    else: reasons.append("reflection: no scored reflection-checkpoint answer")
+        panels["reflections"] = metrics.with_intervals(
+            metrics.reflection_sweep(reflections, by=["task"]),
+            metrics.reflection_rows(reflections),
+            ["task", "reflections"],
+        )
+    else:
+        reasons.append("reflection: no scored reflection-checkpoint answer")
     explored = rows[(rows["paradigm"] == "short") & rows["condition"].isin(["base", "exploration"])]
     if set(metrics.scored_rows(explored)["condition"]) == {"base", "exploration"}:
         by = ["paradigm", "condition", "task"]
         panels["exploration"] = metrics.with_intervals(metrics.mitigation_table(explored, by=by), explored, by)
-    else: reasons.append("exploration: needs scored Short-CoT answers with and without the cue")
+    else:
+        reasons.append("exploration: needs scored Short-CoT answers with and without the cue")
     consistent = rows[(rows["paradigm"] == "long") & rows["condition"].isin(SC_CONDITIONS)]
     if _calibrated(consistent)["condition"].str.startswith("sc_").any():
         panels["self_consistency"] = metrics.reliability_bins(consistent, by=["paradigm", "condition", "task"])
-    else: reasons.append("self-consistency: no scored aggregate with a confidence")
+    else:
+        reasons.append("self-consistency: no scored aggregate with a confidence")
     return dict(panels=panels, reasons=reasons)
+
 
 def _factors(main: pd.DataFrame, swept: pd.DataFrame, task: str) -> dict | str:
     "The panels of Figure 5 that one model's rows of one task support (or why there is none)."
@@ -211,22 +270,30 @@ def _factors(main: pd.DataFrame, swept: pd.DataFrame, task: str) -> dict | str:
     factors = {}
     lengths = main[(main["task"] == task) & ~main["condition"].str.startswith("sc_")]
     if (_calibrated(lengths)["reasoning_tokens"] > 0).any():
-        factors.update(lengths=metrics.length_bins(lengths, by=["paradigm", "task"]),
-                       length_fit=metrics.length_confidence(lengths, by=["paradigm", "task"]))
-    if len(metrics.scored_rows(rows)): factors["levels"] = metrics.by_level(rows, by=["paradigm", "task"])
+        factors.update(
+            lengths=metrics.length_bins(lengths, by=["paradigm", "task"]),
+            length_fit=metrics.length_confidence(lengths, by=["paradigm", "task"]),
+        )
+    if len(metrics.scored_rows(rows)):
+        factors["levels"] = metrics.by_level(rows, by=["paradigm", "task"])
     swept = swept[(swept["task"] == task) & (swept["condition"] == "base")]
     if swept["temperature"].nunique() > 1 and len(_calibrated(swept)):
         sweep = metrics.temperature_sweep(swept, by=["paradigm", "task"])
         factors["temperatures"] = metrics.with_intervals(sweep, swept, ["paradigm", "task", "temperature"])
-    return factors or ("no scored base answer (level panel) nor one with a confidence and a thinking (length panel); "
-                       "the temperature panel also needs several temperatures")
+    return factors or (
+        "no scored base answer (level panel) nor one with a confidence and a thinking (length panel); "
+        "the temperature panel also needs several temperatures"
+    )
 
-def study_figures(results: pd.DataFrame,
-                  # unscored model replies: scored as empty answers (the paper's N), or "exclude"
-                  unscored: metrics.Unscored = "zero",
-                 ) -> dict[str, object]:
+
+def study_figures(
+    results: pd.DataFrame,
+    # unscored model replies: scored as empty answers (the paper's N), or "exclude"
+    unscored: metrics.Unscored = "zero",
+) -> dict[str, object]:
     "Every figure the results support (name -> Figure), and the others (name -> the reason it is missing)."
     from reasoning_study.figures import musobench as figs  # matplotlib: imported where a figure is drawn
+
     # every figure reads this one row set
     results = metrics.apply_unscored(metrics.current_conditions(results), unscored)
     out, main = {}, main_rows(results)
@@ -246,8 +313,11 @@ def study_figures(results: pd.DataFrame,
         else:
             out[f"recall_confidence_{task}"] = out[f"calibration_{task}"] = "no scored base answer with a confidence"
         pairs = metrics.movement_pairs(rows) if len(calibrated) else pd.DataFrame()
-        out[f"movement_{task}"] = (figs.plot_movement(pairs, task=task) if len(pairs)
-                                   else "needs scored base answers with a confidence in both paradigms of one model")
+        out[f"movement_{task}"] = (
+            figs.plot_movement(pairs, task=task)
+            if len(pairs)
+            else "needs scored base answers with a confidence in both paradigms of one model"
+        )
         for model in models:  # one figure per model: colours are the paradigms
             factors = _factors(main[main["model"] == model], results[results["model"] == model], task)
             out[named("factors", model, task)] = (
@@ -264,20 +334,24 @@ def study_figures(results: pd.DataFrame,
         out[named("exploration_calibration", model)] = (
             figs.plot_exploration_calibration(metrics.reliability_bins(explored, by=["paradigm", "condition", "task"]))
             if set(_calibrated(explored)["condition"]) == {"base", "exploration"}
-            else "needs scored Short-CoT answers with a confidence, with and without the exploration cue")
+            else "needs scored Short-CoT answers with a confidence, with and without the exploration cue"
+        )
     return out
 
-def write_study_report(results: pd.DataFrame,  # one run's results, or several stacked (`read_results`)
-                       folder: str | Path,  # where `tables/` and `figures/` go
-                       unscored: metrics.Unscored = "zero",  # the figures' row set (the tables show both policies)
-                       # `uncertainty_tables(results)` when already computed (a run's `score`); None: computed here
-                       uncertainty: dict[str, pd.DataFrame] | None = None,
-                      ) -> dict[str, object]:
+
+def write_study_report(
+    results: pd.DataFrame,  # one run's results, or several stacked (`read_results`)
+    folder: str | Path,  # where `tables/` and `figures/` go
+    unscored: metrics.Unscored = "zero",  # the figures' row set (the tables show both policies)
+    # `uncertainty_tables(results)` when already computed (a run's `score`); None: computed here
+    uncertainty: dict[str, pd.DataFrame] | None = None,
+) -> dict[str, object]:
     """Write the tables (CSV, markdown) and figures (PNG, PDF) of a results table; name -> paths written, or why a
     figure is missing."""
     import matplotlib.pyplot as plt
 
     from reasoning_study.figures.core import save_figure  # matplotlib: imported where a figure is drawn
+
     folder = Path(folder)
     (folder / "tables").mkdir(parents=True, exist_ok=True)
     report = {}
@@ -311,44 +385,60 @@ NOVELTY_BY = ["model", "paradigm", "mode", "judge", "rater"]  # one Table 4 row 
 SMALL_NOVELTY = 5  # fewer scored prompts than this behind a row: the table says so
 NOVELTY_TABLE = "table4_noveltybench"
 
+
 # NoveltyBench rows of one run, or several stacked (`musobench.score`'s "novelty")
-def novelty_table(novelty: pd.DataFrame,
-                 ) -> pd.DataFrame:
+def novelty_table(novelty: pd.DataFrame) -> pd.DataFrame:
     """Table 4 of the rows (percent, each number with its 95 % interval over prompts in `<metric>_lo`/`_hi`), with the
     paper's rows below them (no interval: the paper gives none); `source` says which is which."""
     ours = table4_intervals(novelty, by=[c for c in NOVELTY_BY if c in novelty.columns]).assign(source="this study")
     paper = PAPER_TABLE4.assign(model="Qwen3-8B", source="paper (Qwen3-8B)")
     return pd.concat([ours, paper], ignore_index=True)[["source", *[c for c in ours.columns if c != "source"]]]
 
+
 def novelty_note(table: pd.DataFrame) -> str | None:
     """The small-data note of a `novelty_table` (None when every row of this study rests on SMALL_NOVELTY prompts or
     more)."""
     n = table.loc[table["source"] == "this study", "n_scored"]
-    if len(n) and n.min() >= SMALL_NOVELTY: return None
+    if len(n) and n.min() >= SMALL_NOVELTY:
+        return None
     return (
         f"small data: n = {int(n.min()) if len(n) else 0} scored prompts behind a row at least once (< "
         f"{SMALL_NOVELTY}); "
         "illustrative only, not comparable with the paper's rows"
     )
 
+
 def novelty_uncertainty(novelty: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The tidy intervals of Table 4's numbers and Long-CoT − Short-CoT on the same prompts: what `score` stores as
     `novelty_intervals` and `novelty_comparisons`."""
     by = [c for c in NOVELTY_BY if c in novelty.columns]
-    return dict(novelty_intervals=novelty_interval_table(novelty, by),
-                novelty_comparisons=novelty_comparison_table(novelty, by))
+    return dict(
+        novelty_intervals=novelty_interval_table(novelty, by), novelty_comparisons=novelty_comparison_table(novelty, by)
+    )
+
 
 def novelty_markdown(table: pd.DataFrame) -> str:
     """A `novelty_table` in Markdown, its numbers as '41.12 [38.20, 44.01]', opened by its small-data note and the
     few-prompts note of its intervals."""
-    notes = [n for n in (novelty_note(table),
-                         few_units_note(table[table["source"] == "this study"], ["model", "paradigm"], "prompts")) if n]
-    return "".join(f"*{n.rstrip('.')}.*\n\n" for n in notes) + markdown_of(interval_text(table, digits=2),
-                                                                              floatfmt=".2f")  # counts stay whole
+    notes = [
+        n
+        for n in (
+            novelty_note(table),
+            few_units_note(table[table["source"] == "this study"], ["model", "paradigm"], "prompts"),
+        )
+        if n
+    ]
+    # counts stay whole
+    return "".join(f"*{n.rstrip('.')}.*\n\n" for n in notes) + markdown_of(
+        interval_text(table, digits=2), floatfmt=".2f"
+    )
 
-def write_novelty_report(novelty: pd.DataFrame, folder: str | Path,
-                         comparisons: pd.DataFrame | None = None,  # `novelty_uncertainty(...)["novelty_comparisons"]`
-                        ) -> dict[str, list[Path]]:
+
+def write_novelty_report(
+    novelty: pd.DataFrame,
+    folder: str | Path,
+    comparisons: pd.DataFrame | None = None,  # `novelty_uncertainty(...)["novelty_comparisons"]`
+) -> dict[str, list[Path]]:
     """Table 4 (CSV, and Markdown with its notes) and its Long-CoT − Short-CoT comparisons under folder/tables; name
     -> paths."""
     table = novelty_table(novelty)
@@ -367,13 +457,15 @@ def write_novelty_report(novelty: pd.DataFrame, folder: str | Path,
 @dataclass(frozen=True)
 class MuSoBenchFiguresConfig:
     "The parameters of the MuSoBench figures notebook: which run folders, which models, which row set."
-    run_dirs: list[str] = param(["outputs/musobench-study"],
-                                "run folders of nbs/experiments/musobench.ipynb (relative to the project root)")
+
+    run_dirs: list[str] = param(
+        ["outputs/musobench-study"], "run folders of nbs/experiments/musobench.ipynb (relative to the project root)"
+    )
     models: list[str] | None = param(None, "optional list of model labels to keep (None: all)")
     unscored: str = param(
         "zero",
         'the figures\' row set: "zero" scores an unscored reply as an empty answer (the paper\'s N), "exclude" leaves '
-        'it out; the tables show both',
+        "it out; the tables show both",
         choices=UNSCORED_POLICIES,
     )
     out_dir: str = param("outputs/musobench-figures", "where tables/ and figures/ go (relative to the project root)")
@@ -381,15 +473,19 @@ class MuSoBenchFiguresConfig:
     def __post_init__(self):
         check_config(self)
         if not self.run_dirs:
-            raise ConfigError(["parameter 'run_dirs' must name at least one run folder"],
-                              where="MuSoBenchFiguresConfig parameters")
+            raise ConfigError(
+                ["parameter 'run_dirs' must name at least one run folder"], where="MuSoBenchFiguresConfig parameters"
+            )
 
     @property
-    def folders(self) -> list[Path]: return [resolve_path(f) for f in self.run_dirs]
+    def folders(self) -> list[Path]:
+        return [resolve_path(f) for f in self.run_dirs]
+
 
 def keep_models(results: pd.DataFrame, models: Iterable[str] | None) -> pd.DataFrame:
     "The rows of the models asked for (None: all); a clear error naming a model the results do not have."
-    if models is None: return results
+    if models is None:
+        return results
     if unknown := sorted(set(models) - set(results["model"])):
         raise ValueError(f"models {unknown} are not in the results: {sorted(set(results['model']))}")
     return results[results["model"].isin(list(models))]

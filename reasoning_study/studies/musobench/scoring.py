@@ -11,11 +11,17 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ...metrics.musobench import (RESULT_COLUMNS, SC_METHODS, aggregate_samples, reconsideration_counts,
-                                               score_aggregate, score_answer)
+from reasoning_study.metrics.musobench import (
+    RESULT_COLUMNS,
+    SC_METHODS,
+    aggregate_samples,
+    reconsideration_counts,
+    score_aggregate,
+    score_answer,
+)
+from ...prompts.musobench import REFLECTION_MARKERS
 from .protocol import DIALOGUE_KEYS, has_readable_answer
 from .replies import complete_part, count_reflections, parse_confidence, parse_decision
-from ...prompts.musobench import REFLECTION_MARKERS
 from ...tasks.core import claimed_total, listed_solutions, valid_solutions
 from ...tasks.musobench import MuSoBenchItem, get_task
 
@@ -23,14 +29,24 @@ from ...tasks.musobench import MuSoBenchItem, get_task
 __all__ = ['EXTRA_COLUMNS', 'score_dialogue', 'aggregate_rows', 'score_turns']
 
 # %% ../../../nbs/74_studies.musobench.scoring.ipynb #081bbfb2
-EXTRA_COLUMNS = ["preset", "long_cot_emulated", "checkpoint_cut", "completion_tokens", "status_2", "status_3",
-                 "n_samples",
-                 "scored_from_truncated"]
+EXTRA_COLUMNS = [
+    "preset",
+    "long_cot_emulated",
+    "checkpoint_cut",
+    "completion_tokens",
+    "status_2",
+    "status_3",
+    "n_samples",
+    "scored_from_truncated",
+]
 
-def _solution_sets(item: MuSoBenchItem, text: str,
-                   # the reply was cut off by the token limit: its last entry may be unfinished
-                   truncated: bool = False,
-                  ) -> tuple[list, set, set]:
+
+def _solution_sets(
+    item: MuSoBenchItem,
+    text: str,
+    # the reply was cut off by the token limit: its last entry may be unfinished
+    truncated: bool = False,
+) -> tuple[list, set, set]:
     "(parsed candidates, listed set Y, valid set) of an answer text."
     parsed = get_task(item.task).parse_answer(text, item.instance, truncated=truncated)
     listed, valid = listed_solutions(parsed), valid_solutions(parsed)
@@ -41,39 +57,64 @@ def _solution_sets(item: MuSoBenchItem, text: str,
         )
     return parsed, listed, valid
 
+
 _NAN = float("nan")
 _EMPTY_ROUND_1 = dict(n_listed=_NAN, n_correct=_NAN, n_malformed=_NAN, precision=_NAN, recall=_NAN, claimed_total=_NAN)
-_EMPTY_ROUND_2 = dict(n_correct_2=_NAN, n_listed_2=_NAN, precision_2=_NAN, recall_2=_NAN, n_correct_kept=_NAN,
-                      n_wrong_1=_NAN, n_wrong_kept=_NAN, n_new_correct=_NAN)
+_EMPTY_ROUND_2 = dict(
+    n_correct_2=_NAN,
+    n_listed_2=_NAN,
+    precision_2=_NAN,
+    recall_2=_NAN,
+    n_correct_kept=_NAN,
+    n_wrong_1=_NAN,
+    n_wrong_kept=_NAN,
+    n_new_correct=_NAN,
+)
 
-def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the turns table
-                   item: MuSoBenchItem,
-                  ) -> tuple[dict, tuple[set, set] | None]:
+
+def score_dialogue(
+    turns: Mapping[int, Mapping],  # turn number -> row of the turns table
+    item: MuSoBenchItem,
+) -> tuple[dict, tuple[set, set] | None]:
     """The results columns of one dialogue (round 1, confidence, round 2), and its round-1 (listed, valid) sets when
     scored."""
     t1, t2, t3 = turns[1], turns.get(2), turns.get(3)
     read = bool(t1.get("read_truncated", False))  # the run reads truncated replies
     # the run's reflection markers (turns tables written before they were recorded: the default)
     markers = t1.get("reflection_markers")
-    markers = REFLECTION_MARKERS if markers is None or (isinstance(markers,
-                                                                   float) and pd.isna(markers)) else json.loads(markers)
+    markers = (
+        REFLECTION_MARKERS
+        if markers is None or (isinstance(markers, float) and pd.isna(markers))
+        else json.loads(markers)
+    )
     readable = lambda t: t["status"] == "answered" or (read and t["status"] == "truncated")
     text_of = lambda t: t["answer"] if t["status"] == "answered" else complete_part(t["answer"])
     row, sets = dict(status=t1["status"], scored_from_truncated=False, **_EMPTY_ROUND_1), None
     if has_readable_answer(item, t1["status"], t1["answer"], read):
         parsed, listed, valid = _solution_sets(item, t1["answer"], truncated=t1["status"] == "truncated")
-        row.update(score_answer(parsed, item.answer_count), claimed_total=claimed_total(t1["answer"]),
-                   scored_from_truncated=t1["status"] != "answered")
+        row.update(
+            score_answer(parsed, item.answer_count),
+            claimed_total=claimed_total(t1["answer"]),
+            scored_from_truncated=t1["status"] != "answered",
+        )
         sets = (listed, valid)
     tokens = t1["reasoning_tokens"]
-    row.update(reasoning_tokens=_NAN if tokens is None or pd.isna(tokens) else int(tokens),
-               reflection_count=count_reflections(t1["reasoning"] or t1["answer"], markers),
-               completion_tokens=int(t1["completion_tokens"]))
+    row.update(
+        reasoning_tokens=_NAN if tokens is None or pd.isna(tokens) else int(tokens),
+        reflection_count=count_reflections(t1["reasoning"] or t1["answer"], markers),
+        completion_tokens=int(t1["completion_tokens"]),
+    )
     confidence, confidence_status = None, "missing"
-    if t2 is not None and readable(t2): confidence, confidence_status = parse_confidence(text_of(t2))
-    row.update(confidence=_NAN if confidence is None else confidence, confidence_status=confidence_status,
-               status_2=None if t2 is None else t2["status"], status_3=None if t3 is None else t3["status"],
-               decision=None, **_EMPTY_ROUND_2)
+    if t2 is not None and readable(t2):
+        confidence, confidence_status = parse_confidence(text_of(t2))
+    row.update(
+        confidence=_NAN if confidence is None else confidence,
+        confidence_status=confidence_status,
+        status_2=None if t2 is None else t2["status"],
+        status_3=None if t3 is None else t3["status"],
+        decision=None,
+        **_EMPTY_ROUND_2,
+    )
     if t3 is not None:
         decision, rest = parse_decision(text_of(t3)) if readable(t3) else ("unparsable", "")
         row["decision"] = decision
@@ -88,24 +129,34 @@ def score_dialogue(turns: Mapping[int, Mapping],  # turn number -> row of the tu
 
 # %% ../../../nbs/74_studies.musobench.scoring.ipynb #aacb0135
 # (results row, round-1 sets) per sample of one instance
-def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],
-                   answer_count: int,
-                   vote_threshold: float = 0.5,  # share of the samples a solution needs to pass our threshold vote
-                  ) -> list[dict]:
+def aggregate_rows(
+    samples: Sequence[tuple[dict, tuple[set, set] | None]],
+    answer_count: int,
+    vote_threshold: float = 0.5,  # share of the samples a solution needs to pass our threshold vote
+) -> list[dict]:
     "The sc_median, sc_voting (the paper's two) and sc_threshold (ours) rows of one instance, from its samples."
     usable = [(row, sets) for row, sets in samples if sets is not None]  # the scored samples
     out = []
     for method, condition in SC_METHODS.items():
-        row = dict(condition=condition, n_samples=len(usable), decision=None, status_2=None, status_3=None,
-                   **_EMPTY_ROUND_2)
+        row = dict(
+            condition=condition, n_samples=len(usable), decision=None, status_2=None, status_3=None, **_EMPTY_ROUND_2
+        )
         if not usable:
             statuses = {r["status"] for r, _ in samples}
-            out.append(row | dict(_EMPTY_ROUND_1, status="truncated" if "truncated" in statuses else "error",
-                                  sample_index=0,
-                                  scored_from_truncated=False,
-                                  confidence=_NAN, confidence_status="missing", reasoning_tokens=_NAN,
-                                  reflection_count=_NAN,
-                                  completion_tokens=_NAN))
+            out.append(
+                row
+                | dict(
+                    _EMPTY_ROUND_1,
+                    status="truncated" if "truncated" in statuses else "error",
+                    sample_index=0,
+                    scored_from_truncated=False,
+                    confidence=_NAN,
+                    confidence_status="missing",
+                    reasoning_tokens=_NAN,
+                    reflection_count=_NAN,
+                    completion_tokens=_NAN,
+                )
+            )
             continue
         agg = aggregate_samples([(sets[0], r["confidence"]) for r, sets in usable], method, vote_threshold)
         valid = set().union(*(sets[1] for _, sets in usable))
@@ -116,32 +167,55 @@ def aggregate_rows(samples: Sequence[tuple[dict, tuple[set, set] | None]],
         pick = lambda column, total: (
             chosen[column] if chosen is not None else (sum(r[column] for r, _ in usable) if total else _NAN)
         )
-        out.append(row | dict(status="answered",
-                              scored_from_truncated=any(r["scored_from_truncated"] for r, _ in usable),
-                              n_listed=scores["n_listed"], n_correct=scores["n_correct"], n_malformed=_NAN,
-                              precision=scores["precision"], recall=scores["recall"], confidence=scores["confidence"],
-                              confidence_status="missing" if np.isnan(scores["confidence"]) else "parsed",
-                              sample_index=chosen["sample_index"] if chosen is not None else 0,
-                              claimed_total=pick("claimed_total", False),
-                              reflection_count=pick("reflection_count", False),
-                              reasoning_tokens=pick("reasoning_tokens", True),
-                              completion_tokens=pick("completion_tokens", True)))
+        out.append(
+            row
+            | dict(
+                status="answered",
+                scored_from_truncated=any(r["scored_from_truncated"] for r, _ in usable),
+                n_listed=scores["n_listed"],
+                n_correct=scores["n_correct"],
+                n_malformed=_NAN,
+                precision=scores["precision"],
+                recall=scores["recall"],
+                confidence=scores["confidence"],
+                confidence_status="missing" if np.isnan(scores["confidence"]) else "parsed",
+                sample_index=chosen["sample_index"] if chosen is not None else 0,
+                claimed_total=pick("claimed_total", False),
+                reflection_count=pick("reflection_count", False),
+                reasoning_tokens=pick("reasoning_tokens", True),
+                completion_tokens=pick("completion_tokens", True),
+            )
+        )
     return out
 
 # %% ../../../nbs/74_studies.musobench.scoring.ipynb #7e650cbc
-_RUN_COLUMNS = ["model", "preset", "paradigm", "task", "question_id", "level", "answer_count", "temperature", "seed",
-                "long_cot_emulated"]
+_RUN_COLUMNS = [
+    "model",
+    "preset",
+    "paradigm",
+    "task",
+    "question_id",
+    "level",
+    "answer_count",
+    "temperature",
+    "seed",
+    "long_cot_emulated",
+]
+
 
 def _frame(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows).reindex(columns=RESULT_COLUMNS + EXTRA_COLUMNS)
 
-def score_turns(turns: pd.DataFrame,  # the turns table of a run
-                items: Mapping[tuple[str, int], MuSoBenchItem],  # (task, question_id) -> instance
-                vote_threshold: float = 0.5,  # self-consistency vote threshold
-               ) -> tuple[pd.DataFrame, pd.DataFrame]:
+
+def score_turns(
+    turns: pd.DataFrame,  # the turns table of a run
+    items: Mapping[tuple[str, int], MuSoBenchItem],  # (task, question_id) -> instance
+    vote_threshold: float = 0.5,  # self-consistency vote threshold
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(results, samples): one results row per dialogue plus the self-consistency aggregates; one row per
     self-consistency sample."""
-    if not 0 < vote_threshold <= 1: raise ValueError(f"vote_threshold must be in (0, 1], got {vote_threshold}")
+    if not 0 < vote_threshold <= 1:
+        raise ValueError(f"vote_threshold must be in (0, 1], got {vote_threshold}")
     results, samples, by_instance = [], [], {}
     for key, group in turns.groupby(DIALOGUE_KEYS, sort=False, dropna=False):
         first = group.iloc[0]
@@ -149,13 +223,21 @@ def score_turns(turns: pd.DataFrame,  # the turns table of a run
             raise KeyError(f"no instance for {first['task']} question {first['question_id']}: pass the run's instances")
         item = items[(first["task"], first["question_id"])]
         scored, sets = score_dialogue({int(r["turn"]): r for _, r in group.iterrows()}, item)
-        row = {c: first[c] for c in _RUN_COLUMNS} | dict(condition=first["condition"],
-                                                         sample_index=int(first["sample_index"]),
-                                                         checkpoint_cut=first["checkpoint_cut"], n_samples=1) | scored
+        row = (
+            {c: first[c] for c in _RUN_COLUMNS}
+            | dict(
+                condition=first["condition"],
+                sample_index=int(first["sample_index"]),
+                checkpoint_cut=first["checkpoint_cut"],
+                n_samples=1,
+            )
+            | scored
+        )
         if first["condition"] == "sc_sample":
             samples.append(row)
             by_instance.setdefault(tuple(first[c] for c in _RUN_COLUMNS), []).append((row, sets))
-        else: results.append(row)
+        else:
+            results.append(row)
     for run, group in by_instance.items():
         group.sort(key=lambda pair: pair[0]["sample_index"])
         fixed = dict(zip(_RUN_COLUMNS, run)) | dict(checkpoint_cut=None)

@@ -14,33 +14,61 @@ from typing import Iterable, Mapping, Sequence
 import pandas as pd
 
 from ...backends.contract import Backend
-from ...backends.presets import (check_provider_rules, get_preset, ignored_parameters, load_backend,
-                                              PRESETS)
-from ...figures.sections import Drawer, condition_counts, read_tables
+from ...backends.presets import PRESETS, check_provider_rules, get_preset, ignored_parameters, load_backend
+from ...backends.vllm import EngineRole, co_resident_options, gpu_memory_bytes, unsized_on_cpu_host
 from ...config import ConfigError, check_config, config_from, config_values, param
+from ...figures.sections import Drawer, condition_counts, read_tables
 from ...metrics import musobench as metrics
 from ...metrics.musobench import UNSCORED_POLICIES
 from ...metrics.noveltybench import PATIENCE
-from ...prompts.noveltybench import MODES as NOVELTY_MODES
 from ...prompts.musobench import PARADIGMS, REFLECTION_MARKERS, REPLY_TURNS
-from ...store import RUN_STORE, CacheStats, GenerationStore, run_store
+from ...prompts.noveltybench import MODES as NOVELTY_MODES
+from ...provenance import read_record
 from ...runs import run_dir, write_params
-
-from ...tasks.musobench import (TASKS, MuSoBenchItem, build_task, from_record, get_task, read_jsonl,
-                                             to_record, write_jsonl)
+from ...store import RUN_STORE, CacheStats, GenerationStore, run_store
+from reasoning_study.studies.musobench.noveltybench import (
+    ConstantRater,
+    LexicalJudge,
+    LLMJudge,
+    LLMRater,
+    NoveltyConfig,
+    apply_judgements,
+    generate_novelty,
+    judge_novelty,
+)
 
 # the study's own modules: what the entry points below use
-from .protocol import (ProtocolConfig, TurnRunner, add_stats, paradigm_setup,
-                                                        run_protocol, turns_table)
+from reasoning_study.studies.musobench.protocol import (
+    ProtocolConfig,
+    TurnRunner,
+    add_stats,
+    paradigm_setup,
+    run_protocol,
+    turns_table,
+)
+from reasoning_study.studies.musobench.report import (
+    NOVELTY_TABLE,
+    novelty_markdown,
+    novelty_table,
+    novelty_uncertainty,
+    readable_table,
+    uncertainty_tables,
+    write_novelty_report,
+    write_study_report,
+)
 from .scoring import score_turns
-from .report import (novelty_uncertainty, readable_table, uncertainty_tables, write_novelty_report, write_study_report, NOVELTY_TABLE,
-                                                      novelty_markdown, novelty_table)
-from .noveltybench import (ConstantRater, LLMJudge, LLMRater, LexicalJudge,
-                                                            NoveltyConfig, apply_judgements, generate_novelty,
-                                                            judge_novelty)
-from ...provenance import read_record
-from ...tasks.noveltybench import SUBSET_FILES as NOVELTY_SUBSETS, load_noveltybench
-from ...backends.vllm import EngineRole, co_resident_options, gpu_memory_bytes, unsized_on_cpu_host
+from reasoning_study.tasks.musobench import (
+    TASKS,
+    MuSoBenchItem,
+    build_task,
+    from_record,
+    get_task,
+    read_jsonl,
+    to_record,
+    write_jsonl,
+)
+from ...tasks.noveltybench import SUBSET_FILES as NOVELTY_SUBSETS
+from ...tasks.noveltybench import load_noveltybench
 
 # %% auto #0
 __all__ = ['NOVELTY_TASK', 'RUN_FILES', 'NOVELTY_RAW', 'RESULT_FILES', 'COUNTED', 'COUNTED_ITEMS', 'COUNTED_UNITS',
@@ -55,12 +83,15 @@ _P = ProtocolConfig  # the protocol's defaults, where the study keeps them
 # the open-ended task of the paper's Table 4 (`noveltybench`), run beside the MuSoBench tasks
 NOVELTY_TASK = "noveltybench"
 
+
 @dataclass(frozen=True)
 class MuSoBenchConfig:
     "The MuSoBench study's parameters (one source: defaults, types, allowed values, docs)."
-    model: str | None = param(None, "the run's label; None: the preset name (or \"short/long\" for two presets)")
-    short_preset: str = param("smollm2-135m", "Short-CoT: an instruction model, or a hybrid with thinking off",
-                              choices=lambda: PRESETS)
+
+    model: str | None = param(None, 'the run\'s label; None: the preset name (or "short/long" for two presets)')
+    short_preset: str = param(
+        "smollm2-135m", "Short-CoT: an instruction model, or a hybrid with thinking off", choices=lambda: PRESETS
+    )
     long_preset: str = param(
         "smollm2-135m",
         "Long-CoT: a reasoning model, or a hybrid with thinking on (an instruction model is emulated)",
@@ -77,9 +108,11 @@ class MuSoBenchConfig:
         minimum=1,
     )
     paradigms: list[str] = param(["short", "long"], "which paradigms to run", choices=PARADIGMS)
-    tasks: list[str] = param(["subsetsum", "timetabling"],
-                             "MuSoBench tasks, and \"noveltybench\" for the open-ended check (the paper's Table 4)",
-                             choices=lambda: [*TASKS, NOVELTY_TASK])
+    tasks: list[str] = param(
+        ["subsetsum", "timetabling"],
+        'MuSoBench tasks, and "noveltybench" for the open-ended check (the paper\'s Table 4)',
+        choices=lambda: [*TASKS, NOVELTY_TASK],
+    )
     levels: list[int] | None = param([1], "complexity levels (1-based); None for all")
     per_level: int = param(1, "instances per level (the paper: 100)", minimum=1)
     benchmark_seed: int = param(0, "seed of the benchmark build (ignored with data_dir)")
@@ -92,8 +125,9 @@ class MuSoBenchConfig:
         'NoveltyBench prompt set: "curated" (100 prompts, the paper\'s) or "wildchat" (1,000)',
         choices=NOVELTY_SUBSETS,
     )
-    novelty_prompts: int | None = param(2, "NoveltyBench: the first N prompts of the set (None: all, as the paper)",
-                                        minimum=1)
+    novelty_prompts: int | None = param(
+        2, "NoveltyBench: the first N prompts of the set (None: all, as the paper)", minimum=1
+    )
     novelty_categories: list[str] | None = param(
         None, "NoveltyBench curated: keep these categories only (None: all, as the paper)"
     )
@@ -107,25 +141,27 @@ class MuSoBenchConfig:
     novelty_judge: str = param(
         "llm",
         'NoveltyBench equivalence judge: "llm" (the Short-CoT backend), a preset name, or "lexical" (NoveltyBench: a '
-        'fine-tuned classifier)',
+        "fine-tuned classifier)",
         choices=lambda: ["llm", "lexical", *PRESETS],
     )
     novelty_rater: str = param(
         "llm",
         'NoveltyBench quality rater: "llm" (the Short-CoT backend), a preset name, or "constant" (NoveltyBench: a 27B '
-        'reward model)',
+        "reward model)",
         choices=lambda: ["llm", "constant", *PRESETS],
     )
-    novelty_patience: float = param(PATIENCE, "NoveltyBench: Utility's patience, in (0, 1] (NoveltyBench's default)",
-                                    minimum=0, maximum=1)
+    novelty_patience: float = param(
+        PATIENCE, "NoveltyBench: Utility's patience, in (0, 1] (NoveltyBench's default)", minimum=0, maximum=1
+    )
     temperature: float = param(
         0.7, "decoding temperature (the paper: 0.2; the embedded 135M model loops at low temperatures)", minimum=0
     )
     top_p: float = param(_P.top_p, "nucleus sampling", minimum=0, maximum=1)
     max_tokens: int = param(256, "new tokens per turn, thinking included (the paper: 20480)", minimum=1)
     seed: int = param(_P.seed, "sampling seed")
-    exploration: bool = param(True,
-                              "Short-CoT: the exploration cue (the paper's mitigation; the protocol's default: off)")
+    exploration: bool = param(
+        True, "Short-CoT: the exploration cue (the paper's mitigation; the protocol's default: off)"
+    )
     reflection_ks: list[int] = param(
         [0], "Long-CoT: answer after k reflection steps, the thinking cut before the next one ([] for none)"
     )
@@ -133,17 +169,21 @@ class MuSoBenchConfig:
         None, "line openings that start a reflection step; None: prompts.musobench.REFLECTION_MARKERS"
     )
     sc_samples: int = param(2, "self-consistency samples of turn 1 (0 or 1: off; the paper: 32)", minimum=0)
-    sc_paradigms: list[str] = param(list(_P.sc_paradigms), "paradigms that get self-consistency (the paper: Long-CoT)",
-                                    choices=PARADIGMS)
-    vote_threshold: float = param(0.5, "self-consistency vote: share of samples a solution needs, in (0, 1]",
-                                  minimum=0, maximum=1)
+    sc_paradigms: list[str] = param(
+        list(_P.sc_paradigms), "paradigms that get self-consistency (the paper: Long-CoT)", choices=PARADIGMS
+    )
+    vote_threshold: float = param(
+        0.5, "self-consistency vote: share of samples a solution needs, in (0, 1]", minimum=0, maximum=1
+    )
     emulate_long_cot: bool = param(True, "allow emulated Long-CoT on an instruction model (code paths only)")
-    batch_size: int = param(_P.batch_size,
-                            "samples per call on the transformers backend (vLLM, APIs: a stage in chunks, stage_chunk)",
-                            minimum=1)
-    reply_openings: list[str] = param(list(REPLY_TURNS),
-                                      "replies opened with their format (the paper's runs: [\"confidence\"])",
-                                      choices=REPLY_TURNS)
+    batch_size: int = param(
+        _P.batch_size,
+        "samples per call on the transformers backend (vLLM, APIs: a stage in chunks, stage_chunk)",
+        minimum=1,
+    )
+    reply_openings: list[str] = param(
+        list(REPLY_TURNS), 'replies opened with their format (the paper\'s runs: ["confidence"])', choices=REPLY_TURNS
+    )
     read_truncated: bool = param(
         _P.read_truncated,
         "score a truncated answer from its complete solutions (flagged); False: answered replies only",
@@ -151,14 +191,15 @@ class MuSoBenchConfig:
     unscored: str = param(
         "zero",
         'the figures\' row set: "zero" scores an unscored reply as an empty answer (the paper\'s N), "exclude" leaves '
-        'it out',
+        "it out",
         choices=UNSCORED_POLICIES,
     )
     out_dir: str = param("outputs/musobench-study", "run folder (relative to the project root)")
 
     def __post_init__(self):
         check_config(self)
-        if problems := study_problems(self): raise ConfigError(problems, where="MuSoBenchConfig parameters")
+        if problems := study_problems(self):
+            raise ConfigError(problems, where="MuSoBenchConfig parameters")
 
     @property
     def presets(self) -> dict[str, str]:
@@ -178,32 +219,41 @@ class MuSoBenchConfig:
             reflection_markers=REFLECTION_MARKERS if self.reflection_markers is None else self.reflection_markers,
         )
 
+
 def study_problems(cfg: MuSoBenchConfig) -> list[str]:
     "What is wrong with a config across its fields, or with its presets (the per-field checks have passed)."
     problems = []
-    if not cfg.paradigms: problems.append("parameter 'paradigms' must not be empty")
-    if not cfg.tasks: problems.append("parameter 'tasks' must not be empty")
+    if not cfg.paradigms:
+        problems.append("parameter 'paradigms' must not be empty")
+    if not cfg.tasks:
+        problems.append("parameter 'tasks' must not be empty")
     if not cfg.vote_threshold > 0:
         problems.append(f"parameter 'vote_threshold' must be in (0, 1], got {cfg.vote_threshold}")
     if not cfg.novelty_patience > 0:
         problems.append(f"parameter 'novelty_patience' must be in (0, 1], got {cfg.novelty_patience}")
     if NOVELTY_TASK in cfg.tasks:  # its prompts and categories are checked before any model loads
-        try: load_noveltybench(cfg.novelty_subset, limit=1, categories=cfg.novelty_categories)
-        except (ValueError, FileNotFoundError) as e: problems.append(f"noveltybench: {e}")
+        try:
+            load_noveltybench(cfg.novelty_subset, limit=1, categories=cfg.novelty_categories)
+        except (ValueError, FileNotFoundError) as e:
+            problems.append(f"noveltybench: {e}")
     for task in cfg.combinatorial_tasks:  # NoveltyBench has no levels
         n = len(get_task(task).LEVELS)
         if bad := [v for v in cfg.levels or [] if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n]:
             problems.append(f"parameter 'levels': {bad} outside {task}'s levels 1..{n}")
     if bad := [k for k in cfg.reflection_ks if isinstance(k, bool) or not isinstance(k, int) or k < 0]:
         problems.append(f"parameter 'reflection_ks' must hold ints >= 0, got {bad}")
-    if problems: return problems
-    try: protocol = cfg.protocol()
-    except ValueError as e: return [str(e)]
+    if problems:
+        return problems
+    try:
+        protocol = cfg.protocol()
+    except ValueError as e:
+        return [str(e)]
     for paradigm, name in cfg.presets.items():
         try:
             paradigm_setup(name, paradigm, cfg.emulate_long_cot)
             check_provider_rules(name, protocol.sampling())  # e.g. o4-mini takes no temperature but 1
-        except ValueError as e: problems.append(f"{paradigm} ({name}): {e}")
+        except ValueError as e:
+            problems.append(f"{paradigm} ({name}): {e}")
     if cfg.reflection_ks and "long" in cfg.presets and get_preset(cfg.presets["long"]).thinking == "api":
         problems.append(
             f"reflection checkpoints need a backend that continues a thinking block; {cfg.presets['long']!r} returns "
@@ -216,51 +266,65 @@ def model_label(presets: Mapping[str, str]) -> str:
     "The default label of a run: the preset name, or 'short-preset/long-preset' for a pair of presets."
     return "/".join(dict.fromkeys(get_preset(p).name for p in presets.values()))
 
-def load_paradigm_backends(presets: Mapping[str, str],  # paradigm -> preset name
-                           options: Mapping | None = None,  # backend options for every preset (load_backend keywords)
-                           # torch CPU threads of transformers backends (None: torch's default)
-                           cpu_threads: int | None = None,
-                           # per paradigm, replacing `options` (co_resident_options)
-                           paradigm_options: Mapping[str, Mapping] | None = None,
-                          ) -> dict[str, Backend]:
+
+def load_paradigm_backends(
+    presets: Mapping[str, str],  # paradigm -> preset name
+    options: Mapping | None = None,  # backend options for every preset (load_backend keywords)
+    # torch CPU threads of transformers backends (None: torch's default)
+    cpu_threads: int | None = None,
+    # per paradigm, replacing `options` (co_resident_options)
+    paradigm_options: Mapping[str, Mapping] | None = None,
+) -> dict[str, Backend]:
     "One backend per paradigm; presets of the same model and thinking switch share one backend."
     loaded, out = {}, {}
     for paradigm, name in presets.items():
         given = paradigm_options[paradigm] if paradigm_options and paradigm in paradigm_options else options
         preset, chosen = get_preset(name), dict(given or {})
-        if cpu_threads and preset.backend == "transformers": chosen.setdefault("num_threads", cpu_threads)
-        key = (preset.model_id, preset.backend, preset.thinking, preset.revision,
-               json.dumps(chosen, sort_keys=True, default=str))
-        if key not in loaded: loaded[key] = load_backend(preset, **chosen)
+        if cpu_threads and preset.backend == "transformers":
+            chosen.setdefault("num_threads", cpu_threads)
+        key = (
+            preset.model_id,
+            preset.backend,
+            preset.thinking,
+            preset.revision,
+            json.dumps(chosen, sort_keys=True, default=str),
+        )
+        if key not in loaded:
+            loaded[key] = load_backend(preset, **chosen)
         out[paradigm] = loaded[key]
     return out
+
 
 @dataclass
 class StudyRun:
     "Everything a study produced: raw turns, scored results, self-consistency samples, and the store's counts."
+
     turns: pd.DataFrame
     results: pd.DataFrame
     samples: pd.DataFrame
     stats: CacheStats
 
-def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
-              presets: Mapping[str, str],  # paradigm -> preset name, e.g. {"short": "qwen3-8b", "long": "qwen3-8b"}
-              store: GenerationStore,  # where every generation is kept
-              config: ProtocolConfig = ProtocolConfig(),
-              model: str | None = None,  # the run's label (default: `model_label(presets)`)
-              backend_options: Mapping | None = None,  # passed to `load_backend` for every preset
-              # per paradigm instead (e.g. from backends.vllm.co_resident_options)
-              paradigm_options: Mapping[str, Mapping] | None = None,
-              cpu_threads: int | None = None,  # torch CPU threads of transformers backends (None: torch's default)
-              emulate_long: bool = True,  # allow emulated Long-CoT on an instruction model (code paths only)
-              vote_threshold: float = 0.5,  # self-consistency vote threshold
-              # already loaded backends per paradigm (default: load them)
-              backends: Mapping[str, Backend] | None = None,
-              progress: bool = True,
-              score: bool = True,  # False: the turns only (`results` and `samples` are left empty)
-             ) -> StudyRun:
+
+def run_study(
+    items: Sequence[MuSoBenchItem],  # the instances (any tasks)
+    presets: Mapping[str, str],  # paradigm -> preset name, e.g. {"short": "qwen3-8b", "long": "qwen3-8b"}
+    store: GenerationStore,  # where every generation is kept
+    config: ProtocolConfig = ProtocolConfig(),
+    model: str | None = None,  # the run's label (default: `model_label(presets)`)
+    backend_options: Mapping | None = None,  # passed to `load_backend` for every preset
+    # per paradigm instead (e.g. from backends.vllm.co_resident_options)
+    paradigm_options: Mapping[str, Mapping] | None = None,
+    cpu_threads: int | None = None,  # torch CPU threads of transformers backends (None: torch's default)
+    emulate_long: bool = True,  # allow emulated Long-CoT on an instruction model (code paths only)
+    vote_threshold: float = 0.5,  # self-consistency vote threshold
+    # already loaded backends per paradigm (default: load them)
+    backends: Mapping[str, Backend] | None = None,
+    progress: bool = True,
+    score: bool = True,  # False: the turns only (`results` and `samples` are left empty)
+) -> StudyRun:
     "Run the protocol for every paradigm and score it."
-    if not items: raise ValueError("no instances to run")
+    if not items:
+        raise ValueError("no instances to run")
     setups = {p: paradigm_setup(name, p, emulate_long) for p, name in presets.items()}  # fails before any model loads
     backends = backends or load_paradigm_backends(presets, backend_options, cpu_threads, paradigm_options)
     label, stats, tables = model or model_label(presets), CacheStats(), []
@@ -269,33 +333,59 @@ def run_study(items: Sequence[MuSoBenchItem],  # the instances (any tasks)
         add_stats(stats, counts)
         tables.append(turns_table(dialogues, label, get_preset(name).name, config, setups[paradigm].emulated))
     turns = pd.concat(tables, ignore_index=True)
-    if not score: return StudyRun(turns, pd.DataFrame(), pd.DataFrame(), stats)
+    if not score:
+        return StudyRun(turns, pd.DataFrame(), pd.DataFrame(), stats)
     results, samples = score_turns(turns, {(it.task, it.question_id): it for it in items}, vote_threshold)
     return StudyRun(turns, results, samples, stats)
 
 # %% ../../../nbs/77_studies.musobench.study.ipynb #2b4daf79
-RUN_FILES = dict(store=RUN_STORE, turns="turns.parquet", results="results.parquet",
-                 samples="sc_samples.parquet", stats="generation_stats.json", instances="instances",
-                 novelty_generations="novelty_generations.parquet", novelty_judgements="novelty_judgements.parquet",
-                 novelty="novelty.parquet", intervals="intervals.parquet", comparisons="comparisons.parquet",
-                 novelty_intervals="novelty_intervals.parquet", novelty_comparisons="novelty_comparisons.parquet")
+RUN_FILES = dict(
+    store=RUN_STORE,
+    turns="turns.parquet",
+    results="results.parquet",
+    samples="sc_samples.parquet",
+    stats="generation_stats.json",
+    instances="instances",
+    novelty_generations="novelty_generations.parquet",
+    novelty_judgements="novelty_judgements.parquet",
+    novelty="novelty.parquet",
+    intervals="intervals.parquet",
+    comparisons="comparisons.parquet",
+    novelty_intervals="novelty_intervals.parquet",
+    novelty_comparisons="novelty_comparisons.parquet",
+)
 NOVELTY_RAW = ("novelty_generations", "novelty_judgements")
 # what `score` gives, where the folder keeps it (the sweep's rs-rescore writes these)  # the raw tables of a run with
 # noveltybench among its tasks
-RESULT_FILES = {name: RUN_FILES[name] for name in ("results", "samples", "intervals", "comparisons", "novelty",
-                                                  "novelty_intervals", "novelty_comparisons")}
+RESULT_FILES = {
+    name: RUN_FILES[name]
+    for name in (
+        "results",
+        "samples",
+        "intervals",
+        "comparisons",
+        "novelty",
+        "novelty_intervals",
+        "novelty_comparisons",
+    )
+}
+
 
 def write_instances(items: Iterable[MuSoBenchItem], folder: str | Path) -> list[Path]:
     "The instances of a run, one reference-format JSONL per task."
     by_task = {}
-    for it in items: by_task.setdefault(it.task, []).append(it)
+    for it in items:
+        by_task.setdefault(it.task, []).append(it)
     return [write_jsonl(its, Path(folder) / RUN_FILES["instances"] / f"{task}.jsonl") for task, its in by_task.items()]
+
 
 def read_instances(folder: str | Path) -> dict[tuple[str, int], MuSoBenchItem]:
     "(task, question_id) -> instance, from a run folder."
     files = sorted((Path(folder) / RUN_FILES["instances"]).glob("*.jsonl"))
-    if not files: raise FileNotFoundError(f"no instances/*.jsonl in {folder}")
+    if not files:
+        raise FileNotFoundError(f"no instances/*.jsonl in {folder}")
     return {(it.task, it.question_id): it for f in files for it in read_jsonl(f, task=f.stem)}
+
 
 def write_run(run: StudyRun, folder: str | Path) -> dict[str, Path]:
     "Write the turns, results, samples and generation counts of a run into its folder."
@@ -304,13 +394,16 @@ def write_run(run: StudyRun, folder: str | Path) -> dict[str, Path]:
     run.turns.to_parquet(paths["turns"], index=False)
     run.results.to_parquet(paths["results"], index=False)
     run.samples.to_parquet(paths["samples"], index=False)
-    paths["stats"].write_text(json.dumps({f.name: getattr(run.stats, f.name) for f in fields(CacheStats)},
-                                         indent=2) + "\n")
+    paths["stats"].write_text(
+        json.dumps({f.name: getattr(run.stats, f.name) for f in fields(CacheStats)}, indent=2) + "\n"
+    )
     return paths
+
 
 def rescore_run(folder: str | Path, vote_threshold: float = 0.5) -> tuple[pd.DataFrame, pd.DataFrame]:
     "(results, samples) scored again from a run folder's turns and instances: no model, no generation."
     return score_turns(pd.read_parquet(Path(folder) / RUN_FILES["turns"]), read_instances(folder), vote_threshold)
+
 
 def read_results(folders: Iterable[str | Path]) -> pd.DataFrame:
     """The results tables of several run folders, stacked, with the folder name in `run` (older condition names renamed:
@@ -321,52 +414,68 @@ def read_results(folders: Iterable[str | Path]) -> pd.DataFrame:
         if not path.is_file():
             raise FileNotFoundError(f"{path} does not exist: run nbs/experiments/musobench.ipynb with out_dir={folder}")
         tables.append(pd.read_parquet(path).assign(run=folder.name))
-    if not tables: raise ValueError("no run folders given")
+    if not tables:
+        raise ValueError("no run folders given")
     return metrics.current_conditions(pd.concat(tables, ignore_index=True))
 
 # %% ../../../nbs/77_studies.musobench.study.ipynb #43c96df1
 def study_instances(config: MuSoBenchConfig) -> list[MuSoBenchItem]:
     "The instances of a run: built from `benchmark_seed`, or the first `per_level` of each level read from `data_dir`."
+
     def of_task(task: str) -> list[MuSoBenchItem]:
         if config.data_dir is None:
             return build_task(task, seed=config.benchmark_seed, per_level=config.per_level, levels=config.levels)
         path = run_dir(config.data_dir) / f"{task}.jsonl"
-        if not path.is_file(): raise FileNotFoundError(f"{path} does not exist (data_dir={config.data_dir!r})")
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} does not exist (data_dir={config.data_dir!r})")
         chosen, counts = [], {}
         for it in read_jsonl(path, task=task):
             if (config.levels is None or it.level in config.levels) and counts.get(it.level, 0) < config.per_level:
                 chosen.append(it)
                 counts[it.level] = counts.get(it.level, 0) + 1
         return chosen
+
     return [it for task in config.combinatorial_tasks for it in of_task(task)]
+
 
 def paradigm_options(config: MuSoBenchConfig) -> dict[str, dict]:
     """The backend options of each paradigm: two different vLLM models share the GPU by their needs
     (`backends.vllm.co_resident_options`)."""
     on_vllm = any(get_preset(name).backend == "vllm" for name in config.presets.values())
     gpu = gpu_memory_bytes() if on_vllm else None
-    return co_resident_options({p: EngineRole(name, config.backend_options) for p, name in config.presets.items()},
-                               config.gpu_memory_budget, gpu, split_unsized_evenly=on_vllm and unsized_on_cpu_host(gpu))
+    return co_resident_options(
+        {p: EngineRole(name, config.backend_options) for p, name in config.presets.items()},
+        config.gpu_memory_budget,
+        gpu,
+        split_unsized_evenly=on_vllm and unsized_on_cpu_host(gpu),
+    )
+
 
 def load_backends(config: MuSoBenchConfig) -> dict[str, Backend]:
     "One backend per paradigm of the config (presets of one model and thinking switch share one): what `run` takes."
     return load_paradigm_backends(config.presets, config.backend_options, config.cpu_threads, paradigm_options(config))
+
 
 def study_params(config: MuSoBenchConfig, options: Mapping[str, Mapping] | None = None) -> dict:
     """What `params.json` records: the config's values, the presets, the backend options per paradigm, and what each
     provider ignores."""
     protocol = config.protocol()
     options = paradigm_options(config) if options is None else options
-    return config_values(config) | dict(presets=config.presets, paradigm_options=options,
-                                        reflection_markers=list(protocol.reflection_markers),
-                                        ignored_parameters={p: ignored_parameters(n, protocol.sampling()) for p,
-                                                            n in config.presets.items()})
+    return config_values(config) | dict(
+        presets=config.presets,
+        paradigm_options=options,
+        reflection_markers=list(protocol.reflection_markers),
+        ignored_parameters={p: ignored_parameters(n, protocol.sampling()) for p, n in config.presets.items()},
+    )
+
 
 def _stats_table(stats: CacheStats) -> pd.DataFrame:
     return pd.DataFrame([{f.name: getattr(stats, f.name) for f in fields(CacheStats)}])
 
+
 def _raw(turns: pd.DataFrame, items: Sequence[MuSoBenchItem], stats: CacheStats) -> dict[str, pd.DataFrame]:
     return dict(turns=turns, instances=pd.DataFrame([to_record(it) for it in items]), stats=_stats_table(stats))
+
 
 def novelty_config(config: MuSoBenchConfig):
     "NoveltyBench's settings of a study: the study's protocol (temperature, budget, seed, openings), k, mode, patience."
@@ -374,16 +483,21 @@ def novelty_config(config: MuSoBenchConfig):
         config.protocol(), k=config.novelty_k, mode=config.novelty_mode, patience=config.novelty_patience
     )
 
+
 def novelty_scorers(config: MuSoBenchConfig, backends: Mapping[str, Backend], store: GenerationStore) -> tuple:
     """(judge, rater) of a study: lexical/constant, or an LLM through the store: the Short-CoT backend (\"llm\"), or a
     preset's (loaded once)."""
     loaded = {}
+
     def backend_of(name: str) -> Backend:
-        if name == "llm": return backends["short"] if "short" in backends else next(iter(backends.values()))
-        if same := [p for p, n in config.presets.items() if n == name]: return backends[same[0]]
+        if name == "llm":
+            return backends["short"] if "short" in backends else next(iter(backends.values()))
+        if same := [p for p, n in config.presets.items() if n == name]:
+            return backends[same[0]]
         if name not in loaded:
             loaded[name] = load_paradigm_backends({"scorer": name}, None, config.cpu_threads)["scorer"]
         return loaded[name]
+
     judge = (
         LexicalJudge()
         if config.novelty_judge == "lexical"
@@ -396,64 +510,93 @@ def novelty_scorers(config: MuSoBenchConfig, backends: Mapping[str, Backend], st
     )
     return judge, rater
 
-def run_novelty(config: MuSoBenchConfig, backends: Mapping[str, Backend], store: GenerationStore, progress: bool = True
-               ) -> tuple[dict[str, pd.DataFrame], CacheStats]:
+
+def run_novelty(
+    config: MuSoBenchConfig, backends: Mapping[str, Backend], store: GenerationStore, progress: bool = True
+) -> tuple[dict[str, pd.DataFrame], CacheStats]:
     """NoveltyBench under every paradigm of the study (same backends, protocol, confidence turn, store), judged and
     rated: its raw tables and counts."""
     prompts = load_noveltybench(
         config.novelty_subset, limit=config.novelty_prompts, categories=config.novelty_categories
     )
-    settings, label, stats, tables = (novelty_config(config), config.model or model_label(config.presets),
-                                      CacheStats(), [])
+    settings, label, stats, tables = (
+        novelty_config(config),
+        config.model or model_label(config.presets),
+        CacheStats(),
+        [],
+    )
     for paradigm, name in config.presets.items():
-        runner = TurnRunner(backends[paradigm], paradigm_setup(name, paradigm, config.emulate_long_cot), store,
-                            config.batch_size, progress)
+        runner = TurnRunner(
+            backends[paradigm],
+            paradigm_setup(name, paradigm, config.emulate_long_cot),
+            store,
+            config.batch_size,
+            progress,
+        )
         tables.append(generate_novelty(runner, prompts, settings).assign(model=label, preset=get_preset(name).name))
         add_stats(stats, runner.stats)
     generations = pd.concat(tables, ignore_index=True)
     judge, rater = novelty_scorers(config, backends, store)
     judgements = judge_novelty(generations, {p.id: p.prompt for p in prompts}, judge, rater)
     for scorer in (judge, rater):
-        if hasattr(scorer, "stats"): add_stats(stats, scorer.stats)
+        if hasattr(scorer, "stats"):
+            add_stats(stats, scorer.stats)
     return dict(novelty_generations=generations, novelty_judgements=judgements), stats
 
-def run(config: MuSoBenchConfig,
-        # one for every paradigm, one per paradigm, or None: `load_backends`
-        backends: Backend | Mapping[str, Backend] | None = None,
-        store: GenerationStore | None = None,  # where every generation is kept (None: the folder's generations.sqlite)
-        folder: str | Path | None = None,  # where the raw tables go (None: nowhere, and a store must be given)
-        progress: bool = True,
-       ) -> dict[str, pd.DataFrame]:
+
+def run(
+    config: MuSoBenchConfig,
+    # one for every paradigm, one per paradigm, or None: `load_backends`
+    backends: Backend | Mapping[str, Backend] | None = None,
+    store: GenerationStore | None = None,  # where every generation is kept (None: the folder's generations.sqlite)
+    folder: str | Path | None = None,  # where the raw tables go (None: nowhere, and a store must be given)
+    progress: bool = True,
+) -> dict[str, pd.DataFrame]:
     "Every turn of the study through the store: the raw tables `turns`, `instances` and `stats` (and NoveltyBench's)."
     if store is None and folder is None:
         raise ValueError("run needs a store or a folder (its generations.sqlite is the store)")
     folder = None if folder is None else run_dir(folder)
     options = paradigm_options(config)
-    if folder is not None: write_params(folder, study_params(config, options))
+    if folder is not None:
+        write_params(folder, study_params(config, options))
     items = study_instances(config)
     if not items and config.combinatorial_tasks:
         raise ValueError("no instances to run: check levels, per_level and data_dir")
     if backends is None:
         backends = load_paradigm_backends(config.presets, config.backend_options, config.cpu_threads, options)
-    if not isinstance(backends, Mapping): backends = dict.fromkeys(config.presets, backends)
+    if not isinstance(backends, Mapping):
+        backends = dict.fromkeys(config.presets, backends)
     with run_store(store, folder) as store:
         raw, stats = {}, CacheStats()
         if items:
-            done = run_study(items, config.presets, store, config.protocol(), model=config.model,
-                             paradigm_options=options, cpu_threads=config.cpu_threads,
-                             emulate_long=config.emulate_long_cot, vote_threshold=config.vote_threshold,
-                             backends=backends, progress=progress, score=False)
+            done = run_study(
+                items,
+                config.presets,
+                store,
+                config.protocol(),
+                model=config.model,
+                paradigm_options=options,
+                cpu_threads=config.cpu_threads,
+                emulate_long=config.emulate_long_cot,
+                vote_threshold=config.vote_threshold,
+                backends=backends,
+                progress=progress,
+                score=False,
+            )
             raw, stats = _raw(done.turns, items, done.stats), done.stats
         if NOVELTY_TASK in config.tasks:
             novelty, counts = run_novelty(config, backends, store, progress)
             raw |= novelty | dict(stats=_stats_table(add_stats(stats, counts)))
-    if folder is not None: write_raw(raw, items, folder)
+    if folder is not None:
+        write_raw(raw, items, folder)
     return raw
+
 
 def run_counts(raw: Mapping[str, pd.DataFrame], folder: str | Path | None = None) -> dict[str, int]:
     "What the run generated and what it reused from the store (for its run.json)."
     stats = raw["stats"].iloc[0]
     return dict(generated=int(stats["generated"]), reused=int(stats["cached"]))
+
 
 def write_raw(raw: Mapping[str, pd.DataFrame], items: Iterable[MuSoBenchItem], folder: str | Path) -> dict[str, Path]:
     """The raw tables in a run folder: turns.parquet, instances/<task>.jsonl, the NoveltyBench tables and
@@ -461,10 +604,12 @@ def write_raw(raw: Mapping[str, pd.DataFrame], items: Iterable[MuSoBenchItem], f
     folder = Path(folder)
     paths = {name: folder / RUN_FILES[name] for name in ("turns", *NOVELTY_RAW, "stats") if name in raw}
     for name, path in paths.items():
-        if name != "stats": raw[name].to_parquet(path, index=False)
+        if name != "stats":
+            raw[name].to_parquet(path, index=False)
     paths["stats"].write_text(json.dumps(raw["stats"].iloc[0].to_dict(), indent=2, default=int) + "\n")
     write_instances(items, folder)
     return paths
+
 
 def score(raw: Mapping[str, pd.DataFrame], config: MuSoBenchConfig) -> dict[str, pd.DataFrame]:
     """The results (one row per dialogue, plus the self-consistency aggregates), samples and NoveltyBench rows of the
@@ -484,22 +629,26 @@ def score(raw: Mapping[str, pd.DataFrame], config: MuSoBenchConfig) -> dict[str,
         out |= novelty_uncertainty(out["novelty"])  # Table 4's intervals and Long-CoT − Short-CoT on the same prompts
     return out
 
+
 def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: MuSoBenchConfig) -> dict[str, object]:
     """Write the results tables and the study report (tables, figures) into a run folder; name -> paths, or why a figure
     is missing."""
     folder = run_dir(folder)
     written = {}
     for name, file in RESULT_FILES.items():
-        if name not in results: continue
+        if name not in results:
+            continue
         results[name].to_parquet(folder / file, index=False)
         written[f"raw:{name}"] = [folder / file]
     if "results" in results:
         uncertainty = {k: results[k] for k in ("intervals", "comparisons") if k in results}
-        written |= write_study_report(results["results"], folder, config.unscored,
-                                      uncertainty if len(uncertainty) == 2 else None)
+        written |= write_study_report(
+            results["results"], folder, config.unscored, uncertainty if len(uncertainty) == 2 else None
+        )
     if "novelty" in results:
         written |= write_novelty_report(results["novelty"], folder, results.get("novelty_comparisons"))
     return written
+
 
 def read_raw(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The raw tables of a run folder."
@@ -510,20 +659,26 @@ def read_raw(folder: str | Path) -> dict[str, pd.DataFrame]:
         name: pd.read_parquet(folder / RUN_FILES[name]) for name in NOVELTY_RAW if (folder / RUN_FILES[name]).is_file()
     }
     # a NoveltyBench-only run
-    if novelty and not (folder / RUN_FILES["turns"]).is_file(): return novelty | dict(stats=_stats_table(stats))
+    if novelty and not (folder / RUN_FILES["turns"]).is_file():
+        return novelty | dict(stats=_stats_table(stats))
     return _raw(pd.read_parquet(folder / RUN_FILES["turns"]), list(read_instances(folder).values()), stats) | novelty
+
 
 def read_config(folder: str | Path) -> MuSoBenchConfig:
     "The config of a run folder: from run.json, or from params.json (folders written before run.json)."
     folder = Path(folder)
     record = read_record(folder)
-    if record is not None and record.get("config") is not None: values = record["config"]
-    elif (folder / "params.json").is_file(): values = json.loads((folder / "params.json").read_text())
-    else: raise FileNotFoundError(f"{folder} has neither run.json nor params.json: not a MuSoBench run folder")
+    if record is not None and record.get("config") is not None:
+        values = record["config"]
+    elif (folder / "params.json").is_file():
+        values = json.loads((folder / "params.json").read_text())
+    else:
+        raise FileNotFoundError(f"{folder} has neither run.json nor params.json: not a MuSoBench run folder")
     known = {f.name for f in fields(MuSoBenchConfig)}
     return config_from(
         MuSoBenchConfig, {k: v for k, v in values.items() if k in known}, where=f"parameters of {folder}"
     )
+
 
 def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The results of a run folder scored again from its raw tables and config: no model, no generation, no torch."
@@ -536,46 +691,80 @@ COUNTED = (RUN_FILES["results"], ["model", "paradigm", "condition", "task"], ["q
 COUNTED_ITEMS = {NOVELTY_TABLE: (RUN_FILES["novelty"], ["model", "paradigm", "mode", "judge", "rater"], ["prompt_id"])}
 COUNTED_UNITS = {NOVELTY_TABLE: "prompts"}
 
-def item_counts(folders: Sequence[str | Path],  # the study's run folders
-                name: str,  # a report item's file name, e.g. "table4_noveltybench"
-               ) -> pd.DataFrame | None:
+
+def item_counts(
+    folders: Sequence[str | Path],  # the study's run folders
+    name: str,  # a report item's file name, e.g. "table4_noveltybench"
+) -> pd.DataFrame | None:
     """The counts behind one report item when they are not the study's instances (`COUNTED_ITEMS`: Table 4 counts
     NoveltyBench prompts per row), as `figures.sections.condition_counts` gives them; None for every other item."""
-    if name not in COUNTED_ITEMS: return None
+    if name not in COUNTED_ITEMS:
+        return None
     return condition_counts(SimpleNamespace(COUNTED=COUNTED_ITEMS[name]), folders)
 
-HYPERPARAMETERS = ["model", "paradigms", "short_preset", "long_preset", "temperature", "top_p", "max_tokens",
-                   "per_level", "levels", "sc_samples", "reflection_ks", "exploration"]
+
+HYPERPARAMETERS = [
+    "model",
+    "paradigms",
+    "short_preset",
+    "long_preset",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "per_level",
+    "levels",
+    "sc_samples",
+    "reflection_ks",
+    "exploration",
+]
+
 
 def hyperparameter_table(folders: Sequence[str | Path]) -> pd.DataFrame:
     "Table 3: the decoding and protocol settings of each run (from its params.json)."
     rows = []
     for f in map(Path, folders):
         p = json.loads((f / "params.json").read_text()) if (f / "params.json").is_file() else {}
-        rows.append({"run": f.name,
-                     **{k: json.dumps(p[k]) if isinstance(p.get(k),
-                                                          (list,
-                                                           dict)) else p.get(k) for k in HYPERPARAMETERS if k in p}})
+        rows.append(
+            {
+                "run": f.name,
+                **{
+                    k: json.dumps(p[k]) if isinstance(p.get(k), (list, dict)) else p.get(k)
+                    for k in HYPERPARAMETERS
+                    if k in p
+                },
+            }
+        )
     return pd.DataFrame(rows)
 
-def budget_note(table: pd.DataFrame,  # `hyperparameter_table` of the runs
-               ) -> str:
+
+def budget_note(
+    table: pd.DataFrame,  # `hyperparameter_table` of the runs
+) -> str:
     "One line per model whose runs wrote under different budgets, naming each paradigm's budget; '' when none."
-    if table.empty or not {"model", "max_tokens"} <= set(table.columns): return ""
+    if table.empty or not {"model", "max_tokens"} <= set(table.columns):
+        return ""
     lines = []
     for model, runs in table.dropna(subset=["max_tokens"]).groupby("model", sort=True):
-        if runs["max_tokens"].nunique() < 2: continue
+        if runs["max_tokens"].nunique() < 2:
+            continue
         budgets = {}
         for _, run in runs.iterrows():
             for paradigm in json.loads(run.get("paradigms") or '["short", "long"]'):
                 preset = run.get(f"{paradigm}_preset")
-                budgets.setdefault(f"{paradigm} ({preset})" if isinstance(preset, str) else paradigm,
-                                   set()).add(int(run["max_tokens"]))
+                budgets.setdefault(f"{paradigm} ({preset})" if isinstance(preset, str) else paradigm, set()).add(
+                    int(run["max_tokens"])
+                )
         stated = ", ".join(f"{name} {'/'.join(map(str, sorted(b)))}" for name, b in sorted(budgets.items()))
-        lines.append(f"- {model}: the paradigms ran with different token budgets ({stated}): a reply cut at its "
-                     "budget is unscored, so the comparison is not at equal budgets")
-    return "\n".join(["**Budgets differ within a pair** (a provider caps one model below the paper's 20,480):",
-                      *lines]) if lines else ""
+        lines.append(
+            f"- {model}: the paradigms ran with different token budgets ({stated}): a reply cut at its "
+            "budget is unscored, so the comparison is not at equal budgets"
+        )
+    return (
+        "\n".join(["**Budgets differ within a pair** (a provider caps one model below the paper's 20,480):", *lines])
+        if lines
+        else ""
+    )
+
 
 def section(folders: Sequence[str | Path], out: str | Path, made: dict):
     "Every MuSoBench figure and table the pooled study runs support, and Table 4 of their NoveltyBench rows."
@@ -589,11 +778,11 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict):
                 value.removeprefix("skipped: ") if isinstance(value, str) else value
             )
     novelty = read_tables(folders, RUN_FILES["novelty"])  # stacked over the runs, as results.parquet is
-    if novelty.empty: draw.skip(NOVELTY_TABLE, "no musobench run with noveltybench among its tasks")
+    if novelty.empty:
+        draw.skip(NOVELTY_TABLE, "no musobench run with noveltybench among its tasks")
     else:
         table = novelty_table(novelty.drop(columns="run"))
         draw.table(NOVELTY_TABLE, readable_table(table), novelty_markdown(table))  # counts as whole numbers
     table3 = hyperparameter_table(folders)
     note = budget_note(table3)
     draw.table("table3_hyperparameters", table3, f"{note}\n\n{table3.to_markdown(index=False)}" if note else None)
-

@@ -12,16 +12,37 @@ from typing import Sequence
 import pandas as pd
 
 from ...figures.sections import Drawer, read_tables, slug
-from ...metrics.intervals import comparison_text as interval_comparison_text, few_units_note
-from ...metrics.overthinking import (add_overthinking_intervals, add_stopping_intervals,
-                                                  add_strategy_intervals, cross_model_spearman, failed_probe_table,
-                                                  granularity_of, in_condition, length_distribution, main_condition,
-                                                  optimal_actual_comparison,
-                                                  optimal_vs_test_time_scaling, overthinking_table, robustness,
-                                                  robustness_summary, stability_curve, stopping_at_k, strategy_table,
-                                                  trajectories, transition_matrix, wasted_budget_table)
-from ...metrics.stopping import (add_policy_intervals, default_policies, policy_comparisons, policy_rows,
-                                              policy_table, solution_set_table)
+from ...metrics.intervals import comparison_text as interval_comparison_text
+from ...metrics.intervals import few_units_note
+from reasoning_study.metrics.overthinking import (
+    add_stopping_intervals,
+    add_strategy_intervals,
+    cross_model_spearman,
+    failed_probe_table,
+    granularity_of,
+    in_condition,
+    length_distribution,
+    main_condition,
+    optimal_actual_comparison,
+    optimal_vs_test_time_scaling,
+    overthinking_table,
+    robustness,
+    robustness_summary,
+    stability_curve,
+    stopping_at_k,
+    strategy_table,
+    trajectories,
+    transition_matrix,
+    wasted_budget_table,
+)
+from reasoning_study.metrics.stopping import (
+    add_policy_intervals,
+    default_policies,
+    policy_comparisons,
+    policy_rows,
+    policy_table,
+    solution_set_table,
+)
 from ...probing.judge import taxonomy_table
 
 # %% auto #0
@@ -33,6 +54,7 @@ __all__ = ['RAW_TABLES', 'TRACE_KEYS', 'COUNTED', 'raw_file', 'later_copies', 'w
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #f5151821
 RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
 
+
 def raw_file(name: str) -> str:
     """The file of a raw table in a run folder (`study.run` writes them: the last two of `RAW_TABLES` when there are
     any)."""
@@ -40,6 +62,7 @@ def raw_file(name: str) -> str:
 
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #2231a6ab
 TRACE_KEYS = ("model", "benchmark", "item_id", "seed", "sample_index")  # one generated trace
+
 
 def later_copies(table: pd.DataFrame) -> pd.DataFrame:
     """The traces of `table` (pooled by `read_tables`, with its `run` column) that an earlier run also holds: their
@@ -50,12 +73,15 @@ def later_copies(table: pd.DataFrame) -> pd.DataFrame:
     copies = held.merge(first, on=keys)
     return copies[copies["run"] != copies["kept_run"]].reset_index(drop=True)
 
+
 def without_copies(table: pd.DataFrame, copies: pd.DataFrame) -> pd.DataFrame:
     "`table` without the rows of the traces in `copies` (matched on the run and the trace keys both have)."
-    if table.empty or copies.empty: return table
+    if table.empty or copies.empty:
+        return table
     on = ["run", *[c for c in TRACE_KEYS if c in table.columns and c in copies.columns]]
     hit = table[on].merge(copies[on].drop_duplicates().assign(_copy=True), on=on, how="left")["_copy"]
     return table[hit.isna().to_numpy()].reset_index(drop=True)
+
 
 def repeated_traces(copies: pd.DataFrame) -> pd.DataFrame:
     "Per run whose copies were left out: the run kept instead and the number of traces."
@@ -65,9 +91,11 @@ def repeated_traces(copies: pd.DataFrame) -> pd.DataFrame:
 def with_note(markdown: str, table: pd.DataFrame, by: Sequence[str] = ("model", "benchmark")) -> str:
     "`markdown` with the few-questions caption of `table`'s intervals under it, when some group has under ten."
     by = [c for c in by if c in table]
-    if not by: table, by = table.assign(rows="all questions"), ["rows"]  # an ungrouped table (Table 2): one group
+    if not by:
+        table, by = table.assign(rows="all questions"), ["rows"]  # an ungrouped table (Table 2): one group
     note = few_units_note(table, by, "questions")
     return markdown + (f"\n\n{note}" if note else "")
+
 
 def comparison_text(comparisons: pd.DataFrame) -> pd.DataFrame:
     """The paired comparisons for reading: the difference with its interval (accuracies in points, ×100), the p-value,
@@ -75,9 +103,11 @@ def comparison_text(comparisons: pd.DataFrame) -> pd.DataFrame:
     scale = comparisons["metric"].map(lambda m: 100.0 if m == "accuracy" else 1.0)
     return interval_comparison_text(comparisons, scale.to_numpy())
 
+
 def comparison_markdown(comparisons: pd.DataFrame) -> str:
     "The paired comparisons as Markdown, with the few-questions caption."
-    if comparisons.empty: return "No paired comparison (no trajectory)."
+    if comparisons.empty:
+        return "No paired comparison (no trajectory)."
     return with_note(comparison_text(comparisons).to_markdown(index=False), comparisons)
 
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #055170a9
@@ -95,18 +125,24 @@ def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3)
             & (prefixes.extractor == r.extractor)
         ]
         # one path per granularity
-        if "granularity" in traj.columns: t = t[granularity_of(t) == granularity_of(traj.loc[[r.Index]]).iloc[0]]
+        if "granularity" in traj.columns:
+            t = t[granularity_of(t) == granularity_of(traj.loc[[r.Index]]).iloc[0]]
         t = t.sort_values("prefix_index")
         path = " ".join(f"{'?' if pd.isna(c) else '✓' if c else '✗'}{p!s:.12}" for p, c in zip(t.prediction, t.correct))
         lines.append(f"- {r.model} / {r.item_id}: {path}")
-    if not lines: raise ValueError("no harmful trajectory")
+    if not lines:
+        raise ValueError("no harmful trajectory")
     return "\n".join(lines)
 
-def section(folders: Sequence[str | Path], out: str | Path, made: dict,
-            own_folder: bool = True,  # False: write into `out` itself (the experiment notebook, on its own run)
-            # trajectories with a failed probe: "exclude" or "cut" (metrics.overthinking)
-            failed_probes: str = "exclude",
-           ):
+
+def section(
+    folders: Sequence[str | Path],
+    out: str | Path,
+    made: dict,
+    own_folder: bool = True,  # False: write into `out` itself (the experiment notebook, on its own run)
+    # trajectories with a failed probe: "exclude" or "cut" (metrics.overthinking)
+    failed_probes: str = "exclude",
+):
     "Every overthinking figure and table the pooled runs support."
     draw = Drawer(out, "overthinking", made, own_folder)
     prefixes = read_tables(folders, raw_file("prefixes"))
@@ -114,9 +150,12 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict,
         draw.skip("fig1_strategy_accuracy", "no prefixes.parquet in the overthinking runs")
         return
     copies = later_copies(prefixes)  # one copy of each trace (above)
-    if len(copies): draw.table("repeated_traces", repeated_traces(copies))
-    tables = {name: without_copies(read_tables(folders, raw_file(name)), copies)
-              for name in ("traces", "musobench_prefixes", "utterances", "judgements")}
+    if len(copies):
+        draw.table("repeated_traces", repeated_traces(copies))
+    tables = {
+        name: without_copies(read_tables(folders, raw_file(name)), copies)
+        for name in ("traces", "musobench_prefixes", "utterances", "judgements")
+    }
     prefixes, traces = without_copies(prefixes, copies).drop(columns="run"), tables["traces"]
     all_traj = trajectories(prefixes, failed_probes=failed_probes)
     by_condition = ["model", "benchmark", "template", "extractor"]
@@ -132,95 +171,138 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict,
     taxonomy_section(draw, tables["judgements"])
     copy_recall_figures(draw, folders, made)
 
+
 def strategies_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, main_traces, failed_probes: str):
     "Table 1 and Figures 1-4 (the strategies, lengths, answer formats, stability) and Figure 5's harmful examples."
     from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
+
     # matplotlib: imported where a figure is drawn
-    from reasoning_study.figures.overthinking import (best_strategy_mask, plot_format_breakdown, plot_length_histograms,
-                                                      plot_stability_curve, plot_strategy_accuracy, results_table,
-                                                      results_table_text)
-    strategies = add_strategy_intervals(strategy_table(traj, by=["model", "benchmark"], traces=main_traces), traj,
-                                        main_traces)
+    from reasoning_study.figures.overthinking import (
+        best_strategy_mask,
+        plot_format_breakdown,
+        plot_length_histograms,
+        plot_stability_curve,
+        plot_strategy_accuracy,
+        results_table,
+        results_table_text,
+    )
+
+    strategies = add_strategy_intervals(
+        strategy_table(traj, by=["model", "benchmark"], traces=main_traces), traj, main_traces
+    )
     draw.table("strategies", strategies)
     results = results_table(strategies, rows="model", columns="benchmark")
     text = results_table_text(strategies, rows="model", columns="benchmark")
     draw.table("table1_results", results, with_note(table_markdown(text, best_strategy_mask(results)), strategies))
     draw.figure("fig1_strategy_accuracy", lambda: plot_strategy_accuracy(strategies))
-    draw.figure("table1_results_figure",
-                lambda: plot_table(results, best_strategy_mask(results), "Accuracy, length and H per strategy"))
+    draw.figure(
+        "table1_results_figure",
+        lambda: plot_table(results, best_strategy_mask(results), "Accuracy, length and H per strategy"),
+    )
     solved = "needs a solved trajectory"
     draw.figure("fig2_lengths_utterances", lambda: plot_length_histograms(length_distribution(traj)), solved)
-    draw.figure("fig3_format_breakdown",
-                lambda: plot_format_breakdown(overthinking_table(traj, by=["model", "format"])), solved)
-    draw.figure("fig4_stability_curve",
-                lambda: plot_stability_curve(stability_curve(main_prefixes, failed_probes=failed_probes)), solved)
-    try: draw.table("harmful_examples", pd.DataFrame({"example": harmful_examples(traj, main_prefixes).splitlines()}))
-    except ValueError as e: draw.skip("harmful_examples", str(e))
+    draw.figure(
+        "fig3_format_breakdown", lambda: plot_format_breakdown(overthinking_table(traj, by=["model", "format"])), solved
+    )
+    draw.figure(
+        "fig4_stability_curve",
+        lambda: plot_stability_curve(stability_curve(main_prefixes, failed_probes=failed_probes)),
+        solved,
+    )
+    try:
+        draw.table("harmful_examples", pd.DataFrame({"example": harmful_examples(traj, main_prefixes).splitlines()}))
+    except ValueError as e:
+        draw.skip("harmful_examples", str(e))
 
-def stopping_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, solution_rows: pd.DataFrame,
-                     failed_probes: str):
+
+def stopping_section(
+    draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, solution_rows: pd.DataFrame, failed_probes: str
+):
     "Table 2 (Stopping@K), and beyond the paper: stopping policies without the answer key, and the MuSoBench lens."
     from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
+
     # matplotlib: imported where a figure is drawn
     from reasoning_study.figures.overthinking import stopping_table, stopping_table_text
     from reasoning_study.figures.stopping import plot_policy_pareto  # matplotlib: imported where a figure is drawn
+
     try:
-        stopping = add_stopping_intervals(stopping_at_k(main_prefixes, failed_probes=failed_probes), main_prefixes,
-                                          failed_probes)
+        stopping = add_stopping_intervals(
+            stopping_at_k(main_prefixes, failed_probes=failed_probes), main_prefixes, failed_probes
+        )
         models = add_strategy_intervals(strategy_table(traj, by=["model"]), traj)
         table2 = stopping_table(stopping, models)
         text = table_markdown(stopping_table_text(stopping, models))
         draw.table("table2_stopping", table2, with_note(text, stopping))
         draw.figure("table2_stopping_figure", lambda: plot_table(table2, title="Stopping@K"))
-    except ValueError as e: draw.skip("table2_stopping", str(e))
+    except ValueError as e:
+        draw.skip("table2_stopping", str(e))
     try:  # scored against Actual and Optimal on the same trajectories
         with_logprobs = "answer_logprobs" in main_prefixes.columns and main_prefixes["answer_logprobs"].notna().any()
         rows = policy_rows(main_prefixes, default_policies(with_logprobs), failed_probes)
-        policies = add_policy_intervals(policy_table(main_prefixes, default_policies(with_logprobs),
-                                                     by=["model", "benchmark"], failed_probes=failed_probes, rows=rows),
-                                        rows)
+        policies = add_policy_intervals(
+            policy_table(
+                main_prefixes,
+                default_policies(with_logprobs),
+                by=["model", "benchmark"],
+                failed_probes=failed_probes,
+                rows=rows,
+            ),
+            rows,
+        )
         draw.table("stopping_policies", policies)
         comparisons = pd.concat([optimal_actual_comparison(traj), policy_comparisons(rows)], ignore_index=True)
         draw.table("paired_comparisons", comparisons, comparison_markdown(comparisons))
         draw.figure("stopping_pareto", lambda: plot_policy_pareto(policies))
         draw.figure("stopping_pareto_utterances", lambda: plot_policy_pareto(policies, x="utterances"))
-    except ValueError as e: draw.skip("stopping_policies", str(e))
+    except ValueError as e:
+        draw.skip("stopping_policies", str(e))
     if len(solution_rows):  # stop when the valid solution set has settled: recall lost vs tokens saved
         try:
             settled = solution_set_table(solution_rows.drop(columns="run"), failed_probes=failed_probes)
             draw.table("musobench_set_stopping", settled)
-        except ValueError as e: draw.skip("musobench_set_stopping", str(e))
+        except ValueError as e:
+            draw.skip("musobench_set_stopping", str(e))
 
-def dynamics_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, utterances: pd.DataFrame,
-                     failed_probes: str):
+
+def dynamics_section(
+    draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, utterances: pd.DataFrame, failed_probes: str
+):
     "Along the trace: the transitions (Figure 9), the token statistics (Figure 10) and the wasted budget (Figure 11)."
     # matplotlib: imported where a figure is drawn
     from reasoning_study.figures.overthinking import plot_token_statistics, plot_transition_matrix, plot_wasted_budget
+
     transitions = transition_matrix(main_prefixes, failed_probes)
     draw.table("transitions", transitions)
     draw.figure("fig9_transition_matrix", lambda: plot_transition_matrix(transitions))
     if len(utterances):
-        draw.figure("fig10_token_statistics",
-                    lambda: plot_token_statistics(utterances, length_distribution(traj, unit="tokens")),
-                    "needs a solved trajectory")
+        draw.figure(
+            "fig10_token_statistics",
+            lambda: plot_token_statistics(utterances, length_distribution(traj, unit="tokens")),
+            "needs a solved trajectory",
+        )
     try:
         wasted = wasted_budget_table(traj)
         draw.table("wasted_budget", wasted)
         draw.figure("fig11_wasted_budget", lambda: plot_wasted_budget(wasted))
-    except ValueError as e: draw.skip("fig11_wasted_budget", f"needs a solved trajectory: {e}")
+    except ValueError as e:
+        draw.skip("fig11_wasted_budget", f"needs a solved trajectory: {e}")
+
 
 def strips_section(draw: Drawer, main_prefixes: pd.DataFrame):
     """Beyond the paper: the trace strips of each model and benchmark in the main condition (every probe, the failed
     ones marked: the strips show the traces the metrics excluded or cut too)."""
     from reasoning_study.figures.overthinking import plot_trace_strips  # matplotlib: imported where a figure is drawn
+
     for (model, benchmark), group in main_prefixes.groupby(["model", "benchmark"], sort=False):
         draw.figure(f"trace_strips_{slug(model)}_{slug(benchmark)}", lambda: plot_trace_strips(group))
+
 
 def conditions_section(draw: Drawer, all_traj: pd.DataFrame, traj: pd.DataFrame, traces: pd.DataFrame, main_traces):
     """Across conditions, models and samples: robustness (Figure 6), cross-model (Figure 7), test-time scaling (Figure
     8)."""
     # matplotlib: imported where a figure is drawn
     from reasoning_study.figures.overthinking import plot_cross_model, plot_robustness, plot_test_time_scaling
+
     several = all_traj.groupby(["template", "extractor", "seed"]).ngroups > 1
     pairs = robustness(all_traj, by=["model", "benchmark"]) if several else None
     if pairs is None or pairs.empty:
@@ -231,7 +313,8 @@ def conditions_section(draw: Drawer, all_traj: pd.DataFrame, traj: pd.DataFrame,
             draw.figure(f"fig6_robustness_{slug(model)}_{slug(benchmark)}", lambda: plot_robustness(group))
     if traj["model"].nunique() < 2:
         draw.skip("fig7_cross_model", "needs overthinking runs of at least two models on the same items")
-    else: draw.figure("fig7_cross_model", lambda: plot_cross_model(cross_model_spearman(traj)))
+    else:
+        draw.figure("fig7_cross_model", lambda: plot_cross_model(cross_model_spearman(traj)))
     if len(traces) == 0 or traces["sample_index"].max() < 1:
         draw.skip("fig8_test_time_scaling", "needs several samples per question (n_samples > 1)")
         return
@@ -239,13 +322,17 @@ def conditions_section(draw: Drawer, all_traj: pd.DataFrame, traj: pd.DataFrame,
         scaling = optimal_vs_test_time_scaling(traj, traces=main_traces)
         draw.table("test_time_scaling", scaling)
         draw.figure("fig8_test_time_scaling", lambda: plot_test_time_scaling(scaling))
-    except ValueError as e: draw.skip("fig8_test_time_scaling", f"needs several probed samples per question: {e}")
+    except ValueError as e:
+        draw.skip("fig8_test_time_scaling", f"needs several probed samples per question: {e}")
+
 
 def taxonomy_section(draw: Drawer, verdicts: pd.DataFrame):
     "Table 4: the judge's failure modes of harmful overthinking."
     from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
+
     # matplotlib: imported where a figure is drawn
     from reasoning_study.figures.overthinking import taxonomy_results_table
+
     if verdicts.empty:
         draw.skip(
             "table4_taxonomy", "no judged harmful trajectory in the runs (needs a judge and a harmful trajectory)"
@@ -255,10 +342,12 @@ def taxonomy_section(draw: Drawer, verdicts: pd.DataFrame):
     draw.table("table4_taxonomy", table4, table_markdown(table4))
     draw.figure("table4_taxonomy_figure", lambda: plot_table(table4, title="Failure modes of harmful overthinking (%)"))
 
+
 def copy_recall_figures(draw: Drawer, folders: Sequence[str | Path], made: dict):
     "Beyond the paper: each run's own MuSoBench recall trajectories, copied beside the pooled figures."
     for f in map(Path, folders):
-        if f.resolve() == draw.folder.resolve(): continue  # a run's own figure is already in place
+        if f.resolve() == draw.folder.resolve():
+            continue  # a run's own figure is already in place
         for png in sorted((f / "figures").glob("musobench_recall_trajectories.*")):
             target = draw.folder / "figures" / f"{png.stem}_{f.name}{png.suffix}"
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -268,6 +357,7 @@ def copy_recall_figures(draw: Drawer, folders: Sequence[str | Path], made: dict)
 # %% ../../../nbs/78_studies.overthinking.report.ipynb #378dc5c4
 # where a condition's instances are counted
 COUNTED = (raw_file("traces"), ["model", "benchmark"], ["item_id", "seed", "sample_index"])
+
 
 def counted_rows(traces: pd.DataFrame) -> pd.DataFrame:
     "The traces of the main condition (the rows `COUNTED` counts)."

@@ -14,40 +14,81 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from ...config import ConfigError, check_config, config_from, config_values, param
-from ...metrics.overthinking import (FAILED_PROBE_POLICIES, FAILED_PROBE_STATUSES, PREFIX_COLUMNS,
-                                                  TRACE_COLUMNS, UTTERANCE_COLUMNS, add_overthinking_intervals,
-                                                  add_stopping_intervals, add_strategy_intervals, failed_probe_table,
-                                                  granularity_of, in_condition, optimal_actual_comparison,
-                                                  overthinking_table, recall_trajectories, robustness,
-                                                  robustness_summary, stopping_at_k, strategy_table, trajectories,
-                                                  transition_matrix, wasted_budget_table)
-from ...metrics.intervals import interval_text
-from ...metrics.stopping import (add_policy_intervals, default_policies, policy_comparisons, policy_rows,
-                                              policy_table)
-
-# the study's part of the contract that its report holds: its section of a sweep's report, what a condition counts,
-# and the raw tables' files
-from .report import COUNTED, RAW_TABLES, counted_rows, raw_file, section
-
 from ...backends.contract import require, stage_batch_size, supports
-from ...backends.presets import get_preset, load_backend, PRESETS
+from ...backends.presets import PRESETS, get_preset, load_backend
+from reasoning_study.backends.vllm import (
+    EngineMemory,
+    EngineRole,
+    co_resident_options,
+    fit_max_model_len,
+    gpu_memory_bytes,
+    model_memory,
+    prompt_lengths,
+    unsized_on_cpu_host,
+)
+from ...config import ConfigError, check_config, config_from, config_values, param
+from ...metrics.intervals import interval_text
+from reasoning_study.metrics.overthinking import (
+    FAILED_PROBE_POLICIES,
+    FAILED_PROBE_STATUSES,
+    PREFIX_COLUMNS,
+    TRACE_COLUMNS,
+    UTTERANCE_COLUMNS,
+    add_overthinking_intervals,
+    add_stopping_intervals,
+    add_strategy_intervals,
+    failed_probe_table,
+    granularity_of,
+    in_condition,
+    optimal_actual_comparison,
+    overthinking_table,
+    recall_trajectories,
+    robustness,
+    robustness_summary,
+    stopping_at_k,
+    strategy_table,
+    trajectories,
+    transition_matrix,
+    wasted_budget_table,
+)
+from reasoning_study.metrics.stopping import (
+    add_policy_intervals,
+    default_policies,
+    policy_comparisons,
+    policy_rows,
+    policy_table,
+)
 from ...probing.answers import LLM_EXTRACTION_MODES, extract_answers, verify
 from ...probing.judge import JUDGE_SAMPLING, as_cases, judge_request, judge_traces, taxonomy_table
-from ...probing.prober import (ProbeStats, decode_ids, forced_answer_text, is_thinking, plan_probes,
-                                            probe_traces, render_prompt, solution_probe_table, trace_request,
-                                            trace_text)
+from reasoning_study.probing.prober import (
+    ProbeStats,
+    decode_ids,
+    forced_answer_text,
+    is_thinking,
+    plan_probes,
+    probe_traces,
+    render_prompt,
+    solution_probe_table,
+    trace_request,
+    trace_text,
+)
 from ...probing.trace import UTTERANCE, cut_trace, parse_granularity, split_trace, utterance_table
 from ...prompts.musobench import solve_prompt
-from ...prompts.overthinking import (TERMINATION_TEMPLATES, question_prompt, solution_list_suffix,
-                                                  termination_suffix)
+from reasoning_study.prompts.overthinking import (
+    TERMINATION_TEMPLATES,
+    question_prompt,
+    solution_list_suffix,
+    termination_suffix,
+)
 from ...provenance import read_record
 from ...runs import write_params
 from ...store import GenerationStore, generate_cached, run_store
+
+# the study's part of the contract that its report holds: its section of a sweep's report, what a condition counts,
+# and the raw tables' files
+from .report import COUNTED, RAW_TABLES, counted_rows, raw_file, section  # noqa: F401
 from ...tasks.musobench import build_task
 from ...tasks.qa import BENCHMARKS, QAItem, has_images, load_benchmark
-from ...backends.vllm import (EngineMemory, EngineRole, co_resident_options, fit_max_model_len,
-                                           gpu_memory_bytes, model_memory, prompt_lengths, unsized_on_cpu_host)
 
 # %% auto #0
 __all__ = ['MUSOBENCH_TASKS', 'EXTRACTOR_CONTEXT', 'JUDGE_CONTEXT_EXTRA', 'MODEL_CONTEXT_EXTRA', 'IMAGE_CONTEXT', 'STAGE_ROLES',
@@ -62,20 +103,29 @@ __all__ = ['MUSOBENCH_TASKS', 'EXTRACTOR_CONTEXT', 'JUDGE_CONTEXT_EXTRA', 'MODEL
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #6d21ce17
 MUSOBENCH_TASKS = ("subsetsum", "timetabling")  # multi-solution tasks whose traces can be probed too
-def preset_choices(): return list(PRESETS)
-def extractor_choices(): return ["rules"] + [f"llm:{p}" for p in PRESETS]
+
+
+def preset_choices():
+    return list(PRESETS)
+
+
+def extractor_choices():
+    return ["rules"] + [f"llm:{p}" for p in PRESETS]
+
 
 @dataclass(frozen=True)
 class OverthinkingConfig:
     "The overthinking study's parameters (one source: defaults, types, allowed values, docs)."
-    preset: str = param("smollm2-135m", "the reasoning model (a name from backends.presets.PRESETS)",
-                        choices=preset_choices)
+
+    preset: str = param(
+        "smollm2-135m", "the reasoning model (a name from backends.presets.PRESETS)", choices=preset_choices
+    )
     backend_options: dict = param(
         {}, 'load_backend options of the reasoning model, e.g. {"max_model_len": 40960} or {"trust_remote_code": True}'
     )
-    benchmarks: list[str] = param(["champ", "mmlu-sample"],
-                                  "free-form and multiple-choice sets (the offline ones by default)",
-                                  choices=BENCHMARKS)
+    benchmarks: list[str] = param(
+        ["champ", "mmlu-sample"], "free-form and multiple-choice sets (the offline ones by default)", choices=BENCHMARKS
+    )
     n_items: int = param(4, "questions per benchmark (a seeded sample)", minimum=1)
     seed: int = param(0, "sampling seed of the traces and probes")
     item_seed: int = param(
@@ -87,22 +137,27 @@ class OverthinkingConfig:
         None, "thinking switch (None: on for hybrid 'template' models, the model's default otherwise)"
     )
     max_tokens: int = param(192, "trace budget (new tokens)", minimum=1)
-    templates: list[str] = param(["stop_now", "time_up"], "termination templates (two wordings: the robustness check)",
-                                 choices=TERMINATION_TEMPLATES)
+    templates: list[str] = param(
+        ["stop_now", "time_up"],
+        "termination templates (two wordings: the robustness check)",
+        choices=TERMINATION_TEMPLATES,
+    )
     probe_max_tokens: int = param(12, "new tokens per probe (the answer lead ends inside \\boxed{)", minimum=1)
     granularity: list[str] = param(
         ["utterance"],
         'where traces are cut into prefixes: "utterance" (the paper), "tokens:<k>" (every k tokens, Dynasor\'s 32 or '
-        '64), or both on the same traces (the first gives the main results)',
+        "64), or both on the same traces (the first gives the main results)",
     )
     probe_logprobs: bool | None = param(
         None,
         "store the probes' token log-probabilities as `answer_logprobs` (for Confidence policies); None: where the "
         "backend declares 'logprobs'",
     )
-    extractors: list[str] = param(["rules", "llm:smollm2-135m"],
-                                  '"rules" alone, or rules then an LLM extractor "llm:<preset>"',
-                                  choices=extractor_choices)
+    extractors: list[str] = param(
+        ["rules", "llm:smollm2-135m"],
+        '"rules" alone, or rules then an LLM extractor "llm:<preset>"',
+        choices=extractor_choices,
+    )
     llm_extraction: str = param(
         "fallback",
         'what an "llm:<preset>" extractor reads: "fallback" (the rules first, the LLM only the texts they cannot read: '
@@ -112,26 +167,30 @@ class OverthinkingConfig:
     failed_probes: str = param(
         "exclude",
         'trajectories with a failed probe (backend or extractor error): "exclude" them, or "cut" them at the last good '
-        'prefix',
+        "prefix",
         choices=FAILED_PROBE_POLICIES,
     )
     extractor_options: dict = param({}, "load_backend options of the LLM extractor(s)")
-    judge: str | None = param("smollm2-135m", "failure-taxonomy judge preset for harmful traces (None: skip)",
-                              choices=preset_choices)
+    judge: str | None = param(
+        "smollm2-135m", "failure-taxonomy judge preset for harmful traces (None: skip)", choices=preset_choices
+    )
     judge_max_tokens: int = param(256, "judge reply budget", minimum=1)
     judge_options: dict = param(
         {}, "load_backend options of the judge (without max_model_len, a vLLM judge's context is fitted to its prompts)"
     )
     text_only_judge: bool = param(
-        False, "let a text-only judge label the harmful trajectories of image questions (it never sees the figure, the "
-        "paper's judge does)"
+        False,
+        "let a text-only judge label the harmful trajectories of image questions (it never sees the figure, the "
+        "paper's judge does)",
     )
-    gpu_memory_budget: float = param(0.9,
-                                     "share of the GPU the run's vLLM engines hold together, split by their needs",
-                                     minimum=0, maximum=1)
-    musobench_tasks: list[str] = param(["subsetsum", "timetabling"],
-                                       "multi-solution tasks whose traces are probed too ([] to skip)",
-                                       choices=MUSOBENCH_TASKS)
+    gpu_memory_budget: float = param(
+        0.9, "share of the GPU the run's vLLM engines hold together, split by their needs", minimum=0, maximum=1
+    )
+    musobench_tasks: list[str] = param(
+        ["subsetsum", "timetabling"],
+        "multi-solution tasks whose traces are probed too ([] to skip)",
+        choices=MUSOBENCH_TASKS,
+    )
     musobench_per_level: int = param(1, "MuSoBench instances per level and task (built from `item_seed`)", minimum=1)
     musobench_levels: list[int] = param([1], "complexity levels (1-based)")
     musobench_max_tokens: int = param(256, "trace budget for a MuSoBench answer", minimum=1)
@@ -141,14 +200,16 @@ class OverthinkingConfig:
     data_paths: dict = param({}, "benchmark -> local file or folder, for the paper's benchmarks (gpqa, aime2025, ...)")
     allow_hub: bool = param(False, "let `datasets` download a benchmark from the Hugging Face hub")
     num_threads: int = param(1, "torch CPU threads (transformers backend)", minimum=1)
-    batch_size: int = param(8, "rows decoded together (transformers backend); vLLM: a stage in chunks (stage_chunk)",
-                            minimum=1)
+    batch_size: int = param(
+        8, "rows decoded together (transformers backend); vLLM: a stage in chunks (stage_chunk)", minimum=1
+    )
     out_dir: str = param("outputs/overthinking", "run folder (relative to the project root)")
 
     def __post_init__(self):
         check_config(self)
         problems = study_problems(self)
-        if problems: raise ConfigError(problems, where="OverthinkingConfig parameters")
+        if problems:
+            raise ConfigError(problems, where="OverthinkingConfig parameters")
 
     @property
     def main_condition(self) -> dict:
@@ -165,8 +226,10 @@ def study_problems(config: OverthinkingConfig) -> list[str]:
         if not values or len(set(values)) != len(values):
             problems.append(f"parameter {name!r} must list distinct values, got {values!r}")
     for name in config.granularity:
-        try: parse_granularity(name)
-        except ValueError as e: problems.append(f"parameter 'granularity': {e}")
+        try:
+            parse_granularity(name)
+        except ValueError as e:
+            problems.append(f"parameter 'granularity': {e}")
     if any(isinstance(level, bool) or not isinstance(level, int) or level < 1 for level in config.musobench_levels):
         problems.append(
             f"parameter 'musobench_levels' must list 1-based level numbers, got {config.musobench_levels!r}"
@@ -216,24 +279,37 @@ MODEL_CONTEXT_EXTRA = 4096
 # tokens (max_pixels 12,845,056 at 28x28 pixels a token; 16,777,216 at 32x32); the paper's benchmarks show one figure
 IMAGE_CONTEXT = 16384
 
+
 def model_context(config: OverthinkingConfig) -> int:
     """Tokens the reasoning model's longest request needs: its prompt, the whole trace (`max_tokens`) and the probe's
     forced answer (`probe_max_tokens`), or the same for a MuSoBench trace; one image more for image questions."""
     probe = config.max_tokens + config.probe_max_tokens
-    if config.musobench_tasks: probe = max(probe, config.musobench_max_tokens + config.musobench_probe_tokens)
+    if config.musobench_tasks:
+        probe = max(probe, config.musobench_max_tokens + config.musobench_probe_tokens)
     images = IMAGE_CONTEXT if any(has_images(b) for b in config.benchmarks) else 0
     return fit_max_model_len([MODEL_CONTEXT_EXTRA + images], probe)
+
 
 def judge_context(config: OverthinkingConfig) -> int:
     """Tokens the judge's longest request needs: two copies of a trace, the question and instructions, the figure, the
     reply."""
-    images = IMAGE_CONTEXT if config.judge and get_preset(config.judge).multimodal and any(
-        has_images(b) for b in config.benchmarks) else 0
+    images = (
+        IMAGE_CONTEXT
+        if config.judge and get_preset(config.judge).multimodal and any(has_images(b) for b in config.benchmarks)
+        else 0
+    )
     return 2 * config.max_tokens + JUDGE_CONTEXT_EXTRA + images + config.judge_max_tokens
 
+
 # the run's stages in order (`_run_stages`) and the roles each one uses
-STAGE_ROLES = (("traces", ("model",)), ("probes", ("model",)), ("extraction", ("extractor",)), ("judge", ("judge",)),
-               ("musobench", ("model",)))
+STAGE_ROLES = (
+    ("traces", ("model",)),
+    ("probes", ("model",)),
+    ("extraction", ("extractor",)),
+    ("judge", ("judge",)),
+    ("musobench", ("model",)),
+)
+
 
 def resident_roles(roles: Mapping[str, EngineRole]) -> dict[str, list[str]]:
     """Stage -> the roles whose engines are loaded while it runs. Engines load on first use and stay (vLLM offers no
@@ -244,19 +320,25 @@ def resident_roles(roles: Mapping[str, EngineRole]) -> dict[str, list[str]]:
         out[stage] = list(loaded)
     return out
 
+
 @dataclass
 class RolePlan:
     "The models of a run: role -> EngineRole, and the load_backend options each gets so that they fit together."
+
     roles: dict  # "model", "extractor:<preset>", "judge" -> backends.vllm.EngineRole
     options: dict  # role -> load_backend options
     stages: dict = field(default_factory=dict)  # stage -> the roles resident while it runs (`resident_roles`)
 
-def extractor_role(extractor: str) -> str: return f"extractor:{extractor.split(':', 1)[1]}"
 
-def plan_roles(config: OverthinkingConfig,
-               gpu_bytes: int | None | Callable[[], int | None] = None,  # None: this host's GPU
-               memory: Callable[..., EngineMemory] = model_memory,  # how an engine's need is read
-              ) -> RolePlan:
+def extractor_role(extractor: str) -> str:
+    return f"extractor:{extractor.split(':', 1)[1]}"
+
+
+def plan_roles(
+    config: OverthinkingConfig,
+    gpu_bytes: int | None | Callable[[], int | None] = None,  # None: this host's GPU
+    memory: Callable[..., EngineMemory] = model_memory,  # how an engine's need is read
+) -> RolePlan:
     """The run's roles and their co-resident options; fails (before any model loads) on options that cannot work
     together."""
     roles = {"model": EngineRole(config.preset, config.backend_options, context=model_context(config))}
@@ -268,17 +350,22 @@ def plan_roles(config: OverthinkingConfig,
     if config.judge is not None and config.judge != config.preset:
         roles["judge"] = EngineRole(config.judge, config.judge_options, context=judge_context(config))
     on_vllm = any(get_preset(r.preset).backend == "vllm" for r in roles.values())
-    if gpu_bytes is None: gpu_bytes = gpu_memory_bytes
+    if gpu_bytes is None:
+        gpu_bytes = gpu_memory_bytes
     gpu = (gpu_bytes() if callable(gpu_bytes) else gpu_bytes) if on_vllm else None
-    options = co_resident_options(roles, config.gpu_memory_budget, gpu, memory,
-                                  split_unsized_evenly=on_vllm and unsized_on_cpu_host(gpu))
+    options = co_resident_options(
+        roles, config.gpu_memory_budget, gpu, memory, split_unsized_evenly=on_vllm and unsized_on_cpu_host(gpu)
+    )
     return RolePlan(roles, options, resident_roles(roles))
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #ffb9065a
 class RoleBackends:
     "The backends of a run's roles, loaded on first use (and shared when two roles run one preset)."
-    def __init__(self, config: OverthinkingConfig, plan: RolePlan | None = None, model=None,
-                 loader: Callable = load_backend):  # loader(preset, **options) -> Backend
+
+    # loader(preset, **options) -> Backend
+    def __init__(
+        self, config: OverthinkingConfig, plan: RolePlan | None = None, model=None, loader: Callable = load_backend
+    ):
         self.config, self.plan, self.loader = config, plan or plan_roles(config), loader
         self.loaded = {} if model is None else {"model": model}
 
@@ -290,7 +377,8 @@ class RoleBackends:
 
     def get(self, role: str, options: dict | None = None):
         "The backend of `role` (the reasoning model's for a role on the same preset)."
-        if role != "model" and role not in self.plan.roles: return self.get("model")
+        if role != "model" and role not in self.plan.roles:
+            return self.get("model")
         if role not in self.loaded:
             self.loaded[role] = self.loader(
                 self.plan.roles[role].preset, **(self.options(role) if options is None else options)
@@ -298,7 +386,8 @@ class RoleBackends:
         return self.loaded[role]
 
     @property
-    def model(self): return self.get("model")
+    def model(self):
+        return self.get("model")
 
     def extractor(self, name: str):
         "None for the rules, else the backend of an `llm:<preset>` extractor."
@@ -324,6 +413,7 @@ class RoleBackends:
 @dataclass
 class Trace:
     "One reasoning trace of a question, split into utterances, with the prompt its probes continue."
+
     item: QAItem
     sample_index: int
     completion: Any  # backends.request.Completion
@@ -331,11 +421,14 @@ class Trace:
     prompt_ids: list[int]
 
     @property
-    def failed(self) -> bool: return self.completion.status == "error"  # no trace, no probes
+    def failed(self) -> bool:
+        return self.completion.status == "error"  # no trace, no probes
+
 
 @dataclass
 class TraceRun:
     "The traces of a run and what their probes need: the sampling, and whether the traces are thinking blocks."
+
     traces: list[Trace]
     sampling: Any  # backends.request.SamplingParams of the traces
     thinking_switch: bool | None
@@ -345,15 +438,26 @@ class TraceRun:
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #5628064f
 def load_items(config: OverthinkingConfig) -> list[QAItem]:
     "The seeded question sample of every benchmark."
-    return [it for name in config.benchmarks for it in load_benchmark(name, n=config.n_items, seed=config.item_seed,
-                                                                      path=config.data_paths.get(name),
-                                                                      allow_hub=config.allow_hub)]
+    return [
+        it
+        for name in config.benchmarks
+        for it in load_benchmark(
+            name, n=config.n_items, seed=config.item_seed, path=config.data_paths.get(name), allow_hub=config.allow_hub
+        )
+    ]
+
 
 def trace_sampling(config: OverthinkingConfig):
     "The preset's sampling with the run's budget, samples, seed and temperature."
     base = get_preset(config.preset).sampling
-    return replace(base, max_tokens=config.max_tokens, n=config.n_samples, seed=config.seed,
-                   temperature=base.temperature if config.temperature is None else float(config.temperature))
+    return replace(
+        base,
+        max_tokens=config.max_tokens,
+        n=config.n_samples,
+        seed=config.seed,
+        temperature=base.temperature if config.temperature is None else float(config.temperature),
+    )
+
 
 def generate_traces(config: OverthinkingConfig, backend, store, items: list[QAItem]) -> TraceRun:
     "One trace per question and sample, through the store (a question's figure, if any, goes with it)."
@@ -363,13 +467,19 @@ def generate_traces(config: OverthinkingConfig, backend, store, items: list[QAIt
         if config.thinking is not None
         else (True if get_preset(config.preset).thinking == "template" else None)
     )
-    requests = [trace_request(backend, question_prompt(it.question, it.options), sampling, switch,
-                              tag=f"trace:{it.id}", images=it.images)
-                for it in items]
+    requests = [
+        trace_request(
+            backend, question_prompt(it.question, it.options), sampling, switch, tag=f"trace:{it.id}", images=it.images
+        )
+        for it in items
+    ]
     thinks = is_thinking(backend, requests[0])
-    generations = generate_cached(backend, requests, store,
-                                  batch_size=stage_batch_size(backend, len(requests) * config.n_samples,
-                                                              config.batch_size))
+    generations = generate_cached(
+        backend,
+        requests,
+        store,
+        batch_size=stage_batch_size(backend, len(requests) * config.n_samples, config.batch_size),
+    )
     traces = []
     for it, request, completions in zip(items, requests, generations):
         prompt_ids = render_prompt(backend, request)
@@ -378,17 +488,29 @@ def generate_traces(config: OverthinkingConfig, backend, store, items: list[QAIt
             traces.append(Trace(it, k, c, split_trace(text, backend.tokenizer), prompt_ids))
     return TraceRun(traces, sampling, switch, thinks, requests)
 
+
 def utterance_rows(traces: list[Trace], config: OverthinkingConfig) -> pd.DataFrame:
     "The utterance table: one row per utterance of every trace."
-    return pd.concat([utterance_table(t.split, model=config.preset, benchmark=t.item.benchmark, item_id=t.item.id,
-                                      seed=config.seed,
-                                      sample_index=t.sample_index) for t in traces],
-                                      ignore_index=True)[list(UTTERANCE_COLUMNS)]
+    return pd.concat(
+        [
+            utterance_table(
+                t.split,
+                model=config.preset,
+                benchmark=t.item.benchmark,
+                item_id=t.item.id,
+                seed=config.seed,
+                sample_index=t.sample_index,
+            )
+            for t in traces
+        ],
+        ignore_index=True,
+    )[list(UTTERANCE_COLUMNS)]
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #022df6fb
 @dataclass
 class Probed:
     "The probes of one trace under one termination template (completions of prefixes 0..N)."
+
     trace: Trace
     template: str
     probes: Any  # probing.prober.TraceProbes
@@ -396,18 +518,24 @@ class Probed:
     granularity: str = UTTERANCE  # how the trace was cut ("utterance" or "tokens:<k>")
 
     @property
-    def split(self): return self.probes.trace  # the trace as cut at this granularity (probing.trace.SplitTrace)
+    def split(self):
+        return self.probes.trace  # the trace as cut at this granularity (probing.trace.SplitTrace)
+
 
 def probe_tag(trace: Trace, template: str, granularity: str = UTTERANCE) -> str:
     "The store label of a trace's probes (at utterance granularity the label they always had)."
     base = f"probe:{trace.item.id}:{template}"
     return base if granularity == UTTERANCE else f"{base}:{granularity}"
 
+
 def wants_logprobs(config: OverthinkingConfig, backend) -> bool:
     "Whether the probes store token log-probabilities: `probe_logprobs`, or (None) whether the backend declares them."
-    if config.probe_logprobs is None: return supports(backend, "logprobs")
-    if config.probe_logprobs: require(backend, "logprobs", study="probe_logprobs=True")
+    if config.probe_logprobs is None:
+        return supports(backend, "logprobs")
+    if config.probe_logprobs:
+        require(backend, "logprobs", study="probe_logprobs=True")
     return config.probe_logprobs
+
 
 def probe_sampling(config: OverthinkingConfig, backend, run: TraceRun):
     "The probes' sampling: the traces' with the probe budget, one sample, and log-probabilities when asked for."
@@ -416,9 +544,11 @@ def probe_sampling(config: OverthinkingConfig, backend, run: TraceRun):
         sampling = replace(sampling, logprobs=True)
     return sampling
 
+
 def sum_probe_stats(parts: list):
     "One ProbeStats of several prober calls (prefill_tokens unknown if any call's is)."
-    if len(parts) == 1: return parts[0]
+    if len(parts) == 1:
+        return parts[0]
     total = ProbeStats(
         **{f: sum(getattr(s, f) for s in parts) for f in ProbeStats.__dataclass_fields__ if f != "prefill_tokens"}
     )
@@ -427,17 +557,35 @@ def sum_probe_stats(parts: list):
     )
     return total
 
+
 def probe_all(config: OverthinkingConfig, backend, store, run: TraceRun) -> tuple[list[Probed], Any]:
     "Every prefix of every good trace, per granularity and template, through the store; and the prober's ProbeStats."
     sampling, decode = probe_sampling(config, backend, run), lambda ids: decode_ids(backend, ids)
     probed, stats = [], []
     for granularity in config.granularity:  # one prober call each: a later one finds the probes they share in the store
-        planned = [(t, template, plan_probes(backend, t.prompt_ids, cut_trace(t.split, granularity, decode),
-                                             termination_suffix(template, close_thinking=run.thinks),
-                                             images=t.item.images))
-                   for template in config.templates for t in run.traces if not t.failed]
-        completions, part = probe_traces(backend, [p for _, _, p in planned], sampling, store,
-                                         tags=[probe_tag(t, template, granularity) for t, template, _ in planned])
+        planned = [
+            (
+                t,
+                template,
+                plan_probes(
+                    backend,
+                    t.prompt_ids,
+                    cut_trace(t.split, granularity, decode),
+                    termination_suffix(template, close_thinking=run.thinks),
+                    images=t.item.images,
+                ),
+            )
+            for template in config.templates
+            for t in run.traces
+            if not t.failed
+        ]
+        completions, part = probe_traces(
+            backend,
+            [p for _, _, p in planned],
+            sampling,
+            store,
+            tags=[probe_tag(t, template, granularity) for t, template, _ in planned],
+        )
         probed += [Probed(t, template, p, c, granularity) for (t, template, p), c in zip(planned, completions)]
         stats.append(part)
     return probed, sum_probe_stats(stats)
@@ -446,10 +594,14 @@ def probe_all(config: OverthinkingConfig, backend, store, run: TraceRun) -> tupl
 def probe_status(completion, extraction) -> str:
     """error (the probe failed), extractor_error (the extractor failed), answered, truncated (the answer did not close
     in time) or no_answer."""
-    if completion.status == "error": return "error"
-    if extraction.failed: return "extractor_error"
-    if extraction.answer is not None: return "answered"
+    if completion.status == "error":
+        return "error"
+    if extraction.failed:
+        return "extractor_error"
+    if extraction.answer is not None:
+        return "answered"
     return "truncated" if completion.finish_reason == "length" else "no_answer"
+
 
 def correctness(status: str, answer, item: QAItem) -> bool | None:
     "z_i: whether the answer is right; missing (None), never False, when the probe or its extraction failed."
@@ -465,12 +617,25 @@ def extract_all(config: OverthinkingConfig, backends: RoleBackends, store, run: 
     out = {}
     for name in config.extractors:
         extractor = backends.extractor(name)
-        out[name] = (extract_answers(texts, items, extractor, store=store, progress=True,
-                                     batch_size=stage_batch_size(extractor, len(texts), config.batch_size),
-                                     llm_extraction=config.llm_extraction),
-                     extract_answers(own_texts, own_items, extractor, store=store,
-                                     batch_size=stage_batch_size(extractor, len(own_texts), config.batch_size),
-                                     llm_extraction=config.llm_extraction))
+        out[name] = (
+            extract_answers(
+                texts,
+                items,
+                extractor,
+                store=store,
+                progress=True,
+                batch_size=stage_batch_size(extractor, len(texts), config.batch_size),
+                llm_extraction=config.llm_extraction,
+            ),
+            extract_answers(
+                own_texts,
+                own_items,
+                extractor,
+                store=store,
+                batch_size=stage_batch_size(extractor, len(own_texts), config.batch_size),
+                llm_extraction=config.llm_extraction,
+            ),
+        )
     return out
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #858da48d
@@ -479,32 +644,53 @@ def answer_logprobs(completion) -> list[float] | None:
     values = getattr(completion, "token_logprobs", None)
     return None if values is None else [float(v) for v in values]
 
-def prefix_table(config: OverthinkingConfig, probed: list[Probed], extracted: dict,
-                 logprobs: bool = False,  # add `answer_logprobs` (the probes asked for log-probabilities)
-                ) -> pd.DataFrame:
+
+def prefix_table(
+    config: OverthinkingConfig,
+    probed: list[Probed],
+    extracted: dict,
+    logprobs: bool = False,  # add `answer_logprobs` (the probes asked for log-probabilities)
+) -> pd.DataFrame:
     "One row per probe (prefix) of every trace, granularity, template and extractor."
     rows = []
     for name in config.extractors:
         answers = iter(extracted[name][0])
         for p in probed:
             t, split = p.trace, p.split
-            key = dict(model=config.preset, benchmark=t.item.benchmark, item_id=t.item.id, format=t.item.format,
-                       seed=config.seed,
-                       sample_index=t.sample_index, template=p.template, extractor=name)
+            key = dict(
+                model=config.preset,
+                benchmark=t.item.benchmark,
+                item_id=t.item.id,
+                format=t.item.format,
+                seed=config.seed,
+                sample_index=t.sample_index,
+                template=p.template,
+                extractor=name,
+            )
             for i, c in enumerate(p.completions):
                 e = next(answers)
                 status = probe_status(c, e)
-                rows.append({**key, "prefix_index": i, "n_utterances": len(split),
-                             "prefix_tokens": split.prefix_tokens(i),
-                             "trace_tokens": len(split.token_ids), "prediction": e.answer,
-                             "extraction_method": e.method,
-                             "correct": correctness(status, e.answer, t.item), "probe_status": status,
-                             "forced_answer": forced_answer_text(c) if c.status != "error" else None,
-                             "finish_reason": c.finish_reason, "cached_prompt_tokens": c.cached_prompt_tokens,
-                             "granularity": p.granularity,
-                             **({"answer_logprobs": answer_logprobs(c)} if logprobs else {})})
+                rows.append(
+                    {
+                        **key,
+                        "prefix_index": i,
+                        "n_utterances": len(split),
+                        "prefix_tokens": split.prefix_tokens(i),
+                        "trace_tokens": len(split.token_ids),
+                        "prediction": e.answer,
+                        "extraction_method": e.method,
+                        "correct": correctness(status, e.answer, t.item),
+                        "probe_status": status,
+                        "forced_answer": forced_answer_text(c) if c.status != "error" else None,
+                        "finish_reason": c.finish_reason,
+                        "cached_prompt_tokens": c.cached_prompt_tokens,
+                        "granularity": p.granularity,
+                        **({"answer_logprobs": answer_logprobs(c)} if logprobs else {}),
+                    }
+                )
     columns = list(PREFIX_COLUMNS) + (["answer_logprobs"] if logprobs else [])
     return pd.DataFrame(rows, columns=columns).astype({"correct": "boolean"})  # <NA> for a failed probe
+
 
 def trace_table(config: OverthinkingConfig, run: TraceRun, extracted: dict) -> pd.DataFrame:
     "One row per trace and condition: the trace's own final answer, extracted like the probes'."
@@ -513,91 +699,153 @@ def trace_table(config: OverthinkingConfig, run: TraceRun, extracted: dict) -> p
         for template in config.templates:
             for t, e in zip(run.traces, extracted[name][1]):
                 c = t.completion
-                rows.append(dict(model=config.preset, benchmark=t.item.benchmark, item_id=t.item.id,
-                                 format=t.item.format,
-                                 seed=config.seed, template=template, extractor=name, sample_index=t.sample_index,
-                                 n_utterances=len(t.split), trace_tokens=len(t.split.token_ids), trace_status=c.status,
-                                 final_prediction=e.answer,
-                                 final_correct=None if c.status == "error" or e.failed else verify(e.answer, t.item),
-                                 completion_tokens=c.completion_tokens))
+                rows.append(
+                    dict(
+                        model=config.preset,
+                        benchmark=t.item.benchmark,
+                        item_id=t.item.id,
+                        format=t.item.format,
+                        seed=config.seed,
+                        template=template,
+                        extractor=name,
+                        sample_index=t.sample_index,
+                        n_utterances=len(t.split),
+                        trace_tokens=len(t.split.token_ids),
+                        trace_status=c.status,
+                        final_prediction=e.answer,
+                        final_correct=None if c.status == "error" or e.failed else verify(e.answer, t.item),
+                        completion_tokens=c.completion_tokens,
+                    )
+                )
     # <NA> for a failed trace
     return pd.DataFrame(rows, columns=list(TRACE_COLUMNS)).astype({"final_correct": "boolean"})
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #9118fee6
-def judge_cases(config: OverthinkingConfig, prefixes: pd.DataFrame, traces: list[Trace],
-                # token ids -> text: places token-granularity prefixes in the trace's text
-                decode: Callable | None = None,
-               ) -> list[dict]:
+def judge_cases(
+    config: OverthinkingConfig,
+    prefixes: pd.DataFrame,
+    traces: list[Trace],
+    # token ids -> text: places token-granularity prefixes in the trace's text
+    decode: Callable | None = None,
+) -> list[dict]:
     "One judge case per harmful trajectory of the main condition (a cut trajectory ends early)."
     main = config.main_condition
     if main["granularity"] != UTTERANCE and decode is None:
         raise ValueError(f"judge cases at granularity {main['granularity']!r} need `decode`")
     prefixes = prefixes[granularity_of(prefixes) == main["granularity"]]
     traj = in_condition(trajectories(prefixes, failed_probes=config.failed_probes), main)
-    of = {(t.item.id, t.sample_index): replace(t,
-                                               split=cut_trace(t.split, main["granularity"], decode)) for t in traces}
+    of = {
+        (t.item.id, t.sample_index): replace(t, split=cut_trace(t.split, main["granularity"], decode)) for t in traces
+    }
     final_pred = prefixes.set_index(["item_id", "sample_index", "template", "extractor", "prefix_index"])["prediction"]
     multimodal = config.judge is not None and get_preset(config.judge).multimodal
-    return [dict(case_id=f"{r.model}/{r.item_id}/{r.sample_index}", model=r.model, benchmark=r.benchmark,
-                 question=of[(r.item_id, r.sample_index)].item.question,
-                 gold=of[(r.item_id, r.sample_index)].item.answer,
-                 final_answer=str(final_pred[(r.item_id, r.sample_index, r.template, r.extractor, r.n_utterances)]),
-                 correct_prefix=of[(r.item_id, r.sample_index)].split.prefix_text(int(r.last_correct_index)),
-                 final_trace=of[(r.item_id, r.sample_index)].split.prefix_text(int(r.n_utterances)),
-                 image=of[(r.item_id, r.sample_index)].item.image if multimodal else None)
-            for r in traj[traj.harmful].itertuples() if not math.isnan(r.last_correct_index)]
+    return [
+        dict(
+            case_id=f"{r.model}/{r.item_id}/{r.sample_index}",
+            model=r.model,
+            benchmark=r.benchmark,
+            question=of[(r.item_id, r.sample_index)].item.question,
+            gold=of[(r.item_id, r.sample_index)].item.answer,
+            final_answer=str(final_pred[(r.item_id, r.sample_index, r.template, r.extractor, r.n_utterances)]),
+            correct_prefix=of[(r.item_id, r.sample_index)].split.prefix_text(int(r.last_correct_index)),
+            final_trace=of[(r.item_id, r.sample_index)].split.prefix_text(int(r.n_utterances)),
+            image=of[(r.item_id, r.sample_index)].item.image if multimodal else None,
+        )
+        for r in traj[traj.harmful].itertuples()
+        if not math.isnan(r.last_correct_index)
+    ]
+
 
 def judge_harmful(config: OverthinkingConfig, backends: RoleBackends, store, cases: list[dict]) -> pd.DataFrame | str:
     "The judge's verdicts on the cases, or why there are none."
-    if config.judge is None: return "no judge preset given"
-    if not cases: return "no harmful trajectory to judge"
+    if config.judge is None:
+        return "no judge preset given"
+    if not cases:
+        return "no harmful trajectory to judge"
     sampling = replace(JUDGE_SAMPLING, max_tokens=config.judge_max_tokens)
-    if config.judge == config.preset: judge = backends.model
+    if config.judge == config.preset:
+        judge = backends.model
     else:
-        judge = backends.get("judge",
-                             backends.fitted_options("judge", [judge_request(c, sampling) for c in as_cases(cases)],
-                                                                config.judge_max_tokens))
+        judge = backends.get(
+            "judge",
+            backends.fitted_options(
+                "judge", [judge_request(c, sampling) for c in as_cases(cases)], config.judge_max_tokens
+            ),
+        )
     return judge_traces(judge, cases, store, retries=0, sampling=sampling, batch_size=config.batch_size, progress=True)
-
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #36bd1ef0
 def portable_solutions(valid) -> list[str]:
     "A set of solutions as sorted strings (parquet-safe; equal solutions give equal strings)."
     return sorted(repr(s) for s in valid)
 
+
 def musobench_prefixes(config: OverthinkingConfig, backend, store, run: TraceRun) -> tuple[pd.DataFrame | None, Any]:
     "The probes of a MuSoBench trace per instance, scored per prefix (None when no task is given), and the ProbeStats."
-    if not config.musobench_tasks: return None, None
-    items = [it for task in config.musobench_tasks
-             for it in build_task(task, seed=config.item_seed, per_level=config.musobench_per_level,
-                                  levels=config.musobench_levels)]
+    if not config.musobench_tasks:
+        return None, None
+    items = [
+        it
+        for task in config.musobench_tasks
+        for it in build_task(
+            task, seed=config.item_seed, per_level=config.musobench_per_level, levels=config.musobench_levels
+        )
+    ]
     paradigm, template = ("long" if run.thinks else "short"), config.templates[0]
-    requests = [trace_request(backend, solve_prompt(it.task, it.question, paradigm),
-                              replace(run.sampling, n=1, max_tokens=config.musobench_max_tokens),
-                              run.thinking_switch, tag=f"musobench-trace:{it.task}/{it.question_id}") for it in items]
-    completions = [cs[0] for cs in generate_cached(backend, requests, store,
-                                                   batch_size=stage_batch_size(backend, len(requests),
-                                                                               config.batch_size))]
-    splits = [split_trace(trace_text(c, run.thinks) if c.status != "error" else "",
-                          backend.tokenizer) for c in completions]
-    probes = [plan_probes(backend, render_prompt(backend, r), sp, solution_list_suffix(it.task, template, run.thinks))
-              for it, r, sp in zip(items, requests, splits)]
-    probed, stats = probe_traces(backend, probes, replace(run.sampling, n=1, max_tokens=config.musobench_probe_tokens),
-                                 store,
-                                 tags=[f"musobench-probe:{it.task}/{it.question_id}" for it in items])
-    table = pd.concat([solution_probe_table(it, sp, cs, model=config.preset, template=template)
-                       for it, sp, cs in zip(items, splits, probed)], ignore_index=True)
+    requests = [
+        trace_request(
+            backend,
+            solve_prompt(it.task, it.question, paradigm),
+            replace(run.sampling, n=1, max_tokens=config.musobench_max_tokens),
+            run.thinking_switch,
+            tag=f"musobench-trace:{it.task}/{it.question_id}",
+        )
+        for it in items
+    ]
+    completions = [
+        cs[0]
+        for cs in generate_cached(
+            backend, requests, store, batch_size=stage_batch_size(backend, len(requests), config.batch_size)
+        )
+    ]
+    splits = [
+        split_trace(trace_text(c, run.thinks) if c.status != "error" else "", backend.tokenizer) for c in completions
+    ]
+    probes = [
+        plan_probes(backend, render_prompt(backend, r), sp, solution_list_suffix(it.task, template, run.thinks))
+        for it, r, sp in zip(items, requests, splits)
+    ]
+    probed, stats = probe_traces(
+        backend,
+        probes,
+        replace(run.sampling, n=1, max_tokens=config.musobench_probe_tokens),
+        store,
+        tags=[f"musobench-probe:{it.task}/{it.question_id}" for it in items],
+    )
+    table = pd.concat(
+        [
+            solution_probe_table(it, sp, cs, model=config.preset, template=template)
+            for it, sp, cs in zip(items, splits, probed)
+        ],
+        ignore_index=True,
+    )
     return table.assign(valid=table["valid"].map(portable_solutions)), stats
 
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #6b099cfc
 def generation_stats(store, stored_before: int, probe_stats, timings: dict, counts: dict) -> dict:
     "What a run generated and reused: the store's rows, the prober's work, the stages' seconds, the tables' sizes."
-    return {"new_generations": len(store) - stored_before, "stored_generations": len(store),
-            "probes": probe_stats.probes, "probes_generated": probe_stats.generated,
-            "probe_prefill_tokens": probe_stats.prefill_tokens,
-            "probe_prefill_lower_bound": probe_stats.prefill_lower_bound,
-            "probe_naive_prefill_tokens": probe_stats.naive_prefill_tokens,
-            "seconds": {k: round(v, 1) for k, v in timings.items()}, **counts}
+    return {
+        "new_generations": len(store) - stored_before,
+        "stored_generations": len(store),
+        "probes": probe_stats.probes,
+        "probes_generated": probe_stats.generated,
+        "probe_prefill_tokens": probe_stats.prefill_tokens,
+        "probe_prefill_lower_bound": probe_stats.prefill_lower_bound,
+        "probe_naive_prefill_tokens": probe_stats.naive_prefill_tokens,
+        "seconds": {k: round(v, 1) for k, v in timings.items()},
+        **counts,
+    }
+
 
 def write_raw(raw: Mapping[str, pd.DataFrame], folder: str | Path) -> list[Path]:
     "The raw tables as parquet in the run folder."
@@ -607,48 +855,62 @@ def write_raw(raw: Mapping[str, pd.DataFrame], folder: str | Path) -> list[Path]
         table.to_parquet(paths[-1], index=False)
     return paths
 
+
 def load_backends(config: OverthinkingConfig) -> RoleBackends:
     """The run's roles (model, extractors, judge) planned for the target (fails before any model loads); each loads on
     first use."""
     return RoleBackends(config, plan_roles(config))
 
-def run(config: OverthinkingConfig,
-        # the roles (`load_backends`), or one backend for the reasoning model, or None
-        backends: RoleBackends | Any = None,
-        store: GenerationStore | None = None,  # where every generation is kept (None: the folder's generations.sqlite)
-        folder: str | Path | None = None,  # where the raw tables go (None: nowhere, and a store must be given)
-        progress: bool = True,  # print what each stage did
-       ) -> dict[str, pd.DataFrame]:
+
+def run(
+    config: OverthinkingConfig,
+    # the roles (`load_backends`), or one backend for the reasoning model, or None
+    backends: RoleBackends | Any = None,
+    store: GenerationStore | None = None,  # where every generation is kept (None: the folder's generations.sqlite)
+    folder: str | Path | None = None,  # where the raw tables go (None: nowhere, and a store must be given)
+    progress: bool = True,  # print what each stage did
+) -> dict[str, pd.DataFrame]:
     """Traces, probes, extraction, judge and the MuSoBench probes of a config: the raw tables (written to `folder` when
     given)."""
     if store is None and folder is None:
         raise ValueError("run needs a store or a folder (its generations.sqlite is the store)")
-    if not isinstance(backends, RoleBackends): backends = RoleBackends(config, model=backends)
-    if folder is not None: write_params(folder, {**config_values(config), "role_options": backends.plan.options,
-                                               "role_stages": backends.plan.stages})
+    if not isinstance(backends, RoleBackends):
+        backends = RoleBackends(config, model=backends)
+    if folder is not None:
+        write_params(
+            folder,
+            {**config_values(config), "role_options": backends.plan.options, "role_stages": backends.plan.stages},
+        )
     with run_store(store, folder) as store:
         return _run_stages(config, backends, store, folder, print if progress else (lambda message: None))
 
+
 def _run_stages(config: OverthinkingConfig, backends: RoleBackends, store, folder, say: Callable[[str], Any]) -> dict:
     backend, stored_before, timings = backends.model, len(store), {}
+
     def stage(name, step):
         started = time.perf_counter()
         out = step()
         timings[f"{name}_s"] = time.perf_counter() - started
         return out
+
     items = load_items(config)
     traces = stage("traces", lambda: generate_traces(config, backend, store, items))
     say(f"{len(traces.traces)} traces of {len(items)} questions: {store.last_stats}")
     probed, probe_stats = stage("probes", lambda: probe_all(config, backend, store, traces))
     say(str(probe_stats))
     extracted = stage("extraction", lambda: extract_all(config, backends, store, traces, probed))
-    raw = {"utterances": utterance_rows(traces.traces, config),
-           "prefixes": prefix_table(config, probed, extracted, logprobs=wants_logprobs(config, backend)),
-           "traces": trace_table(config, traces, extracted)}
+    raw = {
+        "utterances": utterance_rows(traces.traces, config),
+        "prefixes": prefix_table(config, probed, extracted, logprobs=wants_logprobs(config, backend)),
+        "traces": trace_table(config, traces, extracted),
+    }
     cases = judge_cases(config, raw["prefixes"], traces.traces, decode=backend.decode)
     verdicts = stage("judge", lambda: judge_harmful(config, backends, store, cases))
-    if isinstance(verdicts, str): say(verdicts)
-    else: raw["judgements"] = verdicts
+    if isinstance(verdicts, str):
+        say(verdicts)
+    else:
+        raw["judgements"] = verdicts
     muso, muso_stats = stage("musobench", lambda: musobench_prefixes(config, backend, store, traces))
     if muso is not None:
         raw["musobench_prefixes"] = muso
@@ -661,7 +923,9 @@ def _run_stages(config: OverthinkingConfig, backends: RoleBackends, store, folde
         (Path(folder) / RUN_STATS).write_text(json.dumps(stats, indent=2) + "\n")
     return raw
 
+
 RUN_STATS = "run_stats.json"  # what a run generated and reused, its stages' seconds
+
 
 def run_counts(raw: Mapping[str, pd.DataFrame], folder: str | Path | None = None) -> dict[str, int]:
     """The run's table sizes, and what it generated and found stored (from the folder's run_stats.json), for its
@@ -672,7 +936,6 @@ def run_counts(raw: Mapping[str, pd.DataFrame], folder: str | Path | None = None
         counts |= {"generated": stats["new_generations"], "stored": stats["stored_generations"]}
     return counts
 
-
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #8fc3f779
 def score(raw: Mapping[str, pd.DataFrame], config: OverthinkingConfig) -> dict[str, pd.DataFrame]:
     "The study's result tables from its raw tables."
@@ -681,17 +944,20 @@ def score(raw: Mapping[str, pd.DataFrame], config: OverthinkingConfig) -> dict[s
     main = config.main_condition
     traj, main_prefixes, main_traces = (in_condition(t, main) for t in (all_traj, prefixes, traces))
     strategies = strategy_table(traj, by=["model", "benchmark"], traces=main_traces)
-    results = {"trajectories": all_traj,
-               "strategies": add_strategy_intervals(strategies, traj, main_traces),
-               "overthinking_by_format": add_overthinking_intervals(overthinking_table(traj, by=["model", "format"]),
-                                                                    traj),
-               "transitions": transition_matrix(main_prefixes, policy).reset_index(),
-               "stopping_at_k": add_stopping_intervals(stopping_at_k(main_prefixes, failed_probes=policy),
-                                                       main_prefixes, policy),
-               "failed_probes": failed_probe_table(prefixes, policy,
-                                                   by=["model", "benchmark", "template", "extractor"])}
-    try: results["wasted_budget"] = wasted_budget_table(traj)
-    except ValueError: pass  # needs a solved trajectory (report says so)
+    results = {
+        "trajectories": all_traj,
+        "strategies": add_strategy_intervals(strategies, traj, main_traces),
+        "overthinking_by_format": add_overthinking_intervals(overthinking_table(traj, by=["model", "format"]), traj),
+        "transitions": transition_matrix(main_prefixes, policy).reset_index(),
+        "stopping_at_k": add_stopping_intervals(
+            stopping_at_k(main_prefixes, failed_probes=policy), main_prefixes, policy
+        ),
+        "failed_probes": failed_probe_table(prefixes, policy, by=["model", "benchmark", "template", "extractor"]),
+    }
+    try:
+        results["wasted_budget"] = wasted_budget_table(traj)
+    except ValueError:
+        pass  # needs a solved trajectory (report says so)
     results.update(stopping_results(main_prefixes, traj, policy))
     if len(config.templates) * len(config.extractors) > 1:
         results["robustness"] = pairs = robustness(all_traj, by=["model", "benchmark"])
@@ -701,14 +967,19 @@ def score(raw: Mapping[str, pd.DataFrame], config: OverthinkingConfig) -> dict[s
         same = {k: v for k, v in main.items() if k != "granularity"}
         same_traj, same_prefixes = in_condition(all_traj, same), in_condition(prefixes, same)
         results["strategies_by_granularity"] = add_strategy_intervals(
-            strategy_table(same_traj, by=["model", "benchmark", "granularity"]), same_traj)
+            strategy_table(same_traj, by=["model", "benchmark", "granularity"]), same_traj
+        )
         results["stopping_at_k_by_granularity"] = add_stopping_intervals(
-            stopping_at_k(same_prefixes, by=["granularity"], failed_probes=policy), same_prefixes, policy)
-    if "judgements" in raw: results["taxonomy"] = taxonomy_table(raw["judgements"])
+            stopping_at_k(same_prefixes, by=["granularity"], failed_probes=policy), same_prefixes, policy
+        )
+    if "judgements" in raw:
+        results["taxonomy"] = taxonomy_table(raw["judgements"])
     if "musobench_prefixes" in raw:
         results["musobench_recall_trajectories"] = recall_trajectories(
-            raw["musobench_prefixes"], by=["model", "template", "task", "level", "question_id"], failed_probes=policy)
+            raw["musobench_prefixes"], by=["model", "template", "task", "level", "question_id"], failed_probes=policy
+        )
     return results
+
 
 def stopping_results(main_prefixes: pd.DataFrame, traj: pd.DataFrame, failed_probes: str) -> dict[str, pd.DataFrame]:
     """The stopping policies of the main condition with their intervals, and the paired comparisons (Optimal − Actual,
@@ -722,12 +993,15 @@ def stopping_results(main_prefixes: pd.DataFrame, traj: pd.DataFrame, failed_pro
         table = policy_table(main_prefixes, policies, by=["model", "benchmark"], failed_probes=failed_probes, rows=rows)
         out["stopping_policies"] = add_policy_intervals(table, rows)
         comparisons.append(policy_comparisons(rows, by=["model", "benchmark"]))
-    except ValueError: pass  # no trajectory to stop (report says so)
+    except ValueError:
+        pass  # no trajectory to stop (report says so)
     out["comparisons"] = pd.concat(comparisons, ignore_index=True)
     return out
 
+
 # the results kept as parquet; every other one is <name>.csv
 RESULT_FILES = {"trajectories": "trajectories.parquet", "comparisons": "comparisons.parquet"}
+
 
 def write_results(results: Mapping[str, pd.DataFrame], folder: str | Path) -> list[Path]:
     "The result tables in the run folder: those of `RESULT_FILES` as parquet, one CSV per other table."
@@ -741,14 +1015,24 @@ def write_results(results: Mapping[str, pd.DataFrame], folder: str | Path) -> li
 # %% ../../../nbs/79_studies.overthinking.study.ipynb #ba6f67e9
 FAILED_COUNTS = ("n_trajectories", "n_with_failed_probes", "n_failed_probes", "n_excluded", "n_cut")
 
+
 def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: OverthinkingConfig) -> dict:
     "The run's tables, summary and figures in `folder`; figure name -> paths (or the reason it was not drawn)."
     import matplotlib.pyplot as plt
+
     from reasoning_study.figures.core import save_figure, table_markdown  # matplotlib: imported where a figure is drawn
+
     # matplotlib: imported where a figure is drawn
-    from reasoning_study.figures.overthinking import (best_strategy_mask, plot_recall_trajectories, results_table,
-                                                      results_table_text, stopping_table_text, taxonomy_results_table)
+    from reasoning_study.figures.overthinking import (
+        best_strategy_mask,
+        plot_recall_trajectories,
+        results_table,
+        results_table_text,
+        stopping_table_text,
+        taxonomy_results_table,
+    )
     from reasoning_study.studies.overthinking.report import comparison_markdown, with_note
+
     out = Path(folder)
     write_results(results, out)
     traj = in_condition(results["trajectories"], config.main_condition)
@@ -776,24 +1060,29 @@ def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: Over
     stats_path = out / RUN_STATS
     stats = json.loads(stats_path.read_text()) if stats_path.is_file() else {}
     failed = results["failed_probes"]
-    stats.update(failed_probes={"policy": config.failed_probes, **{k: int(failed[k].sum()) for k in FAILED_COUNTS}},
-                 figures=sorted(made), skipped_figures=skipped)
-    stats_path.write_text(json.dumps(stats, indent=2, default=str) + "\n")
-    (out / "summary.md").write_text(
-        summary_markdown(results, config, stats, table1, bold1, table2)
+    stats.update(
+        failed_probes={"policy": config.failed_probes, **{k: int(failed[k].sum()) for k in FAILED_COUNTS}},
+        figures=sorted(made),
+        skipped_figures=skipped,
     )
+    stats_path.write_text(json.dumps(stats, indent=2, default=str) + "\n")
+    (out / "summary.md").write_text(summary_markdown(results, config, stats, table1, bold1, table2))
     return {**{k: [str(p) for p in v] for k, v in made.items()}, **skipped}
+
 
 def summary_markdown(results, config: OverthinkingConfig, stats: dict, table1, bold1, table2) -> str:
     "The run's Markdown summary: what it ran, the main tables, the figures drawn and the ones not drawn."
     from reasoning_study.figures.core import table_markdown  # matplotlib: imported where a figure is drawn
     from reasoning_study.studies.overthinking.report import comparison_markdown, with_note
+
     main = config.main_condition
     by_format = results["overthinking_by_format"]
     sections = [
-        (f"Strategies (Table 1)", with_note(table_markdown(table1, bold1), results["strategies"])),
-        ("Overthinking by answer format",
-         with_note(interval_text(by_format, digits=3).to_markdown(index=False), by_format, ("model", "format"))),
+        ("Strategies (Table 1)", with_note(table_markdown(table1, bold1), results["strategies"])),
+        (
+            "Overthinking by answer format",
+            with_note(interval_text(by_format, digits=3).to_markdown(index=False), by_format, ("model", "format")),
+        ),
         ("Stopping@K (Table 2)", with_note(table_markdown(table2), results["stopping_at_k"])),
         ("Paired comparisons (on the same traces)", comparison_markdown(results["comparisons"])),
         ("Transitions (Fig. 9)", results["transitions"].to_markdown(index=False)),
@@ -804,15 +1093,18 @@ def summary_markdown(results, config: OverthinkingConfig, stats: dict, table1, b
     ]
     if "stopping_policies" in results:
         metrics = ["accuracy", "tokens", "gap_recovered"]
-        shown = results["stopping_policies"][["policy", "setting", *metrics,
-                                               *[f"{m}_{end}" for m in metrics for end in ("lo", "hi")]]]
-        sections.insert(3, ("Stopping policies (95 % intervals)",
-                            interval_text(shown, digits=3).to_markdown(index=False)))
+        shown = results["stopping_policies"][
+            ["policy", "setting", *metrics, *[f"{m}_{end}" for m in metrics for end in ("lo", "hi")]]
+        ]
+        sections.insert(
+            3, ("Stopping policies (95 % intervals)", interval_text(shown, digits=3).to_markdown(index=False))
+        )
     for name, title in (
         ("strategies_by_granularity", "Strategies per granularity"),
         ("stopping_at_k_by_granularity", "Stopping@K per granularity"),
     ):
-        if name in results: sections.append((title, results[name].to_markdown(index=False)))
+        if name in results:
+            sections.append((title, results[name].to_markdown(index=False)))
     if "musobench_recall_trajectories" in results:
         sections.append(
             ("MuSoBench recall trajectories", results["musobench_recall_trajectories"].to_markdown(index=False))
@@ -840,11 +1132,14 @@ def read_raw(folder: str | Path) -> dict[str, pd.DataFrame]:
         raise FileNotFoundError(f"{folder} is no overthinking run folder: no {', '.join(raw_file(n) for n in missing)}")
     return {n: pd.read_parquet(folder / raw_file(n)) for n in RAW_TABLES if (folder / raw_file(n)).is_file()}
 
+
 def run_config(folder: str | Path) -> OverthinkingConfig:
     "The config a run folder was made with (its run.json)."
     record = read_record(folder)
-    if record is None: raise FileNotFoundError(f"{folder} has no run.json: its config is unknown")
+    if record is None:
+        raise FileNotFoundError(f"{folder} has no run.json: its config is unknown")
     return config_from(OverthinkingConfig, record["config"], where=f"{folder}/run.json")
+
 
 def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The results of a run folder, scored again from its raw tables and config."
