@@ -24,7 +24,14 @@ extras["all"] = sorted({r for name in LAYERS if name not in NOT_IN_ALL for r in 
 # folders of data files only (no __init__.py): declared as packages so that their files ship and setuptools does not warn
 # "Package would be ignored"; every such folder is listed in settings.ini's `data_packages`
 DATA_PACKAGES = requirements("data_packages")
-DATA_FILES = ["*.jsonl", "*.md", "LICENSE"]  # what MANIFEST.in puts in the sdist, the same patterns
+DATA_FILES = [
+    "*.jsonl",
+    "*.md",
+    "LICENSE",
+    "*.css",
+    "*.js",
+    "*.html",
+]  # what MANIFEST.in puts in the sdist, the same patterns
 
 setup(
     name=cfg["lib_name"],

@@ -5,17 +5,20 @@ The map, bottom layer first (dependencies point down; no study imports another; 
 - run plumbing: `runs` (paths, redaction), `config` (typed study configs), `provenance` (`run.json`)
 - tasks: `tasks.core`, `tasks.timetabling`, `tasks.subsetsum`, `tasks.musobench`, `tasks.qa`, `tasks.noveltybench`
 - backends: `backends.request` (what is asked and answered), `backends.contract` (the protocol, capabilities),
-  `backends.presets` (the papers' models, their providers' rules, `load_backend`), `backends.transformers`,
-  `backends.vllm`, `backends.openai`, `backends.weights`, `backends.server`
+  `backends.presets` (the papers' models, their providers' rules, the backend kinds, `load_backend`),
+  `backends.transformers`, `backends.vllm`, `backends.openai`, `backends.weights`, `backends.server`, `backends.plan`
+  (a study's roles -> engines that fit together -> backends loaded on first use)
 - `store` (every generation, keyed and resumable); prompts: `prompts.musobench`, `prompts.overthinking`,
   `prompts.noveltybench`; probing: `probing.trace`, `probing.answers`, `probing.prober`, `probing.judge`
 - metrics: `metrics.intervals` (cluster-bootstrap intervals and paired comparisons, used by every study),
   `metrics.musobench`, `metrics.overthinking`, `metrics.noveltybench`, `metrics.stopping`, `metrics.attention`;
   figures: `figures.core`, `figures.sections`, `figures.musobench`, `figures.overthinking`, `figures.attention`,
   `figures.stopping`
-- studies: `studies.musobench` (`build`, `replies`, `protocol`, `scoring`, `report`, `noveltybench`, `study`),
-  `studies.overthinking` (`report`, `study`), `studies.attention` (`recording`, `study`), `studies.registry`
-  (the contract and the list), `studies.runner` (one run and its `run.json`)
+- studies: `studies.registry` (the contract and the list: the only door of the layers above), `studies.runner` (one
+  run and its `run.json`), `studies.samples` (the browser's record); each study a package whose `study` module is its
+  face (the contract): `studies.musobench` (`build`, `replies`, `protocol`, `scoring`, `noveltybench`, `report`,
+  `config`, `run`, `samples`, `study`), `studies.overthinking` (`config`, `run`, `report`, `score`, `samples`,
+  `study`), `studies.attention` (`recording`, `study`)
 - across runs: `sweep.spec`, `sweep.index`, `sweep.locks`, `sweep.executors`, `sweep.rehearsal` (a grid on CPU with
   stand-ins), `report`, `browser` (every sample of the runs, readable offline), `gpu_check`, `cli`
 """

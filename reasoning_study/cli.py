@@ -18,7 +18,6 @@ from typing import Any, Sequence
 import pandas as pd
 import yaml
 
-from .config import config_from, config_values
 from .provenance import read_record
 from .report import render_page
 from .runs import ProjectNotFound, project_root, redact_file, redact_text, resolve_path
@@ -26,17 +25,18 @@ from .studies.registry import config_import, study_module
 from .studies.runner import run_finished
 from .sweep.executors import run_sweep
 from .sweep.index import DONE_FILE, MAX_ERROR_SHARE, finished_runs, is_finished, write_atomic
+from .sweep.rehearsal import REHEARSAL_FILE, rehearse
 from reasoning_study.sweep.spec import (
     SweepError,
-    cell_keys,
+    cell_roles,
     check_values,
     config_problems,
     experiments_dir,
     load_sweep,
     missing_keys,
+    model_checks,
     notebook_parameters,
     notebook_path,
-    provider_check,
     registered_config,
 )
 
@@ -124,8 +124,6 @@ def _raise_interrupt(signum, frame):
 
 def rehearse_main(sweep, args) -> int:
     "`rs-sweep GRID --rehearse`: the rehearsal's cells table, then the report over its run folders (with --report)."
-    from reasoning_study.sweep.rehearsal import REHEARSAL_FILE, rehearse  # vLLM and the stand-ins: only here
-
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         table = rehearse(sweep, args.out, args.jobs, args.only.split(",") if args.only else None)
@@ -263,19 +261,11 @@ def run_problems(
         problems += [f"parameters: {p} ({config.__name__})" for p in config_problems(config, parameters)]
     if problems:
         return problems
-    values = (
-        config_values(config_from(config, parameters))
-        if config is not None
-        else {**{n: p.default for n, p in params.items()}, **parameters}
-    )
-    wrong, _ = provider_check(values, "parameters")
-    keys, misnamed = cell_keys(values, "parameters")
+    wrong, _, keys = model_checks(cell_roles(path, parameters), "parameters")
     unset = [k for k in keys if not env.get(k)]
-    return (
-        wrong
-        + misnamed
-        + [f"the key variable {k} is not set (keys come from the environment only): export {k}=..." for k in unset]
-    )
+    return wrong + [
+        f"the key variable {k} is not set (keys come from the environment only): export {k}=..." for k in unset
+    ]
 
 
 def run_notebook(

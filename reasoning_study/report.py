@@ -9,338 +9,21 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterable, Sequence
 
 import pandas as pd
 
-from .browser import BROWSER_KINDS, write_sweep_browsers
+from .browser import write_sweep_browsers
 from .figures.core import figure_note
 from .figures.sections import condition_counts, count_note, slug, small_data_note
-from .studies.registry import STUDIES, study_module
+from .studies.registry import STUDIES, paper_figures, paper_titles, sample_kinds, study_module
 from .sweep.index import finished_runs
 
 # %% auto #0
-__all__ = ['MUSO', 'OVER', 'BEYOND', 'PAPER_FIGURES', 'PAPER_TITLES', 'STATUS_ORDER', 'BROWSER_KEY', 'PaperFigure',
-           'figure_inventory', 'anchor', 'summary_markdown', 'toc_markdown', 'caption', 'browser_markdown', 'Block',
-           'item_counts', 'page_blocks', 'page_notebook', 'render_page', 'section_counts', 'sweep_report']
-
-# %% ../nbs/94_report.ipynb #7ea3b5a9
-@dataclass(frozen=True)
-class PaperFigure:
-    paper: str  # "MuSoBench" (Beware of Reasoning Overconfidence) or "Overthinking" (Thinking Past the Answer)
-    item: str  # "Figure 2", "Table 1", ...
-    shows: str
-    experiment: str  # the experiment notebook that produces it ("" for figures without data)
-    pattern: str  # regex on the report's file names (section/name), "" for figures without data
-    needs: str  # what the sweep must contain
-
-
-MUSO, OVER, BEYOND = "MuSoBench", "Overthinking", "Beyond the papers"
-PAPER_FIGURES: list[PaperFigure] = [
-    PaperFigure(MUSO, "Figure 1", "reasoning overconfidence, illustrated", "", "", "an illustration (no data)"),
-    PaperFigure(
-        MUSO,
-        "Figure 2",
-        "recall vs confidence, TimeTabling",
-        "musobench",
-        r"^musobench/recall_confidence_timetabling$",
-        "a musobench run on timetabling with scored answers that state a confidence",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 8",
-        "recall vs confidence, SubsetSum",
-        "musobench",
-        r"^musobench/recall_confidence_subsetsum$",
-        "a musobench run on subsetsum with scored answers that state a confidence",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 3",
-        "reliability diagram and recall, TimeTabling",
-        "musobench",
-        r"^musobench/calibration_timetabling$",
-        "a musobench run on timetabling with scored answers that state a confidence",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 9",
-        "reliability diagram and recall, SubsetSum",
-        "musobench",
-        r"^musobench/calibration_subsetsum$",
-        "a musobench run on subsetsum with scored answers that state a confidence",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 4",
-        "Short-CoT to Long-CoT movement, TimeTabling",
-        "musobench",
-        r"^musobench/movement_timetabling$",
-        "both paradigms of one model on timetabling, scored with a confidence",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 10",
-        "Short-CoT to Long-CoT movement, SubsetSum",
-        "musobench",
-        r"^musobench/movement_subsetsum$",
-        "both paradigms of one model on subsetsum, scored with a confidence",
-    ),
-    PaperFigure(
-        MUSO,
-        "Table 1",
-        "CSR / ESC / NSD after reconsideration",
-        "musobench",
-        r"^musobench/table1_reconsideration$",
-        "a musobench run with scored base answers",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 5",
-        "factors: length, complexity level, temperature (TimeTabling)",
-        "musobench",
-        r"^musobench/factors_.*timetabling$",
-        "a musobench run on timetabling; the temperature panel needs runs at several temperatures",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 11",
-        "factors: length, complexity level, temperature (SubsetSum)",
-        "musobench",
-        r"^musobench/factors_.*subsetsum$",
-        "a musobench run on subsetsum; the temperature panel needs runs at several temperatures",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 6",
-        "mitigations: reflection, exploration, self-consistency (TimeTabling)",
-        "musobench",
-        r"^musobench/mitigations_.*timetabling$",
-        "a musobench run on timetabling with reflection_ks, exploration or sc_samples",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 12",
-        "mitigations (SubsetSum)",
-        "musobench",
-        r"^musobench/mitigations_.*subsetsum$",
-        "a musobench run on subsetsum with reflection_ks, exploration or sc_samples",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 13",
-        "exploration cue and calibration",
-        "musobench",
-        r"^musobench/exploration_calibration",
-        "a musobench Short-CoT run with exploration=True and scored confidences",
-    ),
-    PaperFigure(
-        MUSO,
-        "Table 2",
-        "self-consistency (w/ Median Conf, w/ Voting = the union; our threshold vote)",
-        "musobench",
-        r"^musobench/table2_self_consistency$",
-        "a musobench Long-CoT run with sc_samples > 1 (the paper: 32)",
-    ),
-    PaperFigure(
-        MUSO, "Table 3", "hyperparameters", "musobench", r"^musobench/table3_hyperparameters$", "any musobench run"
-    ),
-    PaperFigure(
-        MUSO,
-        "Table 4",
-        "NoveltyBench: Utility, ECE(Utility), Distinct, ECE(Distinct), beside the paper's",
-        "musobench",
-        r"^musobench/table4_noveltybench$",
-        "a musobench run with noveltybench among its tasks",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 7",
-        "attention entropy, representative layers",
-        "attention_entropy",
-        r"^attention/fig7_attention_entropy_layers",
-        "an attention_entropy run with both paradigms",
-    ),
-    PaperFigure(
-        MUSO,
-        "Figure 14",
-        "attention entropy, all layers",
-        "attention_entropy",
-        r"^attention/fig14_attention_entropy",
-        "an attention_entropy run with both paradigms",
-    ),
-    PaperFigure(
-        MUSO,
-        "Benchmark",
-        "solution counts per complexity level",
-        "musobench_build",
-        r"^musobench_build/solution_counts$",
-        "a musobench_build run",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 1",
-        "No-CoT / Actual / Optimal (/ Instruct) accuracy",
-        "overthinking",
-        r"^overthinking/fig1_strategy_accuracy$",
-        "an overthinking run",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 2",
-        "utterances, Actual vs Optimal Length",
-        "overthinking",
-        r"^overthinking/fig2_lengths_utterances$",
-        "an overthinking run with a solved trajectory",
-    ),
-    PaperFigure(
-        OVER,
-        "Table 1",
-        "accuracy, length and H per strategy (multimodal)",
-        "overthinking",
-        r"^overthinking/table1_results$",
-        "an overthinking run (the paper: the multimodal models and benchmarks)",
-    ),
-    PaperFigure(
-        OVER,
-        "Table 3",
-        "accuracy, length and H per strategy (language-only)",
-        "overthinking",
-        r"^overthinking/table1_results$",
-        "an overthinking run (the paper: GPQA and AIME 2025)",
-    ),
-    PaperFigure(
-        OVER, "Table 2", "Stopping@K", "overthinking", r"^overthinking/table2_stopping$", "an overthinking run"
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 3",
-        "verbose vs harmful overthinking by answer format",
-        "overthinking",
-        r"^overthinking/fig3_format_breakdown$",
-        "an overthinking run with a solved trajectory",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 13",
-        "verbose vs harmful by format, language-only",
-        "overthinking",
-        r"^overthinking/fig3_format_breakdown$",
-        "an overthinking run with a solved trajectory",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 4",
-        "correctness stability after τ",
-        "overthinking",
-        r"^overthinking/fig4_stability_curve$",
-        "an overthinking run with a solved trajectory",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 5",
-        "examples of correctness deviations",
-        "overthinking",
-        r"^overthinking/harmful_examples$",
-        "an overthinking run with a harmful trajectory (qualitative examples, written as text)",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 6",
-        "robustness: Spearman of b_τ, MCC of z_N",
-        "overthinking",
-        r"^overthinking/fig6_robustness",
-        "an overthinking run with several conditions (templates x extractors, or seeds)",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 7",
-        "cross-model Spearman of Optimal Length",
-        "overthinking",
-        r"^overthinking/fig7_cross_model$",
-        "overthinking runs of at least two models on the same items",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 8",
-        "Optimal Length vs test-time scaling and Pass@K",
-        "overthinking",
-        r"^overthinking/fig8_test_time_scaling$",
-        "an overthinking run with n_samples > 1 (temperature > 0)",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 9",
-        "prefix-to-prefix transition matrix",
-        "overthinking",
-        r"^overthinking/fig9_transition_matrix$",
-        "an overthinking run",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 10",
-        "tokens per utterance, lengths in tokens",
-        "overthinking",
-        r"^overthinking/fig10_token_statistics$",
-        "an overthinking run with a solved trajectory",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 11",
-        "wasted budget",
-        "overthinking",
-        r"^overthinking/fig11_wasted_budget$",
-        "an overthinking run with a solved trajectory",
-    ),
-    PaperFigure(
-        OVER,
-        "Figure 12",
-        "Actual vs Optimal Length, language-only",
-        "overthinking",
-        r"^overthinking/fig2_lengths_utterances$",
-        "an overthinking run with a solved trajectory",
-    ),
-    PaperFigure(
-        OVER,
-        "Table 4",
-        "failure taxonomy of harmful overthinking",
-        "overthinking",
-        r"^overthinking/table4_taxonomy$",
-        "an overthinking run with a judge and a harmful trajectory",
-    ),
-    PaperFigure(
-        OVER,
-        "Figures 14-16",
-        "termination, extractor and judge prompts",
-        "",
-        "",
-        "prompts (see reasoning_study.prompts.overthinking)",
-    ),
-    PaperFigure(
-        BEYOND,
-        "Stopping policies",
-        "stopping without the answer key vs Actual and Optimal (metrics.stopping)",
-        "overthinking",
-        r"^overthinking/stopping_policies$",
-        "an overthinking run",
-    ),
-    PaperFigure(
-        BEYOND,
-        "Stopping Pareto",
-        "tokens used vs accuracy at the stop, per policy setting, Actual and Optimal marked",
-        "overthinking",
-        r"^overthinking/stopping_pareto$",
-        "an overthinking run",
-    ),
-    PaperFigure(
-        BEYOND,
-        "Trace strips",
-        "each probed trace's prefixes by correctness (failed probes marked), τ, κ̂ and the end, sorted by τ",
-        "overthinking",
-        r"^overthinking/trace_strips_",
-        "an overthinking run",
-    ),
-]
+__all__ = ['STATUS_ORDER', 'BROWSER_KEY', 'figure_inventory', 'anchor', 'summary_markdown', 'toc_markdown', 'caption',
+           'browser_markdown', 'Block', 'item_counts', 'page_blocks', 'page_notebook', 'render_page', 'section_counts',
+           'sweep_report']
 
 # %% ../nbs/94_report.ipynb #6cc65c0e
 def figure_inventory(
@@ -350,7 +33,7 @@ def figure_inventory(
     """One row per paper figure: drawn / not drawn (the data cannot support it) / not in sweep (no run of its
     experiment) / no data."""
     experiments, rows = set(experiments), []
-    for f in PAPER_FIGURES:
+    for f in paper_figures():
         hits = {k: v for k, v in made.items() if f.pattern and re.search(f.pattern, k)}
         drawn = {k: v for k, v in hits.items() if not isinstance(v, str)}
         if not f.pattern:
@@ -366,19 +49,17 @@ def figure_inventory(
                 paper=f.paper,
                 item=f.item,
                 shows=f.shows,
+                experiment=f.experiment,
                 status=status,
                 detail=detail,
                 files=[str(p) for v in drawn.values() for p in v],
+                counted=f.counted,
+                unit=f.unit,
             )
         )
     return pd.DataFrame(rows)
 
 # %% ../nbs/94_report.ipynb #2c65a8be
-PAPER_TITLES = {
-    MUSO: "Beware of Reasoning Overconfidence (MuSoBench)",
-    OVER: "Thinking Past the Answer (overthinking)",
-    BEYOND: "Beyond the papers",
-}
 STATUS_ORDER = ["drawn", "not drawn", "not in sweep", "no data"]
 
 
@@ -438,7 +119,7 @@ def toc_markdown(
     if samples:
         lines.append(f"- [Samples: the sample browsers](#{anchor('samples')})")
     for paper, rows in inventory.groupby("paper", sort=False):
-        lines.append(f"- [{PAPER_TITLES.get(paper, paper)}](#{anchor(paper)})")
+        lines.append(f"- [{paper_titles().get(paper, paper)}](#{anchor(paper)})")
         lines += [
             f"    - [{r.item}: {r.shows}](#{anchor(paper, r.item)})" for r in rows.itertuples() if r.status == "drawn"
         ]
@@ -455,8 +136,7 @@ def caption(
     unit: str = "instances",  # what `counts` counts (Table 4: NoveltyBench prompts)
 ) -> str:
     "What a figure shows, from which runs, and how many instances (or other units) stand behind each condition."
-    experiment = next((f.experiment for f in PAPER_FIGURES if f.paper == row.paper and f.item == row.item), "")
-    cells = sorted(runs.loc[runs.notebook == experiment, "cell"]) if len(runs) else []
+    cells = sorted(runs.loc[runs.notebook == row.experiment, "cell"]) if len(runs) else []
     listed = ", ".join(f"`{c}`" for c in cells)
     text = f"*{row.paper} {row.item}: {row.shows}.* From {len(cells)} run{'s' * (len(cells) != 1)}: {listed}."
     if not counts.empty:
@@ -478,7 +158,11 @@ def browser_markdown(made: dict) -> str:
     }
     if not pages:
         return ""
-    links = [f"- [{BROWSER_KINDS.get(kind, kind)}]({page.parent.name}/{page.name})" for kind, page in pages.items()]
+    kinds = sample_kinds()
+    links = [
+        f"- [{kinds[kind].title if kind in kinds else kind}]({page.parent.name}/{page.name})"
+        for kind, page in pages.items()
+    ]
     return (
         f'## <a id="{anchor("samples")}"></a>Samples\n\nEvery sample behind the tables, readable offline (filters by run, '
         "model, paradigm, condition, task, status and outcome): MuSoBench replies with their parsed candidates "
@@ -493,15 +177,13 @@ class Block:
     content: str  # Markdown text, or the path of a PNG to embed
 
 
-def item_counts(row, experiment: str, runs: pd.DataFrame, counts: dict[str, pd.DataFrame]) -> tuple:
-    """(counts, unit) of a report item's caption: the study's own count of that item where it declares one
-    (`COUNTED_UNITS`, e.g. Table 4 counts NoveltyBench prompts), else the experiment's instances per condition."""
-    module = study_module(experiment) if experiment in STUDIES else None
-    stem = next((Path(p).stem for p in row.files), "")
-    if module is not None and stem in getattr(module, "COUNTED_UNITS", {}):
-        folders = list(runs.loc[runs.notebook == experiment, "folder"]) if len(runs) else []
-        return module.item_counts(folders, stem), module.COUNTED_UNITS[stem]
-    return counts.get(experiment, pd.DataFrame(columns=["n"])), "instances"
+def item_counts(row, runs: pd.DataFrame, counts: dict[str, pd.DataFrame]) -> tuple:
+    """(counts, unit) of a report item's caption: where its catalogue row counts other units than the study's instances
+    (`PaperFigure.counted`: Table 4 counts NoveltyBench prompts), those; else the study's instances per condition."""
+    if row.counted:
+        folders = list(runs.loc[runs.notebook == row.experiment, "folder"]) if len(runs) else []
+        return condition_counts(SimpleNamespace(COUNTED=row.counted), folders), row.unit
+    return counts.get(row.experiment, pd.DataFrame(columns=["n"])), "instances"
 
 
 def page_blocks(
@@ -512,9 +194,8 @@ def page_blocks(
     blocks, shown = [], set()
     if browsers := browser_markdown(made):
         blocks.append(Block("markdown", browsers))
-    experiment_of = {(f.paper, f.item): f.experiment for f in PAPER_FIGURES}
     for paper, rows in inventory.groupby("paper", sort=False):
-        blocks.append(Block("markdown", f'## <a id="{anchor(paper)}"></a>{PAPER_TITLES.get(paper, paper)}'))
+        blocks.append(Block("markdown", f'## <a id="{anchor(paper)}"></a>{paper_titles().get(paper, paper)}'))
         for r in rows[rows.status == "drawn"].itertuples():
             blocks.append(Block("markdown", f'### <a id="{anchor(paper, r.item)}"></a>{r.item}: {r.shows}'))
             pngs = [p for p in r.files if p.endswith(".png")]
@@ -524,9 +205,7 @@ def page_blocks(
                 shown.add(p)
             if not pngs:
                 blocks += [Block("markdown", Path(p).read_text()) for p in tables]
-            blocks.append(
-                Block("markdown", caption(r, runs, *item_counts(r, experiment_of[(paper, r.item)], runs, counts)))
-            )
+            blocks.append(Block("markdown", caption(r, runs, *item_counts(r, runs, counts))))
         rest = rows[rows.status != "drawn"]
         if len(rest):
             blocks.append(
@@ -624,7 +303,7 @@ def sweep_report(
     extra = sorted(
         k
         for k, v in made.items()
-        if not isinstance(v, str) and not any(f.pattern and re.search(f.pattern, k) for f in PAPER_FIGURES)
+        if not isinstance(v, str) and not any(f.pattern and re.search(f.pattern, k) for f in paper_figures())
     )
     lines += ["## Also written", ""] + [f"- {k}" for k in extra]
     (out / "figures.md").write_text("\n".join(lines) + "\n")

@@ -12,13 +12,11 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .backends.presets import key_variables
-
 # %% auto #0
 __all__ = ['CREDENTIAL_NAME', 'CREDENTIAL_ENV', 'KEY_SHAPES', 'KEY_SHAPE', 'BEARER', 'ECHOED', 'REDACTED', 'ProjectNotFound',
-           'installed_checkout', 'project_root', 'resolve_path', 'run_dir', 'is_credential_name', 'key_variable_hint',
-           'credential_problems', 'check_no_credentials', 'secret_values', 'redact_text', 'redact', 'redact_file',
-           'check_param', 'write_params']
+           'installed_checkout', 'project_root', 'resolve_path', 'run_dir', 'is_credential_name', 'credential_problems',
+           'check_no_credentials', 'secret_values', 'redact_text', 'redact', 'redact_file', 'check_param',
+           'write_params']
 
 # %% ../nbs/05_runs.ipynb #8ea533ef
 class ProjectNotFound(FileNotFoundError):
@@ -96,12 +94,6 @@ def is_credential_name(name: Any) -> bool:
     return isinstance(name, str) and bool(CREDENTIAL_NAME.search(name))
 
 
-def key_variable_hint() -> str:
-    "Which variables the hosted presets read their keys from (for messages)."
-    found = key_variables()
-    return ", ".join(f"{v} ({', '.join(p)})" for v, p in found.items()) or "the preset's api_key_env"
-
-
 def credential_problems(value: Any, where: str = "value") -> list[str]:
     "Where a parameter value holds a literal credential, one message each ([] when it holds none)."
     if isinstance(value, str):
@@ -124,8 +116,9 @@ def check_no_credentials(name: str, value: Any) -> Any:
     if problems := credential_problems(value, f"parameter {name!r}"):
         raise ValueError(
             f"{'; '.join(problems)}: keys come from the environment only (a parameter is written into the executed "
-            f"notebook and params.json). Set the variable the preset reads ({key_variable_hint()}), or put the key "
-            "in another variable and name it with the backend option 'api_key_env'"
+            f"notebook and params.json). Set the variable its preset reads (the preset's api_key_env option; "
+            "backends.presets.key_variables lists them), or put the key in another variable and name it with the "
+            "backend option 'api_key_env'"
         )
     return value
 

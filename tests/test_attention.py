@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reasoning_study.backends.presets import get_preset
+from reasoning_study.backends.presets import effective_sampling, get_preset
 from reasoning_study.backends.request import SamplingParams, chat
 from reasoning_study.backends.transformers import from_preset
 from reasoning_study.metrics import attention as attention_metrics
@@ -192,7 +192,7 @@ def test_a_thinking_model_sampled_stored_compactly_and_read_back_for_the_figures
     from reasoning_study.store import GenerationStore
 
     # Qwen3's thinking sampling: 0.6, 0.95, 20
-    sampling = attention_study.preset_sampling("qwen3-8b-overthinking", seed=5)
+    sampling = effective_sampling("qwen3-8b-overthinking", seed=5)
     with GenerationStore(tmp_path / "generations.sqlite") as store:
         entropies, runs = at.entropy_study(
             qwen_tiny,

@@ -39,6 +39,9 @@ def test_the_capability_names():
         "images",
         "logprobs",
         "continuous_batching",
+        "gpu_share",
+        "remote",
+        "local_threads",
     }
     assert DESCRIBE_KEYS == ("backend", "model", "revision", "dtype", "device")
 
@@ -49,7 +52,14 @@ def test_capabilities_of_the_local_backends():
     # importable without vLLM: it is imported when an engine starts
     from reasoning_study.backends.vllm import VllmBackend
 
-    assert TransformersBackend.capabilities == {"token_prompts", "tokenizer", "kv_reuse", "prefill", "logprobs"}
+    assert TransformersBackend.capabilities == {
+        "token_prompts",
+        "tokenizer",
+        "kv_reuse",
+        "prefill",
+        "logprobs",
+        "local_threads",
+    }
     assert VllmBackend.capabilities == {
         "token_prompts",
         "tokenizer",
@@ -58,32 +68,54 @@ def test_capabilities_of_the_local_backends():
         "response_schema",
         "continuous_batching",
         "logprobs",
+        "gpu_share",
     }
+
+
+def test_each_kind_declares_what_its_backends_declare():
+    "A plan reads a kind's capabilities before anything loads: they hold every capability its loaded backends declare."
+    from reasoning_study.backends.presets import BACKEND_KINDS
+    from reasoning_study.backends.transformers import TransformersBackend
+    from reasoning_study.backends.vllm import VllmBackend
+
+    assert TransformersBackend.capabilities == BACKEND_KINDS["transformers"].capabilities
+    assert VllmBackend.capabilities == BACKEND_KINDS["vllm"].capabilities
+    served = [
+        load_backend(p, base_url="http://127.0.0.1:9/v1", prefill_mode=mode, api_key_env="")
+        for p in ("o4-mini", "deepseek-r1", ModelPreset("served", "my-model", "openai"))
+        for mode in ("continue", "prefix", "tokens")
+    ]
+    assert set().union(*(b.capabilities for b in served)) == BACKEND_KINDS["openai"].capabilities
+    assert all("remote" in b.capabilities for b in served)
 
 
 @pytest.mark.parametrize(
     "preset, mode, expected",
     [
-        ("o4-mini", "continue", {"images", "response_schema", "continuous_batching"}),  # a hosted API: no token prompts
+        (
+            "o4-mini",
+            "continue",
+            {"images", "response_schema", "continuous_batching", "remote"},
+        ),  # a hosted API: no token prompts
         (
             "deepseek-r1",
             "prefix",
-            {"images", "response_schema", "continuous_batching", "prefill"},
+            {"images", "response_schema", "continuous_batching", "prefill", "remote"},
         ),  # DeepSeek's prefix mode continues
         (
             ModelPreset("served", "my-model", "openai"),
             "continue",
-            {"images", "response_schema", "continuous_batching", "token_prompts", "logprobs"},
+            {"images", "response_schema", "continuous_batching", "token_prompts", "logprobs", "remote"},
         ),
         (
             ModelPreset("served", "my-model", "openai"),
             "tokens",
-            {"images", "response_schema", "continuous_batching", "token_prompts", "prefill", "logprobs"},
+            {"images", "response_schema", "continuous_batching", "token_prompts", "prefill", "logprobs", "remote"},
         ),
         (
             "deepseek-v3",
             "continue",
-            {"images", "response_schema", "continuous_batching", "logprobs"},
+            {"images", "response_schema", "continuous_batching", "logprobs", "remote"},
         ),  # deepseek-chat returns them
     ],
 )

@@ -17,7 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from reasoning_study.browser import RUN_BROWSER, browser_size, candidate_rows, trace_strip, write_browser
+from reasoning_study.browser import RUN_BROWSER, browser_size, write_browser
+from reasoning_study.studies.musobench.samples import candidate_rows
+from reasoning_study.studies.overthinking.samples import trace_strip
 from reasoning_study.tasks.musobench import read_jsonl
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -204,6 +206,7 @@ def test_a_reply_that_is_markup_stays_text(tmp_path):
     sample = dict(
         id="x/1",
         kind="novelty",
+        view="answers",
         facets=dict(run="x", model=evil),
         status=evil,
         outcome="unscored",
@@ -217,3 +220,21 @@ def test_a_reply_that_is_markup_stays_text(tmp_path):
     seen = browse(page, tmp_path)
     assert seen["images"] == 0 and seen["scripts"] <= 4, seen  # the page's own scripts, its data file and the check
     assert evil in seen["text"] and len(seen["cards"]) == 1
+
+
+# --- the page's own files, as shipped -----------------------------------------------------------------------------
+
+
+def test_the_pages_script_and_style_ship_with_the_package():
+    "The browser's script, style and frame are package data; the script parses (Node), and every view has a renderer."
+    from reasoning_study.browser import page_asset
+    from reasoning_study.studies.registry import SAMPLE_VIEWS
+
+    js, css, frame = page_asset("page.js"), page_asset("page.css"), page_asset("page.html")
+    assert "{css}" in frame and "{js}" in frame and "{manifest}" in frame and ".card" in css
+    assert all(f"{view}: r =>" in js for view in SAMPLE_VIEWS), SAMPLE_VIEWS  # a view the registry allows, drawn
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node not found: the script's syntax is checked where Node is installed (the page test runs it)")
+    done = subprocess.run([node, "--check", "-"], input=js, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

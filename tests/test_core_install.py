@@ -236,8 +236,10 @@ class ScriptedReplies:
 
 def musobench_run_folder(folder: Path) -> Path:
     "A MuSoBench run folder (turns, results, instances) of two SubsetSum instances, both paradigms, self-consistency."
+    from reasoning_study.backends.request import SamplingParams
     from reasoning_study.store import GenerationStore
-    from reasoning_study.studies.musobench import study as musobench
+    from reasoning_study.studies.musobench import protocol
+    from reasoning_study.studies.musobench import run as musobench_run
     from reasoning_study.tasks import subsetsum
     from reasoning_study.tasks.musobench import MuSoBenchItem
 
@@ -245,10 +247,10 @@ def musobench_run_folder(folder: Path) -> Path:
     items = [
         MuSoBenchItem(i, "subsetsum", 1, inst, subsetsum.enumerate_solutions(inst)) for i, inst in enumerate(instances)
     ]
-    config = musobench.ProtocolConfig(max_tokens=64, reply_openings=(), sc_samples=3)
+    config = protocol.ProtocolConfig(SamplingParams(temperature=0.2, max_tokens=64), reply_openings=(), sc_samples=3)
     folder.mkdir(parents=True)
     paradigms = ("short", "long")
-    run = musobench.run_study(
+    run = musobench_run.run_study(
         items,
         {p: "smollm2-135m" for p in paradigms},
         GenerationStore(folder / "generations.sqlite"),
@@ -256,8 +258,8 @@ def musobench_run_folder(folder: Path) -> Path:
         backends={p: ScriptedReplies() for p in paradigms},
         progress=False,
     )
-    musobench.write_instances(items, folder)
-    musobench.write_run(run, folder)
+    musobench_run.write_instances(items, folder)
+    musobench_run.write_run(run, folder)
     return folder
 
 
@@ -409,12 +411,12 @@ CORE_RUN = textwrap.dedent("""
         except ImportError: absent[name] = True
     import reasoning_study
     from reasoning_study import cli  # the module of rs-rescore and rs-report
-    from reasoning_study.studies.musobench import study as musobench
+    from reasoning_study.studies.musobench import report as musobench_report, run as musobench_run
     from reasoning_study.studies.overthinking import report as overthinking_report
-    results, samples = musobench.rescore_run(muso)  # the new entry point: results = musobench.rescore(muso)["results"]
+    results, samples = musobench_run.rescore_run(muso)  # the face's entry point: musobench.study.rescore(muso)["results"]
     again = out / "rescored_results.parquet"; results.to_parquet(again, index=False)
     pd.testing.assert_frame_equal(pd.read_parquet(again), pd.read_parquet(muso / "results.parquet"))
-    made = {f"musobench/{k}": v for k, v in musobench.write_study_report(results, out / "musobench").items()}
+    made = {f"musobench/{k}": v for k, v in musobench_report.write_study_report(results, out / "musobench").items()}
     overthinking_report.section([over], out, made)
     from reasoning_study.config import config_from
     from reasoning_study.studies.registry import study_module

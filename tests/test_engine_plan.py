@@ -155,6 +155,7 @@ def test_an_unsized_plan_of_several_engines_is_refused():
 
 def test_the_reasoning_models_context_comes_from_the_studys_budgets(monkeypatch):
     "Issue 30 point 4: Qwen3-VL's engine is sized to its longest probe and one figure, not its 262,144 positions."
+    from reasoning_study.studies.overthinking import config as config_module
     from reasoning_study.studies.overthinking import study
     from reasoning_study.sweep.rehearsal import GPUS, paper_model_memory
 
@@ -169,8 +170,8 @@ def test_the_reasoning_models_context_comes_from_the_studys_budgets(monkeypatch)
         judge_max_tokens=1024,
         musobench_tasks=[],
     )
-    plan = study.plan_roles(config, GPUS["H200"], paper_model_memory)  # 133 GiB before: it did not fit
-    assert plan.roles["model"].context == study.model_context(config) == 4096 + 16384 + 16384 + 1024
+    plan = study.model_plan(config, GPUS["H200"], paper_model_memory)  # 133 GiB before: it did not fit
+    assert plan.roles["model"].context == config_module.model_context(config) == 4096 + 16384 + 16384 + 1024
     assert plan.options["model"]["max_model_len"] == plan.roles["model"].context
     assert plan.roles["judge"].context == 2 * 16384 + 4096 + 16384 + 1024  # two traces, instructions, the figure, reply
     assert sum(o["gpu_memory_utilization"] for o in plan.options.values()) <= 0.9
@@ -184,8 +185,8 @@ def test_the_reasoning_models_context_comes_from_the_studys_budgets(monkeypatch)
 
     monkeypatch.setattr(vllm_backend, "torch_memory_bytes", lambda device=None: None)
     with pytest.raises(ValueError, match="its size is unknown"):
-        study.plan_roles(config, lambda: None, paper_model_memory)
+        study.model_plan(config, lambda: None, paper_model_memory)
     monkeypatch.setattr(vllm_backend, "torch_memory_bytes", lambda device=None: 0)
     assert {
-        o["gpu_memory_utilization"] for o in study.plan_roles(config, lambda: None, paper_model_memory).options.values()
+        o["gpu_memory_utilization"] for o in study.model_plan(config, lambda: None, paper_model_memory).options.values()
     } == {0.3}

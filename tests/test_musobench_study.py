@@ -48,26 +48,26 @@ from reasoning_study.studies.musobench.replies import (
     reflection_offsets,
 )
 from reasoning_study.studies.musobench.report import study_figures, study_tables, write_study_report
-from reasoning_study.studies.musobench.scoring import score_turns
-from reasoning_study.studies.musobench.study import (
+from reasoning_study.studies.musobench.run import (
     RUN_FILES,
-    MuSoBenchConfig,
     read_config,
     read_results,
-    rescore,
     rescore_run,
-    run,
     run_study,
     study_params,
     write_instances,
     write_run,
 )
+from reasoning_study.studies.musobench.scoring import score_turns
+from reasoning_study.studies.musobench.study import MuSoBenchConfig, rescore, run
 from reasoning_study.studies.runner import execute
 from reasoning_study.tasks import subsetsum
 from reasoning_study.tasks.musobench import MuSoBenchItem, build_task
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
+
+PAPER = SamplingParams(temperature=0.2, max_tokens=20480)  # the paper's decoding: what the protocol's examples send
 
 
 # --- reply parsers ------------------------------------------------------------------------------------------------
@@ -233,11 +233,11 @@ def test_exploration_openings_are_not_reflection_steps_unless_asked_for():
 )
 def test_reflection_markers_are_checked(markers, message):
     with pytest.raises(ValueError, match=message):
-        ProtocolConfig(reflection_markers=markers)
+        ProtocolConfig(PAPER, reflection_markers=markers)
     with pytest.raises(ValueError, match=message):
         count_reflections(EXPLORING, markers)
-    assert ProtocolConfig().reflection_markers == REFLECTION_MARKERS
-    assert ProtocolConfig(reflection_markers=["Wait,"]).reflection_markers == ("Wait,",)
+    assert ProtocolConfig(PAPER).reflection_markers == REFLECTION_MARKERS
+    assert ProtocolConfig(PAPER, reflection_markers=["Wait,"]).reflection_markers == ("Wait,",)
 
 
 # --- the protocol on a scripted backend (pure logic: what is asked, in which order, and what is kept) ------------
@@ -351,7 +351,9 @@ def opened(prefill, text):
 
 def scripted_run(tmp_path, backend=None, config=None, paradigms=("short", "long")):
     backend = backend or ScriptedBackend()
-    config = config or ProtocolConfig(max_tokens=64, exploration=True, reflection_ks=(0, 1, 2), sc_samples=3)
+    config = config or ProtocolConfig(
+        SamplingParams(temperature=0.2, max_tokens=64), exploration=True, reflection_ks=(0, 1, 2), sc_samples=3
+    )
     store = GenerationStore(tmp_path / "generations.sqlite")
     run = run_study(
         [ITEM],
@@ -444,7 +446,12 @@ def test_reflection_checkpoints(tmp_path):
 
 def test_reflection_checkpoints_cut_at_the_configured_openings(tmp_path):
     backend = ScriptedBackend(trace=EXPLORING)
-    run, _, _ = scripted_run(tmp_path, backend, ProtocolConfig(max_tokens=64, reflection_ks=(0,)), paradigms=("long",))
+    run, _, _ = scripted_run(
+        tmp_path,
+        backend,
+        ProtocolConfig(SamplingParams(temperature=0.2, max_tokens=64), reflection_ks=(0,)),
+        paradigms=("long",),
+    )
     k0 = turn(run, "long", "reflection_k0", 1)
     # the default
     assert k0["prefill"] == "<think>\nStart with pairs.\nAlternatively, try the largest value first.\n</think>\n\n"
@@ -452,7 +459,9 @@ def test_reflection_checkpoints_cut_at_the_configured_openings(tmp_path):
     base = run.results[run.results["condition"] == "base"].iloc[0]
     assert base["reflection_count"] == 2  # "Wait," and "Let me double-check"; the exploration openings are not counted
     both = ProtocolConfig(
-        max_tokens=64, reflection_ks=(0,), reflection_markers=REFLECTION_MARKERS + EXPLORATION_OPENINGS
+        SamplingParams(temperature=0.2, max_tokens=64),
+        reflection_ks=(0,),
+        reflection_markers=REFLECTION_MARKERS + EXPLORATION_OPENINGS,
     )
     (tmp_path / "both").mkdir()
     asked, _, _ = scripted_run(tmp_path / "both", ScriptedBackend(trace=EXPLORING), both, paradigms=("long",))
@@ -526,7 +535,7 @@ def test_unanswered_and_unparsable_instances_are_kept(tmp_path):
     run, backend, _ = scripted_run(
         tmp_path,
         ScriptedBackend(truncate_solve=True, confidence="I am very sure."),
-        config=ProtocolConfig(max_tokens=64, exploration=True, read_truncated=False),
+        config=ProtocolConfig(SamplingParams(temperature=0.2, max_tokens=64), exploration=True, read_truncated=False),
         paradigms=("short", "long"),
     )
     short = run.results[run.results["paradigm"] == "short"]
@@ -544,7 +553,9 @@ def test_unanswered_and_unparsable_instances_are_kept(tmp_path):
 def test_a_truncated_answer_is_read_for_its_complete_solutions(tmp_path):
     # the truncated Short-CoT answer is "Solution 1: {2, 8}\nSolution 2: {3,": one complete solution, a cut one
     run, _, _ = scripted_run(
-        tmp_path, ScriptedBackend(truncate_solve=True), config=ProtocolConfig(max_tokens=64, exploration=True)
+        tmp_path,
+        ScriptedBackend(truncate_solve=True),
+        config=ProtocolConfig(SamplingParams(temperature=0.2, max_tokens=64), exploration=True),
     )
     short = run.results[run.results["paradigm"] == "short"].set_index("condition")
     base = short.loc["base"]
@@ -604,7 +615,9 @@ def test_a_truncated_answer_is_read_for_its_complete_solutions(tmp_path):
 
 def test_truncated_ratings_and_tags_drop_their_last_word(tmp_path):
     run, _, _ = scripted_run(
-        tmp_path, ScriptedBackend(confidence="Confidence: 9"), config=ProtocolConfig(max_tokens=64)
+        tmp_path,
+        ScriptedBackend(confidence="Confidence: 9"),
+        config=ProtocolConfig(SamplingParams(temperature=0.2, max_tokens=64)),
     )
     turns = run.turns.copy()
     turns.loc[turns["turn"] == 2, "status"] = "truncated"  # as if "Confidence: 9" had been cut from "Confidence: 95"
@@ -622,7 +635,9 @@ def test_reply_openings_prefill_each_reply_where_the_backend_continues(tmp_path)
     backend = ScriptedBackend()
     # as a local backend: it continues an assistant prefill
     backend.capabilities = ScriptedBackend.capabilities | {"prefill"}
-    config = ProtocolConfig(max_tokens=64, reply_openings=("solve", "confidence", "reconsider"))
+    config = ProtocolConfig(
+        SamplingParams(temperature=0.2, max_tokens=64), reply_openings=("solve", "confidence", "reconsider")
+    )
     run, backend, _ = scripted_run(tmp_path, backend, config)
     t1, t2, t3 = (turn(run, "short", "base", n) for n in (1, 2, 3))
     assert (t1["prefill"], t2["prefill"], t3["prefill"]) == ("Solution 1: {", "Confidence:", "[")
@@ -656,7 +671,9 @@ def test_a_long_reply_is_opened_after_the_models_own_close(tmp_path):
     # a model that closes its thinking and then answers in its own words gets its opening from its own </think>
     backend = ScriptedBackend(long_closes=True, confidence=" 80")
     backend.capabilities = ScriptedBackend.capabilities | {"prefill"}
-    run, backend, _ = scripted_run(tmp_path, backend, ProtocolConfig(max_tokens=64), paradigms=("long",))
+    run, backend, _ = scripted_run(
+        tmp_path, backend, ProtocolConfig(SamplingParams(temperature=0.2, max_tokens=64)), paradigms=("long",)
+    )
     t2 = turn(run, "long", "base", 2)
     assert t2["prefill"] == "<think>\nSome thinking.\n</think>\n\nConfidence:" and not t2["thinking_forced"]
     assert t2["answer"] == "Confidence: 80" and len(json.loads(t2["keys"])) == 2
@@ -693,7 +710,7 @@ def test_each_stage_goes_whole_to_a_continuously_batching_backend(tmp_path, cont
     "vLLM's scheduler needs a stage's requests at once: one generate call per stage; fixed batches elsewhere."
     items = build_task("subsetsum", seed=0, per_level=5, levels=[1])
     backend = CountingScriptedBackend(continuous)
-    config = ProtocolConfig(max_tokens=64, sc_samples=3, batch_size=4)
+    config = ProtocolConfig(SamplingParams(temperature=0.2, max_tokens=64), sc_samples=3, batch_size=4)
     with GenerationStore(tmp_path / "generations.sqlite") as store:
         run_study(items, {"long": "smollm2-135m"}, store, config, backends={"long": backend}, progress=False)
     # each turn, then the forced end of its emulated thinking: turn 1 (5 instances x 3 samples), turn 2 (sample 0 is the base),
@@ -720,7 +737,7 @@ def test_a_thinking_block_the_template_opened_and_never_closed_is_not_an_answer(
             [ITEM],
             {"long": "qwen3-tiny-random"},
             store,
-            ProtocolConfig(max_tokens=16),
+            ProtocolConfig(SamplingParams(temperature=0.2, max_tokens=16)),
             backends={"long": OpenedByTheTemplate()},
             progress=False,
         )
@@ -845,7 +862,7 @@ def test_unscored_replies_under_both_policies(tmp_path):
     run, _, _ = scripted_run(
         tmp_path,
         ScriptedBackend(truncate_solve=True),
-        config=ProtocolConfig(max_tokens=64, exploration=True, read_truncated=False),
+        config=ProtocolConfig(SamplingParams(temperature=0.2, max_tokens=64), exploration=True, read_truncated=False),
     )
     short = run.results[run.results["paradigm"] == "short"]
     assert short["recall"].isna().all() and short["confidence"].isna().all() and short["decision"].isna().all()
@@ -924,12 +941,12 @@ def test_results_written_with_the_older_self_consistency_names_still_read(tmp_pa
 
 def test_protocol_config_validates():
     with pytest.raises(ValueError, match="reflection_ks"):
-        ProtocolConfig(reflection_ks=(-1,))
+        ProtocolConfig(PAPER, reflection_ks=(-1,))
     with pytest.raises(ValueError, match="max_tokens"):
-        ProtocolConfig(max_tokens=0)
+        ProtocolConfig(SamplingParams(temperature=0.2, max_tokens=0))
     with pytest.raises(ValueError, match="sc_paradigms"):
-        ProtocolConfig(sc_paradigms=("medium",))
-    assert ProtocolConfig(reflection_ks=(4, 1, 4)).reflection_ks == (1, 4)
+        ProtocolConfig(PAPER, sc_paradigms=("medium",))
+    assert ProtocolConfig(PAPER, reflection_ks=(4, 1, 4)).reflection_ks == (1, 4)
 
 
 # --- the report: tables and figures of several runs ----------------------------------------------------------------
@@ -992,6 +1009,8 @@ def test_report_tables_have_flat_headers_and_whole_counts(tmp_path):
 
 def test_table4_is_counted_in_noveltybench_prompts_not_musobench_instances(tmp_path):
     "Table 4's caption count: NoveltyBench prompts per Table 4 row, while the other items count MuSoBench instances."
+    from types import SimpleNamespace
+
     from reasoning_study.figures.sections import condition_counts, count_note
     from reasoning_study.studies.musobench import study as musobench_study
 
@@ -1007,11 +1026,11 @@ def test_table4_is_counted_in_noveltybench_prompts_not_musobench_instances(tmp_p
         )
     ).to_parquet(tmp_path / "novelty.parquet")
     assert condition_counts(musobench_study, [tmp_path])["n"].min() == 3  # the MuSoBench instances (per temperature)
-    prompts = musobench_study.item_counts([tmp_path], musobench_study.NOVELTY_TABLE)
+    table4 = next(f for f in musobench_study.FIGURES if f.item == "Table 4")  # its catalogue row counts prompts
+    prompts = condition_counts(SimpleNamespace(COUNTED=table4.counted), [tmp_path])
     assert prompts[["paradigm", "n"]].values.tolist() == [["long", 5], ["short", 5]]
-    unit = musobench_study.COUNTED_UNITS[musobench_study.NOVELTY_TABLE]
-    assert count_note(prompts, unit) == "n = 5 prompts per condition (2 conditions)"
-    assert musobench_study.item_counts([tmp_path], "table1_reconsideration") is None
+    assert count_note(prompts, table4.unit) == "n = 5 prompts per condition (2 conditions)"
+    assert all(f.counted is None for f in musobench_study.FIGURES if f.item != "Table 4")  # the instances
 
 
 # --- the embedded model: the forced </think> is in the prompt it continues ---------------------------------------

@@ -16,7 +16,7 @@ from conftest import CELL_PARAMETERS, papermill_command
 
 from reasoning_study.config import config_from, parameters_source
 from reasoning_study.metrics.overthinking import PREFIX_COLUMNS, PREFIX_OPTIONAL, TRACE_COLUMNS, UTTERANCE_COLUMNS
-from reasoning_study.studies.overthinking.study import RESULT_FILES, OverthinkingConfig, plan_roles, rescore
+from reasoning_study.studies.overthinking.study import RESULT_FILES, OverthinkingConfig, model_plan, rescore
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "nbs" / "experiments" / "overthinking.ipynb"
@@ -173,7 +173,7 @@ def test_rerun_reuses_stored_generations(runs):
 
 def parameter_check(params: dict):
     "What the notebook's first cell does with its parameters, in-process: the config, then the plan of its models' engines."
-    plan_roles(config_from(OverthinkingConfig, params, where="notebook parameters"))
+    model_plan(config_from(OverthinkingConfig, params, where="notebook parameters"))
 
 
 @pytest.mark.parametrize(
@@ -251,7 +251,7 @@ def test_a_bad_combination_of_models_stops_the_notebook_before_any_model_loads(t
     assert not out.exists()  # the run folder comes after the checks
     executed = json.loads((tmp_path / "bad.ipynb").read_text())["cells"]
     ran = [c for c in executed if c["cell_type"] == "code" and c.get("execution_count")]
-    assert "plan_roles" in "".join(ran[-1]["source"])  # it stopped in the config checks
+    assert "model_plan" in "".join(ran[-1]["source"])  # it stopped in the config checks
 
 
 @pytest.mark.slow

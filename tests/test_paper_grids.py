@@ -108,7 +108,7 @@ def test_paper_grids_pass_the_dry_run(path, tmp_path, capsys):
     assert main([str(path), "--dry-run", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     if path.stem == "musobench":  # what DeepSeek ignores is listed with its cells
-        assert "deepseek-r1: temperature, top_p, seed" in out
+        assert "long (deepseek-r1): temperature, top_p, seed" in out
     assert not any(tmp_path.iterdir())  # nothing ran
 
 
@@ -216,11 +216,11 @@ def check_image_questions_have_a_judge_that_sees_them(path: Path = OVERTHINKING_
 
 def check_every_cell_fits_an_h200(path: Path = OVERTHINKING_GRID):
     "Issue 30 point 4: every cell's engines fit an H200 together, each sized from the study's budgets, not the model's context."
-    from reasoning_study.studies.overthinking.study import model_context, plan_roles
+    from reasoning_study.studies.overthinking.config import model_context, model_plan
     from reasoning_study.sweep.rehearsal import GPUS, paper_model_memory
 
     for cell, config in overthinking_cells(path):
-        plan = plan_roles(config, GPUS["H200"], paper_model_memory)  # raises when they do not fit
+        plan = model_plan(config, GPUS["H200"], paper_model_memory)  # raises when they do not fit
         assert plan.roles["model"].context == model_context(config) < 65536, cell.id
         assert plan.options["model"]["max_model_len"] <= model_context(config), cell.id
 

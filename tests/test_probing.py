@@ -269,7 +269,7 @@ def test_solution_probes_of_a_timetabling_trace(backend):
     "Forced solution lists read with the task's own parser: the answer text after `Solution 1:` is what the probe continued."
     from reasoning_study.backends.request import make_completion
     from reasoning_study.metrics.overthinking import recall_trajectories
-    from reasoning_study.probing.prober import solution_probe_table
+    from reasoning_study.studies.overthinking.run import solution_probe_table
     from reasoning_study.tasks.musobench import build_task
 
     item = build_task("timetabling", seed=0, per_level=1, levels=[1])[0]

@@ -97,7 +97,9 @@ def test_a_reflection_checkpoint_continues_after_the_real_end_of_thinking(backen
     """The protocol's reflection mitigation on a Long-CoT base turn: the thinking is cut before its (k+1)-th
     reflection step, closed with the real `</think>` token (id 151668), and the model answers after it."""
     setup = mb.paradigm_setup("qwen3-tiny-random", "long")
-    config = mb.ProtocolConfig(temperature=0.0, max_tokens=8, reflection_ks=(0, 1, 5), reply_openings=())
+    config = mb.ProtocolConfig(
+        SamplingParams(temperature=0.0, max_tokens=8), reflection_ks=(0, 1, 5), reply_openings=()
+    )
     with GenerationStore(tmp_path / "g.sqlite") as store:
         runner = mb.TurnRunner(backend, setup, store, progress=False)
         messages = tuple(mb.solve_messages(item, setup))

@@ -143,6 +143,10 @@ CAPABILITIES = {  # what a backend may declare (`Backend.capabilities`), and wha
     "images": "shows Request.images to the model",
     "logprobs": "returns token log-probabilities",
     "continuous_batching": "schedules many requests at once (stage_batch_size: a stage in chunks of stage_chunk)",
+    # what a run plans around before a model loads (`backends.plan`), declared per kind (`presets.BACKEND_KINDS`)
+    "gpu_share": "its engine holds a planned share of one GPU beside the run's other engines, its context fitted to the run",
+    "remote": "answers from a server over HTTP: a hosted provider's rules apply and its key comes from the environment",
+    "local_threads": "decodes in this process on CPU threads, in fixed batches (load options num_threads and batch_size)",
 }
 # flags of stand-ins from before
 LEGACY_FLAGS = {

@@ -13,7 +13,6 @@ import re
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Awaitable, Callable, Mapping, Sequence
-from urllib.parse import urlsplit
 
 import openai
 
@@ -24,6 +23,9 @@ from reasoning_study.backends.presets import (
     ProviderRules,
     check_provider_rules,
     get_preset,
+    key_variable,
+    missing_key,
+    server_url,
 )
 from reasoning_study.backends.request import (
     THINK_CLOSE,
@@ -36,19 +38,17 @@ from reasoning_study.backends.request import (
 from ..runs import credential_problems, redact_text
 
 # %% auto #0
-__all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'LOCAL_HOSTS', 'REASONING_FIELDS', 'RETRY_STATUS', 'API_CAPABILITIES',
-           'ApiOptions', 'is_local_url', 'key_variable', 'server_url', 'missing_key', 'api_options', 'check_options',
-           'sampling_fields', 'prefill_problem', 'response_format', 'chat_messages', 'chat_body', 'token_prompt_body',
-           'tokenize_url', 'tokenize_bodies', 'token_ids_of', 'prefilled_token_request', 'reasoning_field',
-           'join_reasoning', 'finish_of', 'usage_counts', 'token_logprobs_of', 'served_model_of',
-           'completion_from_response', 'is_retryable', 'backoff_delay', 'retry_after_seconds', 'is_rate_limit',
-           'describe_error', 'ApiCallFailed', 'with_retries', 'run_sync', 'api_capabilities', 'OpenAIBackend',
-           'from_preset']
+__all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'REASONING_FIELDS', 'RETRY_STATUS', 'API_CAPABILITIES', 'ApiOptions',
+           'api_options', 'check_options', 'sampling_fields', 'prefill_problem', 'response_format', 'chat_messages',
+           'chat_body', 'token_prompt_body', 'tokenize_url', 'tokenize_bodies', 'token_ids_of',
+           'prefilled_token_request', 'reasoning_field', 'join_reasoning', 'finish_of', 'usage_counts',
+           'token_logprobs_of', 'served_model_of', 'completion_from_response', 'is_retryable', 'backoff_delay',
+           'retry_after_seconds', 'is_rate_limit', 'describe_error', 'ApiCallFailed', 'with_retries', 'run_sync',
+           'api_capabilities', 'OpenAIBackend', 'from_preset']
 
 # %% ../../nbs/15_backends.openai.ipynb #e659975e
 MAX_TOKENS_FIELDS = TOKEN_BUDGET_FIELDS  # ("max_completion_tokens", "max_tokens")
 PREFILL_MODES = ("continue", "prefix", "tokens")
-LOCAL_HOSTS = ("localhost", "::1", "0.0.0.0")  # and 127.x.x.x
 
 
 @dataclass(frozen=True)
@@ -89,41 +89,6 @@ class ApiOptions:
         if self.prefill_mode not in PREFILL_MODES:
             raise ValueError(f"prefill_mode must be one of {PREFILL_MODES}, got {self.prefill_mode!r}")
         object.__setattr__(self, "extra_body", dict(self.extra_body))
-
-
-def is_local_url(url: str) -> bool:
-    "Whether a base URL points at this machine (a local server, which takes any key)."
-    host = urlsplit(url).hostname or ""
-    return host in LOCAL_HOSTS or host.startswith("127.")
-
-
-def key_variable(preset: ModelPreset) -> str | None:
-    "The environment variable the preset's key is read from (its `api_key_env` option); None: its server takes no key."
-    variable = dict(preset.options).get("api_key_env")
-    if variable is None or variable == "":
-        return None
-    if not isinstance(variable, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
-        shown = "a value that is no variable name (a key?)" if credential_problems(str(variable)) else repr(variable)
-        raise ValueError(
-            f"preset {preset.name!r}: api_key_env names the environment variable holding the key, got {shown}"
-        )
-    return variable
-
-
-def server_url(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:
-    "Where the preset's requests go: its (or the run's) `base_url` option, else OPENAI_BASE_URL (None: nowhere given)."
-    env = os.environ if env is None else env
-    return dict(preset.options).get("base_url") or env.get("OPENAI_BASE_URL") or None
-
-
-def missing_key(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:
-    "The variable the preset's calls need and the environment lacks (None: set, not needed, or a local server)."
-    env = os.environ if env is None else env
-    variable = key_variable(preset)
-    if variable is None or env.get(variable):
-        return None
-    url = server_url(preset, env)
-    return None if url and is_local_url(url) else variable
 
 
 def api_options(
@@ -171,9 +136,11 @@ def api_options(
 
 
 def check_options(preset: ModelPreset) -> None:
-    """Fail when the preset's options (or the environment) do not make a working client
-    (`backends.presets.check_backend_options`)."""
-    api_options(preset)
+    """Fail when the preset's options do not make a client: their names and values, a server to call
+    (`backends.presets.check_backend_options`). Its key is checked where it is read: the sweep names it before a run
+    (`backends.plan.role_keys`), `api_options` when the backend loads."""
+    variable = key_variable(preset)
+    api_options(preset, env={**os.environ, **({variable: "checked where it is read"} if variable else {})})
 
 # %% ../../nbs/15_backends.openai.ipynb #2db45758
 def sampling_fields(
@@ -551,7 +518,8 @@ def run_sync(coroutine: Awaitable[Any]) -> Any:
         return pool.submit(asyncio.run, coroutine).result()
 
 # %% ../../nbs/15_backends.openai.ipynb #c0c7f98b
-API_CAPABILITIES = frozenset({"images", "response_schema", "continuous_batching"})  # what every server is sent
+# what every server is sent (and `remote`: it answers over HTTP)
+API_CAPABILITIES = frozenset({"images", "response_schema", "continuous_batching", "remote"})
 
 
 def api_capabilities(preset: ModelPreset, options: ApiOptions) -> frozenset[str]:

@@ -8,17 +8,22 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 from dataclasses import dataclass, fields, replace
 from typing import Any, Mapping
+from urllib.parse import urlsplit
 
-from .contract import Backend, ThinkingSwitch
+from .contract import Backend, ThinkingSwitch, check_capabilities
 from .request import SamplingParams
+from ..runs import credential_problems
 
 # %% auto #0
 __all__ = ['TOKEN_BUDGET_FIELDS', 'SAMPLING_FIELDS', 'NOT_ASKED', 'OPENAI_REASONING', 'OPENAI_GPT_4O_MINI', 'DEEPSEEK_CHAT',
-           'DEEPSEEK_REASONER', 'DEEPSEEK_API', 'OPENAI_API', 'PRESETS', 'PRESET_ALIASES', 'PRESETS_FILE_ENV',
-           'ProviderRules', 'ModelPreset', 'get_preset', 'register_preset', 'key_variables', 'load_backend',
-           'check_backend_options', 'preset_override', 'apply_preset_file', 'provider_problems', 'check_provider_rules',
+           'DEEPSEEK_REASONER', 'DEEPSEEK_API', 'OPENAI_API', 'PRESETS', 'PRESET_ALIASES', 'BACKEND_KINDS',
+           'LOCAL_HOSTS', 'PRESETS_FILE_ENV', 'ProviderRules', 'ModelPreset', 'get_preset', 'register_preset',
+           'key_variables', 'BackendKind', 'backend_kind', 'preset_capabilities', 'preset_supports', 'load_backend',
+           'check_backend_options', 'effective_sampling', 'is_local_url', 'key_variable', 'server_url', 'missing_key',
+           'key_variable_hint', 'preset_override', 'apply_preset_file', 'provider_problems', 'check_provider_rules',
            'ignored_parameters']
 
 # %% ../../nbs/12_backends.presets.ipynb #9aabf934
@@ -355,21 +360,142 @@ def key_variables(presets: dict[str, ModelPreset] | None = None) -> dict[str, li
             found.setdefault(variable, []).append(p.name)
     return found
 
+# %% ../../nbs/12_backends.presets.ipynb #9ea8601c
+@dataclass(frozen=True)
+class BackendKind:
+    "A kind of backend as a plan sees it before anything loads: the module that loads it, and what it can declare."
+
+    name: str  # what a preset's `backend` says
+    module: str  # its module: `from_preset(preset)` and `check_options(preset)`
+    capabilities: frozenset[str]  # the most its backends declare once loaded (`images` only for a multimodal model)
+
+    def __post_init__(self):
+        object.__setattr__(self, "capabilities", check_capabilities(self.capabilities))
+
+
+BACKEND_KINDS: dict[str, BackendKind] = {
+    k.name: k
+    for k in [
+        BackendKind(
+            "transformers",
+            "reasoning_study.backends.transformers",
+            {"token_prompts", "tokenizer", "kv_reuse", "prefill", "logprobs", "local_threads"},
+        ),
+        BackendKind(
+            "vllm",
+            "reasoning_study.backends.vllm",
+            {
+                "token_prompts",
+                "tokenizer",
+                "prefill",
+                "images",
+                "response_schema",
+                "continuous_batching",
+                "logprobs",
+                "gpu_share",
+            },
+        ),
+        BackendKind(
+            "openai",
+            "reasoning_study.backends.openai",
+            {"token_prompts", "prefill", "images", "response_schema", "continuous_batching", "logprobs", "remote"},
+        ),
+    ]
+}
+
+
+def backend_kind(preset: str | ModelPreset) -> BackendKind:
+    "The kind of a preset's backend; an unknown kind names the known ones."
+    preset = get_preset(preset)
+    if preset.backend not in BACKEND_KINDS:
+        raise ValueError(
+            f"preset {preset.name!r}: unknown backend {preset.backend!r}; known: {', '.join(BACKEND_KINDS)}"
+        )
+    return BACKEND_KINDS[preset.backend]
+
+
+def preset_capabilities(preset: str | ModelPreset) -> frozenset[str]:
+    "What the preset's backend can declare once loaded, read before it loads (`images` only for a multimodal model)."
+    preset = get_preset(preset)
+    found = backend_kind(preset).capabilities
+    return found if preset.multimodal else found - {"images"}
+
+
+def preset_supports(preset: str | ModelPreset, capability: str) -> bool:
+    "Whether the preset's backend can declare `capability` (a name of `backends.contract.CAPABILITIES`)."
+    return capability in check_capabilities([capability]) & preset_capabilities(preset)
+
 
 def load_backend(preset: str | ModelPreset, **options) -> Backend:
-    "A live backend for `preset`; imports only the backend module it needs."
+    "A live backend for `preset`; imports only the module of its kind."
     preset = get_preset(preset)
     if options:
         preset = preset.with_options(**options)
-    module = importlib.import_module(f"reasoning_study.backends.{preset.backend}")
-    return module.from_preset(preset)
+    return importlib.import_module(backend_kind(preset).module).from_preset(preset)
 
 
 def check_backend_options(preset: str | ModelPreset, options: Mapping | None = None) -> None:
     """Fail, naming the known options, when the preset's options plus `options` are not options of its backend (its
-    module's `check_options`)."""
+    kind's module's `check_options`)."""
     preset = get_preset(preset).with_options(**(options or {}))
-    importlib.import_module(f"reasoning_study.backends.{preset.backend}").check_options(preset)
+    importlib.import_module(backend_kind(preset).module).check_options(preset)
+
+# %% ../../nbs/12_backends.presets.ipynb #0f9cc54f
+def effective_sampling(
+    preset: str | ModelPreset,
+    **overrides,  # SamplingParams fields; a field given as None keeps the preset's value
+) -> SamplingParams:
+    "The sampling a role sends: its preset's (the release's settings), each override that is not None replacing one."
+    given = {k: v for k, v in overrides.items() if v is not None}
+    if unknown := sorted(set(given) - set(SAMPLING_FIELDS)):
+        raise ValueError(f"unknown sampling field(s) {unknown}; fields: {list(SAMPLING_FIELDS)}")
+    if "stop" in given:
+        given["stop"] = tuple(given["stop"])
+    return replace(get_preset(preset).sampling, **given)
+
+# %% ../../nbs/12_backends.presets.ipynb #f4e9ecb8
+LOCAL_HOSTS = ("localhost", "::1", "0.0.0.0")  # and 127.x.x.x
+
+
+def is_local_url(url: str) -> bool:
+    "Whether a base URL points at this machine (a local server, which takes any key)."
+    host = urlsplit(url).hostname or ""
+    return host in LOCAL_HOSTS or host.startswith("127.")
+
+
+def key_variable(preset: ModelPreset) -> str | None:
+    "The environment variable the preset's key is read from (its `api_key_env` option); None: its server takes no key."
+    variable = dict(preset.options).get("api_key_env")
+    if variable is None or variable == "":
+        return None
+    if not isinstance(variable, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", variable):
+        shown = "a value that is no variable name (a key?)" if credential_problems(str(variable)) else repr(variable)
+        raise ValueError(
+            f"preset {preset.name!r}: api_key_env names the environment variable holding the key, got {shown}"
+        )
+    return variable
+
+
+def server_url(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:
+    "Where the preset's requests go: its (or the run's) `base_url` option, else OPENAI_BASE_URL (None: nowhere given)."
+    env = os.environ if env is None else env
+    return dict(preset.options).get("base_url") or env.get("OPENAI_BASE_URL") or None
+
+
+def missing_key(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:
+    "The variable the preset's calls need and the environment lacks (None: set, not needed, or a local server)."
+    env = os.environ if env is None else env
+    variable = key_variable(preset)
+    if variable is None or env.get(variable):
+        return None
+    url = server_url(preset, env)
+    return None if url and is_local_url(url) else variable
+
+
+def key_variable_hint() -> str:
+    "Which variables the hosted presets read their keys from (for messages)."
+    found = key_variables()
+    return ", ".join(f"{v} ({', '.join(p)})" for v, p in found.items()) or "the preset's api_key_env"
 
 # %% ../../nbs/12_backends.presets.ipynb #b76ff9d4
 PRESETS_FILE_ENV = "REASONING_STUDY_PRESETS"  # a JSON file of preset overrides, read at import

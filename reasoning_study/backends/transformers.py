@@ -399,7 +399,7 @@ class TransformersBackend:
     # token-level, with KV-cache reuse for the prober; no "images" (a text-only causal LM: such requests become `error`
     # completions), no "response_schema" (no constrained decoding: such a request is generated normally).
     # An instance drops "kv_reuse" when its model cannot share a prefix between rows (`supports_prefix_sharing`).
-    capabilities = frozenset({"token_prompts", "tokenizer", "kv_reuse", "prefill", "logprobs"})
+    capabilities = frozenset({"token_prompts", "tokenizer", "kv_reuse", "prefill", "logprobs", "local_threads"})
 
     def __init__(
         self,

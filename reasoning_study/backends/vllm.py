@@ -26,7 +26,7 @@ from reasoning_study.backends.contract import (
     supports,
     tokenize_continuation,
 )
-from .presets import ModelPreset, check_backend_options, get_preset
+from .presets import ModelPreset, check_backend_options, get_preset, preset_supports
 from .request import Completion, Request, SamplingParams, make_completion, request_images
 from .weights import hub_commit, resolve_weights
 
@@ -314,7 +314,16 @@ class VllmBackend:
     # stage);
     # logprobs: the sampled tokens' log-probabilities (SamplingParams(logprobs=0))
     capabilities = frozenset(
-        {"token_prompts", "tokenizer", "prefill", "images", "response_schema", "continuous_batching", "logprobs"}
+        {
+            "token_prompts",
+            "tokenizer",
+            "prefill",
+            "images",
+            "response_schema",
+            "continuous_batching",
+            "logprobs",
+            "gpu_share",
+        }
     )
 
     def __init__(self, preset: ModelPreset, options: VllmOptions | None = None):
@@ -585,7 +594,7 @@ def co_resident_options(
     engines: dict[tuple, list[str]] = {}  # weights -> the roles on them (one engine)
     for name, role in roles.items():
         preset = get_preset(role.preset)
-        if preset.backend == "vllm":
+        if preset_supports(preset, "gpu_share"):
             engines.setdefault((preset.model_id, preset.revision), []).append(name)
     merged = {}
     for key, names in engines.items():

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -13,18 +14,30 @@ from typing import Iterator, Sequence
 
 import pandas as pd
 
-from ..backends.presets import PRESETS_FILE_ENV, ModelPreset, get_preset, key_variables
-from ..config import config_from, config_values
+from ..backends.plan import ModelPlan, Role, gpu_shares
+from ..backends.presets import PRESETS_FILE_ENV, ModelPreset, get_preset, key_variables, preset_supports
+from ..backends.server import serve_with_vllm
+from ..backends.vllm import EngineMemory, vllm_options
+from reasoning_study.backends.weights import (
+    TINY_QWEN3_SEED,
+    build_once,
+    cache_root,
+    file_sha256,
+    save_random_qwen3,
+    tiny_qwen3_dir,
+)
+from ..config import config_from
+from ..studies.registry import STUDIES, study_module
+from .executors import run_sweep
 from .index import work_folder, write_atomic
-from .spec import Cell, Sweep, cell_sampling, preset_options, registered_config, run_presets
+from .spec import Cell, Sweep, cell_roles, registered_config
 
 # %% auto #0
 __all__ = ['NO_VL_PROCESSOR', 'TEMPLATE_NOTES', 'SHAPE_NOTES', 'PREFIX_NOTE', 'END_BIAS', 'END_TOKEN_ID', 'THINKING_OFF',
-           'SERVER_SHAPES', 'REHEARSAL_CONTEXT', 'CEILINGS', 'REPLACED', 'SERVER_OPTIONS', 'GPUS', 'PAPER_MODEL_SHAPES',
-           'REHEARSAL_FILE', 'PRESETS_FILE', 'REHEARSAL_COLUMNS', 'PLANNED', 'StandIn', 'stand_in', 'ending_qwen3',
-           'stand_in_dir', 'stand_in_servers', 'stand_in_changes', 'rehearsal_parameters', 'cell_values',
-           'cell_presets', 'rehearsal_data', 'paper_model_memory', 'engine_plan', 'request_fields', 'failed_stage',
-           'rehearsal_table', 'stand_in_table', 'write_rehearsal', 'rehearse']
+           'SERVER_SHAPES', 'REHEARSAL_CONTEXT', 'GPUS', 'PAPER_MODEL_SHAPES', 'REHEARSAL_FILE', 'PRESETS_FILE',
+           'REHEARSAL_COLUMNS', 'StandIn', 'stand_in', 'ending_qwen3', 'stand_in_dir', 'stand_in_servers',
+           'stand_in_changes', 'rehearsal_parameters', 'paper_model_memory', 'cell_plan', 'plan_text', 'engine_plan',
+           'request_fields', 'failed_stage', 'rehearsal_table', 'stand_in_table', 'write_rehearsal', 'rehearse']
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #92d632a7
 @dataclass(frozen=True)
@@ -66,7 +79,7 @@ def stand_in(preset: str | ModelPreset) -> StandIn:
     preset = get_preset(preset)
     if preset.model_id.startswith("embedded:"):
         return StandIn(preset.name, "itself (an embedded CPU model)")
-    if preset.backend == "openai":
+    if preset_supports(preset, "remote"):
         shape = (
             "plain"
             if preset.thinking != "api"
@@ -101,16 +114,6 @@ def ending_qwen3(model, bias: float = END_BIAS, coordinate: int = 0):
 
 def stand_in_dir() -> Path:
     "The rehearsal's stand-in model folder (the tiny random Qwen3, `ending_qwen3`), built once into the model cache."
-    import hashlib
-
-    from reasoning_study.backends.weights import (
-        TINY_QWEN3_SEED,
-        build_once,
-        cache_root,
-        save_random_qwen3,
-        tiny_qwen3_dir,
-    )
-
     key = hashlib.sha256(f"{tiny_qwen3_dir().name}:{END_BIAS}".encode()).hexdigest()[:12]
     return build_once(
         cache_root() / "models" / f"qwen3-tiny-ending-{key}",
@@ -135,8 +138,6 @@ def stand_in_servers(
 ) -> Iterator[dict[str, str]]:
     """vLLM OpenAI-compatible servers on 127.0.0.1, one per answer shape, each serving its presets under their API
     model names; yields preset -> base_url."""
-    from reasoning_study.backends.server import serve_with_vllm
-
     groups: dict[tuple, list[str]] = {}
     for s in stands:
         groups.setdefault(SERVER_SHAPES[s.shape], []).append(s.preset)
@@ -173,94 +174,19 @@ def stand_in_changes(stand: StandIn, model_dir: str | Path, revision: str, base_
     }
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #95b6542f
-CEILINGS = {  # parameter -> the most a rehearsal runs (None, "all", becomes the ceiling)
-    "per_level": 1,
-    "musobench_per_level": 1,
-    "n_items": 1,
-    "novelty_prompts": 1,
-    "n_samples": 2,
-    "sc_samples": 2,
-    "novelty_k": 2,
-    "max_tokens": 48,
-    "musobench_max_tokens": 48,
-    "max_new_tokens": 24,
-    "probe_max_tokens": 8,
-    "musobench_probe_tokens": 8,
-    "judge_max_tokens": 32,
-}
-REPLACED = {"levels": [1], "device": "cpu", "allow_hub": False}  # set where a cell sets them: the first level, on CPU
-SERVER_OPTIONS = ("backend_options", "judge_options", "extractor_options")  # a base_url there is the real endpoint's
-
-
 def rehearsal_parameters(
-    parameters: dict,  # a cell's parameters
-    data_paths: dict[str, str],  # benchmark -> the rehearsal's local records
+    cell: Cell,
+    folder: str | Path,  # where the study may write local records for what the cell would fetch
 ) -> dict:
-    "The cell's parameters with the sizes cut, on CPU, with local records; every condition, turn and role kept."
-    values = dict(parameters)
-    for name, ceiling in CEILINGS.items():
-        if name in values:
-            values[name] = ceiling if values[name] is None else min(values[name], ceiling)
-    values |= {name: value for name, value in REPLACED.items() if name in values}
-    if "benchmarks" in values:
-        values["data_paths"] = {b: data_paths[b] for b in values["benchmarks"] if b in data_paths}
-    for option in SERVER_OPTIONS:  # each stand-in preset names its own local server
-        if isinstance(values.get(option), dict):
-            values[option] = {k: v for k, v in values[option].items() if k != "base_url"}
+    "The cell's parameters cut by its study for a rehearsal, each role's real endpoint left out of its options."
+    name = cell.notebook_name
+    values = (
+        study_module(name).rehearsal_parameters(cell.parameters, folder) if name in STUDIES else dict(cell.parameters)
+    )
+    for role in cell_roles(cell.notebook, values):  # each stand-in preset names its own local server
+        if role.option_field and isinstance(values.get(role.option_field), dict):
+            values[role.option_field] = {k: v for k, v in values[role.option_field].items() if k != "base_url"}
     return values
-
-
-def cell_values(cell: Cell) -> dict:
-    "A cell's parameters over its notebook's defaults (its study config's, where it has one)."
-    config = registered_config(cell.notebook)
-    return cell.parameters if config is None else config_values(config_from(config, cell.parameters))
-
-
-def cell_presets(values: dict) -> list[str]:
-    "Every preset a run loads (sampled from, extractors, judge)."
-    return [p for p, _ in preset_options(values)]
-
-# %% ../../nbs/97_sweep.rehearsal.ipynb #6ce38967
-def rehearsal_data(folder: str | Path) -> dict[str, str]:
-    "Local records in the shape of the text benchmarks the overthinking grid reads from the hub (written once)."
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    records = {
-        "aime2025": [
-            {
-                "id": "rehearsal-1",
-                "problem": "What is the sum of the first ten positive integers?",
-                "answer": "55",
-                "url": "",
-            },
-            {"id": "rehearsal-2", "problem": "How many positive divisors does 36 have?", "answer": "9", "url": ""},
-        ],
-        "gpqa": [
-            {
-                "Record ID": f"rehearsal-{k}",
-                "Question": question,
-                "Correct Answer": right,
-                "Incorrect Answer 1": a,
-                "Incorrect Answer 2": b,
-                "Incorrect Answer 3": c,
-                "High-level domain": "Chemistry",
-                "Subdomain": "General",
-            }
-            for k, (question, right, a, b, c) in enumerate(
-                [
-                    ("Which gas makes up most of the air we breathe?", "Nitrogen", "Oxygen", "Argon", "Hydrogen"),
-                    ("What is the charge of an electron?", "Negative", "Positive", "Neutral", "It varies"),
-                ],
-                1,
-            )
-        ],
-    }
-    paths = {}
-    for name, rows in records.items():
-        path = folder / f"{name}.jsonl"
-        write_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
-        paths[name] = str(path)
-    return paths
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #0c6a8330
 GPUS = {"H100 80GB": 81_559 << 20, "H200": 143_771 << 20}  # total memory as nvidia-smi reports it (MiB)
@@ -291,10 +217,8 @@ PAPER_MODEL_SHAPES = {
 }
 
 
-def paper_model_memory(preset: str | ModelPreset, max_model_len: int | None = None):
+def paper_model_memory(preset: str | ModelPreset, max_model_len: int | None = None) -> EngineMemory:
     "What an engine for the real model of `preset` needs in bfloat16 (`backends.vllm.EngineMemory`), from its shape."
-    from reasoning_study.backends.vllm import EngineMemory, vllm_options
-
     preset = get_preset(preset)
     if preset.model_id not in PAPER_MODEL_SHAPES:
         raise FileNotFoundError(f"no shape known for {preset.model_id}")
@@ -303,44 +227,42 @@ def paper_model_memory(preset: str | ModelPreset, max_model_len: int | None = No
     return EngineMemory(int(params * 2), 2 * layers * kv_heads * head_dim * 2, int(context))
 
 
+def cell_plan(cell: Cell, gpu_bytes: int) -> ModelPlan | None:
+    "The cell's plan of the real models on a GPU of `gpu_bytes` (its study's `model_plan`); None for a notebook of no study."
+    if cell.notebook_name not in STUDIES:
+        return None
+    config = config_from(registered_config(cell.notebook), cell.parameters)
+    return study_module(cell.notebook_name).model_plan(config, gpu_bytes, paper_model_memory)
+
+
+def plan_text(plan: ModelPlan | None) -> str:
+    "Each engine's roles and its share of the GPU: 'short+long 0.9', or 'no vLLM engine'."
+    shares = gpu_shares(plan) if plan is not None else {}
+    engines: dict[tuple, list[str]] = {}
+    for role in shares:
+        engines.setdefault(plan.roles[role].share_key(), []).append(role)
+    return ", ".join(f"{'+'.join(roles)} {shares[roles[0]]}" for roles in engines.values()) or "no vLLM engine"
+
+
 def engine_plan(cell: Cell, gpu_bytes: int) -> str:
-    "How the cell's vLLM engines share the target GPU (each role's gpu_memory_utilization), or why they do not fit."
-    from reasoning_study.backends.vllm import EngineRole, co_resident_options
-
-    values = cell_values(cell)
+    "How the cell's vLLM engines share the target GPU (each engine's gpu_memory_utilization), or why they do not fit."
     try:
-        if cell.notebook_name == "overthinking":
-            from reasoning_study.studies.overthinking.study import OverthinkingConfig, plan_roles
-
-            plan = plan_roles(config_from(OverthinkingConfig, cell.parameters), gpu_bytes, paper_model_memory)
-            roles, options = plan.roles, plan.options
-        else:
-            roles = {
-                p: EngineRole(p, values.get("backend_options") or {})
-                for p in run_presets(values)
-                if get_preset(p).backend == "vllm"
-            }  # an API model takes no share
-            if not roles:
-                return "no vLLM engine"
-            options = co_resident_options(roles, values.get("gpu_memory_budget", 0.9), gpu_bytes, paper_model_memory)
+        return plan_text(cell_plan(cell, gpu_bytes))
     except ValueError as e:
         return f"does not fit: {e}"
-    on_gpu = {r: o for r, o in options.items() if get_preset(roles[r].preset).backend == "vllm"}
-    return ", ".join(f"{r} {o.get('gpu_memory_utilization', 0.9)}" for r, o in on_gpu.items()) or "no vLLM engine"
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #effdbe73
 REHEARSAL_FILE = "rehearsal.md"
 PRESETS_FILE = "rehearsal_presets.json"
 REHEARSAL_COLUMNS = ["cell", "status", "stage", "error", "presets", "requests", *(f"plan {g}" for g in GPUS), "seconds"]
-PLANNED = ("musobench", "overthinking")  # notebooks whose vLLM engines are planned (attention runs on transformers)
 
 
-def request_fields(values: dict, preset: str) -> dict:
-    "The sampling fields of a cell's request to an API preset, as its backend sends them (after the provider's rules)."
+def request_fields(role: Role) -> dict:
+    "The sampling fields of a hosted role's request, as its backend sends them (after the provider's rules)."
+    # the openai client (the api extra): imported where a hosted role's request is shown
     from reasoning_study.backends.openai import sampling_fields
 
-    preset = get_preset(preset)
-    sampling = cell_sampling(values, preset)
+    preset, sampling = role.model, role.sampling
     body, extra = sampling_fields(
         sampling, sampling.sample_seed(0), preset.rules.max_tokens_field or "max_completion_tokens", preset.rules
     )
@@ -366,14 +288,14 @@ def rehearsal_table(
     ran = {r.cell: r for r in results.itertuples()}
     rows = []
     for cell in cells:
-        values = cell_values(rehearsed.get(cell.id, cell))
-        presets = cell_presets(values)
-        api = {p: request_fields(values, p) for p in presets if get_preset(p).backend == "openai"}
-        plans = {f"plan {g}": engine_plan(cell, b) if cell.notebook_name in PLANNED else "" for g, b in GPUS.items()}
+        as_run = rehearsed.get(cell.id, cell)
+        roles = cell_roles(as_run.notebook, as_run.parameters)
+        api = {r.name: request_fields(r) for r in roles if r.supports("remote")}
+        plans = {f"plan {g}": engine_plan(cell, b) for g, b in GPUS.items()}
         row = dict(
             cell=cell.id,
-            presets=", ".join(f"{p} ({get_preset(p).backend})" for p in presets),
-            requests="; ".join(f"{p}: {json.dumps(f)}" for p, f in api.items()),
+            presets=", ".join(f"{r.name}: {r.preset} ({r.model.backend})" for r in roles),
+            requests="; ".join(f"{r}: {json.dumps(f)}" for r, f in api.items()),
             **plans,
         )
         if cell.id in gaps and gaps[cell.id]:
@@ -431,20 +353,15 @@ def rehearse(
 ) -> pd.DataFrame:
     """Run every cell of `sweep` with its models replaced by stand-ins and its sizes cut; writes `rehearsal.md` and
     returns its cells table."""
-    from reasoning_study.backends.weights import file_sha256
-    from reasoning_study.sweep.executors import run_sweep
-
     sweep_dir = sweep.folder(out_root, root)
     sweep_dir.mkdir(parents=True, exist_ok=True)
     cells = [c for c in sweep.cells if only is None or c.id in only]
-    data = rehearsal_data(sweep_dir / "rehearsal_data")
-    presets = {c.id: cell_presets(cell_values(c)) for c in cells}
+    presets = {c.id: [r.preset for r in cell_roles(c.notebook, c.parameters)] for c in cells}
     stands = {p: stand_in(p) for p in dict.fromkeys(p for ps in presets.values() for p in ps)}
     gaps = {c.id: [stands[p].missing for p in presets[c.id] if stands[p].missing] for c in cells}
-    rehearsed = {
-        c.id: replace(c, parameters=rehearsal_parameters(c.parameters, data), keys=()) for c in cells if not gaps[c.id]
-    }
-    used = list(dict.fromkeys(p for c in rehearsed.values() for p in cell_presets(cell_values(c))))
+    data = sweep_dir / "rehearsal_data"  # the studies' local records of what a cell would fetch
+    rehearsed = {c.id: replace(c, parameters=rehearsal_parameters(c, data), keys=()) for c in cells if not gaps[c.id]}
+    used = list(dict.fromkeys(r.preset for c in rehearsed.values() for r in cell_roles(c.notebook, c.parameters)))
     model_dir = stand_in_dir()
     revision = "stand-in:qwen3-tiny-ending-" + file_sha256(model_dir / "model.safetensors")[:12]
     with stand_in_servers([stands[p] for p in used if stands[p].shape], model_dir) as urls:

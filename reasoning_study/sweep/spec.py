@@ -19,17 +19,16 @@ from typing import Any, Sequence
 import pandas as pd
 import yaml
 
-from ..backends.presets import PRESETS, ignored_parameters, provider_problems
-from ..backends.request import SamplingParams
-from ..config import ConfigError, config_from, config_values
-from ..runs import credential_problems, key_variable_hint, project_root, resolve_path
-from ..studies.registry import config_import, study_config
+from ..backends.plan import Role, provider_report, role_keys
+from ..backends.presets import key_variable_hint
+from ..config import ConfigError, config_from
+from ..runs import credential_problems, project_root, resolve_path
+from ..studies.registry import STUDIES, config_import, study_config, study_module, study_notebook
 
 # %% auto #0
-__all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SAMPLING_PARAMETERS', 'ROLE_OPTIONS', 'SweepError',
-           'experiments_dir', 'notebook_path', 'NotebookParameter', 'notebook_parameters', 'registered_config',
-           'config_problems', 'config_cell_problems', 'preset_names', 'run_presets', 'cell_sampling', 'provider_check',
-           'preset_options', 'cell_keys', 'missing_keys', 'Cell', 'cell_id', 'grid_points', 'check_values',
+__all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SweepError', 'experiments_dir', 'notebook_path',
+           'NotebookParameter', 'notebook_parameters', 'registered_config', 'config_problems', 'config_cell_problems',
+           'cell_roles', 'model_checks', 'missing_keys', 'Cell', 'cell_id', 'grid_points', 'check_values',
            'experiment_cells', 'Sweep', 'load_sweep']
 
 # %% ../../nbs/90_sweep.spec.ipynb #5a87039a
@@ -56,9 +55,10 @@ def experiments_dir(root: str | Path | None = None) -> Path:
 
 
 def notebook_path(name: str, root: str | Path | None = None) -> Path:
-    "An experiment notebook by name (`musobench`) or path (relative paths from the project root)."
+    """An experiment notebook by name (`musobench`: the project's, or the one a registered study ships) or path (relative
+    paths from the project root)."""
     if "/" not in name and not name.endswith(".ipynb"):
-        return experiments_dir(root) / f"{name}.ipynb"
+        return study_notebook(name) or experiments_dir(root) / f"{name}.ipynb"
     return resolve_path(name, root)
 
 # %% ../../nbs/90_sweep.spec.ipynb #34a60246
@@ -155,96 +155,33 @@ def config_cell_problems(cls: type, cells: Sequence["Cell"], where: str) -> list
         for p, ids in found.items()
     ]
 
-# %% ../../nbs/90_sweep.spec.ipynb #c6b9ecb3
-def preset_names(name: str, value: Any) -> list[str]:
-    "The preset names a parameter value refers to (none for most parameters)."
-    if name == "preset" or name.endswith("_preset") or name == "judge":
-        return [value] if isinstance(value, str) else []
-    if name == "extractors" and isinstance(value, list):
-        return [v.split(":", 1)[1] for v in value if isinstance(v, str) and v.startswith("llm:")]
-    return []
-
-# %% ../../nbs/90_sweep.spec.ipynb #c7308cfc
-# notebook parameters that set a run's sampling
-SAMPLING_PARAMETERS = ("temperature", "top_p", "top_k", "max_tokens", "seed")
-
-
-def run_presets(values: dict) -> list[str]:
-    """The presets a run samples from with its sampling parameters: `preset` and `*_preset` (`<p>_preset` only if
-    `paradigms` has p)."""
-    paradigms = values.get("paradigms")
-    found = [
-        value
-        for name, value in values.items()
-        if isinstance(value, str)
-        and (name == "preset" or name.endswith("_preset"))
-        and (name == "preset" or not isinstance(paradigms, list) or name.removesuffix("_preset") in paradigms)
-    ]
-    return list(dict.fromkeys(found))
+# %% ../../nbs/90_sweep.spec.ipynb #4a1a6762
+def cell_roles(
+    notebook: str | Path,  # an experiment notebook (name or path)
+    values: dict,  # the cell's parameters
+) -> list[Role]:
+    "The models a run of `notebook` with `values` uses, as its study declares them ([] for a notebook of no study)."
+    name = Path(notebook).stem
+    config = registered_config(notebook)
+    if config is None or name not in STUDIES:
+        return []
+    return study_module(name).roles(config_from(config, values))
 
 
-def cell_sampling(values: dict, preset) -> SamplingParams:
-    "The sampling a run asks of `preset`: its value of each sampling parameter, the preset's where it has none."
-    given = {k: values[k] for k in SAMPLING_PARAMETERS if k in values and (values[k] is not None or k == "seed")}
-    return replace(preset.sampling, **given)
-
-
-def provider_check(
-    values: dict,  # a cell's parameters over the notebook's defaults
+def model_checks(
+    roles: list[Role],
     where: str,  # how messages name the cell
-) -> tuple[list[str], tuple[str, ...]]:
-    "(what the cell's presets' providers cannot honour, what they ignore as 'preset: parameter, ...')."
-    problems, ignored = [], []
-    for name in run_presets(values):
-        if name not in PRESETS:
-            continue  # reported as an unknown preset
-        try:
-            sampling = cell_sampling(values, PRESETS[name])
-        except (TypeError, ValueError) as e:
-            problems.append(f"{where}: the sampling of preset {name!r}: {e}")
-            continue
-        problems += [f"{where}: {p}" for p in provider_problems(PRESETS[name], sampling)]
-        if found := ignored_parameters(PRESETS[name], sampling):
-            ignored.append(f"{name}: {', '.join(found)}")
-    return problems, tuple(ignored)
-
-# %% ../../nbs/90_sweep.spec.ipynb #e05b6134
-# every other preset parameter: backend_options
-ROLE_OPTIONS = {"judge": "judge_options", "extractors": "extractor_options"}
-
-
-def preset_options(values: dict) -> list[tuple[str, dict]]:
-    "(preset, the backend options it is loaded with) for every preset a run loads."
-    roles = [(p, "backend_options") for p in run_presets(values)]
-    roles += [(p, ROLE_OPTIONS[name]) for name in ROLE_OPTIONS for p in preset_names(name, values.get(name))]
-    found = []
-    for preset, option in dict.fromkeys(roles):
-        options = values.get(option)
-        found.append((preset, dict(options) if isinstance(options, dict) else {}))
-    return found
-
-
-def cell_keys(
-    values: dict,  # a cell's parameters over the notebook's defaults
-    where: str = "cell",  # how messages name the cell
-) -> tuple[tuple[str, ...], list[str]]:
-    "(the environment variables the cell's API calls read their keys from, problems with how they are named)."
-    keys, problems = [], []
-    for name, options in preset_options(values):
-        if name not in PRESETS or PRESETS[name].backend != "openai":
-            continue
-        # the openai client (the api extra): imported where a key is checked
-        from reasoning_study.backends.openai import missing_key
-
-        # with nothing set: what the calls need
-        try:
-            needed = missing_key(PRESETS[name].with_options(**options), env={})
-        except ValueError as e:
-            problems.append(f"{where}: {e}")
-            continue
-        if needed:
-            keys.append(needed)
-    return tuple(dict.fromkeys(keys)), problems
+) -> tuple[list[str], tuple[str, ...], tuple[str, ...]]:
+    """(what the roles' providers cannot honour of the sampling they send, what they ignore as 'role (preset):
+    parameter, ...', the environment variables the hosted roles read their keys from)."""
+    problems, ignored = provider_report(roles)
+    problems = [f"{where}: {p}" for p in problems]
+    try:
+        keys = role_keys(roles)
+    except ValueError as e:  # a misnamed key variable
+        problems.append(f"{where}: {e}")
+        keys = ()
+    return problems, tuple(ignored), keys
 
 
 def missing_keys(cells: Sequence["Cell"], env: dict | None = None) -> dict[str, list[str]]:
@@ -266,7 +203,7 @@ class Cell:
     gpus: float = 0  # GPUs a Ray task asks for
     cpus: float = 1  # CPUs a Ray task asks for
     ignored: tuple[str, ...] = ()  # sampling parameters a hosted provider ignores, as "preset: parameter, ..."
-    keys: tuple[str, ...] = ()  # environment variables its API calls read their keys from (`cell_keys`)
+    keys: tuple[str, ...] = ()  # environment variables its hosted roles read their keys from (`model_checks`)
 
     @property
     def notebook_name(self) -> str:
@@ -306,15 +243,14 @@ def _mapping(entry: dict, key: str, where: str, problems: list) -> dict:
 
 def check_values(
     values: dict,
-    # None: the study's config judges names, types and presets
+    # None: the study's config judges names, types, presets
     params: dict[str, NotebookParameter] | None,
     where: str,
     notebook: str,
     problems: list,
     reserved: set = SWEEP_SET,
 ):  # parameters the caller sets itself
-    """Literal credentials and the sweep's own parameters, then (without a config) names, types and presets of parameter
-    values."""
+    "Literal credentials and the sweep's own parameters, then (without a config) names and types of parameter values."
     for name, value in values.items():
         if name in reserved:
             problems.append(f"{where}: parameter {name!r} is set by the sweep (each cell gets its own run folder)")
@@ -332,11 +268,6 @@ def check_values(
             continue
         if why := params[name].problem(value):
             problems.append(f"{where}: parameter {name!r} {why}")
-        for preset in preset_names(name, value):
-            if preset not in PRESETS:
-                problems.append(
-                    f"{where}: parameter {name!r}: unknown preset {preset!r} (known: {', '.join(sorted(PRESETS))})"
-                )
 
 
 def experiment_cells(
@@ -404,17 +335,10 @@ def experiment_cells(
     ]
     if config is not None and (wrong := config_cell_problems(config, cells, where)):
         return [], problems + wrong
-    defaults = {n: p.default for n, p in params.items()}
-    full = (
-        (lambda c: config_values(config_from(config, c.parameters)))
-        if config is not None
-        else (lambda c: {**defaults, **c.parameters})
-    )
     checked = []
     for cell in cells:
-        wrong, ignored = provider_check(full(cell), f"{where} cell {cell.id}")
-        keys, misnamed = cell_keys(full(cell), f"{where} cell {cell.id}")
-        problems += wrong + misnamed
+        wrong, ignored, keys = model_checks(cell_roles(path, cell.parameters), f"{where} cell {cell.id}")
+        problems += wrong
         checked.append(replace(cell, ignored=ignored, keys=keys))
     return ([], problems) if problems else (checked, [])
 
