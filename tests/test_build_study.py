@@ -38,7 +38,9 @@ def test_bad_config_rejected(values, message):
 def test_config_defaults_and_papermill_strings():
     cfg = config_from(study.MuSoBenchBuildConfig, dict(tasks="subsetsum", levels=[7]))
     assert (cfg.tasks, cfg.levels, cfg.per_level, cfg.seed) == (["subsetsum"], [7], 100, 0)
-    assert parameters_source(study.MuSoBenchBuildConfig).splitlines()[1].startswith("seed = 0  # ")  # under `# fmt: off`
+    assert (
+        parameters_source(study.MuSoBenchBuildConfig).splitlines()[1].startswith("seed = 0  # ")
+    )  # under `# fmt: off`
 
 
 def test_rescore_reproduces_the_stored_tables(tmp_path):

@@ -5,17 +5,19 @@ thinking on and off (the hybrid Qwen3-8B pair of MuSoBench), the DeepSeek-shaped
 own field, prefix mode) and the o-series-shaped cell (no reasoning returned, `max_completion_tokens`) against
 vLLM servers on 127.0.0.1 through the real `openai` client, the overthinking study's engine trio (model,
 extractor, judge: co-resident vLLM engines in one kernel, planned together; the judge loads only for a harmful
-trace), and a multimodal cell, which is named as not rehearsed. Each rehearsal is one sweep of real papermill runs; the report compiles over its run folders.
+trace), a multimodal cell, which is named as not rehearsed, and one cell that is not the grid's: NoveltyBench with a
+hosted judge, a role that no parameter name announces, which gets its stand-in server all the same. Each rehearsal is one sweep of real papermill runs; the report compiles over its run folders.
 Skipped without vLLM; `make test-vllm` runs it with the CPU build (about six minutes on two cores)."""
 
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 from conftest import need_vllm
 
 from reasoning_study.sweep.rehearsal import PRESETS_FILE, REHEARSAL_FILE, rehearse
-from reasoning_study.sweep.spec import load_sweep
+from reasoning_study.sweep.spec import experiment_cells, load_sweep
 
 pytestmark = pytest.mark.xdist_group("rehearsal")  # one rehearsal at a time: each holds vLLM engines
 
@@ -27,13 +29,43 @@ MUSOBENCH = [
     "api__o4-mini__tasks=subsetsum",
 ]
 OVERTHINKING = ["language-gpqa__qwen3-8b", "multimodal__instruct"]
+NOVELTY = "novelty-judge"  # NoveltyBench on deepseek-v3, judged by gpt-4o-mini: both hosted, both stood in for
+
+
+def with_a_hosted_judge(sweep):
+    "The grid and one NoveltyBench cell whose judge is a hosted model (`novelty_judge`: a role of the study's own)."
+    cells, problems = experiment_cells(
+        {
+            "notebook": "musobench",
+            "label": NOVELTY,
+            "parameters": {
+                "tasks": ["noveltybench"],
+                "paradigms": ["short"],
+                "short_preset": "deepseek-v3",
+                "long_preset": "deepseek-r1",
+                "novelty_judge": "gpt-4o-mini",
+                "novelty_rater": "constant",
+                "novelty_prompts": 1,
+                "novelty_k": 2,
+                "novelty_mode": "independent",
+                "max_tokens": 32,
+                "reply_openings": [],
+                "reflection_ks": [],
+                "exploration": False,
+            },
+        },
+        0,
+    )
+    assert not problems, problems
+    return replace(sweep, cells=sweep.cells + cells)
 
 
 @pytest.fixture(scope="module")
 def musobench(tmp_path_factory):
     need_vllm()
     out = tmp_path_factory.mktemp("rehearsal")
-    table = rehearse(load_sweep("nbs/sweeps/musobench.yaml"), out, only=MUSOBENCH, progress=False)
+    grid = with_a_hosted_judge(load_sweep("nbs/sweeps/musobench.yaml"))
+    table = rehearse(grid, out, only=[*MUSOBENCH, NOVELTY], progress=False)
     return table.set_index("cell"), out / "musobench-paper"
 
 
@@ -63,7 +95,7 @@ def test_the_hybrid_runs_thinking_off_and_on_through_every_turn_of_short_cot(mus
     assert set(t["paradigm"]) == {"short", "long"}
     assert set(t.loc[t.paradigm == "long", "condition"]) >= {"base", "sc_sample", "reflection_k0", "reflection_k16"}
     assert set(t.loc[t.paradigm == "short", "turn"]) == {1, 2, 3}  # the stand-in ends its replies: turns 2 and 3
-    assert table.loc[MUSOBENCH[0], "plan H200"] == "qwen3-8b 0.9"
+    assert table.loc[MUSOBENCH[0], "plan H200"] == "short+long 0.9"  # one engine for both paradigms
 
 
 def test_the_deepseek_cells_get_the_reasoning_in_its_own_field(musobench):
@@ -73,7 +105,7 @@ def test_the_deepseek_cells_get_the_reasoning_in_its_own_field(musobench):
     assert (long["reasoning"].fillna("").str.len() > 0).all()  # the server's reasoning parser filled the field
     assert (short["reasoning"].fillna("") == "").all() and set(short["turn"]) == {1, 2, 3}
     # the provider's rules, applied before sending: deepseek-reasoner gets no temperature, deepseek-chat does
-    assert 'deepseek-r1: {"max_tokens": 48}' in table.loc[MUSOBENCH[1], "requests"]
+    assert 'long: {"max_tokens": 48}' in table.loc[MUSOBENCH[1], "requests"]
     assert '"temperature": 0.2' in table.loc[MUSOBENCH[2], "requests"]
     record = json.loads((folder / MUSOBENCH[1] / "sweep_cell.json").read_text())
     assert record["parameters"]["backend_options"] == {"prefill_mode": "prefix"}  # the real base_url is dropped
@@ -90,9 +122,9 @@ def test_the_o_series_cell_returns_no_reasoning_and_sends_max_completion_tokens(
 def test_the_rehearsal_writes_its_record_and_the_presets_it_ran(musobench):
     _, folder = musobench
     text = (folder / REHEARSAL_FILE).read_text()
-    assert "4 ran" in text and "## Stand-ins" in text and "reasoning field" in text
+    assert "5 ran" in text and "## Stand-ins" in text and "reasoning field" in text
     presets = json.loads((folder / PRESETS_FILE).read_text())
-    assert set(presets) == {"qwen3-8b", "deepseek-r1", "deepseek-v3", "o4-mini"}
+    assert set(presets) == {"qwen3-8b", "deepseek-r1", "deepseek-v3", "o4-mini", "gpt-4o-mini"}
     assert presets["deepseek-r1"]["options"]["base_url"].startswith("http://127.0.0.1:")
 
 
@@ -114,3 +146,17 @@ def test_the_report_compiles_over_the_rehearsal(musobench):
 
     _, folder = musobench
     assert compile_report(folder, progress=False).is_file()
+
+
+def test_a_hosted_novelty_judge_is_a_role_with_its_stand_in(musobench):
+    "NoveltyBench's judge on gpt-4o-mini: listed, its request after OpenAI's rules, answered by its stand-in server."
+    table, folder = musobench
+    assert table.loc[NOVELTY, "status"] == "ran", table.loc[NOVELTY, ["stage", "error"]]
+    assert "novelty_judge: gpt-4o-mini (openai)" in table.loc[NOVELTY, "presets"]
+    judge = table.loc[NOVELTY, "requests"].split("novelty_judge: ")[1]  # as OpenAI takes it: max_completion_tokens
+    assert judge.startswith('{"temperature": 0.0') and '"max_completion_tokens": 8' in judge, judge
+    run = json.loads((folder / NOVELTY / "run.json").read_text())
+    assert run["backends"]["novelty_judge"]["backend"] == "openai"
+    assert run["backends"]["novelty_judge"]["model"] == "gpt-4o-mini-2024-07-18"  # the stand-in serves the API name
+    judgements = pd.read_parquet(folder / NOVELTY / "novelty_judgements.parquet")
+    assert len(judgements) == 1 and judgements["judge"].str.startswith("llm:").all()

@@ -15,6 +15,7 @@ import seaborn as sns
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from .core import TASK_LABELS, paper_style, plot_table, require_columns
+from ..metrics.intervals import format_interval
 
 # %% auto #0
 __all__ = ['PARADIGM_LABELS', 'PARADIGM_COLORS', 'CONDITION_LABELS', 'UNSCORED_LABELS', 'METRIC_LABELS', 'EXPLORATION_METRICS',
@@ -507,7 +508,6 @@ def _policy_wide(cells: pd.DataFrame, index: list[str], outer: list[str], metric
 def _percent_cells(table: pd.DataFrame, names: Sequence[str], metrics: Sequence[str]) -> dict:
     """Each metric ×100 under its paper name; as '41.1 [38.2, 44.0]' text when the table has its `_lo`/`_hi`
     bounds (`metrics.intervals`)."""
-    from reasoning_study.metrics.intervals import format_interval
 
     cells = {}
     for name, m in zip(names, metrics):

@@ -9,7 +9,10 @@ import re
 from pathlib import Path
 from typing import Callable, Sequence
 
+import matplotlib.pyplot as plt
 import pandas as pd
+
+from .core import save_figure
 
 # %% auto #0
 __all__ = ['SMALL_N', 'slug', 'Drawer', 'read_tables', 'condition_counts', 'count_note', 'small_data_note']
@@ -38,9 +41,6 @@ class Drawer:
 
     def figure(self, name: str, build: Callable, reason: str = "not enough data"):
         "Draw and save a figure; a ValueError from the metric or figure function means the data cannot support it."
-        import matplotlib.pyplot as plt  # the drawing boundary: a study module imports this kit without matplotlib
-
-        from reasoning_study.figures.core import save_figure  # matplotlib: imported where a figure is drawn
 
         try:
             fig = build()

@@ -9,7 +9,6 @@ import time
 from dataclasses import dataclass, replace
 from typing import Literal, Sequence
 
-import pandas as pd
 from tqdm import tqdm
 
 from ..backends.contract import require, supports
@@ -23,18 +22,14 @@ from reasoning_study.backends.request import (
     chat,
     make_completion,
 )
-from ..metrics.musobench import score_answer
 from .trace import SplitTrace, split_trace
-from ..prompts.overthinking import ANSWER_LEAD, solution_list_head
+from ..prompts.overthinking import ANSWER_LEAD
 from ..store import GenerationRecord, GenerationStore, generation_key, reusable_records
-from ..tasks.core import valid_solutions
-from ..tasks.musobench import MuSoBenchItem, get_task
 
 # %% auto #0
 __all__ = ['ProbeMethod', 'PROBE_NEEDS', 'token_backend', 'render_prompt', 'encode_text', 'decode_ids', 'is_thinking',
            'trace_request', 'trace_text', 'probe_suffix', 'TraceProbes', 'plan_probes', 'probe_method', 'probe_naive',
-           'probe_kv', 'probe_batched', 'chunk_by_size', 'ProbeStats', 'probe_traces', 'forced_answer_text',
-           'solution_probe_table']
+           'probe_kv', 'probe_batched', 'chunk_by_size', 'ProbeStats', 'probe_traces', 'forced_answer_text']
 
 # %% ../../nbs/52_probing.prober.ipynb #7b28bb8a
 def token_backend(backend):
@@ -387,42 +382,3 @@ def forced_answer_text(completion: Completion | str) -> str:
     "The probe's answer as text: the answer lead (ending inside \\boxed{) followed by the continuation."
     text = completion if isinstance(completion, str) else completion.text
     return ANSWER_LEAD.lstrip() + text
-
-# %% ../../nbs/52_probing.prober.ipynb #c068aa89
-def solution_probe_table(
-    item: MuSoBenchItem,  # the instance the trace answers
-    trace: SplitTrace,  # its split trace
-    completions: Sequence[Completion],  # the probes of prefixes 0..N, in order
-    **key,  # constant columns for every row (model, template, ...)
-) -> pd.DataFrame:
-    "One row per probe of a MuSoBench trace: the forced solution list's scores, its valid solutions and a probe status."
-    if len(completions) != len(trace) + 1:
-        raise ValueError(
-            f"{len(completions)} probes for a trace of {len(trace)} utterances: need one per prefix 0..{len(trace)}"
-        )
-    head, task = solution_list_head(item.task), get_task(item.task)
-    rows = []
-    for i, c in enumerate(completions):
-        parsed = (
-            task.parse_answer(head + c.text, item.instance, truncated=c.status == "truncated")
-            if c.status != "error"
-            else []
-        )
-        scores = score_answer(parsed, item.answer_count)
-        status = "error" if c.status == "error" else ("answered" if scores["n_listed"] else "no_answer")
-        rows.append(
-            {
-                **key,
-                "task": item.task,
-                "level": item.level,
-                "question_id": item.question_id,
-                "prefix_index": i,
-                "n_utterances": len(trace),
-                "prefix_tokens": trace.prefix_tokens(i),
-                "answer_count": item.answer_count,
-                **scores,
-                "valid": valid_solutions(parsed),
-                "probe_status": status,
-            }
-        )
-    return pd.DataFrame(rows)

@@ -25,6 +25,7 @@ import pandas as pd
 import yaml
 
 from ..runs import project_root, redact, redact_file, redact_text
+from ..store import RUN_STORE
 from reasoning_study.sweep.index import (
     CELLS_FILE,
     DONE_FILE,
@@ -131,7 +132,6 @@ def run_cell(
 def set_aside_stale(sweep_dir: Path, cell: Cell, work: Path) -> dict | None:
     """A stale cell's run folder (it finished with other parameters) moved to `<sweep>/.stale/<cell>-<time>`, its
     generation store copied into the work folder (unless the work folder has one); what was replaced, or None."""
-    from reasoning_study.store import RUN_STORE  # the store's file name only
 
     if not is_stale(sweep_dir, cell):
         return None

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..runs import redact
+from ..store import RUN_STORE, GenerationStore
 from .spec import Cell
 
 # %% auto #0
@@ -104,7 +105,6 @@ def generation_errors(
     folder: str | Path,  # a run folder (or work folder)
 ) -> tuple[int, int, list[tuple[str, int]]]:
     "(error rows, stored generations, the most frequent error message) of a run folder's store; (0, 0, []) if none."
-    from reasoning_study.store import RUN_STORE, GenerationStore  # the store only where a run is judged
 
     path = Path(folder) / RUN_STORE
     if not path.is_file():

@@ -163,7 +163,7 @@ def stand_in_changes(stand: StandIn, model_dir: str | Path, revision: str, base_
     preset = get_preset(stand.preset)
     described = f"Rehearsal stand-in ({stand.family}) for {preset.model_id}" + (f": {stand.note}" if stand.note else "")
     options = dict(preset.options)
-    if preset.backend == "openai":
+    if preset_supports(preset, "remote"):
         if base_url is None:
             raise ValueError(f"the stand-in of API preset {preset.name!r} needs a server (base_url)")
         return {"options": options | {"base_url": base_url}, "description": described}

@@ -10,10 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ...config import ConfigError, check_config, param
+from ...figures import musobench as figs
+from ...figures.core import save_figure
 from ...figures.sections import slug
 from ...metrics import musobench as metrics
 from ...metrics.intervals import RESAMPLES, SEED, few_units_note, interval_text
@@ -135,7 +138,6 @@ def study_tables(
 ) -> dict[str, pd.DataFrame]:
     """The summary, statuses, reconsideration rates, Table 1 (CSR/ESC/NSD) and Table 2 (self-consistency) of a results
     table, under both `unscored` policies, each number with its interval; and the tidy intervals and comparisons."""
-    from reasoning_study.figures import musobench as figs  # the tables' paper layout (imports matplotlib)
 
     results = metrics.current_conditions(results)
     uncertainty = uncertainty if uncertainty is not None else uncertainty_tables(results)
@@ -292,7 +294,6 @@ def study_figures(
     unscored: metrics.Unscored = "zero",
 ) -> dict[str, object]:
     "Every figure the results support (name -> Figure), and the others (name -> the reason it is missing)."
-    from reasoning_study.figures import musobench as figs  # matplotlib: imported where a figure is drawn
 
     # every figure reads this one row set
     results = metrics.apply_unscored(metrics.current_conditions(results), unscored)
@@ -348,9 +349,6 @@ def write_study_report(
 ) -> dict[str, object]:
     """Write the tables (CSV, markdown) and figures (PNG, PDF) of a results table; name -> paths written, or why a
     figure is missing."""
-    import matplotlib.pyplot as plt
-
-    from reasoning_study.figures.core import save_figure  # matplotlib: imported where a figure is drawn
 
     folder = Path(folder)
     (folder / "tables").mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,28 @@ from typing import Sequence
 
 import pandas as pd
 
+from ...figures.core import plot_table, table_markdown
+from reasoning_study.figures.overthinking import (
+    best_strategy_mask,
+    plot_cross_model,
+    plot_format_breakdown,
+    plot_length_histograms,
+    plot_robustness,
+    plot_stability_curve,
+    plot_strategy_accuracy,
+    plot_test_time_scaling,
+    plot_token_statistics,
+    plot_trace_strips,
+    plot_transition_matrix,
+    plot_wasted_budget,
+    results_table,
+    results_table_text,
+    stopping_table,
+    stopping_table_text,
+    taxonomy_results_table,
+)
 from ...figures.sections import Drawer, read_tables, slug
+from ...figures.stopping import plot_policy_pareto
 from ...metrics.intervals import comparison_text as interval_comparison_text
 from ...metrics.intervals import few_units_note
 from reasoning_study.metrics.overthinking import (
@@ -174,18 +195,6 @@ def section(
 
 def strategies_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, main_traces, failed_probes: str):
     "Table 1 and Figures 1-4 (the strategies, lengths, answer formats, stability) and Figure 5's harmful examples."
-    from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
-
-    # matplotlib: imported where a figure is drawn
-    from reasoning_study.figures.overthinking import (
-        best_strategy_mask,
-        plot_format_breakdown,
-        plot_length_histograms,
-        plot_stability_curve,
-        plot_strategy_accuracy,
-        results_table,
-        results_table_text,
-    )
 
     strategies = add_strategy_intervals(
         strategy_table(traj, by=["model", "benchmark"], traces=main_traces), traj, main_traces
@@ -219,11 +228,6 @@ def stopping_section(
     draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, solution_rows: pd.DataFrame, failed_probes: str
 ):
     "Table 2 (Stopping@K), and beyond the paper: stopping policies without the answer key, and the MuSoBench lens."
-    from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
-
-    # matplotlib: imported where a figure is drawn
-    from reasoning_study.figures.overthinking import stopping_table, stopping_table_text
-    from reasoning_study.figures.stopping import plot_policy_pareto  # matplotlib: imported where a figure is drawn
 
     try:
         stopping = add_stopping_intervals(
@@ -268,8 +272,6 @@ def dynamics_section(
     draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, utterances: pd.DataFrame, failed_probes: str
 ):
     "Along the trace: the transitions (Figure 9), the token statistics (Figure 10) and the wasted budget (Figure 11)."
-    # matplotlib: imported where a figure is drawn
-    from reasoning_study.figures.overthinking import plot_token_statistics, plot_transition_matrix, plot_wasted_budget
 
     transitions = transition_matrix(main_prefixes, failed_probes)
     draw.table("transitions", transitions)
@@ -291,7 +293,6 @@ def dynamics_section(
 def strips_section(draw: Drawer, main_prefixes: pd.DataFrame):
     """Beyond the paper: the trace strips of each model and benchmark in the main condition (every probe, the failed
     ones marked: the strips show the traces the metrics excluded or cut too)."""
-    from reasoning_study.figures.overthinking import plot_trace_strips  # matplotlib: imported where a figure is drawn
 
     for (model, benchmark), group in main_prefixes.groupby(["model", "benchmark"], sort=False):
         draw.figure(f"trace_strips_{slug(model)}_{slug(benchmark)}", lambda: plot_trace_strips(group))
@@ -300,8 +301,6 @@ def strips_section(draw: Drawer, main_prefixes: pd.DataFrame):
 def conditions_section(draw: Drawer, all_traj: pd.DataFrame, traj: pd.DataFrame, traces: pd.DataFrame, main_traces):
     """Across conditions, models and samples: robustness (Figure 6), cross-model (Figure 7), test-time scaling (Figure
     8)."""
-    # matplotlib: imported where a figure is drawn
-    from reasoning_study.figures.overthinking import plot_cross_model, plot_robustness, plot_test_time_scaling
 
     several = all_traj.groupby(["template", "extractor", "seed"]).ngroups > 1
     pairs = robustness(all_traj, by=["model", "benchmark"]) if several else None
@@ -328,10 +327,6 @@ def conditions_section(draw: Drawer, all_traj: pd.DataFrame, traj: pd.DataFrame,
 
 def taxonomy_section(draw: Drawer, verdicts: pd.DataFrame):
     "Table 4: the judge's failure modes of harmful overthinking."
-    from reasoning_study.figures.core import plot_table, table_markdown  # matplotlib: imported where a figure is drawn
-
-    # matplotlib: imported where a figure is drawn
-    from reasoning_study.figures.overthinking import taxonomy_results_table
 
     if verdicts.empty:
         draw.skip(

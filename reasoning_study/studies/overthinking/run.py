@@ -17,6 +17,7 @@ import pandas as pd
 from ...backends.contract import require, stage_batch_size, supports
 from ...backends.plan import Models, run_models
 from ...backends.presets import get_preset
+from ...backends.request import Completion
 from ...config import config_values
 from ...metrics.musobench import score_answer
 from reasoning_study.metrics.overthinking import (
@@ -61,7 +62,7 @@ from ...tasks.qa import QAItem, load_benchmark
 __all__ = ['RUN_STATS', 'GENERATIONS', 'run_threads', 'load_backends', 'Trace', 'TraceRun', 'load_items', 'generate_traces',
            'utterance_rows', 'Probed', 'probe_tag', 'wants_logprobs', 'probe_sampling', 'sum_probe_stats', 'probe_all',
            'probe_status', 'correctness', 'extract_all', 'answer_logprobs', 'prefix_table', 'trace_table',
-           'judge_cases', 'judge_harmful', 'portable_solutions', 'solution_probe_table', 'musobench_prefixes',
+           'judge_cases', 'judge_harmful', 'solution_probe_table', 'portable_solutions', 'musobench_prefixes',
            'generation_stats', 'write_raw', 'run', 'run_counts']
 
 # %% ../../../nbs/studies/overthinking/20_run.ipynb #441afc53
@@ -421,20 +422,18 @@ def judge_harmful(config: OverthinkingConfig, backends: Models, store, cases: li
     judge = backends.get("judge", backends.fitted("judge", requests, config.judge_max_tokens))
     return judge_traces(judge, cases, store, retries=0, sampling=sampling, batch_size=config.batch_size, progress=True)
 
-# %% ../../../nbs/studies/overthinking/20_run.ipynb #1f0c667b
-def portable_solutions(valid) -> list[str]:
-    "A set of solutions as sorted strings (parquet-safe; equal solutions give equal strings)."
-    return sorted(repr(s) for s in valid)
-
-
+# %% ../../../nbs/studies/overthinking/20_run.ipynb #c068aa89
 def solution_probe_table(
     item: MuSoBenchItem,  # the instance the trace answers
-    trace: SplitTrace,  # the trace, split
-    completions: Sequence,  # one forced answer per prefix (0..N)
-    **key,  # columns every row gets (model, template, ...)
+    trace: SplitTrace,  # its split trace
+    completions: Sequence[Completion],  # the probes of prefixes 0..N, in order
+    **key,  # constant columns for every row (model, template, ...)
 ) -> pd.DataFrame:
-    """One row per prefix of a MuSoBench trace: the solutions its forced answer lists, scored against the instance
-    (`metrics.musobench.score_answer`: precision and recall of a set), with the valid ones."""
+    "One row per probe of a MuSoBench trace: the forced solution list's scores, its valid solutions and a probe status."
+    if len(completions) != len(trace) + 1:
+        raise ValueError(
+            f"{len(completions)} probes for a trace of {len(trace)} utterances: need one per prefix 0..{len(trace)}"
+        )
     head, task = solution_list_head(item.task), get_task(item.task)
     rows = []
     for i, c in enumerate(completions):
@@ -461,6 +460,11 @@ def solution_probe_table(
             }
         )
     return pd.DataFrame(rows)
+
+# %% ../../../nbs/studies/overthinking/20_run.ipynb #1f0c667b
+def portable_solutions(valid) -> list[str]:
+    "A set of solutions as sorted strings (parquet-safe; equal solutions give equal strings)."
+    return sorted(repr(s) for s in valid)
 
 
 def musobench_prefixes(config: OverthinkingConfig, backend, store, run: TraceRun) -> tuple[pd.DataFrame | None, Any]:
