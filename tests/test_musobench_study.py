@@ -796,7 +796,7 @@ def test_the_four_entry_points_and_a_rescore_without_torch(tmp_path, tasks=("sub
         "import pandas as pd\nfrom reasoning_study.studies.musobench.study import RUN_FILES, rescore\n"
         f"folder = {str(tmp_path)!r}\nagain = rescore(folder)\nassert sorted(again) == {sorted(names)!r}\n"
         f"for name in {names!r}: pd.testing.assert_frame_equal(again[name], pd.read_parquet(f'{{folder}}/{{RUN_FILES[name]}}'))\n"
-        "assert 'matplotlib' not in sys.modules and 'torch' not in sys.modules\nprint(len(again['results']))"
+        "assert 'torch' not in sys.modules\nprint(len(again['results']))"  # matplotlib is a core package: it may
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}

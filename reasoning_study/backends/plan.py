@@ -18,6 +18,7 @@ from reasoning_study.backends.presets import (
     missing_key,
     preset_supports,
     provider_problems,
+    server_url,
 )
 from .request import Request, SamplingParams
 from reasoning_study.backends.vllm import (
@@ -32,8 +33,8 @@ from reasoning_study.backends.vllm import (
 )
 
 # %% auto #0
-__all__ = ['PORTABLE_OPTIONS', 'Role', 'role_keys', 'provider_report', 'ModelPlan', 'resident_roles', 'plan_models', 'gpu_shares',
-           'Models', 'run_models']
+__all__ = ['PORTABLE_OPTIONS', 'Role', 'check_keys', 'role_keys', 'provider_report', 'ModelPlan', 'resident_roles', 'plan_models',
+           'gpu_shares', 'Models', 'run_models']
 
 # %% ../../nbs/18_backends.plan.ipynb #438e4ff9
 PORTABLE_OPTIONS = ("trust_remote_code", "model_dir", "allow_download", "max_model_len")  # every local kind takes them
@@ -81,6 +82,17 @@ class Role:
         return (p.model_id, p.backend, p.thinking, p.revision, json.dumps(dict(p.options), sort_keys=True, default=str))
 
 # %% ../../nbs/18_backends.plan.ipynb #ec60860c
+def check_keys(roles: Sequence[Role], env: Mapping[str, str] | None = None) -> None:
+    "Fail, before any model loads, when a hosted role's key variable is not set where the run is."
+    for r in roles:
+        if r.supports("remote") and (missing := missing_key(r.model, env)):
+            raise ValueError(
+                f"role {r.name!r}: preset {r.preset!r} calls {server_url(r.model, env)} with the key in ${missing}, "
+                f"which is not set: export {missing}=... before starting (or name another variable with the backend "
+                "option api_key_env)"
+            )
+
+
 def role_keys(roles: Sequence[Role]) -> tuple[str, ...]:
     "The environment variables the roles' calls read their keys from (hosted roles; a local server needs none)."
     found = [missing_key(r.model, env={}) for r in roles if r.supports("remote")]
@@ -165,6 +177,7 @@ class Models:
         if unknown:
             raise ValueError(f"backends given for roles the run does not have: {unknown} (roles: {list(plan.roles)})")
         self.loaded: dict[str, Backend] = dict(given or {})
+        check_keys([r for name, r in plan.roles.items() if name not in self.loaded])  # before anything loads
 
     def options(self, role: str) -> dict:
         "The options `role` loads with: the plan's, over the run's threads where its backend decodes on CPU threads."
