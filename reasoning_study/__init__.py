@@ -9,7 +9,8 @@ The map, bottom layer first (dependencies point down; no study imports another; 
   `backends.transformers`, `backends.vllm`, `backends.openai`, `backends.weights`, `backends.server`, `backends.plan`
   (a study's roles -> engines that fit together -> backends loaded on first use)
 - `store` (every generation, keyed and resumable); prompts: `prompts.musobench`, `prompts.overthinking`,
-  `prompts.noveltybench`; probing: `probing.trace`, `probing.answers`, `probing.prober`, `probing.judge`
+  `prompts.noveltybench`, `prompts.releases` (each model release's own format); probing: `probing.trace`,
+  `probing.answers`, `probing.prober`, `probing.judge`
 - metrics: `metrics.intervals` (cluster-bootstrap intervals and paired comparisons, used by every study),
   `metrics.musobench`, `metrics.overthinking`, `metrics.noveltybench`, `metrics.stopping`, `metrics.attention`;
   figures: `figures.core`, `figures.sections`, `figures.musobench`, `figures.overthinking`, `figures.attention`,

@@ -17,13 +17,21 @@ import pandas as pd
 from .browser import write_sweep_browsers
 from .figures.core import figure_note
 from .figures.sections import condition_counts, count_note, slug, small_data_note
-from .studies.registry import STUDIES, paper_figures, paper_titles, sample_kinds, study_module
+from .provenance import RUN_RECORD
+from reasoning_study.studies.registry import (
+    STUDIES,
+    card_markdown,
+    paper_figures,
+    paper_titles,
+    sample_kinds,
+    study_module,
+)
 from .sweep.index import finished_runs
 
 # %% auto #0
-__all__ = ['STATUS_ORDER', 'BROWSER_KEY', 'figure_inventory', 'anchor', 'summary_markdown', 'toc_markdown', 'caption',
-           'browser_markdown', 'Block', 'item_counts', 'page_blocks', 'page_notebook', 'render_page', 'section_counts',
-           'sweep_report']
+__all__ = ['STATUS_ORDER', 'BROWSER_KEY', 'PROTOCOL_COLUMNS', 'figure_inventory', 'anchor', 'summary_markdown', 'toc_markdown',
+           'caption', 'browser_markdown', 'Block', 'item_counts', 'page_blocks', 'page_notebook', 'render_page',
+           'protocol_table', 'protocol_markdown', 'section_counts', 'sweep_report']
 
 # %% ../nbs/94_report.ipynb #6cc65c0e
 def figure_inventory(
@@ -72,6 +80,7 @@ def summary_markdown(
     inventory: pd.DataFrame,  # `figure_inventory`
     records: pd.DataFrame | None = None,  # `provenance.record_table` of the runs
     failed: Sequence[str] = (),  # cells of the sweep that failed or did not finish
+    protocol: pd.DataFrame | None = None,  # `protocol_table` of the runs
 ) -> str:
     "The one-screen summary: runs, models, what was drawn and what was not, and why."
     counts = inventory.status.value_counts()
@@ -90,6 +99,14 @@ def summary_markdown(
     ]
     if models:
         lines.append(f"**Models:** {', '.join(models)}.")
+    if protocol is not None and len(runs):
+        off = protocol[protocol.deviation]
+        lines.append(
+            f"**Protocol:** {plural(len(off), 'deviation')} from the papers in "
+            f"{plural(off.cell.nunique(), 'run')} of {len(runs)}"
+            + (f" ({', '.join(sorted(set(off.setting)))})" if len(off) else "")
+            + f"; each is flagged and explained under [The protocol as run](#{anchor('protocol')})."
+        )
     if failed:
         lines.append(f"**Not finished:** {', '.join(failed)} (see the sweep summary below).")
     lines.append(
@@ -115,7 +132,12 @@ def toc_markdown(
     samples: bool = False,  # the page has a Samples section (the sweep's sample browsers)
 ) -> str:
     "The table of contents: the runs, the samples, each paper's drawn figures and tables, what was not drawn, the extras."
-    lines = ["**Contents**", "", f"- [Runs and provenance](#{anchor('runs')})"]
+    lines = [
+        "**Contents**",
+        "",
+        f"- [Runs and provenance](#{anchor('runs')})",
+        f"- [The protocol as run](#{anchor('protocol')})",
+    ]
     if samples:
         lines.append(f"- [Samples: the sample browsers](#{anchor('samples')})")
     for paper, rows in inventory.groupby("paper", sort=False):
@@ -260,6 +282,37 @@ def render_page(
     body, _ = exporter.from_notebook_node(nb)
     return body
 
+# %% ../nbs/94_report.ipynb #8f0dade7
+PROTOCOL_COLUMNS = ["cell", "notebook", "setting", "as_run", "paper", "deviation", "note"]
+
+
+def protocol_table(runs: pd.DataFrame) -> pd.DataFrame:
+    "One row per finished run and protocol setting, from each run.json's card (a run without a card has no rows)."
+    rows = []
+    for r in runs.itertuples():
+        record = Path(r.folder) / RUN_RECORD
+        card = (json.loads(record.read_text()).get("protocol") or []) if record.is_file() else []
+        rows += [dict(cell=r.cell, notebook=r.notebook) | row for row in card]
+    return pd.DataFrame(rows, columns=PROTOCOL_COLUMNS).astype({"deviation": bool})
+
+
+def protocol_markdown(runs: pd.DataFrame, table: pd.DataFrame) -> str:
+    "The page's protocol section: the deviations per run, then each run's card (deviations flagged), one fold each."
+    if not len(runs):
+        return "*No finished run.*"
+    lines, cells = [], []
+    for r in runs.itertuples():
+        card = table[table.cell == r.cell]
+        if not len(card):
+            cells.append(f"- **{r.cell}**: no protocol card (the run predates them)")
+            continue
+        n = int(card.deviation.sum())
+        flagged = "; ".join(card.loc[card.deviation, "setting"])
+        cells.append(f"- **{r.cell}**: {n} deviation{'s' * (n != 1)} from the paper" + (f" ({flagged})" if n else ""))
+        table_md = card_markdown(card.to_dict("records"))
+        lines.append(f"<details><summary><b>{r.cell}</b> ({r.notebook}): {n} ⚠</summary>\n\n{table_md}\n\n</details>")
+    return "\n".join(cells) + "\n\n" + "\n\n".join(lines)
+
 # %% ../nbs/94_report.ipynb #6c93118c
 def section_counts(runs: pd.DataFrame) -> dict[str, pd.DataFrame]:
     "The condition counts of each study of a sweep's finished runs (`figures.core.condition_counts`)."
@@ -292,6 +345,9 @@ def sweep_report(
             study_module(notebook).section(list(group["folder"]), out, made)
     for kind, page in write_sweep_browsers(list(runs["folder"]) if len(runs) else [], out / "browser").items():
         made[f"{BROWSER_KEY}{kind}"] = [page]  # the sample browsers, linked from the page (`browser_markdown`)
+    protocol = protocol_table(runs)
+    protocol.to_csv(out / "protocol.csv", index=False)
+    (out / "protocol.md").write_text("# The protocol as run\n\n" + protocol_markdown(runs, protocol) + "\n")
     inventory = figure_inventory(made, set(runs["notebook"]))
     lines = [f"# Figures and tables of sweep {Path(sweep_dir).name}", "", f"{len(runs)} finished runs.", ""]
     for paper, rows in inventory.groupby("paper", sort=False):

@@ -21,13 +21,13 @@ import pandas as pd
 from tqdm import tqdm
 
 from .backends.contract import Backend
-from .backends.request import Completion, Request, SamplingParams
+from .backends.request import NO_PENALTY, Completion, Request, SamplingParams
 
 # %% auto #0
-__all__ = ['KEY_VERSION', 'LEGACY_NUMERICS', 'SCHEMA_VERSION', 'MIGRATIONS', 'COLUMNS', 'RUN_STORE', 'logger', 'sampling_fields',
-           'key_numerics', 'generation_key_fields', 'generation_key', 'GenerationRecord', 'GenerationStore',
-           'run_store', 'SampleRun', 'plan_batches', 'CacheStats', 'served_model_now', 'reusable_records',
-           'generate_cached']
+__all__ = ['KEY_VERSION', 'UNKEYED_AT', 'LEGACY_NUMERICS', 'SCHEMA_VERSION', 'MIGRATIONS', 'COLUMNS', 'RUN_STORE', 'logger',
+           'sampling_fields', 'decoding_settings', 'decoding_fields', 'key_numerics', 'generation_key_fields',
+           'generation_key', 'GenerationRecord', 'GenerationStore', 'run_store', 'SampleRun', 'plan_batches',
+           'CacheStats', 'served_model_now', 'reusable_records', 'generate_cached']
 
 # %% ../nbs/20_store.ipynb #35a792bd
 KEY_VERSION = 1  # bump when the recipe of generation_key changes
@@ -45,16 +45,34 @@ def _canonical_json(data) -> str:
 
 
 _FLOAT_FIELDS = {f.name for f in fields(SamplingParams) if f.type in ("float", float)}
+# fields added after keys were first written -> the value at which the key leaves them out (older keys stay valid)
+UNKEYED_AT = {"logprobs": False, **NO_PENALTY}
 
 
 def sampling_fields(sampling: SamplingParams) -> dict:
-    """The sampling parameters that decide one sample: all but `n` (and `logprobs` when not asked for), floats
+    """The sampling parameters that decide one sample: all but `n` and those at their `UNKEYED_AT` value, floats
     normalised."""
     d = asdict(sampling)
     del d["n"]
-    if not d["logprobs"]:
-        del d["logprobs"]  # keys from before the field existed stay valid
-    return {k: float(v) if k in _FLOAT_FIELDS else v for k, v in d.items()}
+    return {
+        k: float(v) if k in _FLOAT_FIELDS else v for k, v in d.items() if not (k in UNKEYED_AT and v == UNKEYED_AT[k])
+    }
+
+
+def decoding_settings(backend) -> dict:
+    """The backend's own settings that decide its generations beyond a request's sampling (its `decoding_settings`,
+    e.g. `{'reasoning_effort': 'high'}`); {} when it has none."""
+    settings = getattr(backend, "decoding_settings", None) or {}
+    if not isinstance(settings, dict) or not all(isinstance(k, str) for k in settings):
+        raise TypeError(f"decoding_settings must be a dict with str keys, got {settings!r}")
+    if clash := sorted(set(settings) & {f.name for f in fields(SamplingParams)}):
+        raise ValueError(f"decoding_settings {clash} are sampling parameters: set them on the request's sampling")
+    return settings
+
+
+def decoding_fields(backend, sampling: SamplingParams) -> dict:
+    "What the key and the record hold of how a sample was decoded: the sampling fields and the backend's settings."
+    return {**sampling_fields(sampling), **decoding_settings(backend)}
 
 
 LEGACY_NUMERICS = {"transformers": "float32/cpu"}  # backend name -> the numerics its keys had before they named them
@@ -93,7 +111,7 @@ def generation_key_fields(
         **identity,
         **({"numerics": numerics} if numerics else {}),
         "prompt": request.prompt_key(),
-        "sampling": sampling_fields(request.sampling),
+        "sampling": decoding_fields(backend, request.sampling),
         "sample_index": sample_index,
         "seed": request.sampling.sample_seed(sample_index),
     }
@@ -111,7 +129,7 @@ class GenerationRecord:
     revision: str
     backend: str  # backend name
     prompt_json: str  # Request.prompt_key() as canonical JSON: messages / token ids, prefill, thinking
-    sampling_json: str  # sampling parameters (all but n) as canonical JSON
+    sampling_json: str  # the key's sampling fields (`decoding_fields`) as canonical JSON
     sample_index: int
     seed: int | None  # the seed of this sample
     tag: str  # the request's label when it was first generated
@@ -129,6 +147,7 @@ class GenerationRecord:
     token_logprobs: str | None = None  # Completion.token_logprobs as a JSON list (None when not asked for)
     served_model: str | None = None  # the model the server said answered (API backends; None: not reported)
     system_fingerprint: str | None = None  # the server's configuration tag of that answer, when it sent one
+    reasoning_tokens: int | None = None  # Completion.reasoning_tokens: a hidden reasoning's length (None: not said)
 
     @classmethod
     def from_completion(
@@ -139,7 +158,7 @@ class GenerationRecord:
             key=key or generation_key(backend, request, sample_index),
             **_identity(backend),
             prompt_json=_canonical_json(request.prompt_key()),
-            sampling_json=_canonical_json(sampling_fields(request.sampling)),
+            sampling_json=_canonical_json(decoding_fields(backend, request.sampling)),
             sample_index=sample_index,
             seed=request.sampling.sample_seed(sample_index),
             tag=request.tag,
@@ -157,6 +176,7 @@ class GenerationRecord:
             token_logprobs=_logprobs_json(completion.token_logprobs),
             served_model=completion.served_model,
             system_fingerprint=completion.system_fingerprint,
+            reasoning_tokens=completion.reasoning_tokens,
         )
 
     def to_completion(self) -> Completion:
@@ -178,6 +198,7 @@ class GenerationRecord:
             token_logprobs=logprobs,
             served_model=self.served_model,
             system_fingerprint=self.system_fingerprint,
+            reasoning_tokens=self.reasoning_tokens,
         )
 
 
@@ -186,7 +207,7 @@ def _logprobs_json(logprobs) -> str | None:
     return None if logprobs is None else json.dumps([float(x) for x in logprobs], separators=(",", ":"))
 
 # %% ../nbs/20_store.ipynb #26cc3c58
-SCHEMA_VERSION = 3  # 2: the token_logprobs column; 3: served_model and system_fingerprint
+SCHEMA_VERSION = 4  # 2: the token_logprobs column; 3: served_model and system_fingerprint; 4: reasoning_tokens
 # version -> the SQL that makes it the next
 MIGRATIONS = {
     1: ("ALTER TABLE generations ADD COLUMN token_logprobs TEXT",),
@@ -194,6 +215,7 @@ MIGRATIONS = {
         "ALTER TABLE generations ADD COLUMN served_model TEXT",
         "ALTER TABLE generations ADD COLUMN system_fingerprint TEXT",
     ),
+    3: ("ALTER TABLE generations ADD COLUMN reasoning_tokens INTEGER",),
 }
 _SQL_TYPES = {
     "str": "TEXT NOT NULL",
@@ -371,7 +393,7 @@ class GenerationStore:
         with self._lock:
             cur = self._connection().execute(f"SELECT {', '.join(COLUMNS)} FROM generations ORDER BY rowid")
             df = pd.DataFrame(cur.fetchall(), columns=COLUMNS)
-        for c in ("seed", "cached_prompt_tokens"):
+        for c in ("seed", "cached_prompt_tokens", "reasoning_tokens"):
             df[c] = df[c].astype("Int64")
         for c in ("sample_index", "prompt_tokens", "completion_tokens"):
             df[c] = df[c].astype("int64")

@@ -22,7 +22,7 @@ from reasoning_study.probing.answers import (
 )
 from reasoning_study.prompts.overthinking import ANSWER_LEAD, termination_suffix
 from reasoning_study.store import GenerationStore
-from reasoning_study.tasks.qa import QAItem, choice_item, load_benchmark
+from reasoning_study.tasks.qa import QAItem, choice_item, load_benchmark, mathvista_item
 
 
 def ff(gold: str) -> QAItem:
@@ -170,6 +170,80 @@ def test_offline_sets_verify_their_own_gold():
             assert verify(item.answer_letter, item) and verify(f"({item.answer_letter})", item)
 
 
+# --- MathVista's own answer rules (issue 41, point 7) ----------------------------------------------
+
+
+def mathvista_record(pid: str, answer: str, answer_type: str, precision=None, unit=None, **fields) -> dict:
+    "A MathVista testmini record in the hub's schema (the image a path, no decoded image)."
+    return {
+        "pid": pid,
+        "question": "What is the length of the rod?",
+        "image": f"images/{pid}.jpg",
+        "decoded_image": None,
+        "choices": None,
+        "unit": unit,
+        "precision": precision,
+        "answer": answer,
+        "question_type": "free_form",
+        "answer_type": answer_type,
+        "query": "Hint: Please answer the question and provide the final answer at the end.\nQuestion: What is the "
+        "length of the rod?",
+        "metadata": {"split": "testmini", "source": "demo", "language": "english"},
+        **fields,
+    }
+
+
+def vista(record: dict) -> QAItem:
+    return mathvista_item(record, 0)
+
+
+@pytest.mark.parametrize("prediction", ["1.45", "1.450", "1.4500000001", "1.449", " 1.45 ", "$1.45$"])
+def test_mathvista_float_is_rounded_to_its_precision(prediction):
+    assert verify(prediction, vista(mathvista_record("1", "1.45", "float", precision=2.0)))
+
+
+@pytest.mark.parametrize("prediction", ["1.46", "1.44", "1.4", "14.5", "1.456", ""])
+def test_mathvista_float_other_values_are_wrong(prediction):
+    assert not verify(prediction, vista(mathvista_record("1", "1.45", "float", precision=2.0)))
+
+
+def test_mathvista_precision_one_and_zero():
+    one = vista(mathvista_record("2", "2.5", "float", precision=1.0))
+    assert [verify(p, one) for p in ("2.5", "2.50", "2.54", "2.46", "2.56", "2.44")] == [True] * 4 + [False] * 2
+    whole = vista(mathvista_record("3", "7", "float", precision=0.0))
+    assert [verify(p, whole) for p in ("7", "7.0", "6.8", "7.6")] == [True, True, True, False]
+
+
+def test_mathvista_unit_may_be_written_or_left_out():
+    item = vista(mathvista_record("4", "5", "integer", unit="cm"))
+    assert (item.unit, item.precision) == ("cm", None)  # an integer answer has no rounding rule
+    assert [verify(p, item) for p in ("5", "5 cm", "5cm", "5\\text{ cm}", "$5\\,\\mathrm{cm}$")] == [True] * 5
+    assert [verify(p, item) for p in ("6 cm", "cm", "5.5 cm")] == [False] * 3
+
+
+def test_mathvista_unit_and_precision_together():
+    item = vista(mathvista_record("5", "1.45", "float", precision=2.0, unit="cm"))
+    assert [verify(p, item) for p in ("1.45 cm", "1.4500000001 cm", "1.450\\text{cm}")] == [True] * 3
+    assert not verify("1.46 cm", item)
+
+
+def test_mathvista_without_rules_compares_as_before():
+    item = vista(mathvista_record("6", "12", "integer", precision=None, unit=""))
+    assert (item.unit, item.precision) == (None, None)
+    assert [verify(p, item) for p in ("12", "12.0", "1", "12.4")] == [True, True, False, False]
+    plain = QAItem("t/plain", "t", "q", "1.45")  # no precision: no rounding to 2 places (1.449 would round to 1.45)
+    assert not verify("1.449", plain) and verify("1.45", plain)
+
+
+def test_mathvista_multiple_choice_ignores_unit_and_precision():
+    record = mathvista_record(
+        "7", "3", "integer", precision=None, unit="cm", choices=["2", "3", "4"], question_type="multi_choice"
+    )
+    item = vista(record)
+    assert (item.format, item.answer_letter, item.unit, item.precision) == ("mc", "B", None, None)
+    assert verify("B", item) and verify("3", item) and not verify("3.0001", item)
+
+
 # --- thread and timeout safety ---------------------------------------------------------------------
 
 
@@ -295,6 +369,52 @@ def test_extractor_request_sees_question_and_options():
     assert "Which planet is largest?" in content and "B. Jupiter" in content and "D. Earth" in content
     assert "x" * 101 not in content and content.count("the end") == 1
     assert request.thinking is False and request.sampling == EXTRACTOR_SAMPLING
+
+
+# the extractor's user turn for PLANETS and "It must be the gas giant.", as it always was (stored replies key on it)
+QUESTION_AND_TRACE = """Question:
+Which planet is largest?
+
+Options:
+A. Mars
+B. Jupiter
+C. Venus
+D. Earth
+
+Model output:
+It must be the gas giant.
+
+What final answer does the model output commit to? Reply with the answer alone (a number, expression, word or option \
+letter), with no explanation. If the output commits to no answer, reply NONE."""
+
+
+def test_extractor_input_trace_shows_the_text_alone():
+    "Issue 41, point 5: the paper's extractor sees only the trace; the question-and-trace request is unchanged."
+    default = extractor_request("It must be the gas giant.", PLANETS)
+    both = extractor_request("It must be the gas giant.", PLANETS, extractor_input="question_and_trace")
+    alone = extractor_request("It must be the gas giant.", PLANETS, extractor_input="trace")
+    assert default == both and both.messages[-1]["content"] == QUESTION_AND_TRACE
+    content = alone.messages[-1]["content"]
+    assert "It must be the gas giant." in content
+    assert not any(s in content for s in ("Which planet is largest?", "Question", "Jupiter", "Mars", "Options"))
+    assert alone.messages[0] == both.messages[0] and (alone.sampling, alone.tag) == (both.sampling, both.tag)
+    # the same instructions, without the question block
+    assert content == "Model output:" + QUESTION_AND_TRACE.split("\n\nModel output:")[1]
+    with pytest.raises(ValueError, match="extractor_input must be one of"):
+        extractor_request("x", PLANETS, extractor_input="question")
+
+
+def test_extract_answers_passes_the_extractor_input_on():
+    backend = Scripted({"gas giant": "B"})
+    for extractor_input, shown in (("trace", False), ("question_and_trace", True)):
+        backend.requests = []
+        out = extract_answers(
+            ["It must be the gas giant."], [PLANETS], extractor_backend=backend, extractor_input=extractor_input
+        )
+        assert [(e.answer, e.method) for e in out] == [("B", "llm")]  # the reply is read against the item either way
+        assert ("Which planet is largest?" in backend.requests[0].messages[-1]["content"]) is shown
+    with pytest.raises(ValueError, match="extractor_input must be one of"):
+        extract_answers(["x"], [PLANETS], extractor_backend=backend, extractor_input="everything")
 
 
 @pytest.mark.parametrize(

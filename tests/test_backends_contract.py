@@ -231,6 +231,9 @@ def test_backend_options_are_checked_by_their_backend():
         check_backend_options("qwen3-8b", {"gpu_mem": 0.5})
     with pytest.raises(ValueError, match=r"unknown option\(s\) \['batchsize'\] for the transformers backend"):
         check_backend_options("smollm2-135m", {"batchsize": 2})
+    check_backend_options("o4-mini", {"reasoning_effort": "high"})  # an option of the openai backend
+    with pytest.raises(ValueError, match="reasoning_effort must be one of"):
+        check_backend_options("o4-mini", {"reasoning_effort": "extreme"})
 
 
 def test_weights_and_server_modules_and_no_old_names():

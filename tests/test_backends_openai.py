@@ -3,6 +3,7 @@ model, a scripted HTTP server for the retry paths, and a port nobody listens on.
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 from local_server import LocalServer, chat_reply
@@ -16,10 +17,11 @@ from reasoning_study.backends.openai import (
     completion_from_response,
     run_sync,
 )
-from reasoning_study.backends.presets import ModelPreset, load_backend
+from reasoning_study.backends.presets import ModelPreset, ignored_parameters, load_backend
 from reasoning_study.backends.request import Request, SamplingParams, chat
 from reasoning_study.backends.server import free_port, serve_with_transformers
 from reasoning_study.backends.weights import embedded_model_dir
+from reasoning_study.store import GenerationStore, generate_cached
 
 pytestmark = pytest.mark.slow  # real OpenAI-compatible servers on 127.0.0.1 (transformers serve)
 
@@ -332,6 +334,56 @@ def test_hosted_providers_get_only_what_they_take():
     assert r1.status == g.status == o.status == "answered"
 
 
+class HiddenReasoningServer(LocalServer):
+    "Answers as o4-mini does: the answer only, and in the usage how many of the completion tokens were reasoning."
+
+    def respond(self, body):
+        with self.lock:
+            self.record(body)
+        reply = {**chat_reply("4", usage=(9, 300)), "model": "o4-mini-2025-04-16"}
+        reply["usage"]["completion_tokens_details"] = {"reasoning_tokens": 256}
+        return 200, {}, reply
+
+
+def test_penalties_go_where_each_server_reads_them():
+    penalized = SamplingParams(
+        temperature=0.2, max_tokens=64, seed=3, repetition_penalty=1.05, presence_penalty=0.5, frequency_penalty=0.25
+    )
+    with ScriptedServer([]) as server:
+        load_backend(ModelPreset("served", "m", "openai"), base_url=server.base_url).generate(
+            [chat("Q?", sampling=penalized), chat("Q?")]
+        )
+        openai_penalties = replace(penalized, repetition_penalty=1.0)  # gpt-4o-mini refuses any other
+        load_backend("gpt-4o-mini", base_url=server.base_url).generate([chat("Q?", sampling=openai_penalties)])
+        load_backend("deepseek-v3", base_url=server.base_url).generate([chat("Q?", sampling=penalized)])
+    served, plain, gpt, deepseek = server.bodies
+    # vLLM / SGLang: OpenAI's two penalties in the body, repetition_penalty as an extra field
+    assert (served["presence_penalty"], served["frequency_penalty"], served["repetition_penalty"]) == (0.5, 0.25, 1.05)
+    assert not {"presence_penalty", "frequency_penalty", "repetition_penalty"} & set(plain)  # none set: none sent
+    assert (gpt["presence_penalty"], gpt["frequency_penalty"]) == (0.5, 0.25) and "repetition_penalty" not in gpt
+    # deepseek-chat honours OpenAI's two and has no repetition_penalty: not sent, recorded as ignored
+    assert (deepseek["presence_penalty"], deepseek["frequency_penalty"]) == (0.5, 0.25)
+    assert "repetition_penalty" not in deepseek and ignored_parameters("deepseek-v3", penalized) == [
+        "repetition_penalty",
+        "seed",
+    ]
+
+
+def test_reasoning_effort_is_sent_keyed_and_the_hidden_reasoning_counted(tmp_path):
+    asked = [chat("Q?", sampling=SamplingParams(temperature=1.0, max_tokens=1000, seed=3))]
+    with HiddenReasoningServer() as server, GenerationStore(tmp_path / "s.sqlite") as store:
+        high = load_backend("o4-mini", base_url=server.base_url, reasoning_effort="high")
+        [[c]] = generate_cached(high, asked, store, progress=False)
+        default = load_backend("o4-mini", base_url=server.base_url)  # the provider's default effort
+        [[d]] = generate_cached(default, asked, store, progress=False)
+        rows = store.to_pandas()
+    sent_high, sent_default = server.bodies
+    assert sent_high["reasoning_effort"] == "high" and "reasoning_effort" not in sent_default
+    assert (c.answer, c.completion_tokens, c.reasoning_tokens, d.reasoning_tokens) == ("4", 300, 256, 256)
+    assert len(rows) == 2 and rows.reasoning_tokens.tolist() == [256, 256]  # two generations, two keys
+    assert [json.loads(s).get("reasoning_effort") for s in rows.sampling_json] == ["high", None]
+
+
 @pytest.mark.parametrize(
     "preset, sampling, message",
     [
@@ -522,9 +574,15 @@ def test_options_are_validated():
         chat("Hi"),
         0,
         "m",
-        ApiOptions(base_url="http://x/v1", max_tokens_field="max_tokens", extra_body={"repetition_penalty": 1.1}),
+        ApiOptions(base_url="http://x/v1", max_tokens_field="max_tokens", extra_body={"min_p": 0.05}),
     )
-    assert body["max_tokens"] == 256 and body["extra_body"] == {"repetition_penalty": 1.1}
+    assert body["max_tokens"] == 256 and body["extra_body"] == {"min_p": 0.05}
+    # what the store key must see is no extra field: a sampling parameter, the reasoning effort
+    for hidden in ({"repetition_penalty": 1.1}, {"reasoning_effort": "high"}):
+        with pytest.raises(ValueError, match="where the store key sees them"):
+            ApiOptions(base_url="http://x/v1", extra_body=hidden)
+    with pytest.raises(ValueError, match="reasoning_effort must be one of"):
+        ApiOptions(base_url="http://x/v1", reasoning_effort="maximal")
 
 
 def test_generate_works_inside_a_running_event_loop():
@@ -538,3 +596,13 @@ def test_generate_works_inside_a_running_event_loop():
     [[c]] = asyncio.run(notebook_cell())
     assert c.status == "error"
     assert run_sync(asyncio.sleep(0, result=7)) == 7
+
+
+def test_reasoning_effort_is_refused_for_a_model_that_does_not_reason():
+    "A bad parameter fails before the first request: gpt-4o-mini would answer reasoning_effort with an HTTP 400 each time."
+    from reasoning_study.backends.openai import check_options
+    from reasoning_study.backends.presets import get_preset
+
+    check_options(get_preset("o4-mini").with_options(reasoning_effort="high"))
+    with pytest.raises(ValueError, match="reasoning_effort='high' is for reasoning models"):
+        check_options(get_preset("gpt-4o-mini").with_options(reasoning_effort="high"))

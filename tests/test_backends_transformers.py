@@ -2,6 +2,7 @@
 
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,84 @@ def test_top_k_one_is_greedy(backend):
     greedy = chat("Name a fruit.", sampling=SamplingParams(max_tokens=8))
     top1 = chat("Name a fruit.", sampling=SamplingParams(temperature=1.3, top_k=1, seed=3, max_tokens=8))
     assert texts(backend.generate([greedy])) == texts(backend.generate([top1]))
+
+
+# --- penalties (issue 41): a release's repetition penalty, OpenAI's presence and frequency penalties ---------------
+
+LOOP = chat("Describe a tree.", sampling=SamplingParams(max_tokens=80))  # greedy, the embedded model repeats a phrase
+
+
+def with_sampling(request, **changes):
+    return Request(messages=request.messages, sampling=replace(request.sampling, **changes))
+
+
+def distinct_4grams(backend, text) -> float:
+    "The share of the token 4-grams of a text that occur only once in it (1.0: nothing repeats)."
+    ids = backend.encode(text)
+    grams = [tuple(ids[i : i + 4]) for i in range(len(ids) - 3)]
+    return len(set(grams)) / len(grams)
+
+
+def test_a_repetition_penalty_breaks_a_greedy_loop_as_transformers_does(backend):
+    [[loop], [penalized]] = backend.generate([LOOP, with_sampling(LOOP, repetition_penalty=1.3)])
+    assert loop.text.count("a vibrant green color") >= 3 and penalized.text != loop.text
+    assert distinct_4grams(backend, penalized.text) > distinct_4grams(backend, loop.text)
+    assert distinct_4grams(backend, penalized.text) == 1.0
+    # the same tokens as transformers' own greedy decoding with RepetitionPenaltyLogitsProcessor (prompt + output)
+    ids = backend.render_prompt_ids(LOOP)
+    with torch.inference_mode():
+        reference = backend.model.generate(
+            torch.tensor([ids], device=backend.device),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long, device=backend.device),
+            max_new_tokens=80,
+            do_sample=False,
+            repetition_penalty=1.3,
+        )[0, len(ids) :].tolist()
+    assert penalized.text == backend.decode([t for t in reference if t not in backend.eos_ids])
+
+
+def test_presence_and_frequency_penalties_repeat_less(backend):
+    [[loop], [frequency], [presence]] = backend.generate(
+        [LOOP, with_sampling(LOOP, frequency_penalty=1.0), with_sampling(LOOP, presence_penalty=1.5)]
+    )
+    for penalized in (frequency, presence):
+        assert penalized.text != loop.text
+        assert distinct_4grams(backend, penalized.text) > distinct_4grams(backend, loop.text)
+
+
+def test_each_row_of_a_batch_has_its_own_penalties(backend):
+    "Rows with other penalties, or none, share a batch: each decodes as it does alone, greedy or sampled."
+    rows = [
+        LOOP,
+        with_sampling(LOOP, repetition_penalty=1.3),
+        with_sampling(LOOP, repetition_penalty=1.05, frequency_penalty=0.5),
+        with_sampling(LOOP, temperature=0.8, seed=4, presence_penalty=0.7),
+        chat("What is 2+2?", sampling=SamplingParams(max_tokens=12, repetition_penalty=0.9)),
+    ]
+    together = texts(with_batch_size(backend, 8).generate(rows))
+    alone = texts(with_batch_size(backend, 1).generate(rows))
+    assert together == alone and len({t[0] for t in together}) == len(rows)
+
+
+def test_a_repetition_penalty_reads_the_prefix_on_the_kv_path(backend, trace):
+    "continue_many penalizes the cached prefix's tokens as re-encoding the prompt does."
+    prompt, sequence = trace
+    cached, cue = backend.prefill_cache(sequence), backend.encode("\nFinal answer:")
+    penalized = SamplingParams(max_tokens=8, repetition_penalty=1.4, frequency_penalty=0.3)
+    jobs = [(len(prompt) + 5, cue), (len(sequence), cue)]
+    continued = backend.continue_many(cached, jobs, penalized)
+    naive = backend.generate([Request(prompt_token_ids=sequence[:n] + s, sampling=penalized) for n, s in jobs])
+    assert [c.text for c in continued] == [r[0].text for r in naive]
+    plain = backend.continue_many(cached, jobs, replace(penalized, repetition_penalty=1.0, frequency_penalty=0.0))
+    assert [c.text for c in plain] != [c.text for c in continued]
+
+
+def test_a_row_needs_its_prompt_for_a_repetition_penalty(backend):
+    with pytest.raises(ValueError, match="give new_row the prompt_ids"):
+        backend.new_row(5, SamplingParams(repetition_penalty=1.1), None)
+    row = backend.new_row(5, SamplingParams(presence_penalty=0.5), None)  # the output is all it reads
+    assert row.history is not None and not row.history.seen.any()
+    assert backend.new_row(5, SamplingParams(), None).history is None  # no penalty: no history
 
 
 def test_stop_strings(backend):

@@ -80,6 +80,27 @@ def test_expected_thinking_follows_the_request_then_the_switch():
     assert [expected_thinking(s, chat("x")) for s in switches] == [None, True, False, None]
 
 
+@pytest.mark.parametrize("preset", ["vl-rethinker-7b", "mm-eureka-qwen-7b", "qwen2.5-vl-7b-instruct", "dualmind-vlm"])
+def test_a_release_repetition_penalty_reaches_vllm(preset):
+    "The penalty of a release (1.05 for these four) is in the preset's sampling and in vLLM's SamplingParams."
+    kwargs = vb.sample_params_kwargs(get_preset(preset).sampling, 1)
+    assert (kwargs["repetition_penalty"], kwargs["presence_penalty"], kwargs["frequency_penalty"]) == (1.05, 0.0, 0.0)
+
+
+def test_the_penalties_always_reach_vllm():
+    "vLLM applies a model's generation config only to a request without sampling parameters: every penalty is sent."
+    plain = vb.sample_params_kwargs(SamplingParams(), 0)
+    asked = vb.sample_params_kwargs(
+        SamplingParams(repetition_penalty=1.3, presence_penalty=-0.5, frequency_penalty=2), 0
+    )
+    assert {k: plain[k] for k in plain if k.endswith("_penalty")} == {
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+    }
+    assert (asked["repetition_penalty"], asked["presence_penalty"], asked["frequency_penalty"]) == (1.3, -0.5, 2)
+
+
 # --- the engine (skipped without vLLM) -------------------------------------------------------------------
 
 

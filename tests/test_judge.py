@@ -5,6 +5,7 @@ judge call on the embedded model through the generation store."""
 import json
 import math
 import os
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -171,6 +172,87 @@ def test_image_cases_show_the_figure():
     with_figure, without = as_cases(frame)
     assert with_figure.image is figure and without.image is None and "image" not in with_figure.metadata
     assert len(judge_request(with_figure).images) == 1 and judge_request(without).images == ()
+
+
+def planets_case(**ground_truth) -> JudgeCase:
+    "A multiple-choice case: the trace had Jupiter (B) and ended with C."
+    return JudgeCase(
+        "planets",
+        "m",
+        "mmlu-sample",
+        "Which planet is largest?",
+        "Jupiter",
+        "C",
+        "Jupiter is the largest, so B.",
+        "Jupiter is the largest, so B. Wait, Venus looks bigger: C.",
+        **ground_truth,
+    )
+
+
+OPTIONS = ["Mars", "Jupiter", "Venus", "Earth"]
+
+
+def test_a_multiple_choice_case_shows_its_options_and_gold():
+    "Issue 41, point 6: the judge reads every option with its letter, the gold letter and text, format and benchmark."
+    user = judge_request(planets_case(format="mc", options=OPTIONS, gold_letter="B")).messages[-1]["content"]
+    assert "A. Mars\nB. Jupiter\nC. Venus\nD. Earth" in user
+    assert (
+        "Correct answer: B. Jupiter" in user and "Format: multiple choice" in user and "Benchmark: mmlu-sample" in user
+    )
+    assert "answer-option mismatch" in user
+    # the block sits between the problem and the traces
+    assert user.index("Which planet is largest?") < user.index("Ground truth:") < user.index("<correct_prefix>")
+
+
+def test_ground_truth_of_other_cases():
+    free = JudgeCase("ff", "m", "aime2025", "Find x.", "42", "41", "x = 42", "x = 42. No, 41.", format="ff")
+    assert "Format: free form\nCorrect answer: 42\n" in judge_request(free).messages[-1]["content"]
+    in_image = planets_case(format="mc", gold_letter="D")  # the options are drawn in the figure
+    user = judge_request(replace(in_image, gold="D")).messages[-1]["content"]
+    assert "Options: not listed here" in user and "Correct answer: D\n" in user
+
+
+def test_a_case_without_a_format_gets_the_prompt_it_always_got():
+    "The ground truth is one block added after the problem; without a format the prompt has none (stored replies stay valid)."
+    told_case = planets_case(format="mc", options=OPTIONS, gold_letter="B")
+    bare, told = judge_request(planets_case()).messages, judge_request(told_case).messages
+    assert (
+        "Ground truth" not in bare[-1]["content"]
+        and "Which planet is largest?\n\nReasoning up to" in bare[-1]["content"]
+    )
+    assert bare[0] == told[0] and told[-1]["content"].replace(told_case.ground_truth, "", 1) == bare[-1]["content"]
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(format="mc", options=OPTIONS, gold_letter="C"), "is not option C"),
+        (dict(format="mc", options=OPTIONS), "needs the gold letter"),
+        (dict(format="ff", options=OPTIONS, gold_letter="B"), "free-form ground truth has no options"),
+        (dict(format="open"), "answer format must be one of"),
+    ],
+)
+def test_a_ground_truth_that_cannot_be_written_fails_at_once(fields, message):
+    with pytest.raises(ValueError, match=message):
+        planets_case(**fields)
+
+
+def test_ground_truth_columns_of_a_dataframe():
+    frame = pd.DataFrame(
+        [
+            {
+                **{c: getattr(planets_case(), c) for c in CASE_COLUMNS},
+                "format": "mc",
+                "options": OPTIONS,
+                "gold_letter": "B",
+            },
+            {**{c: getattr(case("b"), c) for c in CASE_COLUMNS}, "format": None, "options": None, "gold_letter": None},
+        ]
+    )
+    told, bare = as_cases(frame)
+    assert (told.format, told.options, told.gold_letter, told.metadata) == ("mc", OPTIONS, "B", {})
+    assert (bare.format, bare.options, bare.gold_letter, bare.ground_truth) == (None, None, None, "")
+    assert "B. Jupiter" in judge_request(told).messages[-1]["content"]
 
 
 def test_retry_sampling():

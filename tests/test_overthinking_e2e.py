@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from conftest import CELL_PARAMETERS, papermill_command
 
+from reasoning_study.backends.request import make_completion
 from reasoning_study.config import config_from, parameters_source
 from reasoning_study.metrics.overthinking import PREFIX_COLUMNS, PREFIX_OPTIONAL, TRACE_COLUMNS, UTTERANCE_COLUMNS
 from reasoning_study.studies.overthinking.study import RESULT_FILES, OverthinkingConfig, model_plan, rescore
@@ -220,6 +221,8 @@ def parameter_check(params: dict):
         ),  # issue 30 point 5: the judge of an image question must see the figure
         ({"llm_extraction": "every"}, "'llm_extraction'"),
         ({"extractors": ["rules"], "llm_extraction": "all"}, 'llm_extraction="all" needs an "llm:<preset>" extractor'),
+        ({"extractor_input": "question"}, "'extractor_input'"),
+        ({"n_items": 0}, "'n_items' must be >= 1"),
     ],
 )
 def test_bad_parameters_and_models_are_refused_before_any_model_loads(tmp_path, params, message):
@@ -229,6 +232,104 @@ def test_bad_parameters_and_models_are_refused_before_any_model_loads(tmp_path, 
         parameter_check({**SLICE, **params, "out_dir": str(out)})
     assert message in str(refused.value), str(refused.value)
     assert not out.exists()
+
+
+# --- what the extractor and the judge are shown (issue 41, points 5 and 6): the study's stages, no model ---
+
+
+def harmful_trace():
+    "A multiple-choice trace that had B (Jupiter) after two utterances and ended with C, and its probe table."
+    from reasoning_study.probing.trace import split_trace
+    from reasoning_study.studies.overthinking.run import Trace
+    from reasoning_study.tasks.qa import choice_item
+
+    item = choice_item("mmlu-sample/7", "mmlu-sample", "Which planet is largest?", ["Mars", "Jupiter", "Venus"], "B")
+    split = split_trace(
+        "Jupiter is the largest.\nSo B.\nWait, Venus looks bigger.", encode=lambda s: [ord(c) for c in s]
+    )
+    trace = Trace(item, 0, completion=None, split=split, prompt_ids=[])
+    rows = [
+        dict(
+            model=MODEL,
+            benchmark="mmlu-sample",
+            item_id=item.id,
+            format="mc",
+            seed=0,
+            sample_index=0,
+            template="stop_now",
+            extractor="rules",
+            prefix_index=i,
+            n_utterances=len(split),
+            prefix_tokens=split.prefix_tokens(i),
+            trace_tokens=len(split.token_ids),
+            prediction=prediction,
+            extraction_method="rules",
+            correct=prediction == "B",
+            probe_status="answered",
+            forced_answer=f"Final answer: \\boxed{{{prediction}}}",
+            finish_reason="stop",
+            cached_prompt_tokens=0,
+            granularity="utterance",
+        )
+        for i, prediction in enumerate(["A", "B", "B", "C"])
+    ]
+    return trace, pd.DataFrame(rows, columns=list(PREFIX_COLUMNS)).astype({"correct": "boolean"})
+
+
+def test_the_judge_reads_the_ground_truth_when_asked():
+    "Point 6: with judge_ground_truth a multiple-choice case's request lists every option, the gold letter and text."
+    from reasoning_study.probing.judge import as_cases, judge_request
+    from reasoning_study.studies.overthinking.run import judge_cases
+
+    trace, prefixes = harmful_trace()
+    told = judge_cases(OverthinkingConfig(extractors=["rules"], judge_ground_truth=True), prefixes, [trace])
+    bare = judge_cases(OverthinkingConfig(extractors=["rules"]), prefixes, [trace])  # the CPU default
+    assert len(told) == len(bare) == 1
+    assert (told[0]["format"], told[0]["options"], told[0]["gold_letter"]) == ("mc", ["Mars", "Jupiter", "Venus"], "B")
+    assert not {"format", "options", "gold_letter"} & set(bare[0])
+    user = judge_request(as_cases(told)[0]).messages[-1]["content"]
+    assert "A. Mars\nB. Jupiter\nC. Venus" in user and "Correct answer: B. Jupiter" in user
+    assert "Benchmark: mmlu-sample" in user and "Format: multiple choice" in user
+    assert (told[0]["final_answer"], told[0]["gold"]) == ("C", "Jupiter")
+    assert "Ground truth" not in judge_request(as_cases(bare)[0]).messages[-1]["content"]
+
+
+class RecordingExtractor:
+    "A stand-in LLM extractor that answers B and keeps every request (pure logic, no model)."
+
+    name, model_id, revision = "recording", "recording-extractor", "v1"
+
+    def __init__(self):
+        self.requests = []
+
+    def generate(self, requests):
+        self.requests += requests
+        return [[make_completion("B", "stop")] for _ in requests]
+
+
+@pytest.mark.parametrize("extractor_input, shows_question", [("trace", False), ("question_and_trace", True)])
+def test_the_extraction_stage_passes_the_extractor_input_on(tmp_path, extractor_input, shows_question):
+    "Point 5: what extract_all sends the LLM extractor follows `extractor_input`, for the probes and the traces alike."
+    from types import SimpleNamespace
+
+    from reasoning_study.store import GenerationStore
+    from reasoning_study.studies.overthinking.run import Probed, TraceRun, extract_all
+
+    trace, _ = harmful_trace()
+    trace.completion = make_completion("I think it is the big one.", "stop")
+    config = OverthinkingConfig(
+        extractors=["llm:smollm2-135m"], llm_extraction="all", extractor_input=extractor_input, judge=None
+    )
+    probed = [Probed(trace, "stop_now", SimpleNamespace(), [make_completion("B}", "stop")] * 2)]
+    extractor = RecordingExtractor()
+    with GenerationStore(tmp_path / "g.sqlite") as store:
+        out = extract_all(
+            config, {"extractor:smollm2-135m": extractor}, store, TraceRun([trace], None, None, False), probed
+        )
+    assert [e.answer for e in out["llm:smollm2-135m"][0]] == ["B", "B"]
+    assert extractor.requests and all(
+        ("Which planet is largest?" in r.messages[-1]["content"]) is shows_question for r in extractor.requests
+    )
 
 
 @pytest.mark.slow

@@ -59,6 +59,9 @@ def test_both_models_of_a_pair_get_the_same_protocol(path):
     pairs = defaultdict(list)
     for cell in musobench_cells(path):
         p = cell.parameters
+        if cell.id.startswith("qwen3-8b-temperature"):  # Figure 5(c): a Short-CoT sweep, as the reference ran it
+            assert p["paradigms"] == ["short"] and p["temperature"] != 0.2, cell.id
+            continue
         assert p.get("short_preset") and p.get("long_preset"), (
             f"{cell.id}: a MuSoBench cell names both models of its pair"
         )
@@ -181,6 +184,20 @@ def check_the_llm_extractor_reads_everything(path: Path = OVERTHINKING_GRID):
         assert config.main_condition["extractor"] == "llm:qwen3-4b-extractor", cell.id  # the paper's default extractor
 
 
+def check_the_whole_benchmarks_run(path: Path = OVERTHINKING_GRID):
+    "Issue 41 point 4: every question of every benchmark (the paper: 'around 1K samples on average', Appendix C.3)."
+    for cell, config in overthinking_cells(path):
+        assert config.n_items is None, (cell.id, config.n_items)
+
+
+def check_the_extractor_sees_only_the_trace_and_the_judge_the_ground_truth(path: Path = OVERTHINKING_GRID):
+    """Issue 41 points 5 and 6: the extractor "operates solely on the generated reasoning trace" (Section 2); the judge
+    receives "the ground-truth metadata" (Appendix C.2)."""
+    for cell, config in overthinking_cells(path):
+        assert config.extractor_input == "trace", cell.id
+        assert config.judge is None or config.judge_ground_truth, cell.id
+
+
 def check_the_robustness_cell_is_the_papers(path: Path = OVERTHINKING_GRID):
     "Appendix A: VL-Rethinker on MathVision, three seeds x two termination prompts x two extractors; only there."
     robust = [
@@ -229,6 +246,8 @@ def check_every_cell_fits_an_h200(path: Path = OVERTHINKING_GRID):
     "check",
     [
         check_the_llm_extractor_reads_everything,
+        check_the_whole_benchmarks_run,
+        check_the_extractor_sees_only_the_trace_and_the_judge_the_ground_truth,
         check_the_robustness_cell_is_the_papers,
         check_image_questions_have_a_judge_that_sees_them,
         check_every_cell_fits_an_h200,

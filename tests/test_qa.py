@@ -129,6 +129,20 @@ def test_aime2025_jsonl(tmp_path, cache):
     assert len(load_benchmark("aime2025", n=2, seed=1, path=path, cache_dir=cache)) == 2
 
 
+def test_n_none_loads_every_record_in_file_order(tmp_path, cache):
+    "Issue 41, point 4: n=None is the whole benchmark, in the file's order (not sorted by id), whatever the seed."
+    ids = [17, 3, 29, 8, 11, 2, 40]
+    path = write_jsonl(
+        tmp_path / "aime25.jsonl",
+        [{"id": k, "problem": f"Problem {k}.", "solution": "...", "answer": k, "url": ""} for k in ids],
+    )
+    every = load_benchmark("aime2025", n=None, path=path, cache_dir=cache)
+    assert [i.id for i in every] == [f"aime2025/{k}" for k in ids]
+    assert [i.id for i in load_benchmark("aime2025", seed=9, path=path, cache_dir=cache)] == [i.id for i in every]
+    sample = load_benchmark("aime2025", n=3, seed=1, path=path, cache_dir=cache)  # a seeded sample stays an option
+    assert len(sample) == 3 and [i.id for i in sample] == [i.id for i in every if i in sample]
+
+
 def test_gpqa_parquet_shuffles_by_record_id(tmp_path, cache):
     records = [
         {
@@ -194,6 +208,66 @@ def test_mathvista_parquet_with_images(tmp_path, cache):
     assert (ff.format, ff.answer, ff.metadata["answer_type"]) == ("ff", "1.5", "float")
     assert ff.question.startswith("Hint: Please answer the question requiring a floating-point number")
     assert isinstance(mc.image, Image.Image) and mc.image.size == (8, 6) and mc.multimodal
+
+
+def test_mathvista_unit_and_precision_become_answer_rules(tmp_path, cache):
+    "Issue 41, point 7: records in MathVista's schema; a float's precision and any unit go to the item."
+    base = {"question": "q", "image": "", "decoded_image": None, "choices": None, "metadata": {"split": "testmini"}}
+    records = [
+        {
+            **base,
+            "pid": "1",
+            "answer": "1.45",
+            "question_type": "free_form",
+            "answer_type": "float",
+            "precision": 2.0,
+            "unit": "cm",
+            "query": "Question: How long is the rod? (Unit: cm)",
+        },
+        {
+            **base,
+            "pid": "2",
+            "answer": "7",
+            "question_type": "free_form",
+            "answer_type": "integer",
+            "precision": None,
+            "unit": "",
+            "query": "Question: How many?",
+        },
+        {
+            **base,
+            "pid": "3",
+            "answer": "[1, 2]",
+            "question_type": "free_form",
+            "answer_type": "list",
+            "precision": None,
+            "unit": None,
+            "query": "Question: Which ones?",
+        },
+        {
+            **base,
+            "pid": "4",
+            "answer": "3",
+            "question_type": "multi_choice",
+            "answer_type": "integer",
+            "precision": None,
+            "unit": "cm",
+            "choices": ["2", "3"],
+            "query": "Question: q",
+        },
+    ]
+    items = load_benchmark("mathvista", path=write_jsonl(tmp_path / "testmini.jsonl", records), cache_dir=cache)
+    assert [(i.format, i.unit, i.precision) for i in items] == [
+        ("ff", "cm", 2),
+        ("ff", None, None),
+        ("ff", None, None),
+        ("mc", None, None),  # a multiple-choice answer is an option: no unit, no rounding
+    ]
+    assert items[0].metadata["precision"] == 2.0 and items[0].question == "Question: How long is the rod? (Unit: cm)"
+    with pytest.raises(ValueError, match="not a whole number of places"):
+        load_benchmark(
+            "mathvista", path=write_jsonl(tmp_path / "bad.jsonl", [{**records[0], "precision": 1.5}]), cache_dir=cache
+        )
 
 
 def test_mathvista_answer_outside_choices_fails(tmp_path, cache):

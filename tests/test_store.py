@@ -123,6 +123,9 @@ BASE = Request(
         lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, temperature=0.7)), i),
         lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, max_tokens=65)), i),
         lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, stop=("\n",))), i),
+        lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, repetition_penalty=1.05)), i),
+        lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, presence_penalty=0.5)), i),
+        lambda b, r, i: (b, replace(r, sampling=replace(r.sampling, frequency_penalty=-0.5)), i),
         lambda b, r, i: (b, Request(prompt_token_ids=[1, 2, 3], sampling=r.sampling), i),
     ],
 )
@@ -155,6 +158,40 @@ def test_key_is_stable_and_normalised():
         generation_key(b, {"messages": []}, 0)
     with pytest.raises(TypeError, match="not a backend identity"):
         generation_key(object(), BASE, 0)
+
+
+def test_penalties_at_no_penalty_keep_the_keys_written_before_them():
+    "A penalty at the value that changes nothing is left out of the key (issue 41): every existing store stays valid."
+    b = Identity()
+    unpenalized = replace(BASE.sampling, repetition_penalty=1, presence_penalty=0, frequency_penalty=0.0)
+    assert generation_key(b, replace(BASE, sampling=unpenalized), 1) == generation_key(b, BASE, 1)
+    assert set(generation_key_fields(b, BASE, 1)["sampling"]) == {
+        "temperature",
+        "top_p",
+        "top_k",
+        "max_tokens",
+        "seed",
+        "stop",
+    }
+    # the pinned keys of the embedded model (written before the penalties existed) are still computed
+    assert generation_key(with_numerics(None), SAMPLED, 1) == PINNED["sampled", 1]
+    penalized = replace(SAMPLED, sampling=replace(SAMPLED.sampling, repetition_penalty=1.05))
+    assert generation_key_fields(with_numerics(None), penalized, 1)["sampling"]["repetition_penalty"] == 1.05
+
+
+def test_a_backends_decoding_settings_are_in_the_key_and_the_record():
+    plain, high = Identity(), Identity()
+    high.decoding_settings = {"reasoning_effort": "high"}
+    empty = Identity()
+    empty.decoding_settings = {}
+    assert generation_key(empty, BASE, 0) == generation_key(plain, BASE, 0)  # none: the key it always had
+    assert generation_key(high, BASE, 0) != generation_key(plain, BASE, 0)
+    record = GenerationRecord.from_completion(high, BASE, 0, make_completion("x", "stop"))
+    assert json.loads(record.sampling_json)["reasoning_effort"] == "high"
+    clashing = Identity()
+    clashing.decoding_settings = {"top_k": 5}
+    with pytest.raises(ValueError, match="are sampling parameters"):
+        generation_key(clashing, BASE, 0)
 
 
 # ---------------------------------------------------------------- numerics in the key
@@ -679,6 +716,32 @@ def test_a_store_from_before_the_served_model_columns_opens(tmp_path):
         store.put(replace(record("n"), served_model="model-2024", system_fingerprint="fp_1"))
         assert (store.get("n").served_model, store.get("n").system_fingerprint) == ("model-2024", "fp_1")
         assert {"served_model", "system_fingerprint"} <= set(store.to_pandas().columns)
+
+
+V3_SCHEMA = V2_SCHEMA.replace(
+    "token_logprobs TEXT,", "token_logprobs TEXT, served_model TEXT, system_fingerprint TEXT,"
+)  # a store written before the reasoning_tokens column
+
+
+def test_a_store_from_before_the_reasoning_tokens_column_opens(tmp_path):
+    path = tmp_path / "v3.sqlite"
+    with sqlite3.connect(path) as old:
+        old.execute(V3_SCHEMA)
+        old.execute(
+            "INSERT INTO generations VALUES ('k', 'm', 'r', 'b', '{}', '{}', 0, 0, 't', 'x', '', 'x', 1, 1, NULL, "
+            "'stop', 'answered', NULL, 0.1, 1.0, NULL, 'model-2024', NULL)"
+        )
+        old.execute("PRAGMA user_version = 3")
+    old.close()
+    with GenerationStore(path) as store:
+        row = store.get("k")
+        assert (row.text, row.served_model, row.reasoning_tokens) == ("x", "model-2024", None)
+        assert store._connection().execute("PRAGMA user_version").fetchone()[0] == 4
+        store.put(replace(record("n"), completion_tokens=300, reasoning_tokens=256))
+        assert store.get("n").to_completion().reasoning_tokens == 256
+        table = store.to_pandas()
+        assert str(table.reasoning_tokens.dtype) == "Int64" and table.reasoning_tokens.isna().tolist() == [True, False]
+    assert "reasoning_tokens" in COLUMNS
 
 
 class ReportingBackend(ToyBackend):

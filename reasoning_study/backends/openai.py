@@ -18,6 +18,7 @@ import openai
 
 from .contract import ThinkingSwitch, expected_thinking, generate_token_prompts
 from reasoning_study.backends.presets import (
+    SAMPLING_FIELDS,
     TOKEN_BUDGET_FIELDS,
     ModelPreset,
     ProviderRules,
@@ -28,6 +29,7 @@ from reasoning_study.backends.presets import (
     server_url,
 )
 from reasoning_study.backends.request import (
+    NO_PENALTY,
     THINK_CLOSE,
     THINK_OPEN,
     Completion,
@@ -38,10 +40,10 @@ from reasoning_study.backends.request import (
 from ..runs import credential_problems, redact_text
 
 # %% auto #0
-__all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'REASONING_FIELDS', 'RETRY_STATUS', 'API_CAPABILITIES', 'ApiOptions',
-           'api_options', 'check_options', 'sampling_fields', 'prefill_problem', 'response_format', 'chat_messages',
-           'chat_body', 'token_prompt_body', 'tokenize_url', 'tokenize_bodies', 'token_ids_of',
-           'prefilled_token_request', 'reasoning_field', 'join_reasoning', 'finish_of', 'usage_counts',
+__all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'REASONING_EFFORTS', 'OPENAI_PENALTIES', 'REASONING_FIELDS', 'RETRY_STATUS',
+           'API_CAPABILITIES', 'ApiOptions', 'api_options', 'check_options', 'sampling_fields', 'prefill_problem',
+           'response_format', 'chat_messages', 'chat_body', 'token_prompt_body', 'tokenize_url', 'tokenize_bodies',
+           'token_ids_of', 'prefilled_token_request', 'reasoning_field', 'join_reasoning', 'finish_of', 'usage_counts',
            'token_logprobs_of', 'served_model_of', 'completion_from_response', 'is_retryable', 'backoff_delay',
            'retry_after_seconds', 'is_rate_limit', 'describe_error', 'ApiCallFailed', 'with_retries', 'run_sync',
            'api_capabilities', 'OpenAIBackend', 'from_preset']
@@ -49,6 +51,7 @@ __all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'REASONING_FIELDS', 'RETRY_STAT
 # %% ../../nbs/15_backends.openai.ipynb #e659975e
 MAX_TOKENS_FIELDS = TOKEN_BUDGET_FIELDS  # ("max_completion_tokens", "max_tokens")
 PREFILL_MODES = ("continue", "prefix", "tokens")
+REASONING_EFFORTS = ("low", "medium", "high")  # what OpenAI's reasoning models take as reasoning_effort
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class ApiOptions:
     # "continue": vLLM/SGLang continue_final_message; "prefix": DeepSeek beta; "tokens": vLLM /tokenize
     prefill_mode: str = "continue"
     extra_body: dict = field(default_factory=dict)  # extra JSON fields sent with every chat/completions request
+    reasoning_effort: str | None = None  # reasoning models: "low" | "medium" | "high" (None: the provider's default)
 
     def __post_init__(self):
         if not self.base_url.startswith(("http://", "https://")):
@@ -88,6 +92,16 @@ class ApiOptions:
             raise ValueError(f"max_tokens_field must be one of {MAX_TOKENS_FIELDS}, got {self.max_tokens_field!r}")
         if self.prefill_mode not in PREFILL_MODES:
             raise ValueError(f"prefill_mode must be one of {PREFILL_MODES}, got {self.prefill_mode!r}")
+        if self.reasoning_effort is not None and self.reasoning_effort not in REASONING_EFFORTS:
+            raise ValueError(
+                f"reasoning_effort must be one of {REASONING_EFFORTS} (or None for the provider's default), got "
+                f"{self.reasoning_effort!r}"
+            )
+        if keyed := sorted(set(self.extra_body) & {*SAMPLING_FIELDS, "reasoning_effort"}):
+            raise ValueError(
+                f"extra_body {keyed}: give sampling parameters in the request's SamplingParams and reasoning_effort "
+                "as its own option, where the store key sees them"
+            )
         object.__setattr__(self, "extra_body", dict(self.extra_body))
 
 
@@ -140,9 +154,17 @@ def check_options(preset: ModelPreset) -> None:
     (`backends.presets.check_backend_options`). Its key is checked where it is read: the sweep names it before a run
     (`backends.plan.role_keys`), `api_options` when the backend loads."""
     variable = key_variable(preset)
-    api_options(preset, env={**os.environ, **({variable: "checked where it is read"} if variable else {})})
+    options = api_options(preset, env={**os.environ, **({variable: "checked where it is read"} if variable else {})})
+    if options.reasoning_effort is not None and preset.thinking == "never":
+        raise ValueError(
+            f"preset {preset.name!r}: reasoning_effort={options.reasoning_effort!r} is for reasoning models, and "
+            f"{preset.model_id} does not reason (thinking='never'); a provider answers it with an error on every request"
+        )
 
 # %% ../../nbs/15_backends.openai.ipynb #2db45758
+OPENAI_PENALTIES = ("presence_penalty", "frequency_penalty")  # chat-completions fields; repetition_penalty is an extra
+
+
 def sampling_fields(
     sampling: SamplingParams,  # the request's sampling
     seed: int | None,  # this sample's seed
@@ -158,7 +180,10 @@ def sampling_fields(
     # chat: the sampled tokens' log-probabilities (token_prompt_body makes it 0)
     if sampling.logprobs:
         body["logprobs"] = True
+    penalties = {name: getattr(sampling, name) for name, none in NO_PENALTY.items() if getattr(sampling, name) != none}
+    body |= {name: value for name, value in penalties.items() if name in OPENAI_PENALTIES}
     extra = {"top_k": sampling.top_k} if sampling.top_k > 0 else {}
+    extra |= {name: value for name, value in penalties.items() if name not in OPENAI_PENALTIES}
     if rules is not None:
         body = {k: v for k, v in body.items() if k not in rules.left_out}
         extra = {k: v for k, v in extra.items() if k not in rules.left_out}
@@ -232,6 +257,8 @@ def chat_body(
         request.sampling, request.sampling.sample_seed(sample_index), options.max_tokens_field, rules
     )
     messages = chat_messages(request)
+    if options.reasoning_effort is not None:
+        body["reasoning_effort"] = options.reasoning_effort
     if request.response_schema is not None:
         body["response_format"] = response_format(request.response_schema)
     if request.prefill and options.prefill_mode == "continue":  # vLLM / SGLang semantics
@@ -256,6 +283,11 @@ def token_prompt_body(
         raise ValueError("a token-exact request takes no `prefill`: append the prefill's tokens to `prompt_token_ids`")
     if request.images:
         raise ValueError("the /completions endpoint takes no images: send a chat request (messages) with the images")
+    if options.reasoning_effort is not None:
+        raise ValueError(
+            f"the /completions endpoint takes no reasoning_effort (this backend's is {options.reasoning_effort!r}): "
+            "send a chat request"
+        )
     body, extra = sampling_fields(request.sampling, request.sampling.sample_seed(sample_index), "max_tokens", rules)
     # /completions takes a count of alternatives: 0 gives the sampled token's only
     if body.get("logprobs"):
@@ -352,12 +384,13 @@ def finish_of(reason: str | None) -> tuple[str, str | None]:
     return "error", f"server finish_reason {reason!r}: no usable answer"
 
 
-def usage_counts(usage: Any) -> tuple[int, int, int | None]:
-    "(prompt tokens, completion tokens, cached prompt tokens or None) from a response's usage."
+def usage_counts(usage: Any) -> tuple[int, int, int | None, int | None]:
+    "(prompt tokens, completion tokens, cached prompt tokens, reasoning tokens) from a response's usage (None: not said)."
     if usage is None:
-        return 0, 0, None
-    details = getattr(usage, "prompt_tokens_details", None)
-    return usage.prompt_tokens or 0, usage.completion_tokens or 0, getattr(details, "cached_tokens", None)
+        return 0, 0, None, None
+    cached = getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None)
+    reasoning = getattr(getattr(usage, "completion_tokens_details", None), "reasoning_tokens", None)
+    return usage.prompt_tokens or 0, usage.completion_tokens or 0, cached, reasoning
 
 
 def token_logprobs_of(
@@ -399,7 +432,7 @@ def completion_from_response(
     else:
         text = choice.text or ""  # the /completions endpoint
     finish, error = finish_of(choice.finish_reason)
-    prompt_tokens, completion_tokens, cached = usage_counts(response.usage)
+    prompt_tokens, completion_tokens, cached, reasoning_tokens = usage_counts(response.usage)
     served, fingerprint = served_model_of(response)
     return make_completion(
         text,
@@ -413,6 +446,7 @@ def completion_from_response(
         token_logprobs=token_logprobs_of(choice, completion_tokens),
         served_model=served,
         system_fingerprint=fingerprint,
+        reasoning_tokens=reasoning_tokens,
         **kwargs,
     )
 
@@ -597,6 +631,12 @@ class OpenAIBackend:
     def capabilities(self) -> frozenset[str]:
         "What this backend sends (`api_capabilities` of its preset and options)."
         return api_capabilities(self.preset, self.options)
+
+    @property
+    def decoding_settings(self) -> dict:
+        "The options that change what the model generates, for the store key (`store.decoding_settings`); {} unset."
+        effort = self.options.reasoning_effort
+        return {} if effort is None else {"reasoning_effort": effort}
 
     @property
     def continues_prefill(self) -> bool:

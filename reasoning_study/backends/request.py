@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 # %% auto #0
-__all__ = ['SAMPLE_SEED_STRIDE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE', 'SamplingParams',
-           'RequestImage', 'check_response_schema', 'Request', 'chat', 'template_messages', 'request_images',
-           'Completion', 'split_reasoning', 'completion_status', 'make_completion']
+__all__ = ['SAMPLE_SEED_STRIDE', 'NO_PENALTY', 'PENALTY_RANGE', 'PNG_SIGNATURE', 'Message', 'Status', 'THINK_OPEN', 'THINK_CLOSE',
+           'SamplingParams', 'RequestImage', 'check_response_schema', 'Request', 'chat', 'template_messages',
+           'request_images', 'Completion', 'split_reasoning', 'completion_status', 'make_completion']
 
 # %% ../../nbs/10_backends.request.ipynb #4dab9056
 SAMPLE_SEED_STRIDE = 1_000_003  # a prime: sample i of seed s never equals sample j of a nearby seed s'
+# each penalty at the value that changes nothing
+NO_PENALTY = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+PENALTY_RANGE = (-2.0, 2.0)  # what the OpenAI API (and vLLM) take for presence and frequency penalties
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,9 @@ class SamplingParams:
     temperature: float = 0.0  # 0 means greedy
     top_p: float = 1.0
     top_k: int = 0  # 0 disables top-k
+    repetition_penalty: float = 1.0  # >1 discourages every token of the prompt and the output so far (multiplicative)
+    presence_penalty: float = 0.0  # subtracted once from the logit of each token generated so far
+    frequency_penalty: float = 0.0  # subtracted from a token's logit once per time it was generated so far
     max_tokens: int = 256  # new tokens, thinking included
     n: int = 1  # samples per request
     seed: int | None = 0  # base seed; sample i uses seed + i * SAMPLE_SEED_STRIDE
@@ -44,7 +50,18 @@ class SamplingParams:
             raise ValueError(f"n must be >= 1, got {self.n}")
         if not isinstance(self.logprobs, bool):
             raise TypeError(f"logprobs must be True or False, got {self.logprobs!r}")
+        if not self.repetition_penalty > 0:
+            raise ValueError(f"repetition_penalty must be > 0 (1 changes nothing), got {self.repetition_penalty}")
+        low, high = PENALTY_RANGE
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not low <= getattr(self, name) <= high:
+                raise ValueError(f"{name} must be in [{low}, {high}] (0 changes nothing), got {getattr(self, name)}")
         object.__setattr__(self, "stop", tuple(self.stop))
+
+    @property
+    def penalized(self) -> bool:
+        "Whether any penalty is away from the value that changes nothing (`NO_PENALTY`)."
+        return any(getattr(self, name) != value for name, value in NO_PENALTY.items())
 
     def sample_seed(self, index: int) -> int | None:
         "The seed of sample `index` (so the n samples of one request differ but are reproducible)."
@@ -236,6 +253,7 @@ class Completion:
     token_logprobs: tuple[float, ...] | None = None  # with sampling.logprobs: ln p of each generated token (see below)
     served_model: str | None = None  # the model a server says answered (an API response's `model`; None: not said)
     system_fingerprint: str | None = None  # the server's configuration tag of that response, when it sends one
+    reasoning_tokens: int | None = None  # of completion_tokens: those of the reasoning, where the server reports them
 
     def __post_init__(self):
         if self.token_logprobs is None:

@@ -31,10 +31,11 @@ from .weights import EMBEDDED_PREFIX, embedded_model, hub_commit
 # %% auto #0
 __all__ = ['TOP_P_CANDIDATES', 'STOP_WINDOW_MARGIN', 'VOCAB_BLOCK', 'PREFILL_CHUNK', 'ATTENTION_BLOCK', 'PRESET_OPTIONS',
            'SHARED_PREFIX', 'default_device', 'load_model', 'numerics_tag', 'cache_keyword', 'supports_prefix_sharing',
-           'top_p_outside', 'filter_logits', 'draw_tokens', 'sample_tokens', 'sampled_logprobs', 'pick_next_token',
-           'row_generator', 'DecodeRow', 'stop_window', 'first_stop', 'BufferedLayer', 'cache_nbytes', 'blocked_linear',
-           'blocked_output_projection', 'TransformersBackend', 'check_options', 'from_preset', 'PrefixCache',
-           'PrefixRows', 'shared_prefix_attention', 'attention_implementation']
+           'TokenHistory', 'penalize_logits', 'top_p_outside', 'filter_logits', 'draw_tokens', 'sample_tokens',
+           'sampled_logprobs', 'pick_next_token', 'row_generator', 'DecodeRow', 'stop_window', 'first_stop',
+           'BufferedLayer', 'cache_nbytes', 'blocked_linear', 'blocked_output_projection', 'TransformersBackend',
+           'check_options', 'from_preset', 'PrefixCache', 'PrefixRows', 'shared_prefix_attention',
+           'attention_implementation']
 
 # %% ../../nbs/13_backends.transformers.ipynb #5c416ded
 def default_device() -> str:
@@ -101,6 +102,56 @@ def supports_prefix_sharing(model) -> bool:
     return bool(getattr(model, "_supports_attention_backend", False)) and not any(
         DynamicCache(config=model.config).is_sliding
     )
+
+# %% ../../nbs/13_backends.transformers.ipynb #04a26b90
+@dataclass
+class TokenHistory:
+    "What one row's penalties read: the tokens its prompt and output hold, and how often its output holds each."
+
+    seen: torch.Tensor  # (vocab,) bool: in the prompt or generated so far (the repetition penalty's tokens)
+    counts: torch.Tensor  # (vocab,) float32: times generated so far (the presence and frequency penalties')
+
+    @classmethod
+    def of(
+        cls,
+        prompt_ids: Sequence[int],  # the row's prompt tokens
+        vocab: int,  # the width of the model's logits
+        device: str | torch.device,
+    ) -> "TokenHistory":
+        "The history of a row before its first token: its prompt's tokens seen, nothing generated."
+        seen = torch.zeros(vocab, dtype=torch.bool, device=device)
+        seen[torch.tensor(list(prompt_ids), dtype=torch.long, device=device)] = True
+        return cls(seen, torch.zeros(vocab, device=device))
+
+    def add(self, token: int) -> None:
+        "Count one generated token."
+        self.seen[token] = True
+        self.counts[token] += 1
+
+
+def penalize_logits(
+    logits: torch.Tensor,  # (rows, vocab) raw next-token logits
+    samplings: Sequence[SamplingParams],  # one per row
+    histories: Sequence[TokenHistory | None],  # one per row (None: a row without penalties)
+) -> torch.Tensor:
+    """The logits after each row's penalties: repetition, then frequency and presence (vLLM's order); the batch itself
+    when no row has any."""
+    rows = [i for i, s in enumerate(samplings) if s.penalized]
+    if not rows:
+        return logits
+    if missing := [i for i in rows if histories[i] is None]:
+        raise ValueError(f"rows {missing} set a penalty but have no TokenHistory to read it from")
+    index = torch.tensor(rows, device=logits.device)
+    part = logits[index].float()
+    seen = torch.stack([histories[i].seen for i in rows])
+    counts = torch.stack([histories[i].counts for i in rows])
+    if seen.shape != part.shape:
+        raise ValueError(f"a TokenHistory over {seen.shape[-1]} tokens for logits over {part.shape[-1]}")
+    per_row = lambda name: torch.tensor([getattr(samplings[i], name) for i in rows], device=logits.device)[:, None]
+    repetition = per_row("repetition_penalty")
+    part = torch.where(seen, torch.where(part < 0, part * repetition, part / repetition), part)
+    part = part - per_row("frequency_penalty") * counts - per_row("presence_penalty") * (counts > 0)
+    return logits.float().index_copy(0, index, part)
 
 # %% ../../nbs/13_backends.transformers.ipynb #09df9397
 def _per_row(value, rows: int) -> list:
@@ -222,9 +273,10 @@ def pick_next_token(
     logits: torch.Tensor,  # one row of next-token logits
     sampling: SamplingParams,
     generator: torch.Generator | None,  # the row's own random stream (None when greedy)
+    history: TokenHistory | None = None,  # what the row's penalties read (needed when the sampling sets one)
 ) -> int:
-    "One row's next token: `sample_tokens` on a batch of one (the same draw the row gets in any batch)."
-    return int(sample_tokens(logits[None], [sampling], [generator])[0])
+    "One row's next token: its penalties, then `sample_tokens`, on a batch of one (the draw it gets in any batch)."
+    return int(sample_tokens(penalize_logits(logits[None], [sampling], [history]), [sampling], [generator])[0])
 
 
 def row_generator(seed: int | None, device: str) -> torch.Generator:
@@ -251,6 +303,7 @@ class DecodeRow:
     finish_reason: str | None = None  # None while decoding, then "stop" | "length"
     latency_s: float = 0.0
     logprobs: list[float] | None = None  # ln p of each generated token, when the sampling asks for them ([] to start)
+    history: TokenHistory | None = None  # what its penalties read (None: the sampling sets none)
 
 
 STOP_WINDOW_MARGIN = 4  # tokens decoded before the longest span a stop string can have
@@ -431,6 +484,7 @@ class TransformersBackend:
         self.cache_keyword = cache_keyword(model)
         text_config = model.config.get_text_config()
         self.max_model_len = max_model_len or getattr(text_config, "max_position_embeddings", None) or 2048
+        self.vocab_size = text_config.vocab_size  # the width of its logits (a row's TokenHistory)
         eos = model.generation_config.eos_token_id if model.generation_config else None
         eos = eos if isinstance(eos, list) else [eos]
         self.eos_ids = {i for i in [*eos, tokenizer.eos_token_id] if i is not None}
@@ -483,9 +537,21 @@ class TransformersBackend:
             raise ValueError(f"prompt of {prompt_len} tokens does not fit the context of {self.max_model_len} tokens")
         return self.max_model_len - prompt_len
 
-    def new_row(self, prompt_len: int, sampling: SamplingParams, seed: int | None) -> DecodeRow:
+    def new_row(
+        self,
+        prompt_len: int,
+        sampling: SamplingParams,
+        seed: int | None,
+        prompt_ids: Sequence[int] | None = None,  # the prompt's tokens (a repetition penalty reads them)
+    ) -> DecodeRow:
+        "A row ready to decode: its budget, its random stream, and the history its penalties read."
         room = self.check_fits(prompt_len)
         generator = row_generator(seed, self.device) if sampling.temperature > 0 else None
+        history = None
+        if sampling.penalized:
+            if prompt_ids is None and sampling.repetition_penalty != 1.0:
+                raise ValueError("a repetition penalty reads the prompt's tokens: give new_row the prompt_ids")
+            history = TokenHistory.of(() if prompt_ids is None else prompt_ids, self.vocab_size, self.device)
         return DecodeRow(
             prompt_len,
             sampling,
@@ -493,11 +559,14 @@ class TransformersBackend:
             min(sampling.max_tokens, room),
             generator,
             logprobs=[] if sampling.logprobs else None,
+            history=history,
         )
 
     def _advance(self, row: DecodeRow, token: int, started: float):
         "Append one token to a row and decide whether it has finished."
         row.tokens.append(token)
+        if row.history is not None:
+            row.history.add(token)
         if token in self.eos_ids:
             row.finish_reason = "stop"
         elif row.sampling.stop:
@@ -529,7 +598,9 @@ class TransformersBackend:
     ) -> tuple[torch.Tensor, list[int]]:
         """Pick the next token of every live row (one batched draw) and advance them: (their tokens, the positions still
         live)."""
-        tokens = sample_tokens(logits, [rows[r].sampling for r in live], [rows[r].generator for r in live])
+        samplings = [rows[r].sampling for r in live]
+        penalized = penalize_logits(logits, samplings, [rows[r].history for r in live])  # `logits` itself when none
+        tokens = sample_tokens(penalized, samplings, [rows[r].generator for r in live])
         # one batched log-softmax for them
         if scored := [b for b, r in enumerate(live) if rows[r].logprobs is not None]:
             for b, value in zip(scored, sampled_logprobs(_rows(logits, scored), _rows(tokens, scored)).tolist()):
@@ -646,7 +717,8 @@ class TransformersBackend:
 
     def _run_batch(self, batch, requests) -> list[Completion]:
         rows = [
-            self.new_row(len(ids), requests[q].sampling, requests[q].sampling.sample_seed(i)) for q, i, ids in batch
+            self.new_row(len(ids), requests[q].sampling, requests[q].sampling.sample_seed(i), ids)
+            for q, i, ids in batch
         ]
         self.decode_prompts([ids for _, _, ids in batch], rows)
         return [
@@ -940,7 +1012,7 @@ def _continue_batch(self: TransformersBackend, prefix: PrefixCache, jobs, sampli
     """Decode a batch of (cached prefix length, suffix ids) rows over the shared prefix: the suffixes a group of rows
     per pass, then all rows per step."""
     started = time.perf_counter()
-    rows = [self.new_row(n + len(s), sampling, sampling.seed) for n, s in jobs]
+    rows = [self.new_row(n + len(s), sampling, sampling.seed, [*prefix.token_ids[:n], *s]) for n, s in jobs]
     tensor = lambda values: torch.tensor(values, device=self.device)
     # suffixes left-padded to a common length: each row's last token in the last column
     width = max(len(s) for _, s in jobs)

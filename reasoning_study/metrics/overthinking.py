@@ -163,6 +163,7 @@ def main_granularity(table: pd.DataFrame) -> str:
     return DEFAULT_GRANULARITY if DEFAULT_GRANULARITY in values else values[0]
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #e112439f
+# one row per probe (prefix) and extractor
 PREFIX_COLUMNS = (
     "model",
     "benchmark",
@@ -180,7 +181,6 @@ PREFIX_COLUMNS = (
     "extraction_method",
     "correct",
     "probe_status",
-    # one row per probe (prefix) and extractor
     "forced_answer",
     "finish_reason",
     "cached_prompt_tokens",
@@ -188,6 +188,7 @@ PREFIX_COLUMNS = (
 )
 # per probe, the log-probabilities of its continuation's tokens (when the run stores them)
 PREFIX_OPTIONAL = ("answer_logprobs",)
+# one row per trace and condition
 TRACE_COLUMNS = (
     "model",
     "benchmark",
@@ -198,13 +199,14 @@ TRACE_COLUMNS = (
     "extractor",
     "sample_index",
     "n_utterances",
-    # one row per trace and condition
     "trace_tokens",
     "trace_status",
     "final_prediction",
     "final_correct",
     "completion_tokens",
+    "thinking_mode",  # the mode label a release that chooses one opened with (prompts.releases), else None
 )
+# one row per utterance of a trace
 UTTERANCE_COLUMNS = (
     "model",
     "benchmark",
@@ -215,7 +217,7 @@ UTTERANCE_COLUMNS = (
     "tokens",
     "char_start",
     "char_end",
-)  # one row per utterance of a trace
+)
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4180c465
 FAILED_PROBE_STATUSES = ("error", "extractor_error")  # probe statuses that are no answer at all

@@ -23,11 +23,11 @@ from ..store import GenerationStore, generate_cached
 from ..tasks.qa import QAItem
 
 # %% auto #0
-__all__ = ['MAX_RULE_ANSWER_CHARS', 'MATH_TIMEOUT_S', 'MAX_MATH_CHARS', 'EXTRACTOR_SAMPLING', 'LLM_EXTRACTION_MODES',
-           'clean_answer', 'last_boxed', 'rule_answer', 'extract_by_rules', 'safe_parse', 'safe_verify',
-           'normalize_text', 'is_textual', 'serve_comparisons', 'MathHelper', 'math_equal', 'free_form_correct',
-           'predicted_letter', 'verify', 'extractor_question', 'extractor_request', 'parse_extractor_reply',
-           'Extraction', 'extract_answers']
+__all__ = ['MAX_RULE_ANSWER_CHARS', 'MATH_TIMEOUT_S', 'MAX_MATH_CHARS', 'EXTRACTOR_SAMPLING', 'EXTRACTOR_INPUTS',
+           'LLM_EXTRACTION_MODES', 'clean_answer', 'last_boxed', 'rule_answer', 'extract_by_rules', 'safe_parse',
+           'safe_verify', 'normalize_text', 'is_textual', 'serve_comparisons', 'MathHelper', 'math_equal',
+           'without_unit', 'rounded_equal', 'free_form_correct', 'predicted_letter', 'verify', 'extractor_question',
+           'extractor_request', 'parse_extractor_reply', 'Extraction', 'extract_answers']
 
 # %% ../../nbs/51_probing.answers.ipynb #c6bd929d
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"), ("`", "`"), ('"', '"'))
@@ -237,11 +237,48 @@ def math_equal(gold: str, prediction: str) -> bool:
     return _math_equal_in_helper(gold, prediction)
 
 
-def free_form_correct(prediction: str, gold: str) -> bool:
-    "Free-form verification: equal text, or (for a mathematical gold) math-verify equality."
+_SPACING = r"(?:\s|\\[,;:! ]|~)*"  # blanks and LaTeX spacing commands between a number and its unit
+_PLAIN_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
+
+
+def without_unit(
+    answer: str,
+    unit: str | None,  # the gold answer's unit (None: nothing to remove)
+) -> str:
+    "The answer without a trailing `unit` (plain, or in \\text{} or \\mathrm{}); unchanged when it ends in none."
+    if not unit:
+        return answer
+    u = re.escape(unit.strip())
+    # a unit that starts with a letter must not be the end of a longer word ("cm" is not the unit "m")
+    found = re.fullmatch(
+        rf"(.*?){_SPACING}(?:\\(?:text|mathrm)\{{{_SPACING}{u}{_SPACING}\}}|(?<![A-Za-z]){u})", answer.strip(), re.S
+    )
+    return found.group(1).strip() if found and found.group(1).strip() else answer
+
+
+def rounded_equal(prediction: str, gold: str, precision: int) -> bool | None:
+    """MathVista's rule for float answers: both sides rounded to `precision` decimal places (Python's `round`), then
+    compared; None unless both are plain decimal numbers."""
+    if not (_PLAIN_NUMBER.fullmatch(prediction) and _PLAIN_NUMBER.fullmatch(gold)):
+        return None
+    return round(float(prediction), precision) == round(float(gold), precision)
+
+
+def free_form_correct(
+    prediction: str,
+    gold: str,
+    unit: str | None = None,  # the gold's unit: a prediction may end with it (QAItem.unit)
+    precision: int | None = None,  # decimal places a plain-number answer is compared at (QAItem.precision)
+) -> bool:
+    """Free-form verification: the benchmark's rounding rule for plain numbers when it has one, else equal text, or
+    (for a mathematical gold) math-verify equality; a trailing unit is ignored."""
     p, g = clean_answer(prediction), clean_answer(gold)
+    if p is not None and unit:
+        p = clean_answer(without_unit(p, unit))
     if not p or not g:
         return False
+    if precision is not None and (same := rounded_equal(p, g, precision)) is not None:
+        return same
     if normalize_text(p) == normalize_text(g):
         return True
     return not is_textual(g) and math_equal(g, p)
@@ -281,10 +318,12 @@ def verify(prediction: str | None, item: QAItem) -> bool:
         return False
     if item.format == "mc":
         return predicted_letter(str(prediction), item) == item.answer_letter
-    return free_form_correct(str(prediction), item.answer)
+    return free_form_correct(str(prediction), item.answer, item.unit, item.precision)
 
 # %% ../../nbs/51_probing.answers.ipynb #a82bc64f
 EXTRACTOR_SAMPLING = SamplingParams(temperature=0.0, max_tokens=32, stop=("\n\n",))
+# what the extractor reads: the text alone (the paper's protocol), or the question and its options with it
+EXTRACTOR_INPUTS = ("trace", "question_and_trace")
 
 
 def extractor_question(item: QAItem) -> str:
@@ -299,15 +338,17 @@ def extractor_request(
     item: QAItem,
     sampling: SamplingParams = EXTRACTOR_SAMPLING,
     tail_chars: int | None = 6000,  # keep only the end of long texts (the answer is there)
+    extractor_input: str = "question_and_trace",  # "trace": the text alone; "question_and_trace": the question too
 ) -> Request:
-    "The request asking the extractor which answer `text` commits to."
+    """The request asking the extractor which answer `text` commits to; the item's question goes with it only for
+    `extractor_input="question_and_trace"` (otherwise the item only labels the request)."""
+    if extractor_input not in EXTRACTOR_INPUTS:
+        raise ValueError(f"extractor_input must be one of {EXTRACTOR_INPUTS}, got {extractor_input!r}")
     if tail_chars is not None and len(text) > tail_chars:
         text = "..." + text[-tail_chars:]
+    question = extractor_question(item) if extractor_input == "question_and_trace" else None
     return Request(
-        messages=extractor_messages(extractor_question(item), text),
-        thinking=False,
-        sampling=sampling,
-        tag=f"extract:{item.id}",
+        messages=extractor_messages(question, text), thinking=False, sampling=sampling, tag=f"extract:{item.id}"
     )
 
 
@@ -353,10 +394,14 @@ def extract_answers(
     # "fallback": the rules first, the extractor reads what they cannot; "all": the extractor reads
     # every text (the paper's protocol; without an extractor backend the rules read them all the same)
     llm_extraction: str = "fallback",
+    # what the extractor reads: "trace" (the text alone, the paper's) or "question_and_trace" (the question too)
+    extractor_input: str = "question_and_trace",
 ) -> list[Extraction]:
     "The answer of every text: by the rule cascade, else (or always, `llm_extraction='all'`) by the extractor model."
     if llm_extraction not in LLM_EXTRACTION_MODES:
         raise ValueError(f"llm_extraction must be one of {LLM_EXTRACTION_MODES}, got {llm_extraction!r}")
+    if extractor_input not in EXTRACTOR_INPUTS:
+        raise ValueError(f"extractor_input must be one of {EXTRACTOR_INPUTS}, got {extractor_input!r}")
     texts, items = list(texts), list(items)
     if len(texts) != len(items):
         raise ValueError(f"{len(texts)} texts but {len(items)} items")
@@ -372,7 +417,7 @@ def extract_answers(
         else:
             pending.append(k)
     if pending:
-        requests = [extractor_request(texts[k], items[k], sampling, tail_chars) for k in pending]
+        requests = [extractor_request(texts[k], items[k], sampling, tail_chars, extractor_input) for k in pending]
         completions = (
             generate_cached(extractor_backend, requests, store, batch_size=batch_size, progress=progress)
             if store is not None

@@ -15,13 +15,13 @@ from jsonschema import Draft202012Validator
 
 from ..backends.contract import Backend, stage_batch_size
 from ..backends.request import Completion, Request, SamplingParams
-from ..prompts.overthinking import FAILURE_CATEGORIES, JUDGE_SCHEMA, judge_messages
+from ..prompts.overthinking import FAILURE_CATEGORIES, JUDGE_SCHEMA, ground_truth_text, judge_messages
 from ..store import GenerationStore, generate_cached
 
 # %% auto #0
-__all__ = ['JUDGE_VALIDATOR', 'CASE_COLUMNS', 'JUDGE_SAMPLING', 'VERDICT_FIELDS', 'RESULT_COLUMNS', 'judgement_body',
-           'parse_judgement', 'JudgeCase', 'as_cases', 'judge_request', 'attempt_sampling', 'judge_traces',
-           'taxonomy_table']
+__all__ = ['JUDGE_VALIDATOR', 'OPTIONAL_CASE_COLUMNS', 'CASE_COLUMNS', 'JUDGE_SAMPLING', 'VERDICT_FIELDS', 'RESULT_COLUMNS',
+           'judgement_body', 'parse_judgement', 'JudgeCase', 'as_cases', 'judge_request', 'attempt_sampling',
+           'judge_traces', 'taxonomy_table']
 
 # %% ../../nbs/53_probing.judge.ipynb #19179bd5
 JUDGE_VALIDATOR = Draft202012Validator(JUDGE_SCHEMA)
@@ -84,23 +84,48 @@ class JudgeCase:
     final_trace: str  # the full final trace
     metadata: dict = field(default_factory=dict)
     image: Any = None  # the question's figure (PIL image, bytes or path), shown to the judge; None for text questions
+    # the ground-truth metadata (the paper's judge receives it): given a format, the judge sees a ground-truth block
+    format: str | None = None  # the item's format, "ff" or "mc" (None: no ground-truth block)
+    options: list[str] | None = None  # mc: option texts in letter order (None: only the figure or question has them)
+    gold_letter: str | None = None  # mc: the correct option's letter
 
     def __post_init__(self):
         for f in fields(self):
-            if f.name not in ("metadata", "image") and not isinstance(getattr(self, f.name), str):
+            if f.name not in OPTIONAL_CASE_COLUMNS + ("metadata",) and not isinstance(getattr(self, f.name), str):
                 raise TypeError(
                     f"JudgeCase {self.case_id!r}: `{f.name}` must be a string, got "
                     f"{type(getattr(self, f.name)).__name__}"
                 )
         if not self.case_id:
             raise ValueError("JudgeCase needs a case_id")
+        if self.options is not None:
+            self.options = list(self.options)  # a DataFrame's cell may hold an array
+        if self.format is not None:
+            try:
+                self.ground_truth  # a ground truth that cannot be written fails here, not when the judge is asked
+            except ValueError as e:
+                raise ValueError(f"JudgeCase {self.case_id!r}: {e}") from None
+
+    @property
+    def ground_truth(self) -> str:
+        "The prompt's ground-truth block ('' when the case gives no format)."
+        if self.format is None:
+            return ""
+        return ground_truth_text(self.benchmark, self.format, self.gold, self.gold_letter, self.options)
 
 
-CASE_COLUMNS = tuple(f.name for f in fields(JudgeCase) if f.name not in ("metadata", "image"))
+OPTIONAL_CASE_COLUMNS = ("image", "format", "options", "gold_letter")  # columns a case may leave out
+CASE_COLUMNS = tuple(f.name for f in fields(JudgeCase) if f.name not in ("metadata", *OPTIONAL_CASE_COLUMNS))
+
+
+def _given(value):
+    "A value of an optional column, None for a gap (a DataFrame's gap is NaN)."
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else value
 
 
 def as_cases(cases: Sequence[JudgeCase | dict] | pd.DataFrame) -> list[JudgeCase]:
-    "Judge cases from JudgeCase objects, dicts or a DataFrame with the CASE_COLUMNS (extra columns go to metadata)."
+    """Judge cases from JudgeCase objects, dicts or a DataFrame with the CASE_COLUMNS and any OPTIONAL_CASE_COLUMNS
+    (other columns go to metadata)."""
     rows = cases.to_dict("records") if isinstance(cases, pd.DataFrame) else list(cases)
     out = []
     for row in rows:
@@ -109,14 +134,11 @@ def as_cases(cases: Sequence[JudgeCase | dict] | pd.DataFrame) -> list[JudgeCase
             continue
         if missing := [c for c in CASE_COLUMNS if c not in row]:
             raise ValueError(f"judge case is missing columns {missing}")
-        image = row.get("image")
-        # a DataFrame's gap is NaN
-        image = None if image is None or (isinstance(image, float) and pd.isna(image)) else image
         out.append(
             JudgeCase(
                 **{c: row[c] for c in CASE_COLUMNS},
-                image=image,
-                metadata={k: v for k, v in row.items() if k not in (*CASE_COLUMNS, "image")},
+                **{c: _given(row.get(c)) for c in OPTIONAL_CASE_COLUMNS},
+                metadata={k: v for k, v in row.items() if k not in (*CASE_COLUMNS, *OPTIONAL_CASE_COLUMNS)},
             )
         )
     ids = [c.case_id for c in out]
@@ -146,9 +168,12 @@ def judge_request(
     thinking: bool | None = None,  # the judge's thinking switch (None: the model's default)
     structured: bool = True,  # ask for JUDGE_SCHEMA as structured output
 ) -> Request:
-    "The request asking the judge to classify one case (with the question's figure, when it has one)."
+    """The request asking the judge to classify one case (with the question's figure, when it has one, and the
+    ground-truth block, when the case gives its format)."""
     return Request(
-        messages=judge_messages(case.question, case.gold, case.final_answer, case.correct_prefix, case.final_trace),
+        messages=judge_messages(
+            case.question, case.gold, case.final_answer, case.correct_prefix, case.final_trace, case.ground_truth
+        ),
         sampling=sampling,
         thinking=thinking,
         tag=f"judge:{case.case_id}",

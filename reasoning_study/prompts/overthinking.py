@@ -8,35 +8,29 @@ from __future__ import annotations
 import json
 
 from .musobench import SUBSETSUM_FORMAT, TIMETABLING_FORMAT
+from .releases import GENERIC_PROMPT, ReleasePrompt
 from ..tasks.qa import OPTION_LETTERS  # the option letters belong to the task records (re-exported here)
 
 # %% auto #0
-__all__ = ['FREE_FORM_PROMPT', 'MULTIPLE_CHOICE_PROMPT', 'TERMINATION_TEMPLATES', 'ANSWER_LEAD', 'SOLUTION_LIST_FORMATS',
-           'EXTRACTOR_SYSTEM', 'EXTRACTOR_PROMPT', 'FAILURE_CATEGORIES', 'JUDGE_SCHEMA', 'JUDGE_SYSTEM', 'JUDGE_PROMPT',
+__all__ = ['TERMINATION_TEMPLATES', 'ANSWER_LEAD', 'SOLUTION_LIST_FORMATS', 'EXTRACTOR_SYSTEM', 'EXTRACTOR_TRACE_PROMPT',
+           'EXTRACTOR_PROMPT', 'FAILURE_CATEGORIES', 'JUDGE_SCHEMA', 'JUDGE_SYSTEM', 'JUDGE_PROMPT', 'ANSWER_FORMATS',
            'question_prompt', 'termination_suffix', 'solution_list_head', 'solution_list_suffix', 'extractor_messages',
-           'judge_messages']
+           'ground_truth_text', 'judge_messages']
 
 # %% ../../nbs/31_prompts.overthinking.ipynb #c5ca99c8
-FREE_FORM_PROMPT = """{question}
-
-Reason step by step, then give your final answer in \\boxed{{}}."""
-
-MULTIPLE_CHOICE_PROMPT = """{question}
-
-Options:
-{options}
-
-Reason step by step, then give the letter of the correct option in \\boxed{{}}."""
-
-
-def question_prompt(question: str, options: list[str] | None = None) -> str:
-    "The user turn for a free-form question, or a multiple-choice one when `options` are given."
+def question_prompt(
+    question: str,
+    options: list[str] | None = None,  # the options of a multiple-choice question (lettered A, B, ...)
+    release: ReleasePrompt = GENERIC_PROMPT,  # the model release's format (`prompts.releases.release_prompt`)
+) -> str:
+    """The user turn: the question, its lettered options if it has any, then the release's instruction (the generic
+    one: reason step by step, answer in `\\boxed{}`)."""
     if not options:
-        return FREE_FORM_PROMPT.format(question=question)
+        return f"{question}\n\n{release.free_form}"
     if len(options) > len(OPTION_LETTERS):
         raise ValueError(f"at most {len(OPTION_LETTERS)} options, got {len(options)}")
     lines = "\n".join(f"{OPTION_LETTERS[k]}. {o}" for k, o in enumerate(options))
-    return MULTIPLE_CHOICE_PROMPT.format(question=question, options=lines)
+    return f"{question}\n\nOptions:\n{lines}\n\n{release.multiple_choice}"
 
 # %% ../../nbs/31_prompts.overthinking.ipynb #3cfc712e
 TERMINATION_TEMPLATES = {
@@ -79,22 +73,27 @@ EXTRACTOR_SYSTEM = (
     "You read a model's output and report the final answer it commits to. You never solve the problem yourself."
 )
 
-EXTRACTOR_PROMPT = """Question:
-{question}
-
-Model output:
+# what the extractor reads when it sees the text alone
+EXTRACTOR_TRACE_PROMPT = """Model output:
 {output}
 
 What final answer does the model output commit to? Reply with the answer alone (a number, expression, word or option \
 letter), with no explanation. If the output commits to no answer, reply NONE."""
 
+EXTRACTOR_PROMPT = "Question:\n{question}\n\n" + EXTRACTOR_TRACE_PROMPT  # the same, with the question first
 
-def extractor_messages(question: str, output: str) -> list[dict]:
+
+def extractor_messages(
+    question: str | None,  # the question with its options (None: the extractor sees the output alone)
+    output: str,  # the text whose final answer is wanted
+) -> list[dict]:
     "Chat messages asking the extractor for the final answer of `output`."
-    return [
-        {"role": "system", "content": EXTRACTOR_SYSTEM},
-        {"role": "user", "content": EXTRACTOR_PROMPT.format(question=question, output=output)},
-    ]
+    user = (
+        EXTRACTOR_TRACE_PROMPT.format(output=output)
+        if question is None
+        else EXTRACTOR_PROMPT.format(question=question, output=output)
+    )
+    return [{"role": "system", "content": EXTRACTOR_SYSTEM}, {"role": "user", "content": user}]
 
 # %% ../../nbs/31_prompts.overthinking.ipynb #ef465b79
 FAILURE_CATEGORIES = ("visual", "calculation", "logical")
@@ -130,7 +129,7 @@ JUDGE_PROMPT = """A model solved the problem below. Partway through its reasonin
 Problem:
 {question}
 
-Reasoning up to the last point where the answer was still correct:
+{ground_truth}Reasoning up to the last point where the answer was still correct:
 <correct_prefix>
 {correct_prefix}
 </correct_prefix>
@@ -151,8 +150,49 @@ other categories that also apply (possibly none); "severity" and "confidence" ar
 quotes the mistaken step; "minimal_example" restates the error in one sentence."""
 
 
+ANSWER_FORMATS = {"ff": "free form", "mc": "multiple choice"}  # an item's format, as the judge reads it
+
+
+def ground_truth_text(
+    benchmark: str,
+    answer_format: str,  # "ff" or "mc" (tasks.qa.QAItem.format)
+    gold: str,  # the gold answer's text (a multiple-choice item without option texts: its letter)
+    gold_letter: str | None = None,  # mc: the correct option's letter
+    options: list[str] | None = None,  # mc: option texts in letter order (None: only the figure or question has them)
+) -> str:
+    "The ground-truth block of a judge prompt: the benchmark, the format, the lettered options and the gold answer."
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer format must be one of {list(ANSWER_FORMATS)}, got {answer_format!r}")
+    lines = ["Ground truth:", f"Benchmark: {benchmark}", f"Format: {ANSWER_FORMATS[answer_format]}"]
+    if answer_format == "ff":
+        if gold_letter is not None or options is not None:
+            raise ValueError("a free-form ground truth has no options or gold letter")
+        lines.append(f"Correct answer: {gold}")
+    else:
+        if not isinstance(gold_letter, str) or len(gold_letter) != 1 or gold_letter not in OPTION_LETTERS:
+            raise ValueError(f"a multiple-choice ground truth needs the gold letter, got {gold_letter!r}")
+        k = OPTION_LETTERS.index(gold_letter)
+        if options and (k >= len(options) or options[k] != gold):
+            raise ValueError(f"the gold answer {gold!r} is not option {gold_letter} of {list(options)}")
+        if options:
+            lines += ["Options:", *(f"{letter}. {o}" for letter, o in zip(OPTION_LETTERS, options))]
+        else:
+            lines.append("Options: not listed here (the figure or the question shows them)")
+        lines.append(f"Correct answer: {gold_letter}" + (f". {gold}" if options else ""))
+        lines.append(
+            "An answer given as a letter names the option with that letter; a final letter that does not match the "
+            "option the reasoning concluded is an answer-option mismatch, a logical error."
+        )
+    return "\n".join(lines) + "\n\n"
+
+
 def judge_messages(
-    question: str, correct_answer: str, final_answer: str, correct_prefix: str, final_trace: str
+    question: str,
+    correct_answer: str,
+    final_answer: str,
+    correct_prefix: str,
+    final_trace: str,
+    ground_truth: str = "",  # a `ground_truth_text` block, placed after the problem ("": none)
 ) -> list[dict]:
     "Chat messages asking the judge to classify one harmful-overthinking trace."
     keys = ", ".join(JUDGE_SCHEMA["required"])
@@ -162,6 +202,7 @@ def judge_messages(
             "role": "user",
             "content": JUDGE_PROMPT.format(
                 question=question,
+                ground_truth=ground_truth,
                 correct_answer=correct_answer,
                 final_answer=final_answer,
                 correct_prefix=correct_prefix,

@@ -19,7 +19,8 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 __all__ = ['STUDIES', 'NOTEBOOK_CONFIGS', 'STUDIES_ENV', 'ENTRY_POINT_GROUP', 'SAMPLE_VIEWS', 'BEYOND', 'CONTRACT_NAMES',
            'RUN_PARAMETERS', 'StudyEntry', 'register_study', 'parse_entry', 'register_plugins', 'study_config',
            'study_module', 'config_import', 'study_notebook', 'PaperFigure', 'SampleKind', 'paper_figures',
-           'paper_titles', 'sample_kinds', 'cut_parameters', 'Study', 'contract_problems']
+           'paper_titles', 'sample_kinds', 'cut_parameters', 'ProtocolRow', 'decoding_row', 'protocol_rows',
+           'card_markdown', 'Study', 'contract_problems']
 
 # %% ../../nbs/studies/00_registry.ipynb #289ce621
 @dataclass(frozen=True)
@@ -173,6 +174,52 @@ def cut_parameters(
             values[name] = ceiling if values[name] is None else min(values[name], ceiling)
     return values | {name: value for name, value in (replaced or {}).items() if name in values}
 
+# %% ../../nbs/studies/00_registry.ipynb #45de2097
+@dataclass(frozen=True)
+class ProtocolRow:
+    "One setting of a run's protocol card: as the run has it, as the paper states it, and why they differ."
+
+    setting: str  # "temperature", "models (Short-CoT / Long-CoT)", "items per benchmark", ...
+    as_run: str  # the value of this run, as text
+    paper: str  # the paper's stated value ("" where the paper states none)
+    note: str = ""  # why they differ (a deviation's reason), or where the paper's value is stated
+
+    @property
+    def deviation(self) -> bool:
+        "The run differs from a value the paper states."
+        return bool(self.paper) and self.as_run != self.paper
+
+
+def decoding_row(
+    setting: str,
+    value,  # the value as the run sends it
+    paper: str,  # the paper's stated value, as text ("" where it states none)
+    asked,  # the config's value of the field (None: the preset's own was taken)
+    doc: str = "",  # the config field's doc, the reason a CPU default bends the protocol
+    rule: str = "",  # a provider's rule that forces the value, when one does
+) -> ProtocolRow:
+    "One decoding setting of a card, with the reason it differs: a provider's rule, the preset's own, or the config's."
+    shown = "not applied" if setting.startswith("top_k") and value == 0 else str(value)
+    note = "" if shown == paper else rule or ("the preset's (the model release's setting)" if asked is None else doc)
+    return ProtocolRow(setting, shown, paper, note)
+
+
+def protocol_rows(card: Sequence[ProtocolRow]) -> list[dict]:
+    "A card as JSON rows (run.json): setting, as run, paper, deviation, note."
+    return [dict(setting=r.setting, as_run=r.as_run, paper=r.paper, deviation=r.deviation, note=r.note) for r in card]
+
+
+def card_markdown(rows: Sequence[Mapping]) -> str:
+    "A card (`protocol_rows`, or run.json's) as a Markdown table, each deviation flagged with ⚠."
+    cell = lambda text: str(text).replace("|", "\\|").replace("\n", " ")
+    lines = ["| setting | as run | paper | why they differ / where it is stated |", "|---|---|---|---|"]
+    lines += [
+        f"| {'⚠ ' if r['deviation'] else ''}{cell(r['setting'])} | {cell(r['as_run'])} | {cell(r['paper']) or '—'} "
+        f"| {cell(r['note'])} |"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
 # %% ../../nbs/studies/00_registry.ipynb #0cbdca99
 @runtime_checkable
 class Study(Protocol):
@@ -199,6 +246,9 @@ class Study(Protocol):
     def section(self, folders: Sequence, out, made: dict) -> None: ...
     def samples(self, folder) -> list[dict]: ...  # its run folder as the browser's records (`studies.samples`)
     def rehearsal_parameters(self, parameters: dict, folder) -> dict: ...  # a cell's parameters cut for a rehearsal
+    def protocol_card(self, config) -> list: ...  # the run's protocol beside the paper's (`ProtocolRow`s)
+
+    PROMPT_MODULES: tuple[str, ...]  # the modules of the prompt texts a run sends (what produced it)
 
 
 CONTRACT_NAMES = (
@@ -218,6 +268,8 @@ CONTRACT_NAMES = (
     "section",
     "samples",
     "rehearsal_parameters",
+    "protocol_card",
+    "PROMPT_MODULES",
 )
 RUN_PARAMETERS = ("config", "backends", "store", "folder", "progress")  # every study's `run`, in this order
 

@@ -5,17 +5,22 @@
 # %% ../../nbs/studies/01_runner.ipynb #b08c2613
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import importlib
+import json
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
+from .. import __version__
 from ..provenance import finish_record, read_record, start_record, write_record
 from ..runs import run_dir
-from .registry import study_config, study_module
+from .registry import protocol_rows, study_config, study_module
 
 # %% auto #0
-__all__ = ['backend_roles', 'StudyRun', 'StudyOutcome', 'execute', 'run_finished']
+__all__ = ['DEPLOYMENT_OPTIONS', 'backend_roles', 'prompt_texts', 'digest', 'run_fingerprint', 'StudyRun', 'StudyOutcome',
+           'execute', 'run_finished']
 
 # %% ../../nbs/studies/01_runner.ipynb #bc67447a
 def backend_roles(backends: Any) -> dict[str, Any]:
@@ -28,6 +33,68 @@ def backend_roles(backends: Any) -> dict[str, Any]:
     if isinstance(getattr(backends, "loaded", None), Mapping):
         return dict(backends.loaded)
     return {"model": backends}
+
+# %% ../../nbs/studies/01_runner.ipynb #bfa424ad
+# options that change where or how fast a model answers, never what it writes: not part of what produced a run
+DEPLOYMENT_OPTIONS = frozenset(
+    {
+        "base_url",
+        "api_key_env",
+        "max_concurrency",
+        "timeout",
+        "max_retries",
+        "retry_base_delay",
+        "retry_max_delay",
+        "rate_limit_retries",
+        "rate_limit_max_delay",
+        "gpu_memory_utilization",
+        "num_threads",
+        "batch_size",
+        "allow_download",
+        "model_dir",
+    }
+)
+
+
+def _holds_text(value) -> bool:
+    if isinstance(value, str):
+        return True
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
+    return any(isinstance(v, str) for v in items)
+
+
+def prompt_texts(module: str) -> dict[str, str]:
+    "Every prompt text of a prompt module: its module-level capitalised names whose values are text (or hold text)."
+    return {
+        name: json.dumps(value, sort_keys=True, default=str)
+        for name, value in vars(importlib.import_module(module)).items()
+        if name.isupper() and _holds_text(value)
+    }
+
+
+def digest(value) -> str:
+    "A short SHA-256 of a JSON value (keys sorted)."
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def run_fingerprint(study: str, config: Any) -> dict:
+    "What produced a run, read before it runs: the package version, each role's model and sampling, its prompts' digests."
+    module = study_module(study)
+    roles = {}
+    for role in module.roles(config):
+        preset = role.model
+        roles[role.name] = dict(
+            preset=role.preset,
+            model=preset.model_id,
+            revision=preset.revision,
+            backend=preset.backend,
+            thinking=preset.thinking,
+            options={k: v for k, v in preset.options if k not in DEPLOYMENT_OPTIONS},
+            sampling=asdict(role.sampling),
+        )
+    prompts = {m: digest(prompt_texts(m)) for m in module.PROMPT_MODULES}
+    found = dict(package=__version__, roles=roles, prompts=prompts)
+    return found | {"digest": digest(found)}
 
 # %% ../../nbs/studies/01_runner.ipynb #10f5e947
 @dataclass
@@ -50,7 +117,12 @@ class StudyRun:
         if not isinstance(config, expected):
             raise TypeError(f"{study} takes a {expected.__name__}, got {type(config).__name__}")
         folder = run_dir(config.out_dir if folder is None else folder)
-        record = start_record(study, config) | {"status": "running"}
+        module = study_module(study)
+        record = start_record(study, config) | {
+            "status": "running",
+            "fingerprint": run_fingerprint(study, config),  # what produced it: presets, sampling, prompts, version
+            "protocol": protocol_rows(module.protocol_card(config)),  # the protocol as run, beside the paper's
+        }
         write_record(folder, record)
         return cls(study, config, folder, record)
 

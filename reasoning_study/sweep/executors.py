@@ -34,11 +34,11 @@ from reasoning_study.sweep.index import (
     STALE,
     WORK,
     cell_folder,
-    changed_parameters,
     done_record,
     incomplete_reason,
     is_finished,
     is_stale,
+    stale_reasons,
     work_folder,
     write_atomic,
 )
@@ -136,14 +136,14 @@ def set_aside_stale(sweep_dir: Path, cell: Cell, work: Path) -> dict | None:
     if not is_stale(sweep_dir, cell):
         return None
     final = cell_folder(sweep_dir, cell)
-    changed = changed_parameters(done_record(sweep_dir, cell), cell)
+    changed = stale_reasons(done_record(sweep_dir, cell), cell)
     aside = Path(sweep_dir) / STALE / f"{cell.id}-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%fZ')}"
     aside.parent.mkdir(parents=True, exist_ok=True)
     os.replace(final, aside)
     if (aside / RUN_STORE).is_file() and not (work / RUN_STORE).exists():
         shutil.copy2(aside / RUN_STORE, work / RUN_STORE)  # content-addressed keys: what did not change is reused
     print(
-        f"[stale] {cell.id}: its parameters changed ({', '.join(changed)}); the old run folder is kept in {aside}",
+        f"[stale] {cell.id}: changed since it ran: {', '.join(changed)}; the old run folder is kept in {aside}",
         file=sys.stderr,
     )
     return {"folder": str(aside), "changed": changed}
@@ -240,6 +240,7 @@ def _run_locked(
         host=host,
         devices=result.devices,
         ignored_parameters=list(cell.ignored),
+        fingerprint=cell.fingerprint,  # what produced it: a change makes the cell stale (`index.stale_reasons`)
         **({"replaced": replaced} if replaced else {}),
     )
     write_atomic(work / DONE_FILE, json.dumps(redact(record), indent=2, default=str) + "\n")

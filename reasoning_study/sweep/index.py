@@ -16,9 +16,9 @@ from ..store import RUN_STORE, GenerationStore
 from .spec import Cell
 
 # %% auto #0
-__all__ = ['DONE_FILE', 'ERROR_FILE', 'WORK', 'CELLS_FILE', 'STALE', 'MAX_ERROR_SHARE', 'cell_folder', 'work_folder',
-           'done_record', 'recorded_parameters', 'changed_parameters', 'is_finished', 'is_stale', 'write_atomic',
-           'finished_runs', 'generation_errors', 'incomplete_reason']
+__all__ = ['DONE_FILE', 'ERROR_FILE', 'WORK', 'CELLS_FILE', 'STALE', 'FINGERPRINT', 'MAX_ERROR_SHARE', 'cell_folder',
+           'work_folder', 'done_record', 'recorded_parameters', 'changed_parameters', 'stale_reasons', 'is_finished',
+           'is_stale', 'write_atomic', 'finished_runs', 'generation_errors', 'incomplete_reason']
 
 # %% ../../nbs/91_sweep.index.ipynb #d22cfb32
 DONE_FILE = "sweep_cell.json"  # written last, inside the run folder
@@ -53,17 +53,28 @@ def changed_parameters(record: dict, cell: Cell) -> list[str]:
     return sorted(k for k in set(before) | set(now) if before.get(k, "<unset>") != now.get(k, "<unset>"))
 
 
+FINGERPRINT = "what produced it (presets, sampling, prompts or the package version)"
+
+
+def stale_reasons(record: dict, cell: Cell) -> list[str]:
+    """Why a finished cell must run again: the parameters that changed, and `FINGERPRINT` when what would produce it
+    differs from what produced it (a done record written before fingerprints has none: only its parameters count)."""
+    before = record.get("fingerprint")
+    changed = before is not None and bool(cell.fingerprint) and before != cell.fingerprint
+    return changed_parameters(record, cell) + ([FINGERPRINT] if changed else [])
+
+
 def is_finished(sweep_dir: str | Path, cell: Cell | str) -> bool:
-    """A cell is finished when its run folder holds the done record, of the same parameters when the cell is given
-    (a cell whose sweep file changed since is *stale*: not finished, it runs again)."""
+    """A cell is finished when its run folder holds the done record, of the same parameters and what produced it when
+    the cell is given (a cell whose sweep file, presets or prompts changed since is *stale*: it runs again)."""
     record = done_record(sweep_dir, cell)
-    return record is not None and (not isinstance(cell, Cell) or not changed_parameters(record, cell))
+    return record is not None and (not isinstance(cell, Cell) or not stale_reasons(record, cell))
 
 
 def is_stale(sweep_dir: str | Path, cell: Cell) -> bool:
-    "Whether the cell's run folder finished with other parameters than the sweep file now gives it."
+    "Whether the cell's run folder finished with other parameters, or was produced otherwise, than it would be now."
     record = done_record(sweep_dir, cell)
-    return record is not None and bool(changed_parameters(record, cell))
+    return record is not None and bool(stale_reasons(record, cell))
 
 
 def write_atomic(path: Path, text: str):

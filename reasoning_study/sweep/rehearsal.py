@@ -27,17 +27,18 @@ from reasoning_study.backends.weights import (
     tiny_qwen3_dir,
 )
 from ..config import config_from
-from ..studies.registry import STUDIES, study_module
+from ..studies.registry import STUDIES, card_markdown, protocol_rows, study_module
 from .executors import run_sweep
 from .index import work_folder, write_atomic
-from .spec import Cell, Sweep, cell_roles, registered_config
+from .spec import Cell, Sweep, cell_fingerprint, cell_roles, registered_config
 
 # %% auto #0
 __all__ = ['NO_VL_PROCESSOR', 'TEMPLATE_NOTES', 'SHAPE_NOTES', 'PREFIX_NOTE', 'END_BIAS', 'END_TOKEN_ID', 'THINKING_OFF',
            'SERVER_SHAPES', 'REHEARSAL_CONTEXT', 'GPUS', 'PAPER_MODEL_SHAPES', 'REHEARSAL_FILE', 'PRESETS_FILE',
            'REHEARSAL_COLUMNS', 'StandIn', 'stand_in', 'ending_qwen3', 'stand_in_dir', 'stand_in_servers',
            'stand_in_changes', 'rehearsal_parameters', 'paper_model_memory', 'cell_plan', 'plan_text', 'engine_plan',
-           'request_fields', 'failed_stage', 'rehearsal_table', 'stand_in_table', 'write_rehearsal', 'rehearse']
+           'request_fields', 'failed_stage', 'rehearsal_table', 'stand_in_table', 'cell_card', 'cards_markdown',
+           'write_rehearsal', 'rehearse']
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #92d632a7
 @dataclass(frozen=True)
@@ -209,11 +210,12 @@ PAPER_MODEL_SHAPES = {
             "Qwen/Qwen2.5-VL-7B-Instruct",
             "TIGER-Lab/VL-Rethinker-7B",
             "FanqingM/MM-Eureka-Qwen-7B",
-            "jingyiZ00/R1-VL-7B",
             "russwang/ThinkLite-VL-7B",
             "maifoundations/DualMindVLM",
         )
     },
+    # R1-VL is tuned from Qwen2-VL-7B, not Qwen2.5-VL: the same shape, but 32,768 positions
+    "jingyiZ00/R1-VL-7B": (8.29e9, 28, 4, 128, 32_768),
 }
 
 
@@ -326,8 +328,29 @@ def stand_in_table(stands: Sequence[StandIn]) -> pd.DataFrame:
     )
 
 
-def write_rehearsal(sweep_dir: Path, name: str, table: pd.DataFrame, stands: pd.DataFrame) -> Path:
-    "`rehearsal.md` beside the sweep summary: the cells, then the stand-ins."
+def cell_card(cell: Cell) -> list[dict]:
+    "The protocol card of a cell as the grid states it (its real models and sizes, not the rehearsal's cuts)."
+    config = registered_config(cell.notebook)
+    if config is None or cell.notebook_name not in STUDIES:
+        return []
+    return protocol_rows(study_module(cell.notebook_name).protocol_card(config_from(config, cell.parameters)))
+
+
+def cards_markdown(cells: Sequence[Cell]) -> str:
+    "Each cell's protocol card, its deviations counted in the heading."
+    parts = []
+    for cell in cells:
+        card = cell_card(cell)
+        n = sum(r["deviation"] for r in card)
+        body = card_markdown(card) if card else "*no study card (a notebook outside the studies)*"
+        parts.append(f"### {cell.id}: {n} deviation{'s' * (n != 1)} from the paper\n\n{body}")
+    return "\n\n".join(parts)
+
+
+def write_rehearsal(
+    sweep_dir: Path, name: str, table: pd.DataFrame, stands: pd.DataFrame, cells: Sequence[Cell] = ()
+) -> Path:
+    "`rehearsal.md` beside the sweep summary: the cells, the stand-ins, then each cell's protocol card as the grid states it."
     counts = ", ".join(f"{v} {k}" for k, v in table["status"].value_counts().items())
     shown = table.assign(error=table["error"].str.slice(0, 300))
     text = (
@@ -338,6 +361,12 @@ def write_rehearsal(sweep_dir: Path, name: str, table: pd.DataFrame, stands: pd.
         + "\n\n## Stand-ins\n\n"
         + stands.to_markdown(index=False)
         + "\n"
+        + (
+            "\n## Protocol cards\n\nWhat each cell runs as the grid states it (the real models and sizes), beside the "
+            "paper's stated setting; each deviation is flagged (⚠) with its reason.\n\n" + cards_markdown(cells) + "\n"
+            if cells
+            else ""
+        )
     )
     write_atomic(sweep_dir / REHEARSAL_FILE, text)
     return sweep_dir / REHEARSAL_FILE
@@ -360,7 +389,11 @@ def rehearse(
     stands = {p: stand_in(p) for p in dict.fromkeys(p for ps in presets.values() for p in ps)}
     gaps = {c.id: [stands[p].missing for p in presets[c.id] if stands[p].missing] for c in cells}
     data = sweep_dir / "rehearsal_data"  # the studies' local records of what a cell would fetch
-    rehearsed = {c.id: replace(c, parameters=rehearsal_parameters(c, data), keys=()) for c in cells if not gaps[c.id]}
+    rehearsed = {}
+    for c in cells:
+        if not gaps[c.id]:
+            cut = rehearsal_parameters(c, data)  # what produced a rehearsed cell is its cut config (`cell_fingerprint`)
+            rehearsed[c.id] = replace(c, parameters=cut, keys=(), fingerprint=cell_fingerprint(c.notebook, cut))
     used = list(dict.fromkeys(r.preset for c in rehearsed.values() for r in cell_roles(c.notebook, c.parameters)))
     model_dir = stand_in_dir()
     revision = "stand-in:qwen3-tiny-ending-" + file_sha256(model_dir / "model.safetensors")[:12]
@@ -376,5 +409,5 @@ def rehearse(
             replace(sweep, cells=list(rehearsed.values())), out_root, jobs=jobs, root=root, progress=progress, env=env
         )
     table = rehearsal_table(cells, results, gaps, sweep_dir, rehearsed)
-    write_rehearsal(sweep_dir, sweep.name, table, stand_in_table(list(stands.values())))
+    write_rehearsal(sweep_dir, sweep.name, table, stand_in_table(list(stands.values())), cells)
     return table

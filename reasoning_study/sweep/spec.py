@@ -24,12 +24,13 @@ from ..backends.presets import key_variable_hint
 from ..config import ConfigError, config_from
 from ..runs import credential_problems, project_root, resolve_path
 from ..studies.registry import STUDIES, config_import, study_config, study_module, study_notebook
+from ..studies.runner import run_fingerprint
 
 # %% auto #0
 __all__ = ['SWEEP_KEYS', 'EXPERIMENT_KEYS', 'RESOURCE_KEYS', 'SWEEP_SET', 'SweepError', 'experiments_dir', 'notebook_path',
            'NotebookParameter', 'notebook_parameters', 'registered_config', 'config_problems', 'config_cell_problems',
-           'cell_roles', 'model_checks', 'missing_keys', 'Cell', 'cell_id', 'grid_points', 'check_values',
-           'experiment_cells', 'Sweep', 'load_sweep']
+           'cell_roles', 'model_checks', 'cell_fingerprint', 'missing_keys', 'Cell', 'cell_id', 'grid_points',
+           'check_values', 'experiment_cells', 'Sweep', 'load_sweep']
 
 # %% ../../nbs/90_sweep.spec.ipynb #5a87039a
 class SweepError(ValueError):
@@ -184,6 +185,15 @@ def model_checks(
     return problems, tuple(ignored), keys
 
 
+def cell_fingerprint(notebook: str | Path, values: dict) -> str:
+    """The digest of what a run of `notebook` with `values` would be produced by (`studies.runner.run_fingerprint`: its
+    roles' models and sampling, its prompts, the package version); '' for a notebook of no study."""
+    name, config = Path(notebook).stem, registered_config(notebook)
+    if config is None or name not in STUDIES:
+        return ""
+    return run_fingerprint(name, config_from(config, values))["digest"]
+
+
 def missing_keys(cells: Sequence["Cell"], env: dict | None = None) -> dict[str, list[str]]:
     "Variable -> the cells that need it, for every key variable the environment lacks."
     env = os.environ if env is None else env
@@ -204,6 +214,7 @@ class Cell:
     cpus: float = 1  # CPUs a Ray task asks for
     ignored: tuple[str, ...] = ()  # sampling parameters a hosted provider ignores, as "preset: parameter, ..."
     keys: tuple[str, ...] = ()  # environment variables its hosted roles read their keys from (`model_checks`)
+    fingerprint: str = ""  # what will produce it: presets, sampling, prompts, version (`cell_fingerprint`)
 
     @property
     def notebook_name(self) -> str:
@@ -339,7 +350,7 @@ def experiment_cells(
     for cell in cells:
         wrong, ignored, keys = model_checks(cell_roles(path, cell.parameters), f"{where} cell {cell.id}")
         problems += wrong
-        checked.append(replace(cell, ignored=ignored, keys=keys))
+        checked.append(replace(cell, ignored=ignored, keys=keys, fingerprint=cell_fingerprint(path, cell.parameters)))
     return ([], problems) if problems else (checked, [])
 
 # %% ../../nbs/90_sweep.spec.ipynb #176cc89b

@@ -21,9 +21,9 @@ import pandas as pd
 __all__ = ['AnswerFormat', 'OPTION_LETTERS', 'CHAMP_INSTALL', 'MMLU_SAMPLE_INSTALL', 'HUB_BENCHMARKS', 'OFFLINE_BENCHMARKS',
            'BENCHMARKS', 'QAItem', 'choice_item', 'sample_indices', 'package_file', 'champ_gold', 'load_champ',
            'load_mmlu_sample', 'record_image', 'option_letter', 'split_options', 'aime2025_item', 'gpqa_options',
-           'gpqa_item', 'mathvista_item', 'mathvision_item', 'mathverse_item', 'mmstar_item', 'ai2d_item',
-           'vmcbench_item', 'HubBenchmark', 'hub_records', 'has_images', 'check_unique_ids', 'load_benchmark',
-           'items_table']
+           'gpqa_item', 'mathvista_item', 'mathvista_precision', 'mathvision_item', 'mathverse_item', 'mmstar_item',
+           'ai2d_item', 'vmcbench_item', 'HubBenchmark', 'hub_records', 'has_images', 'check_unique_ids',
+           'load_benchmark', 'items_table']
 
 # %% ../../nbs/04_tasks.qa.ipynb #d0e7c44c
 AnswerFormat = Literal["ff", "mc"]  # free-form | multiple-choice
@@ -41,6 +41,8 @@ class QAItem:
     answer_letter: str | None = None  # mc: letter of the correct option
     image: Any = None  # PIL image or file path (multimodal benchmarks)
     metadata: dict = field(default_factory=dict)  # benchmark-specific fields (subject, level, source ids)
+    unit: str | None = None  # ff: the gold answer's unit, which a prediction may write or leave out (MathVista)
+    precision: int | None = None  # ff: decimal places a float answer is rounded to before comparing (MathVista)
 
     def __post_init__(self):
         for name in ("id", "benchmark", "answer"):
@@ -54,10 +56,20 @@ class QAItem:
         if self.format == "ff":
             if self.options is not None or self.answer_letter is not None:
                 raise ValueError(f"QAItem {self.id!r}: a free-form item has no options or answer letter")
+            self._check_answer_rules()
         elif self.format == "mc":
+            if self.unit is not None or self.precision is not None:
+                raise ValueError(f"QAItem {self.id!r}: a multiple-choice item has no unit or precision")
             self._check_choice()
         else:
             raise ValueError(f"QAItem {self.id!r}: format must be 'ff' or 'mc', got {self.format!r}")
+
+    def _check_answer_rules(self):
+        if self.unit is not None and (not isinstance(self.unit, str) or not self.unit.strip()):
+            raise ValueError(f"QAItem {self.id!r}: unit must be a non-empty string or None, got {self.unit!r}")
+        p = self.precision
+        if p is not None and (isinstance(p, bool) or not isinstance(p, int) or p < 0):
+            raise ValueError(f"QAItem {self.id!r}: precision must be a whole number of decimal places, got {p!r}")
 
     def _check_choice(self):
         letter = self.answer_letter
@@ -330,7 +342,19 @@ def mathvista_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
         _text(r["answer"]),
         image=image,
         metadata=meta,
+        unit=_text(r.get("unit")) or None,
+        precision=mathvista_precision(r),
     )
+
+
+def mathvista_precision(r: dict) -> int | None:
+    "The decimal places a MathVista float answer is rounded to (`precision`, a float in the hub's data); else None."
+    value = r.get("precision")
+    if r.get("answer_type") != "float" or value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+        raise ValueError(f"mathvista/{_text(r.get('pid'))}: precision {value!r} is not a whole number of places")
+    return int(value)
 
 
 def mathvision_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
@@ -492,7 +516,7 @@ def check_unique_ids(items: Sequence[QAItem]) -> list[QAItem]:
 
 def load_benchmark(
     name: str,  # one of BENCHMARKS
-    n: int | None = None,  # a seeded sample of n questions (None: all)
+    n: int | None = None,  # a seeded sample of n questions, kept in file order (None: every question, in file order)
     seed: int = 0,
     path: str | Path | None = None,  # local data for the paper's benchmarks
     split: str | None = None,  # override the paper's split

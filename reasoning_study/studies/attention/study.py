@@ -14,7 +14,7 @@ import pandas as pd
 from ...backends.plan import ModelPlan, Models, Role, plan_models, run_models
 from ...backends.presets import PRESETS, effective_sampling
 from ...backends.request import SamplingParams
-from ...config import ConfigError, check_config, config_from, config_values, param
+from ...config import ConfigError, check_config, config_from, config_values, field_specs, param
 from reasoning_study.figures.attention import (
     plot_entropy_by_depth,
     plot_entropy_heatmap,
@@ -38,14 +38,15 @@ from ...prompts.musobench import PARADIGMS
 from ...provenance import read_record
 from ...runs import write_params
 from ...store import GenerationStore, run_store
-from ..registry import PaperFigure, cut_parameters
+from ..registry import PaperFigure, ProtocolRow, cut_parameters, decoding_row
 from ...tasks.musobench import TASKS, build_task
 
 # %% auto #0
 __all__ = ['RAW_TABLES', 'RESULT_FILES', 'COUNTED', 'MUSO', 'PAPERS', 'FIGURES', 'SAMPLE_KINDS', 'REHEARSAL_CEILINGS',
-           'AttentionConfig', 'study_sampling', 'study_items', 'n_layers', 'run', 'run_params', 'run_counts', 'score',
-           'per_layer_means', 'per_layer_intervals', 'summary_markdown', 'report', 'rescore', 'roles', 'model_plan',
-           'load_backends', 'section', 'samples', 'rehearsal_parameters']
+           'PROMPT_MODULES', 'TABLE_3', 'AttentionConfig', 'study_sampling', 'study_items', 'n_layers', 'run',
+           'run_params', 'run_counts', 'score', 'per_layer_means', 'per_layer_intervals', 'summary_markdown', 'report',
+           'rescore', 'roles', 'model_plan', 'load_backends', 'section', 'samples', 'protocol_card',
+           'rehearsal_parameters']
 
 # %% ../../../nbs/studies/attention/90_study.ipynb #e1d85d7d
 def _task_names() -> list[str]:
@@ -68,17 +69,17 @@ class AttentionConfig:
     )
     device: str | None = param(None, '"cpu", "cuda", or None (cuda when available)', choices=["cpu", "cuda"])
     tasks: list[str] = param(["timetabling", "subsetsum"], "MuSoBench tasks", choices=_task_names)
-    levels: list[int] = param([1], "complexity levels the instances come from")
+    levels: list[int] | None = param([1], "complexity levels the instances come from (None: every level)")
     per_level: int = param(2, "instances per task and level", minimum=1)
     seed: int = param(0, "benchmark seed (the same instances as `musobench_build` with this seed)")
     paradigms: list[str] = param(["short", "long"], "Short-CoT and/or Long-CoT", choices=PARADIGMS)
     layers: list[int] | None = param(None, "layer indices to record, or None for all")
     max_new_tokens: int = param(96, "generated tokens per run (the reference: 16384)", minimum=1)
     temperature: float | None = param(
-        None, "decoding temperature (None: the preset's; the paper's Qwen3 runs: 0.6)", minimum=0
+        None, "decoding temperature (None: the preset's; the paper: 0.2 for all experiments, its Table 3)", minimum=0
     )
-    top_p: float | None = param(None, "None: the preset's (the paper's Qwen3 runs: 0.95)", minimum=0, maximum=1)
-    top_k: int | None = param(None, "None: the preset's (the paper's Qwen3 runs: 20)", minimum=0)
+    top_p: float | None = param(None, "None: the preset's (the paper: 1.0, its default)", minimum=0, maximum=1)
+    top_k: int | None = param(None, "None: the preset's; 0: off (the paper: not applied)", minimum=0)
     sample_seed: int = param(0, "seed of each run's sampling")
     bins: int = param(10, "relative-position bins of the curves", minimum=1)
     step_width: int = param(8, "absolute-step bin width of the curves", minimum=1)
@@ -93,7 +94,7 @@ class AttentionConfig:
         problems = [
             f"parameter {name!r} must not be empty"
             for name in ("tasks", "paradigms", "levels")
-            if not getattr(self, name)
+            if getattr(self, name) is not None and not getattr(self, name)
         ]
         for name in ("levels", "layers"):
             if bad := [
@@ -372,6 +373,47 @@ def samples(folder: str | Path) -> list[dict]:
 
 
 REHEARSAL_CEILINGS = {"per_level": 1, "max_new_tokens": 24}
+PROMPT_MODULES = ("reasoning_study.prompts.musobench",)
+TABLE_3 = {"temperature": "0.2", "top_p": "1.0", "top_k": "not applied"}  # "for all experiments"
+
+
+def protocol_card(config: AttentionConfig) -> list[ProtocolRow]:
+    "The run beside the paper (Table 3, Figure 7: Qwen3-8B) and its reference code (20 TimeTabling questions)."
+    docs, [model] = field_specs(AttentionConfig), roles(config)
+    n = len(study_items(config)) if config.levels is not None or config.per_level < 100 else "all"
+    rows = [
+        ProtocolRow(
+            "model",
+            model.model.model_id,
+            "Qwen/Qwen3-8B",
+            "" if model.model.model_id == "Qwen/Qwen3-8B" else "the embedded CPU model exercises the code paths",
+        )
+    ]
+    rows += [
+        decoding_row(f, getattr(model.sampling, f), paper, getattr(config, f), docs[f].doc)
+        for f, paper in TABLE_3.items()
+    ]
+    rows += [
+        ProtocolRow(
+            "instances",
+            f"{n} ({', '.join(config.tasks)})",
+            "20 (timetabling)",
+            "the reference ran the first 20 TimeTabling questions of a file that is not published",
+        ),
+        ProtocolRow(
+            "prompt",
+            "the task prompt of each paradigm",
+            "the bare question (the reference code)",
+            "our paradigms' prompts (prompts.musobench): Short-CoT's step-by-step cue, Long-CoT's thinking",
+        ),
+        ProtocolRow(
+            "new tokens",
+            str(config.max_new_tokens),
+            "16384",
+            "the reference code's" if config.max_new_tokens == 16384 else docs["max_new_tokens"].doc,
+        ),
+    ]
+    return rows
 
 
 def rehearsal_parameters(parameters: dict, folder: str | Path) -> dict:

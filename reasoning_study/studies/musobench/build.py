@@ -18,13 +18,13 @@ from ...figures.musobench import plot_solution_counts
 from ...figures.sections import Drawer, read_tables
 from ...provenance import read_record
 from ...runs import write_params
-from ..registry import PaperFigure, cut_parameters
+from ..registry import PaperFigure, ProtocolRow, cut_parameters
 from ...tasks.musobench import TASKS, benchmark_summary, benchmark_table, build_task, get_task, write_jsonl
 
 # %% auto #0
-__all__ = ['RAW_TABLE', 'RESULT_FILES', 'COUNTED', 'MUSO', 'PAPERS', 'FIGURES', 'SAMPLE_KINDS', 'MuSoBenchBuildConfig', 'roles',
-           'model_plan', 'load_backends', 'run', 'run_counts', 'score', 'report', 'rescore', 'section', 'samples',
-           'rehearsal_parameters']
+__all__ = ['RAW_TABLE', 'RESULT_FILES', 'COUNTED', 'MUSO', 'PAPERS', 'FIGURES', 'SAMPLE_KINDS', 'PROMPT_MODULES',
+           'MuSoBenchBuildConfig', 'roles', 'model_plan', 'load_backends', 'run', 'run_counts', 'score', 'report',
+           'rescore', 'section', 'samples', 'protocol_card', 'rehearsal_parameters']
 
 # %% ../../../nbs/studies/musobench/10_build.ipynb #9ca45d32
 RAW_TABLE = "instances.parquet"  # the raw table of a build's run folder
@@ -165,6 +165,31 @@ SAMPLE_KINDS: dict = {}  # the instances are in the run folder's JSONL files; th
 def samples(folder: str | Path) -> list[dict]:
     "No samples of its own: a build holds instances, which the MuSoBench study's dialogues show with their questions."
     return []
+
+
+PROMPT_MODULES: tuple = ()  # it sends no prompt
+
+
+def protocol_card(config: MuSoBenchBuildConfig) -> list[ProtocolRow]:
+    "The build beside the paper's benchmark: 100 instances per level, every level of both tasks."
+    return [
+        ProtocolRow(
+            "instances per level", str(config.per_level), "100", "" if config.per_level == 100 else "a smaller build"
+        ),
+        ProtocolRow(
+            "levels",
+            "all" if config.levels is None else str(config.levels),
+            "all",
+            "" if config.levels is None else "a slice of the levels",
+        ),
+        ProtocolRow(
+            "seed",
+            str(config.seed),
+            "",
+            "seeded: the same files byte for byte (the reference generator is "
+            "unseeded and its TimeTabling file unpublished, so no build reproduces the paper's instances)",
+        ),
+    ]
 
 
 def rehearsal_parameters(parameters: dict, folder: str | Path) -> dict:

@@ -11,7 +11,10 @@ from typing import Sequence
 
 import pandas as pd
 
+from ...backends.presets import get_preset
+from ...config import field_specs
 from ...figures.sections import Drawer, read_tables
+from .config import NOVELTY_TASK
 
 # the contract's names that the study's other modules define (a redundant alias marks a re-export)
 from .config import MuSoBenchConfig as MuSoBenchConfig
@@ -34,7 +37,7 @@ from .run import run_counts as run_counts
 from .run import score as score
 from .samples import SAMPLE_KINDS as SAMPLE_KINDS
 from .samples import samples as samples
-from ..registry import PaperFigure, cut_parameters
+from ..registry import PaperFigure, ProtocolRow, cut_parameters, decoding_row
 
 # the contract, as the registry reads it (`studies.registry.CONTRACT_NAMES`), and the config
 _all_ = [
@@ -53,9 +56,10 @@ _all_ = [
 ]
 
 # %% auto #0
-__all__ = ['MUSO', 'PAPERS', 'FIGURES', 'COUNTED', 'HYPERPARAMETERS', 'SAMPLING_COLUMNS', 'REHEARSAL_CEILINGS', 'sent_sampling',
-           'hyperparameter_table', 'budget_note', 'section', 'rehearsal_parameters', 'MuSoBenchConfig', 'roles',
-           'model_plan', 'load_backends', 'run', 'run_counts', 'score', 'report', 'rescore', 'samples', 'RESULT_FILES',
+__all__ = ['MUSO', 'PAPERS', 'FIGURES', 'COUNTED', 'HYPERPARAMETERS', 'SAMPLING_COLUMNS', 'REHEARSAL_CEILINGS', 'PAPER_PAIRS',
+           'TABLE_3', 'PROMPT_MODULES', 'sent_sampling', 'hyperparameter_table', 'budget_note', 'section',
+           'rehearsal_parameters', 'provider_rule', 'protocol_card', 'MuSoBenchConfig', 'roles', 'model_plan',
+           'load_backends', 'run', 'run_counts', 'score', 'report', 'rescore', 'samples', 'RESULT_FILES',
            'SAMPLE_KINDS']
 
 # %% ../../../nbs/studies/musobench/90_study.ipynb #5f72a881
@@ -281,3 +285,123 @@ REHEARSAL_CEILINGS = {"per_level": 1, "novelty_prompts": 1, "sc_samples": 2, "no
 def rehearsal_parameters(parameters: dict, folder: str | Path) -> dict:
     "A cell's parameters cut for a rehearsal: the sizes at most `REHEARSAL_CEILINGS`, the first level."
     return cut_parameters(parameters, REHEARSAL_CEILINGS, {"levels": [1]})
+
+# %% ../../../nbs/studies/musobench/90_study.ipynb #c4c7ea5a
+PAPER_PAIRS = {  # (Short-CoT preset, Long-CoT preset) -> the paper's pair
+    ("qwen3-8b", "qwen3-8b"): "Qwen3-8B thinking off / on",
+    ("deepseek-v3", "deepseek-r1"): "DeepSeek-V3 / DeepSeek-R1",
+    ("gpt-4o-mini", "o4-mini"): "gpt-4o-mini / o4-mini",
+}
+TABLE_3 = {"temperature": "0.2", "top_p": "1.0", "top_k": "not applied", "max_tokens": "20480"}  # the paper's decoding
+PROMPT_MODULES = ("reasoning_study.prompts.musobench", "reasoning_study.prompts.noveltybench")
+
+
+def provider_rule(preset: str, field: str, value) -> str:
+    "What a hosted provider's rules say of a sampling field's value ('' when nothing)."
+    p = get_preset(preset)
+    rules, who = p.rules, p.rules.provider or p.name
+    if field in dict(rules.rejected):
+        return f"{who} takes only {field}={dict(rules.rejected)[field]} for {p.model_id}"
+    if field == "max_tokens" and rules.max_tokens_cap is not None and value == rules.max_tokens_cap:
+        return f"{who}'s cap for {p.model_id}: {rules.max_tokens_cap} completion tokens"
+    return ""
+
+
+def protocol_card(config: MuSoBenchConfig) -> list[ProtocolRow]:
+    "The run's protocol beside the paper's, each deviation with its reason."
+    docs, pair = field_specs(MuSoBenchConfig), (config.short_preset, config.long_preset)
+    rows = [
+        ProtocolRow(
+            "models (Short-CoT / Long-CoT)",
+            PAPER_PAIRS.get(pair, " / ".join(pair)),
+            PAPER_PAIRS.get(pair, "one of the paper's three pairs"),
+            ""
+            if pair in PAPER_PAIRS
+            else "not a pair of the paper's (the embedded CPU model exercises the code paths)",
+        )
+    ]
+    for role in roles(config):
+        if role.name not in config.presets:
+            continue
+        ignored = get_preset(role.preset).rules.ignored
+        for field, paper in TABLE_3.items():
+            value = getattr(role.sampling, field)
+            row = decoding_row(
+                f"{field} ({role.name}: {role.preset})",
+                value,
+                paper,
+                getattr(config, field),
+                docs[field].doc,
+                provider_rule(role.preset, field, value),
+            )
+            if field in ignored:  # sent, accepted, without effect
+                row = ProtocolRow(
+                    row.setting,
+                    f"{row.as_run} (ignored)",
+                    paper,
+                    f"{get_preset(role.preset).rules.provider} ignores {field} for this model",
+                )
+            rows.append(row)
+    if config.combinatorial_tasks:
+        rows += [
+            ProtocolRow(
+                "instances per level",
+                str(config.per_level),
+                "100",
+                "" if config.per_level == 100 else docs["per_level"].doc,
+            ),
+            ProtocolRow(
+                "levels",
+                "all" if config.levels is None else str(config.levels),
+                "all",
+                "" if config.levels is None else "a slice of the levels",
+            ),
+            ProtocolRow(
+                "answers read",
+                "truncated ones too" if config.read_truncated else "full answers only",
+                "full answers only",
+                "" if not config.read_truncated else docs["read_truncated"].doc,
+            ),
+        ]
+    if "long" in config.presets and "long" in config.sc_paradigms and config.sc_samples > 1:
+        rows.append(
+            ProtocolRow(
+                "self-consistency samples (Long-CoT)",
+                str(config.sc_samples),
+                "32",
+                "" if config.sc_samples == 32 else docs["sc_samples"].doc,
+            )
+        )
+    rows.append(
+        ProtocolRow(
+            "prompts",
+            "ours (prompts.musobench)",
+            "the paper's (Appendix)",
+            "our own wording by design: each turn asks what the paper's asks",
+        )
+    )
+    if NOVELTY_TASK in config.tasks:
+        rows += [
+            ProtocolRow(
+                "NoveltyBench prompts",
+                "all curated" if config.novelty_prompts is None else str(config.novelty_prompts),
+                "all curated",
+                "" if config.novelty_prompts is None else docs["novelty_prompts"].doc,
+            ),
+            ProtocolRow(
+                "NoveltyBench k", str(config.novelty_k), "10", "" if config.novelty_k == 10 else docs["novelty_k"].doc
+            ),
+            ProtocolRow(
+                "NoveltyBench judge",
+                config.novelty_judge,
+                "NoveltyBench's fine-tuned classifier",
+                "no preset runs it here: an LLM (or the lexical baseline) partitions the answers",
+            ),
+            ProtocolRow(
+                "NoveltyBench rater",
+                config.novelty_rater,
+                "a 27B reward model (Skywork-Reward-Gemma-2-27B)",
+                "no preset runs it here: an LLM (or a constant) rates the answers",
+            ),
+        ]
+    return rows

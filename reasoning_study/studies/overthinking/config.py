@@ -14,7 +14,7 @@ from ...backends.request import SamplingParams
 from ...backends.vllm import EngineMemory, fit_max_model_len, model_memory
 from ...config import ConfigError, check_config, param
 from ...metrics.overthinking import FAILED_PROBE_POLICIES
-from ...probing.answers import EXTRACTOR_SAMPLING, LLM_EXTRACTION_MODES
+from ...probing.answers import EXTRACTOR_INPUTS, EXTRACTOR_SAMPLING, LLM_EXTRACTION_MODES
 from ...probing.judge import JUDGE_SAMPLING
 from ...probing.trace import parse_granularity
 from ...prompts.overthinking import TERMINATION_TEMPLATES
@@ -50,7 +50,12 @@ class OverthinkingConfig:
     benchmarks: list[str] = param(
         ["champ", "mmlu-sample"], "free-form and multiple-choice sets (the offline ones by default)", choices=BENCHMARKS
     )
-    n_items: int = param(4, "questions per benchmark (a seeded sample)", minimum=1)
+    n_items: int | None = param(
+        4,
+        "questions per benchmark: a seeded sample of this many, or None: every question of the benchmark, in its "
+        "order (the paper's)",
+        minimum=1,
+    )
     seed: int = param(0, "sampling seed of the traces and probes")
     item_seed: int = param(
         0, "seed of the question sample and the MuSoBench instances (fixed: runs at several `seed`s see the same items)"
@@ -62,6 +67,11 @@ class OverthinkingConfig:
     top_k: int | None = param(None, "trace top-k sampling, 0: off (None: the preset's)", minimum=0)
     thinking: bool | None = param(
         None, "thinking switch (None: on for hybrid 'template' models, the model's default otherwise)"
+    )
+    release_prompt: bool = param(
+        True,
+        "ask each model in its release's own format (prompts.releases: its system turn, <think>/<answer> tags, mode "
+        "labels), as the paper does; False: the generic prompt (reason step by step, answer in \\boxed{}) for every model",
     )
     max_tokens: int | None = param(
         192, "trace budget (new tokens; None: the preset's). CPU default 192: short traces on two cores", minimum=1
@@ -93,6 +103,13 @@ class OverthinkingConfig:
         'the CPU default) or "all" (the LLM reads every trace and every probe, as in the paper)',
         choices=LLM_EXTRACTION_MODES,
     )
+    extractor_input: str = param(
+        "question_and_trace",
+        'what an "llm:<preset>" extractor is shown: "trace" (the text alone, as in the paper, whose extractor '
+        '"operates solely on the generated reasoning trace") or "question_and_trace" (the question and its options '
+        "too: the CPU default, which bends the protocol and keeps the stored extractor replies of CPU runs valid)",
+        choices=EXTRACTOR_INPUTS,
+    )
     failed_probes: str = param(
         "exclude",
         'trajectories with a failed probe (backend or extractor error): "exclude" them, or "cut" them at the last good '
@@ -104,6 +121,12 @@ class OverthinkingConfig:
         "smollm2-135m", "failure-taxonomy judge preset for harmful traces (None: skip)", choices=preset_choices
     )
     judge_max_tokens: int = param(256, "judge reply budget", minimum=1)
+    judge_ground_truth: bool = param(
+        False,
+        "show the judge the ground-truth metadata, as the paper does: the benchmark, the format, the lettered options "
+        "and the gold letter and text. False: the CPU default, which bends the protocol (a multiple-choice answer "
+        "reaches the judge as a bare letter) and keeps the stored judge replies of CPU runs valid",
+    )
     judge_options: dict = param(
         {}, "load_backend options of the judge (without max_model_len, a vLLM judge's context is fitted to its prompts)"
     )
@@ -198,8 +221,10 @@ def study_problems(config: OverthinkingConfig) -> list[str]:
     return problems
 
 # %% ../../../nbs/studies/overthinking/10_config.ipynb #95e3a203
-EXTRACTOR_CONTEXT = 8192  # tokens: an extractor prompt (the question, <= 6000 characters of text) and its short reply
-JUDGE_CONTEXT_EXTRA = 4096  # tokens of a judge prompt besides its two copies of a trace: the question and instructions
+# tokens: an extractor prompt (the question unless extractor_input="trace", <= 6000 characters of text) and its reply
+EXTRACTOR_CONTEXT = 8192
+# tokens of a judge prompt besides its two copies of a trace: the question, the ground truth and the instructions
+JUDGE_CONTEXT_EXTRA = 4096
 # tokens of a model prompt besides its trace: the question (with its options, or a MuSoBench instance) and, in a probe,
 # the termination template and the answer lead
 MODEL_CONTEXT_EXTRA = 4096

@@ -65,12 +65,13 @@ from reasoning_study.metrics.stopping import (
     solution_set_table,
 )
 from ...probing.judge import taxonomy_table
+from ...prompts.overthinking import TERMINATION_TEMPLATES
 
 # %% auto #0
 __all__ = ['RAW_TABLES', 'TRACE_KEYS', 'COUNTED', 'raw_file', 'later_copies', 'without_copies', 'repeated_traces', 'with_note',
-           'comparison_text', 'comparison_markdown', 'harmful_examples', 'section', 'strategies_section',
-           'stopping_section', 'dynamics_section', 'strips_section', 'conditions_section', 'taxonomy_section',
-           'copy_recall_figures', 'counted_rows']
+           'comparison_text', 'comparison_markdown', 'template_note', 'harmful_examples', 'section',
+           'strategies_section', 'stopping_section', 'dynamics_section', 'strips_section', 'conditions_section',
+           'taxonomy_section', 'copy_recall_figures', 'counted_rows']
 
 # %% ../../../nbs/studies/overthinking/30_report.ipynb #f5151821
 RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
@@ -130,6 +131,16 @@ def comparison_markdown(comparisons: pd.DataFrame) -> str:
     if comparisons.empty:
         return "No paired comparison (no trajectory)."
     return with_note(comparison_text(comparisons).to_markdown(index=False), comparisons)
+
+# %% ../../../nbs/studies/overthinking/30_report.ipynb #1a50d57b
+def template_note(templates: Sequence[str]) -> str:
+    "Beside Table 1: which termination template the forced answers followed, and that it is not the paper's P1."
+    used = ", ".join(f"`{t}` (“{TERMINATION_TEMPLATES[t].strip()}”)" for t in templates if t in TERMINATION_TEMPLATES)
+    return (
+        f"Forced answers after the termination template {used or ', '.join(map(str, templates))}: our own wording, not "
+        "the paper's P1 (Figure 14). The paper's robustness study finds the template the factor its results move most "
+        "with: compare with its numbers knowing this."
+    )
 
 # %% ../../../nbs/studies/overthinking/30_report.ipynb #055170a9
 def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3) -> str:
@@ -202,7 +213,8 @@ def strategies_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataF
     draw.table("strategies", strategies)
     results = results_table(strategies, rows="model", columns="benchmark")
     text = results_table_text(strategies, rows="model", columns="benchmark")
-    draw.table("table1_results", results, with_note(table_markdown(text, best_strategy_mask(results)), strategies))
+    table1 = with_note(table_markdown(text, best_strategy_mask(results)), strategies)
+    draw.table("table1_results", results, f"{table1}\n\n{template_note(sorted(set(main_prefixes['template'])))}")
     draw.figure("fig1_strategy_accuracy", lambda: plot_strategy_accuracy(strategies))
     draw.figure(
         "table1_results_figure",

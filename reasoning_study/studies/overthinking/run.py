@@ -50,6 +50,7 @@ from reasoning_study.prompts.overthinking import (
     solution_list_suffix,
     termination_suffix,
 )
+from ...prompts.releases import GENERIC_PROMPT, ReleasePrompt, release_prompt, thinking_mode
 from ...runs import write_params
 from ...store import GenerationStore, generate_cached, run_store
 from .config import OverthinkingConfig, extractor_role, model_plan, trace_sampling
@@ -59,11 +60,12 @@ from ...tasks.musobench import MuSoBenchItem, build_task, get_task
 from ...tasks.qa import QAItem, load_benchmark
 
 # %% auto #0
-__all__ = ['RUN_STATS', 'GENERATIONS', 'run_threads', 'load_backends', 'Trace', 'TraceRun', 'load_items', 'generate_traces',
-           'utterance_rows', 'Probed', 'probe_tag', 'wants_logprobs', 'probe_sampling', 'sum_probe_stats', 'probe_all',
-           'probe_status', 'correctness', 'extract_all', 'answer_logprobs', 'prefix_table', 'trace_table',
-           'judge_cases', 'judge_harmful', 'solution_probe_table', 'portable_solutions', 'musobench_prefixes',
-           'generation_stats', 'write_raw', 'run', 'run_counts']
+__all__ = ['RUN_STATS', 'GENERATIONS', 'run_threads', 'load_backends', 'Trace', 'TraceRun', 'load_items', 'asked_format',
+           'thinking_switch', 'trace_requests', 'generate_traces', 'utterance_rows', 'Probed', 'probe_tag',
+           'wants_logprobs', 'probe_sampling', 'sum_probe_stats', 'probe_all', 'probe_status', 'correctness',
+           'extract_all', 'answer_logprobs', 'prefix_table', 'trace_table', 'ground_truth_fields', 'judge_cases',
+           'judge_harmful', 'solution_probe_table', 'portable_solutions', 'musobench_prefixes', 'generation_stats',
+           'write_raw', 'run', 'run_counts']
 
 # %% ../../../nbs/studies/overthinking/20_run.ipynb #441afc53
 def run_threads(config: OverthinkingConfig) -> dict:
@@ -101,10 +103,11 @@ class TraceRun:
     thinking_switch: bool | None
     thinks: bool
     requests: list = field(default_factory=list)
+    release: ReleasePrompt = GENERIC_PROMPT  # the format the questions were asked in (prompts.releases)
 
 # %% ../../../nbs/studies/overthinking/20_run.ipynb #5628064f
 def load_items(config: OverthinkingConfig) -> list[QAItem]:
-    "The seeded question sample of every benchmark."
+    "The questions of every benchmark: a seeded sample of `n_items`, or (None) all of them, in file order."
     return [
         it
         for name in config.benchmarks
@@ -114,20 +117,38 @@ def load_items(config: OverthinkingConfig) -> list[QAItem]:
     ]
 
 
-def generate_traces(config: OverthinkingConfig, backend, store, items: list[QAItem]) -> TraceRun:
-    "One trace per question and sample, through the store (a question's figure, if any, goes with it)."
-    sampling = trace_sampling(config)
-    switch = (
-        config.thinking
-        if config.thinking is not None
-        else (True if get_preset(config.preset).thinking == "template" else None)
-    )
-    requests = [
+def asked_format(config: OverthinkingConfig) -> ReleasePrompt:
+    "The format the model is asked in: its release's (`prompts.releases`), or the generic one (`release_prompt=False`)."
+    return release_prompt(get_preset(config.preset).model_id) if config.release_prompt else GENERIC_PROMPT
+
+
+def thinking_switch(config: OverthinkingConfig) -> bool | None:
+    "The thinking switch of the traces: `thinking`, or (None) on for a hybrid 'template' model, else the model's default."
+    if config.thinking is not None:
+        return config.thinking
+    return True if get_preset(config.preset).thinking == "template" else None
+
+
+def trace_requests(config: OverthinkingConfig, backend, items: list[QAItem]) -> list:
+    "The request of each question, asked in the model release's format with the traces' sampling and thinking switch."
+    sampling, release = trace_sampling(config), asked_format(config)
+    return [
         trace_request(
-            backend, question_prompt(it.question, it.options), sampling, switch, tag=f"trace:{it.id}", images=it.images
+            backend,
+            question_prompt(it.question, it.options, release),
+            sampling,
+            thinking_switch(config),
+            system=release.system,
+            tag=f"trace:{it.id}",
+            images=it.images,
         )
         for it in items
     ]
+
+
+def generate_traces(config: OverthinkingConfig, backend, store, items: list[QAItem]) -> TraceRun:
+    "One trace per question and sample, through the store (a question's figure, if any, goes with it)."
+    requests = trace_requests(config, backend, items)
     thinks = is_thinking(backend, requests[0])
     generations = generate_cached(
         backend,
@@ -141,7 +162,7 @@ def generate_traces(config: OverthinkingConfig, backend, store, items: list[QAIt
         for k, c in enumerate(completions):
             text = trace_text(c, thinks) if c.status != "error" else ""
             traces.append(Trace(it, k, c, split_trace(text, backend.tokenizer), prompt_ids))
-    return TraceRun(traces, sampling, switch, thinks, requests)
+    return TraceRun(traces, trace_sampling(config), thinking_switch(config), thinks, requests, asked_format(config))
 
 
 def utterance_rows(traces: list[Trace], config: OverthinkingConfig) -> pd.DataFrame:
@@ -281,6 +302,7 @@ def extract_all(config: OverthinkingConfig, backends: Models, store, run: TraceR
                 progress=True,
                 batch_size=stage_batch_size(extractor, len(texts), config.batch_size),
                 llm_extraction=config.llm_extraction,
+                extractor_input=config.extractor_input,
             ),
             extract_answers(
                 own_texts,
@@ -289,6 +311,7 @@ def extract_all(config: OverthinkingConfig, backends: Models, store, run: TraceR
                 store=store,
                 batch_size=stage_batch_size(extractor, len(own_texts), config.batch_size),
                 llm_extraction=config.llm_extraction,
+                extractor_input=config.extractor_input,
             ),
         )
     return out
@@ -370,12 +393,18 @@ def trace_table(config: OverthinkingConfig, run: TraceRun, extracted: dict) -> p
                         final_prediction=e.answer,
                         final_correct=None if c.status == "error" or e.failed else verify(e.answer, t.item),
                         completion_tokens=c.completion_tokens,
+                        thinking_mode=thinking_mode(c.text, run.release) if c.status != "error" else None,
                     )
                 )
     # <NA> for a failed trace
     return pd.DataFrame(rows, columns=list(TRACE_COLUMNS)).astype({"final_correct": "boolean"})
 
 # %% ../../../nbs/studies/overthinking/20_run.ipynb #ab313108
+def ground_truth_fields(item: QAItem) -> dict:
+    "The ground-truth fields of a judge case (`probing.judge.JudgeCase`): the item's format, options and gold letter."
+    return dict(format=item.format, options=item.options, gold_letter=item.answer_letter)
+
+
 def judge_cases(
     config: OverthinkingConfig,
     prefixes: pd.DataFrame,
@@ -405,6 +434,7 @@ def judge_cases(
             correct_prefix=of[(r.item_id, r.sample_index)].split.prefix_text(int(r.last_correct_index)),
             final_trace=of[(r.item_id, r.sample_index)].split.prefix_text(int(r.n_utterances)),
             image=of[(r.item_id, r.sample_index)].item.image if multimodal else None,
+            **(ground_truth_fields(of[(r.item_id, r.sample_index)].item) if config.judge_ground_truth else {}),
         )
         for r in traj[traj.harmful].itertuples()
         if not math.isnan(r.last_correct_index)

@@ -50,7 +50,14 @@ from reasoning_study.metrics.stopping import (
 from ...probing.judge import taxonomy_table
 from ...provenance import read_record
 from .config import OverthinkingConfig
-from .report import RAW_TABLES, comparison_markdown, raw_file, section, with_note
+from reasoning_study.studies.overthinking.report import (
+    RAW_TABLES,
+    comparison_markdown,
+    raw_file,
+    section,
+    template_note,
+    with_note,
+)
 from .run import RUN_STATS
 
 # %% auto #0
@@ -145,7 +152,10 @@ def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: Over
     traj = in_condition(results["trajectories"], config.main_condition)
     bold1 = best_strategy_mask(results_table(results["strategies"], rows="model", columns="benchmark"))
     table1 = results_table_text(results["strategies"], rows="model", columns="benchmark")  # '41.1 [38.2, 44.0]'
-    (out / "table1_results.md").write_text(with_note(table_markdown(table1, bold1), results["strategies"]) + "\n")
+    note = template_note([config.main_condition["template"]])
+    (out / "table1_results.md").write_text(
+        with_note(table_markdown(table1, bold1), results["strategies"]) + f"\n\n{note}\n"
+    )
     models = add_strategy_intervals(strategy_table(traj, by=["model"]), traj)
     table2 = stopping_table_text(results["stopping_at_k"], models)
     (out / "table2_stopping.md").write_text(with_note(table_markdown(table2), results["stopping_at_k"]) + "\n")

@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...backends.presets import get_preset
+from ...config import field_specs
 from .config import OverthinkingConfig as OverthinkingConfig
 from .config import model_plan as model_plan
 from .config import roles as roles
 from .report import COUNTED as COUNTED
 from .report import counted_rows as counted_rows
 from .report import section as section
+from .run import asked_format
 from .run import load_backends as load_backends
 from .run import run as run
 from .run import run_counts as run_counts
@@ -23,7 +26,7 @@ from .score import RESULT_FILES as RESULT_FILES
 from .score import report as report
 from .score import rescore as rescore
 from .score import score as score
-from ..registry import BEYOND, PaperFigure, cut_parameters
+from ..registry import BEYOND, PaperFigure, ProtocolRow, cut_parameters, decoding_row
 
 # the contract, as the registry reads it (`studies.registry.CONTRACT_NAMES`), and the config
 _all_ = [
@@ -45,9 +48,10 @@ _all_ = [
 ]
 
 # %% auto #0
-__all__ = ['OVER', 'PAPERS', 'FIGURES', 'REHEARSAL_CEILINGS', 'REHEARSAL_RECORDS', 'rehearsal_parameters', 'OverthinkingConfig',
-           'roles', 'model_plan', 'COUNTED', 'counted_rows', 'section', 'load_backends', 'run', 'run_counts',
-           'SAMPLE_KINDS', 'samples', 'RESULT_FILES', 'report', 'rescore', 'score']
+__all__ = ['OVER', 'PAPERS', 'FIGURES', 'REHEARSAL_CEILINGS', 'REHEARSAL_RECORDS', 'PROMPT_MODULES', 'PAPER_EXTRACTOR', 'RELEASE',
+           'rehearsal_parameters', 'protocol_card', 'OverthinkingConfig', 'roles', 'model_plan', 'COUNTED',
+           'counted_rows', 'section', 'load_backends', 'run', 'run_counts', 'SAMPLE_KINDS', 'samples', 'RESULT_FILES',
+           'report', 'rescore', 'score']
 
 # %% ../../../nbs/studies/overthinking/90_study.ipynb #95d38160
 OVER = "Overthinking"
@@ -232,3 +236,114 @@ def rehearsal_parameters(parameters: dict, folder: str | Path) -> dict:
     if "benchmarks" in values:
         values["data_paths"] = {**values.get("data_paths", {}), **paths}
     return values
+
+# %% ../../../nbs/studies/overthinking/90_study.ipynb #317ea870
+PROMPT_MODULES = (
+    "reasoning_study.prompts.overthinking",
+    "reasoning_study.prompts.releases",
+    "reasoning_study.prompts.musobench",
+)
+PAPER_EXTRACTOR = "Qwen/Qwen3-4B-Instruct-2507"  # Section 2; the robustness study adds Qwen/Qwen3.5-4B (Appendix A)
+RELEASE = "the release's"  # C.3: each model's recommended decoding
+
+
+def protocol_card(config: OverthinkingConfig) -> list[ProtocolRow]:
+    "The run's protocol beside the paper's, each deviation with its reason."
+    docs, found = field_specs(OverthinkingConfig), {r.name: r for r in roles(config)}
+    model, release = found["model"], get_preset(config.preset).sampling
+    asked = asked_format(config)
+    rows = [
+        ProtocolRow("reasoning model", model.model.model_id, "", ""),
+        ProtocolRow(
+            "prompt format",
+            RELEASE if config.release_prompt else "generic",
+            RELEASE,
+            asked.source if config.release_prompt else docs["release_prompt"].doc,
+        ),
+    ]
+    for field in ("temperature", "top_p", "top_k", "repetition_penalty", "max_tokens"):
+        value, own = getattr(model.sampling, field), getattr(release, field)
+        paper = "not applied" if field == "top_k" and own == 0 else str(own)  # the release's, as decoding_row shows it
+        rows.append(
+            decoding_row(
+                f"{field} (traces)",
+                value,
+                paper,
+                getattr(config, field, None),
+                docs[field].doc if field in docs else "",
+            )
+        )
+    rows.append(
+        ProtocolRow("decoding from", get_preset(config.preset).source, "", "C.3: each release's recommended decoding")
+    )
+    n_items = getattr(config, "n_items")
+    rows.append(
+        ProtocolRow(
+            "questions per benchmark",
+            "all" if n_items is None else f"{n_items} (a seeded sample)",
+            "all",
+            "" if n_items is None else docs["n_items"].doc,
+        )
+    )
+    llm = [e.split(":", 1)[1] for e in config.extractors if e.startswith("llm:")]
+    main = get_preset(llm[-1]).model_id if llm else "rules only"  # the last extractor is the main condition
+    rows.append(
+        ProtocolRow("extractor", main, PAPER_EXTRACTOR, "" if main == PAPER_EXTRACTOR else docs["extractors"].doc)
+    )
+    if len(llm) > 1:
+        others = ", ".join(get_preset(p).model_id for p in llm[:-1])
+        rows.append(ProtocolRow("also extracted by", others, "", "Appendix A's robustness study adds Qwen/Qwen3.5-4B"))
+    rows += [
+        ProtocolRow(
+            "extractor reads",
+            "every trace and probe" if config.llm_extraction == "all" else "what the rules cannot read",
+            "every trace and probe",
+            "" if config.llm_extraction == "all" else docs["llm_extraction"].doc,
+        )
+    ]
+    reads = "the trace only" if config.extractor_input == "trace" else "the question and the trace"
+    rows.append(
+        ProtocolRow(
+            "extractor input",
+            reads,
+            "the trace only",
+            "" if config.extractor_input == "trace" else docs["extractor_input"].doc,
+        )
+    )
+    judge = found.get("judge")
+    rows.append(
+        ProtocolRow(
+            "judge",
+            judge.model.model_id if judge else "none",
+            "Qwen3.6-35B",
+            "no preset of Qwen3.6-35B here: a Qwen3 judge stands in" if judge else "no judge in this run",
+        )
+    )
+    if judge:
+        sees = "the ground truth" if config.judge_ground_truth else "the problem and the traces"
+        rows.append(
+            ProtocolRow(
+                "judge sees",
+                sees,
+                "the ground truth",
+                "the options, the gold letter and text, the format"
+                if config.judge_ground_truth
+                else docs["judge_ground_truth"].doc,
+            )
+        )
+    rows += [
+        ProtocolRow(
+            "termination template",
+            config.templates[0],
+            "P1 (Figure 14)",
+            "our own wording by design (prompts.overthinking); the paper finds the template the factor its "
+            "results move most with",
+        ),
+        ProtocolRow(
+            "cut into prefixes",
+            config.granularity[0],
+            "utterance",
+            "" if config.granularity[0] == "utterance" else docs["granularity"].doc,
+        ),
+    ]
+    return rows
