@@ -94,3 +94,75 @@ def test_the_rehearsal_page_shows_each_cells_card():
     assert (
         "| prompt format | the release's | the release's |" in text and "| extractor input | the trace only |" in text
     )
+
+
+# Point 1: the release settings the reference code's model table gives (REFERENCE_CODE_NOTES.md §2.3), preset by preset:
+# (temperature, top_p, top_k, repetition_penalty); top_k 0 and top_p 1.0 are "not set"
+RELEASE_DECODING = {
+    "qwen3-8b-overthinking": (0.6, 0.95, 20, 1.0),
+    "intern-s1-mini": (0.8, 1.0, 50, 1.0),
+    "qwen3-vl-8b-thinking": (1.0, 0.95, 20, 1.0),  # T from the table; top_p/top_k from the Qwen3-VL release
+    "qwen2.5-vl-7b-instruct": (1e-6, 1.0, 0, 1.05),
+    "vl-rethinker-7b": (0.1, 0.001, 1, 1.05),
+    "mm-eureka-qwen-7b": (0.1, 0.001, 1, 1.05),
+    "r1-vl-7b": (0.01, 0.001, 1, 1.0),
+    "thinklite-vl-7b": (0.0, 1.0, 0, 1.0),
+    "dualmind-vlm": (1e-6, 0.95, 0, 1.05),
+}
+
+
+@pytest.mark.parametrize("cell", [c for c in GRIDS["overthinking"].cells], ids=lambda c: c.id)
+def test_every_overthinking_model_samples_at_its_release_settings(cell):
+    "C.3: each release's recommended decoding, penalties included, reaches the traces' request; the preset cites it."
+    from reasoning_study.backends.presets import get_preset
+
+    model = roles(cell)["model"]
+    s = model.sampling
+    assert (s.temperature, s.top_p, s.top_k, s.repetition_penalty) == RELEASE_DECODING[model.preset], cell.id
+    assert s.max_tokens == get_preset(model.preset).sampling.max_tokens  # the release's budget, not the grid's
+    assert get_preset(model.preset).source, model.preset
+
+
+def test_r1_vl_plans_for_its_qwen2_vl_positions():
+    "Point 9: R1-VL is tuned from Qwen2-VL (32,768 positions), not Qwen2.5-VL (128K)."
+    from reasoning_study.sweep.rehearsal import PAPER_MODEL_SHAPES
+
+    assert PAPER_MODEL_SHAPES["jingyiZ00/R1-VL-7B"][-1] == 32_768
+    assert PAPER_MODEL_SHAPES["TIGER-Lab/VL-Rethinker-7B"][-1] == 128_000
+
+
+def test_table_1_says_its_template_is_not_the_papers():
+    "Point 9: the termination template beside Table 1 is named, with the paper's finding that it matters most."
+    from reasoning_study.studies.overthinking.report import template_note
+
+    note = template_note(["stop_now"])
+    assert "`stop_now`" in note and "not the paper's P1 (Figure 14)" in note
+
+
+def test_a_changed_preset_or_prompt_makes_a_finished_cell_stale(monkeypatch):
+    """Point 10: a cell's fingerprint is what produced it; a done record of the same parameters but another preset or
+    prompt text is stale (the cell runs again), and one written before fingerprints answers for its parameters only."""
+    from dataclasses import replace
+
+    import reasoning_study.prompts.overthinking as prompts
+    from reasoning_study.backends import presets
+    from reasoning_study.sweep.index import FINGERPRINT, recorded_parameters, stale_reasons
+    from reasoning_study.sweep.spec import cell_fingerprint
+
+    cell = next(c for c in GRIDS["overthinking"].cells if c.id == "multimodal__vl-rethinker")
+    cell = replace(cell, fingerprint=cell_fingerprint(cell.notebook, cell.parameters))
+    record = dict(parameters=recorded_parameters(cell), fingerprint=cell.fingerprint)
+    assert cell.fingerprint and stale_reasons(record, cell) == []
+    assert stale_reasons({"parameters": record["parameters"]}, cell) == []  # an older record: parameters only
+
+    def now():
+        return replace(cell, fingerprint=cell_fingerprint(cell.notebook, cell.parameters))
+
+    vl = presets.get_preset("vl-rethinker-7b")
+    fixed = replace(vl, sampling=replace(vl.sampling, repetition_penalty=1.1))
+    monkeypatch.setitem(presets.PRESETS, "vl-rethinker-7b", fixed)
+    assert stale_reasons(record, now()) == [FINGERPRINT]
+    monkeypatch.setitem(presets.PRESETS, "vl-rethinker-7b", vl)
+    assert stale_reasons(record, now()) == []
+    monkeypatch.setattr(prompts, "ANSWER_LEAD", "\n\nSo the answer is \\boxed{")
+    assert stale_reasons(record, now()) == [FINGERPRINT]
