@@ -211,7 +211,7 @@ def protocol_rows(card: Sequence[ProtocolRow]) -> list[dict]:
 
 def card_markdown(rows: Sequence[Mapping]) -> str:
     "A card (`protocol_rows`, or run.json's) as a Markdown table, each deviation flagged with ⚠."
-    cell = lambda text: str(text).replace("|", "\\|").replace("\n", " ")
+    cell = lambda text: str(text).replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
     lines = ["| setting | as run | paper | why they differ / where it is stated |", "|---|---|---|---|"]
     lines += [
         f"| {'⚠ ' if r['deviation'] else ''}{cell(r['setting'])} | {cell(r['as_run'])} | {cell(r['paper']) or '—'} "
