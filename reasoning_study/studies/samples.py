@@ -28,7 +28,7 @@ def plain(value):
 
 def user_prompt(messages: str | None) -> str:
     "The last user message of a request's messages (JSON), its text parts joined (an image part shows as [image])."
-    said = [m for m in json.loads(messages or "[]") if m.get("role") == "user"]
+    said = [m for m in json.loads(plain(messages) or "[]") if m.get("role") == "user"]
     content = said[-1]["content"] if said else ""
     if isinstance(content, list):  # multimodal content parts: their text
         content = "\n".join(part.get("text", "[image]") for part in content if isinstance(part, dict))

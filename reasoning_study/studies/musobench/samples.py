@@ -21,7 +21,7 @@ from ...tasks.noveltybench import load_noveltybench
 
 # %% auto #0
 __all__ = ['VERDICTS', 'TURN_NAMES', 'DIALOGUE', 'SCORES', 'SAMPLE_KINDS', 'candidate_rows', 'mark_spans', 'turn_view',
-           'musobench_samples', 'novelty_samples', 'samples']
+           'musobench_samples', 'json_list', 'novelty_samples', 'samples']
 
 # %% ../../../nbs/studies/musobench/85_samples.ipynb #52be8879
 VERDICTS = {"valid": "valid", "violation": "violation", "malformed": "unreadable"}  # the checker's status -> the page's
@@ -193,6 +193,12 @@ def _novelty_prompts(folder: Path) -> dict[str, str]:
         return {}
 
 
+def json_list(value) -> list:
+    "A JSON list cell of a table: [] where the cell is missing (a reply with no answers has no classes, no ratings)."
+    text = plain(value)
+    return json.loads(text) if text else []
+
+
 def _ratings(scores: list, classes: list) -> list:
     "One rating per answer: the rater's scores per answer, or per class opener (the first answer of each class)."
     if len(scores) == len(classes):
@@ -216,9 +222,9 @@ def novelty_samples(folder: str | Path) -> list[dict]:
             judged[(r["model"], r["paradigm"], r["mode"], r["prompt_id"])] = r
     samples = []
     for r in table.to_dict("records"):
-        answers, classes = json.loads(r["answers"] or "[]"), json.loads(r["classes"] or "[]")
+        answers, classes = json_list(r["answers"]), json_list(r["classes"])
         j = judged.get((r["model"], r["paradigm"], r["mode"], r["prompt_id"]), {})
-        ratings = _ratings(json.loads(j.get("opener_scores") or "[]"), classes)
+        ratings = _ratings(json_list(j.get("opener_scores")), classes)
         scores = {
             c: plain(r.get(c))
             for c in (

@@ -38,6 +38,7 @@ from .run import score as score
 from .samples import SAMPLE_KINDS as SAMPLE_KINDS
 from .samples import samples as samples
 from ..registry import PaperFigure, ProtocolRow, cut_parameters, decoding_row
+from ..samples import plain
 
 # the contract, as the registry reads it (`studies.registry.CONTRACT_NAMES`), and the config
 _all_ = [
@@ -240,7 +241,7 @@ def budget_note(
             continue
         budgets = {}
         for _, row in runs.iterrows():
-            for paradigm in json.loads(row.get("paradigms") or '["short", "long"]'):
+            for paradigm in json.loads(plain(row.get("paradigms")) or '["short", "long"]'):
                 preset = row.get(f"{paradigm}_preset")
                 budgets.setdefault(f"{paradigm} ({preset})" if isinstance(preset, str) else paradigm, set()).add(
                     str(row["max_tokens"])
