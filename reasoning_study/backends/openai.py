@@ -51,7 +51,7 @@ __all__ = ['MAX_TOKENS_FIELDS', 'PREFILL_MODES', 'REASONING_EFFORTS', 'OPENAI_PE
 # %% ../../nbs/15_backends.openai.ipynb #e659975e
 MAX_TOKENS_FIELDS = TOKEN_BUDGET_FIELDS  # ("max_completion_tokens", "max_tokens")
 PREFILL_MODES = ("continue", "prefix", "tokens")
-REASONING_EFFORTS = ("low", "medium", "high")  # what OpenAI's reasoning models take as reasoning_effort
+REASONING_EFFORTS = ("none", "low", "medium", "high", "xhigh")  # what OpenAI's reasoning models take (by model)
 
 
 @dataclass(frozen=True)
@@ -122,15 +122,18 @@ def api_options(
             f"preset {preset.name!r}: {what}. Keys come from the environment only (options are run parameters, written "
             f"into the executed notebook and params.json): {set_this}, or name another variable with api_key_env"
         )
-    known = {f.name for f in fields(ApiOptions)} - {"api_key"}
+    known = {f.name for f in fields(ApiOptions)} - {"api_key"} | {"base_url_env"}
     if unknown := sorted(set(given) - known):
         raise ValueError(f"unknown option(s) {unknown} for the openai backend; known: {sorted(known)}")
-    given.pop("base_url", None), given.pop("api_key_env", None)
+    given.pop("base_url", None), given.pop("api_key_env", None), given.pop("base_url_env", None)
     base_url = server_url(preset, env)
     if not base_url:
+        named = dict(preset.options).get("base_url_env")
         raise ValueError(
-            f"no server for preset {preset.name!r}: pass load_backend({preset.name!r}, "
-            "base_url='http://HOST:PORT/v1') or set OPENAI_BASE_URL (e.g. https://api.openai.com/v1)"
+            f"no server for preset {preset.name!r}: "
+            + (f"set {named} to the host's API root (e.g. https://HOST/v1), or pass base_url"
+               if named else f"pass load_backend({preset.name!r}, base_url='http://HOST:PORT/v1') or set "
+               "OPENAI_BASE_URL (e.g. https://api.openai.com/v1)")
         )
     if missing := missing_key(preset, env):
         raise ValueError(
@@ -153,9 +156,13 @@ def check_options(preset: ModelPreset) -> None:
     """Fail when the preset's options do not make a client: their names and values, a server to call
     (`backends.presets.check_backend_options`). Its key is checked where it is read: the sweep names it before a run
     (`backends.plan.role_keys`), `api_options` when the backend loads."""
-    variable = key_variable(preset)
-    options = api_options(preset, env={**os.environ, **({variable: "checked where it is read"} if variable else {})})
-    if options.reasoning_effort is not None and preset.thinking == "never":
+    variable, host = key_variable(preset), dict(preset.options).get("base_url_env")
+    placeholders = {variable: "checked where it is read"} if variable else {}
+    if host and not os.environ.get(host):  # the host's URL is read where the key is (`backends.plan.role_keys`)
+        placeholders[host] = "https://checked-where-it-is-read/v1"
+    options = api_options(preset, env={**os.environ, **placeholders})
+    # "none" is how a hybrid reasoning model (gpt-5.4-mini) is asked not to reason: the one effort a non-reasoner takes
+    if options.reasoning_effort not in (None, "none") and preset.thinking == "never":
         raise ValueError(
             f"preset {preset.name!r}: reasoning_effort={options.reasoning_effort!r} is for reasoning models, and "
             f"{preset.model_id} does not reason (thinking='never'); a provider answers it with an error on every request"

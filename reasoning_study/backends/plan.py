@@ -94,8 +94,14 @@ def check_keys(roles: Sequence[Role], env: Mapping[str, str] | None = None) -> N
 
 
 def role_keys(roles: Sequence[Role]) -> tuple[str, ...]:
-    "The environment variables the roles' calls read their keys from (hosted roles; a local server needs none)."
-    found = [missing_key(r.model, env={}) for r in roles if r.supports("remote")]
+    """The environment variables the roles' calls read their keys from (hosted roles; a local server needs none), and
+    those naming a host the user chooses (a `base_url_env` option: the open weights' host)."""
+    found = []
+    for r in (r for r in roles if r.supports("remote")):
+        options = dict(r.model.options)
+        if options.get("base_url_env") and not options.get("base_url"):
+            found.append(options["base_url_env"])
+        found.append(missing_key(r.model, env={}))
     return tuple(dict.fromkeys(v for v in found if v))
 
 

@@ -19,7 +19,8 @@ from ..runs import credential_problems
 
 # %% auto #0
 __all__ = ['TOKEN_BUDGET_FIELDS', 'SAMPLING_FIELDS', 'NOT_ASKED', 'OPENAI_REASONING', 'OPENAI_GPT_4O_MINI', 'DEEPSEEK_CHAT',
-           'DEEPSEEK_REASONER', 'MUSO_SOURCE', 'REFERENCE_CODE', 'OURS_GREEDY', 'DEEPSEEK_API', 'OPENAI_API', 'PRESETS',
+           'OPENAI_GPT_5_4_MINI', 'DEEPSEEK_REASONER', 'MUSO_SOURCE', 'REFERENCE_CODE', 'OURS_GREEDY', 'DEEPSEEK_API',
+           'OPENAI_API', 'DEEPSEEK_ALIASES', 'OPEN_WEIGHTS_HOST', 'DEEPSEEK_671B', 'SUCCESSOR', 'PRESETS',
            'PRESET_ALIASES', 'BACKEND_KINDS', 'LOCAL_HOSTS', 'PRESETS_FILE_ENV', 'ProviderRules', 'ModelPreset',
            'get_preset', 'register_preset', 'key_variables', 'BackendKind', 'backend_kind', 'preset_capabilities',
            'preset_supports', 'load_backend', 'check_backend_options', 'effective_sampling', 'is_local_url',
@@ -115,6 +116,13 @@ DEEPSEEK_CHAT = ProviderRules(
     " temperature, top_p, presence_penalty, frequency_penalty and stop honoured, logprobs returned; no seed, no "
     "top_k and no repetition_penalty parameter (unknown fields are ignored)",
 )
+OPENAI_GPT_5_4_MINI = replace(
+    OPENAI_REASONING,
+    max_tokens_cap=128_000,
+    source="OpenAI reasoning-models guide and gpt-5.4-mini model page: the reasoning models' rules (temperature and "
+    "top_p only at 1, no penalties, no stop, no logprobs, max_completion_tokens with reasoning included); at most "
+    "128,000 output tokens; reasoning_effort none, low, medium, high or xhigh",
+)
 DEEPSEEK_REASONER = ProviderRules(
     "DeepSeek",
     ignored=("temperature", "top_p", "top_k", "repetition_penalty", "presence_penalty", "frequency_penalty", "seed"),
@@ -140,6 +148,15 @@ class ModelPreset:
     options: tuple[tuple[str, object], ...] = ()  # backend-specific extras, e.g. (("base_url", ...),)
     rules: ProviderRules = ProviderRules()  # a hosted provider's rules for sampling parameters (a model we serve: none)
     source: str = ""  # where its sampling comes from: the paper, its reference code or the model's release
+    # its lifecycle (`backends.lifecycle`): the provider's retirement date as the preset states it (ISO; "": the model
+    # map's), where that date comes from, and what to use instead once it is retired
+    retires: str = ""
+    retires_source: str = ""
+    instead: str = ""
+    replaces: str = ""  # the paper's model this one stands in for ("": it is the paper's, or no paper's)
+    # what a model too large to download here needs, as its release states it (`backends.vllm.stated_memory`)
+    weights_gib: float | None = None  # its weight files, GiB
+    kv_bytes_per_token: int | None = None  # KV cache of one token, all layers, bytes
 
     def with_options(self, **options) -> "ModelPreset":
         "A copy with extra backend options (e.g. a server's base_url)."
@@ -159,6 +176,20 @@ _RETHINKER = SamplingParams(temperature=0.1, top_p=0.001, top_k=1, repetition_pe
 # where DeepSeek answers, the key's variable
 DEEPSEEK_API = (("base_url", "https://api.deepseek.com"), ("api_key_env", "DEEPSEEK_API_KEY"))
 OPENAI_API = (("base_url", "https://api.openai.com/v1"), ("api_key_env", "OPENAI_API_KEY"))
+# DeepSeek's API names: aliases DeepSeek repointed (V3.1, V3.2, V4-Flash) and retired, so never DeepSeek-R1 and -V3 now
+DEEPSEEK_ALIASES = "deepseek-chat and deepseek-reasoner were aliases DeepSeek repointed (V3.1, V3.2, V4-Flash)"
+# any OpenAI-compatible host of the open weights: its API root and key from variables the user sets
+OPEN_WEIGHTS_HOST = (
+    ("base_url_env", "DEEPSEEK_HOST_URL"),
+    ("api_key_env", "DEEPSEEK_HOST_API_KEY"),
+    ("max_tokens_field", "max_tokens"),  # the name every OpenAI-compatible server takes (vLLM, SGLang, the hosts)
+)
+# DeepSeek-V3 and -R1 share one architecture (config.json: 61 layers, MLA with kv_lora_rank 512 and rope dim 64)
+DEEPSEEK_671B = dict(
+    weights_gib=642.0,  # 163 safetensors shards, FP8 as released (685B parameters with the MTP module), ~689 GB
+    kv_bytes_per_token=61 * (512 + 64) * 2,  # vLLM caches MLA's latent: (kv_lora_rank + rope dim) x 61 layers, bf16
+)
+SUCCESSOR = "not the paper's model"
 
 PRESETS: dict[str, ModelPreset] = {
     p.name: p
@@ -203,6 +234,7 @@ PRESETS: dict[str, ModelPreset] = {
             options=DEEPSEEK_API,
             description="DeepSeek-R1 through DeepSeek's API (Long-CoT; temperature and top_p are ignored there)",
             source=MUSO_SOURCE + " (DeepSeek ignores deepseek-reasoner's temperature: DEEPSEEK_REASONER)",
+            instead="deepseek-r1-hosted or deepseek-r1-vllm: DeepSeek-R1's open weights (" + DEEPSEEK_ALIASES + ")",
         ),
         ModelPreset(
             "deepseek-v3",
@@ -214,6 +246,52 @@ PRESETS: dict[str, ModelPreset] = {
             options=DEEPSEEK_API,
             description="DeepSeek-V3 through DeepSeek's API (Short-CoT; at most 8,192 completion tokens)",
             source=MUSO_SOURCE + ", the budget cut to deepseek-chat's cap of 8,192 tokens",
+            instead="deepseek-v3-hosted or deepseek-v3-vllm: DeepSeek-V3's open weights (" + DEEPSEEK_ALIASES + ")",
+        ),
+        # the paper's DeepSeek checkpoints as open weights: on any OpenAI-compatible host, or served here by vLLM
+        ModelPreset(
+            "deepseek-r1-hosted",
+            "deepseek-ai/DeepSeek-R1",
+            "openai",
+            "api",
+            _MUSO,
+            options=OPEN_WEIGHTS_HOST,
+            description="DeepSeek-R1 (the open weights of January 2025) on an OpenAI-compatible host: $DEEPSEEK_HOST_URL "
+            "with the key in $DEEPSEEK_HOST_API_KEY; the reasoning comes back as reasoning_content or in <think> tags",
+            source=MUSO_SOURCE,
+        ),
+        ModelPreset(
+            "deepseek-v3-hosted",
+            "deepseek-ai/DeepSeek-V3",
+            "openai",
+            "never",
+            _MUSO,
+            options=OPEN_WEIGHTS_HOST,
+            description="DeepSeek-V3 (the open weights of December 2024) on an OpenAI-compatible host: "
+            "$DEEPSEEK_HOST_URL with the key in $DEEPSEEK_HOST_API_KEY",
+            source=MUSO_SOURCE,
+        ),
+        ModelPreset(
+            "deepseek-r1-vllm",
+            "deepseek-ai/DeepSeek-R1",
+            "vllm",
+            "always",
+            _MUSO,
+            options=(("tensor_parallel_size", 8), ("trust_remote_code", True)),
+            description="DeepSeek-R1 served here by vLLM: 671B parameters in FP8, one node of 8 GPUs of 141 GB (H200)",
+            source=MUSO_SOURCE,
+            **DEEPSEEK_671B,
+        ),
+        ModelPreset(
+            "deepseek-v3-vllm",
+            "deepseek-ai/DeepSeek-V3",
+            "vllm",
+            "never",
+            _MUSO,
+            options=(("tensor_parallel_size", 8), ("trust_remote_code", True)),
+            description="DeepSeek-V3 served here by vLLM: 671B parameters in FP8, one node of 8 GPUs of 141 GB (H200)",
+            source=MUSO_SOURCE,
+            **DEEPSEEK_671B,
         ),
         ModelPreset(
             "o4-mini",
@@ -226,6 +304,7 @@ PRESETS: dict[str, ModelPreset] = {
             description="o4-mini (Long-CoT; reasoning not returned; temperature only at 1; reasoning_effort not set: "
             "OpenAI's default, medium, applies)",
             source=MUSO_SOURCE + ", the temperature raised to 1, the only value OpenAI's reasoning models take",
+            instead=f"gpt-5.4-mini-reasoning (OpenAI's successor, {SUCCESSOR}); o4-mini's weights are closed",
         ),
         ModelPreset(
             "gpt-4o-mini",
@@ -237,6 +316,33 @@ PRESETS: dict[str, ModelPreset] = {
             options=OPENAI_API,
             description="gpt-4o-mini (Short-CoT; at most 16,384 completion tokens)",
             source=MUSO_SOURCE + ", the budget cut to gpt-4o-mini's cap of 16,384 tokens",
+            instead=f"gpt-5.4-mini-no-reasoning (OpenAI's successor, {SUCCESSOR}); gpt-4o-mini's weights are closed",
+        ),
+        # OpenAI's successor of the retired pair, not the paper's: one hybrid snapshot whose reasoning effort is the
+        # paradigm, as Qwen3-8B's template switch is (effort "none" does not reason; "medium" was o4-mini's default)
+        ModelPreset(
+            "gpt-5.4-mini-reasoning",
+            "gpt-5.4-mini-2026-03-17",
+            "openai",
+            "api",
+            replace(_MUSO, temperature=1.0),
+            rules=OPENAI_GPT_5_4_MINI,
+            options=OPENAI_API + (("reasoning_effort", "medium"),),
+            description=f"gpt-5.4-mini reasoning at medium effort (Long-CoT; {SUCCESSOR}: o4-mini's successor)",
+            source=MUSO_SOURCE + ", the temperature raised to 1, the only value OpenAI's reasoning models take",
+            replaces="o4-mini",
+        ),
+        ModelPreset(
+            "gpt-5.4-mini-no-reasoning",
+            "gpt-5.4-mini-2026-03-17",
+            "openai",
+            "never",
+            replace(_MUSO, temperature=1.0),
+            rules=OPENAI_GPT_5_4_MINI,
+            options=OPENAI_API + (("reasoning_effort", "none"),),
+            description=f"gpt-5.4-mini at reasoning effort none (Short-CoT; {SUCCESSOR}: gpt-4o-mini's successor)",
+            source=MUSO_SOURCE + ", the temperature raised to 1 as for its reasoning half (one model, one setting)",
+            replaces="gpt-4o-mini",
         ),
         # Thinking Past the Answer: language-only models, extractor and judge
         ModelPreset(
@@ -516,9 +622,15 @@ def key_variable(preset: ModelPreset) -> str | None:
 
 
 def server_url(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:
-    "Where the preset's requests go: its (or the run's) `base_url` option, else OPENAI_BASE_URL (None: nowhere given)."
+    """Where the preset's requests go: its (or the run's) `base_url` option, else the variable its `base_url_env` option
+    names (a host the user chooses), else OPENAI_BASE_URL (None: nowhere given)."""
     env = os.environ if env is None else env
-    return dict(preset.options).get("base_url") or env.get("OPENAI_BASE_URL") or None
+    options = dict(preset.options)
+    if options.get("base_url"):
+        return options["base_url"]
+    if options.get("base_url_env"):  # never OpenAI's URL by default: the user names the host
+        return env.get(options["base_url_env"]) or None
+    return env.get("OPENAI_BASE_URL") or None
 
 
 def missing_key(preset: ModelPreset, env: Mapping[str, str] | None = None) -> str | None:

@@ -35,10 +35,10 @@ __all__ = ['VLLM_INSTALL_HINT', 'STAGE_CHUNK_PER_SEQUENCE', 'STAGE_CHUNK_FALLBAC
            'import_vllm', 'VllmOptions', 'vllm_options', 'sample_params_kwargs', 'structured_output_kwargs',
            'sampled_logprobs_of', 'completion_from_output', 'resolve_model', 'engine_for', 'isolate_failures',
            'expanded_prompt_length', 'model_processor', 'stage_chunk_of', 'engine_numerics', 'VllmBackend',
-           'from_preset', 'EngineMemory', 'model_folder', 'model_memory', 'model_context_limit', 'split_gpu_memory',
-           'check_options', 'EngineRole', 'co_resident_options', 'fit_max_model_len', 'preset_tokenizer',
-           'prompt_lengths', 'nvidia_smi_memory_bytes', 'torch_memory_bytes', 'gpu_memory_bytes', 'unsized_on_cpu_host',
-           'cacheable_tokens']
+           'from_preset', 'EngineMemory', 'model_folder', 'model_memory', 'stated_memory', 'per_gpu', 'gpus_needed',
+           'model_context_limit', 'split_gpu_memory', 'check_options', 'EngineRole', 'co_resident_options',
+           'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'nvidia_smi_memory_bytes', 'torch_memory_bytes',
+           'gpu_memory_bytes', 'unsized_on_cpu_host', 'cacheable_tokens']
 
 # %% ../../nbs/14_backends.vllm.ipynb #f757f987
 VLLM_INSTALL_HINT = "pip install 'reasoning_study[vllm]'"
@@ -522,6 +522,38 @@ def model_memory(
     return EngineMemory(weights, kv_per_token, int(context), overhead)
 
 
+def stated_memory(
+    preset: str | ModelPreset,
+    max_model_len: int | None = None,  # the context the engine serves (None: the preset's option, else 4,096)
+    overhead: int = 4 * GIB,
+) -> EngineMemory | None:
+    """What an engine for `preset` needs as its preset states it (`weights_gib`, `kv_bytes_per_token`: a model too large
+    to be downloaded where the plan is made, such as DeepSeek-R1's 671B); None when the preset states nothing."""
+    preset = get_preset(preset)
+    if preset.weights_gib is None or preset.kv_bytes_per_token is None:
+        return None
+    context = max_model_len or vllm_options(preset).max_model_len or 4096
+    return EngineMemory(int(preset.weights_gib * GIB), preset.kv_bytes_per_token, int(context), overhead)
+
+
+def per_gpu(need: EngineMemory, gpus: int) -> EngineMemory:
+    """What one of `gpus` GPUs holds of an engine split over them (tensor parallel): its share of the weights, and the
+    whole KV cache (conservative: MLA's latent cache, DeepSeek's, is held whole by every rank)."""
+    return replace(need, weights=-(-need.weights // gpus))
+
+
+def gpus_needed(need: EngineMemory, gpu_bytes: int, share: float) -> int | None:
+    """The fewest GPUs of `gpu_bytes` (a power of two, as tensor parallelism splits heads) over which the engine fits in
+    `share` of each; None when none does (the KV cache and overhead alone exceed a GPU's share)."""
+    room = share * gpu_bytes - need.kv_per_token * need.context - need.overhead
+    if room <= 0:
+        return None
+    gpus = 1
+    while need.weights / gpus > room:
+        gpus *= 2
+    return gpus
+
+
 def model_context_limit(preset: str | ModelPreset) -> int | None:
     "The longest context a model supports (its config's `max_position_embeddings`); None when its files are not here."
     try:
@@ -617,13 +649,16 @@ def co_resident_options(
         merged[key] = options
 
     def need(key) -> EngineMemory | None:
-        "What an engine needs; None when its files are not downloaded yet (allow_download)."
+        """What an engine needs on each of its GPUs; its preset's statement when its files are not here (None: neither,
+        e.g. not downloaded yet with allow_download)."""
+        preset = get_preset(roles[engines[key][0]].preset).with_options(**merged[key])
         try:
-            return memory(
-                get_preset(roles[engines[key][0]].preset).with_options(**merged[key]), merged[key].get("max_model_len")
-            )
-        except FileNotFoundError:
-            return None
+            found = memory(preset, merged[key].get("max_model_len"))
+        except OSError as e:  # not here: not downloaded yet, or not in the cache at all
+            found = stated_memory(preset, merged[key].get("max_model_len"))
+            if found is None and not isinstance(e, FileNotFoundError):
+                raise
+        return None if found is None else per_gpu(found, vllm_options(preset).tensor_parallel_size)
 
     if len(engines) > 1:
         fixed = {key: o["gpu_memory_utilization"] for key, o in merged.items() if "gpu_memory_utilization" in o}
@@ -665,10 +700,19 @@ def co_resident_options(
         for key, options in merged.items():
             share, needs = options.get("gpu_memory_utilization", VllmOptions.gpu_memory_utilization), need(key)
             if needs is not None and needs.needed > share * gpu_bytes:
+                tp = vllm_options(get_preset(roles[engines[key][0]].preset).with_options(**options)).tensor_parallel_size
+                whole = replace(needs, weights=needs.weights * tp)  # the weights of all its GPUs
+                fewest = gpus_needed(whole, gpu_bytes, share)
+                split = (
+                    f"; its weights ({whole.weights / GIB:.0f} GiB) fit on {fewest} GPUs of this size "
+                    f"(tensor_parallel_size={fewest}, now {tp})"
+                    if fewest and fewest > tp
+                    else ""
+                )
                 raise ValueError(
-                    f"{engines[key][0]} ({key[0]}) needs {needs.needed / GIB:.1f} GiB, more than its share {share} of "
-                    f"this GPU ({share * gpu_bytes / GIB:.1f} GiB): raise its gpu_memory_utilization or shorten its "
-                    f"context (max_model_len, now {needs.context} tokens)"
+                    f"{engines[key][0]} ({key[0]}) needs {needs.needed / GIB:.1f} GiB per GPU, more than its share {share}"
+                    f" of this GPU ({share * gpu_bytes / GIB:.1f} GiB){split}: raise its gpu_memory_utilization or "
+                    f"shorten its context (max_model_len, now {needs.context} tokens)"
                 )
     for key, names in engines.items():
         for name in names:
