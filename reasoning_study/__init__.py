@@ -6,8 +6,9 @@ The map, bottom layer first (dependencies point down; no study imports another; 
 - tasks: `tasks.core`, `tasks.timetabling`, `tasks.subsetsum`, `tasks.musobench`, `tasks.qa`, `tasks.noveltybench`
 - backends: `backends.request` (what is asked and answered), `backends.contract` (the protocol, capabilities),
   `backends.presets` (the papers' models, their providers' rules, the backend kinds, `load_backend`),
-  `backends.transformers`, `backends.vllm`, `backends.openai`, `backends.weights`, `backends.server`, `backends.plan`
-  (a study's roles -> engines that fit together -> backends loaded on first use)
+  `backends.transformers`, `backends.vllm`, `backends.openai`, `backends.weights`, `backends.lifecycle` (when a hosted
+  model's provider retires it: LiteLLM's model map or the preset's own date, and what to use instead),
+  `backends.server`, `backends.plan` (a study's roles -> engines that fit together -> backends loaded on first use)
 - `store` (every generation, keyed and resumable); prompts: `prompts.musobench`, `prompts.overthinking`,
   `prompts.noveltybench`, `prompts.releases` (each model release's own format); probing: `probing.trace`,
   `probing.answers`, `probing.prober`, `probing.judge`
@@ -20,7 +21,8 @@ The map, bottom layer first (dependencies point down; no study imports another; 
   face (the contract): `studies.musobench` (`build`, `replies`, `protocol`, `scoring`, `noveltybench`, `report`,
   `config`, `run`, `samples`, `study`), `studies.overthinking` (`config`, `run`, `report`, `score`, `samples`,
   `study`), `studies.attention` (`recording`, `study`)
-- across runs: `sweep.spec`, `sweep.index`, `sweep.locks`, `sweep.executors`, `sweep.rehearsal` (a grid on CPU with
-  stand-ins), `report`, `browser` (every sample of the runs, readable offline), `gpu_check`, `cli`
+- across runs: `sweep.spec`, `sweep.index`, `sweep.locks`, `sweep.executors`, `sweep.preflight` (one one-token request
+  per model server and one hub question per dataset, before a grid runs), `sweep.bill` (a grid's requests, tokens,
+  dollars and GPU-hours before it runs), `sweep.rehearsal` (a grid on CPU with stand-ins), `report`, `browser` (every sample of the runs, readable offline), `gpu_check`, `cli`
 """
 __version__ = "0.1.0"

@@ -12,19 +12,23 @@ import os
 import shutil
 import signal
 import sys
+from datetime import date
 from pathlib import Path
 from typing import Any, Sequence
 
 import pandas as pd
 import yaml
 
+from .backends.lifecycle import lifecycle_problems
 from .provenance import read_record
 from .report import render_page
 from .runs import ProjectNotFound, project_root, redact_file, redact_text, resolve_path
 from .studies.registry import config_import, study_module
 from .studies.runner import run_finished
+from .sweep.bill import bill_markdown, sweep_bill
 from .sweep.executors import run_sweep
 from .sweep.index import DONE_FILE, MAX_ERROR_SHARE, finished_runs, is_finished, write_atomic
+from .sweep.preflight import preflight_report, token_cells
 from .sweep.rehearsal import REHEARSAL_FILE, rehearse
 from reasoning_study.sweep.spec import (
     SweepError,
@@ -41,9 +45,9 @@ from reasoning_study.sweep.spec import (
 )
 
 # %% auto #0
-__all__ = ['compile_report', 'parser', 'rehearse_main', 'cli_path', 'cli_root', 'main', 'papermill_value', 'run_problems',
-           'run_notebook', 'run_parser', 'run_main', 'result_files', 'stored_table', 'write_back', 'rescore_folder',
-           'rescore_sweep', 'rescore_main', 'report_runs', 'report_main']
+__all__ = ['compile_report', 'parser', 'rehearse_main', 'cli_path', 'cli_root', 'lifecycle_report', 'main', 'papermill_value',
+           'run_checks', 'run_problems', 'run_notebook', 'run_parser', 'run_main', 'result_files', 'stored_table',
+           'write_back', 'rescore_folder', 'rescore_sweep', 'rescore_main', 'report_runs', 'report_main']
 
 # %% ../nbs/96_cli.ipynb #5bf7ed67
 def compile_report(
@@ -98,6 +102,12 @@ def parser() -> argparse.ArgumentParser:
         help="ray: cluster address ('auto', 'ray://head:10001'); default: a local instance",
     )
     p.add_argument("--ray-cpus", type=int, default=None, help="ray: CPUs of a local instance")
+    p.add_argument(
+        "--ray-storage",
+        default=None,
+        help="ray: where run folders travel between the nodes and this machine (a path every node reaches, or a URI "
+        "pyarrow.fs understands, e.g. s3://bucket/prefix); default: Ray's object store",
+    )
     p.add_argument("--only", default=None, help="comma-separated cell ids to run")
     p.add_argument(
         "--max-error-share",
@@ -108,7 +118,28 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--report", action="store_true", help="compile the report after the sweep")
     p.add_argument("--report-only", action="store_true", help="compile the report of what has finished, run nothing")
-    p.add_argument("--dry-run", action="store_true", help="validate and list the cells, run nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate and list the cells, the datasets that need a hub token and the bill, run nothing",
+    )
+    p.add_argument(
+        "--preflight",
+        action="store_true",
+        help="ask each API model the cells use for one token and the hub for each dataset they load, print one "
+        "line per problem, run nothing",
+    )
+    p.add_argument(
+        "--allow-retired",
+        action="store_true",
+        help="run cells whose hosted model its provider has retired (e.g. reached through a deployment the provider "
+        "keeps); without it such a grid is refused",
+    )
+    p.add_argument(
+        "--skip-retired",
+        action="store_true",
+        help="leave out the cells whose hosted model its provider has retired (listed), run the others",
+    )
     p.add_argument(
         "--rehearse",
         action="store_true",
@@ -154,6 +185,30 @@ def cli_root(command: str) -> Path | None:
         return None
 
 
+def lifecycle_report(
+    retired: list[str],  # `lifecycle_problems`' lines: retired models
+    retiring: list[str],  # ... and models that retire soon
+    allow_retired: bool,  # --allow-retired: the retired ones are reported, not refused
+    command: str,
+) -> bool:
+    "Print the lifecycle lines to stderr; True when they refuse the run."
+    if retired:
+        what = (
+            "retired models, run anyway as --allow-retired asks"
+            if allow_retired
+            else "cells refused: their providers have retired these models (--allow-retired runs them anyway, e.g. "
+            "through a deployment the provider keeps)"
+        )
+        print(f"{command}: {what}:" + "".join(f"\n  - {line}" for line in retired), file=sys.stderr)
+    if retiring:
+        print(
+            f"{command}: models their providers retire soon (the cells still run):"
+            + "".join(f"\n  - {line}" for line in retiring),
+            file=sys.stderr,
+        )
+    return bool(retired) and not allow_retired
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if (root := cli_root("rs-sweep")) is None:
@@ -175,19 +230,52 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [c for c in sweep.cells if not args.only or c.id in args.only.split(",")]
     if args.rehearse and not args.dry_run:
         return rehearse_main(sweep, args)
-    missing = missing_keys([c for c in chosen if not is_finished(sweep_dir, c)])
+    todo = [c for c in chosen if not is_finished(sweep_dir, c)]
+    refused = False
+    if not (args.report_only or args.rehearse):  # the chosen cells still to run (a rehearsal stands in for models)
+        try:
+            roles = {c.id: cell_roles(c.notebook, c.parameters) for c in todo}
+            retired, retiring = lifecycle_problems(roles)
+            if args.skip_retired and retired:  # the retired cells leave the run, by name
+                gone = [cell for cell in roles if lifecycle_problems({cell: roles[cell]})[0]]
+                print(
+                    f"rs-sweep: left out (--skip-retired: their models are retired): {', '.join(gone)}", file=sys.stderr
+                )
+                chosen, todo, retired = (
+                    [c for c in chosen if c.id not in gone],
+                    [c for c in todo if c.id not in gone],
+                    [],
+                )
+                args.only = ",".join(c.id for c in chosen)
+        except ValueError as e:  # a date that is no date (REASONING_STUDY_TODAY, a preset's or the map's)
+            print(f"rs-sweep: {e}", file=sys.stderr)
+            return 2
+        refused = lifecycle_report(retired, retiring, args.allow_retired, "rs-sweep")
+    missing = missing_keys(todo)
     unset = "".join(f"\n  - {k}: {', '.join(cells)}" for k, cells in missing.items())
     if missing:
         print(
-            "key variables not set here (these cells fail without running; keys come from the environment "
+            "variables not set here (these cells fail without running; keys and hosts come from the environment "
             f"only):{unset}",
             file=sys.stderr,
         )
+    if args.preflight and not args.dry_run:  # what the providers and the hub answer now (--dry-run asks nothing)
+        text, problems = preflight_report(todo)
+        print(text)
+        return 2 if refused else int(bool(problems))
     if args.dry_run:
         table = sweep.table()
         table.insert(3, "finished", [is_finished(sweep_dir, c) for c in sweep.cells])
         print(table.to_string(index=False))
-        return 0
+        if gated := token_cells(chosen):
+            print(
+                "\ndatasets gated on the hub (accept their terms on the dataset's page and set HF_TOKEN, or give a "
+                "local copy):" + "".join(f"\n  - {name}: {', '.join(cells)}" for name, cells in gated.items())
+            )
+        print("\n" + bill_markdown(sweep_bill(chosen)))
+        return 2 if refused else 0
+    if refused:
+        return 2
     status = 0
     if not args.report_only:
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM stops as cleanly as Ctrl-C
@@ -203,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 {"num_cpus": args.ray_cpus} if args.ray_cpus else None,
                 args.only.split(",") if args.only else None,
                 max_error_share=args.max_error_share,
+                ray_storage=args.ray_storage,
             )
         except KeyboardInterrupt:
             print(
@@ -238,34 +327,57 @@ def papermill_value(text: str) -> Any:
     return text
 
 
-def run_problems(
+def run_checks(
     notebook: str | Path,  # an experiment notebook (name or path)
     parameters: dict,  # what the run sets
     root: str | Path | None = None,
     env: dict | None = None,  # where key variables are looked up (default: os.environ)
-) -> list[str]:
-    "Why one run of `notebook` with `parameters` cannot start, the sweep's checks for one cell ([] when it can)."
+    allow_retired: bool = False,  # a model its provider has retired is no problem (reached another way)
+    today: date | None = None,  # the day of the lifecycle check (default: `lifecycle_today()`)
+) -> tuple[list[str], list[str]]:
+    """(why one run of `notebook` with `parameters` cannot start, the sweep's checks for one cell; what it should know
+    before it starts: a model its provider retires soon, or one retired that `allow_retired` lets run)."""
     env = os.environ if env is None else env
     path = notebook_path(str(notebook), root)
     try:
         params = notebook_parameters(path)
     except (FileNotFoundError, ValueError) as e:
-        return [str(e)]
+        return [str(e)], []
     try:
         config = registered_config(path)
     except ImportError as e:
-        return [f"the config of its study ({config_import(path.stem)}) cannot be imported: {e}"]
+        return [f"the config of its study ({config_import(path.stem)}) cannot be imported: {e}"], []
     problems: list[str] = []
     check_values(parameters, params if config is None else None, "parameters", path.name, problems, reserved=set())
     if config is not None:
         problems += [f"parameters: {p} ({config.__name__})" for p in config_problems(config, parameters)]
     if problems:
-        return problems
-    wrong, _, keys = model_checks(cell_roles(path, parameters), "parameters")
+        return problems, []
+    roles = cell_roles(path, parameters)
+    wrong, _, keys = model_checks(roles, "parameters")
     unset = [k for k in keys if not env.get(k)]
-    return wrong + [
+    problems = wrong + [
         f"the key variable {k} is not set (keys come from the environment only): export {k}=..." for k in unset
     ]
+    try:
+        retired, retiring = lifecycle_problems({"parameters": roles}, today)
+    except ValueError as e:  # a date that is no date (REASONING_STUDY_TODAY, a preset's or the map's)
+        return problems + [str(e)], []
+    if allow_retired:
+        return problems, [f"{line} (run anyway: --allow-retired)" for line in retired] + retiring
+    return problems + [f"{line} (--allow-retired runs it anyway)" for line in retired], retiring
+
+
+def run_problems(
+    notebook: str | Path,  # an experiment notebook (name or path)
+    parameters: dict,  # what the run sets
+    root: str | Path | None = None,
+    env: dict | None = None,  # where key variables are looked up (default: os.environ)
+    allow_retired: bool = False,  # a model its provider has retired is no problem (reached another way)
+    today: date | None = None,  # the day of the lifecycle check (default: `lifecycle_today()`)
+) -> list[str]:
+    "Why one run of `notebook` with `parameters` cannot start, the sweep's checks for one cell ([] when it can)."
+    return run_checks(notebook, parameters, root, env, allow_retired, today)[0]
 
 
 def run_notebook(
@@ -274,15 +386,19 @@ def run_notebook(
     parameters: dict | None = None,
     root: str | Path | None = None,
     progress: bool = True,
+    allow_retired: bool = False,  # run a model its provider has retired (reached another way)
 ) -> Path:
     """Check, then run one experiment notebook with papermill; the executed notebook is redacted. A `SweepError` when it
-    cannot start."""
+    cannot start; what it should know (a model retiring soon) is printed to stderr."""
     import papermill
 
     root, parameters = Path(root or project_root()), dict(parameters or {})
     path = notebook_path(str(notebook), root)
-    if problems := run_problems(path, parameters, root):
+    problems, notes = run_checks(path, parameters, root, allow_retired=allow_retired)
+    if problems:
         raise SweepError(str(path), problems)
+    for note in notes:
+        print(f"rs-run: {note}", file=sys.stderr)
     output = resolve_path(output, root)
     output.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -333,6 +449,12 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("-y", "--parameters_yaml", action="append", default=[], help="parameters as a YAML mapping")
     p.add_argument("-f", "--parameters_file", action="append", default=[], help="a YAML file of parameters")
     p.add_argument("--no-progress-bar", action="store_true")
+    p.add_argument(
+        "--allow-retired",
+        action="store_true",
+        help="run a hosted model its provider has retired (e.g. reached through a deployment the provider keeps); "
+        "without it the run is refused",
+    )
     return p
 
 
@@ -359,7 +481,14 @@ def run_main(argv: Sequence[str] | None = None) -> int:
         args.notebook if "/" not in args.notebook and not args.notebook.endswith(".ipynb") else cli_path(args.notebook)
     )
     try:
-        output = run_notebook(notebook, cli_path(args.output), parameters, root, progress=not args.no_progress_bar)
+        output = run_notebook(
+            notebook,
+            cli_path(args.output),
+            parameters,
+            root,
+            progress=not args.no_progress_bar,
+            allow_retired=args.allow_retired,
+        )
     except SweepError as e:
         print(e, file=sys.stderr)
         return 2

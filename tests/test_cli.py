@@ -100,7 +100,7 @@ def test_rs_sweep_from_another_folder_reads_the_sweep_file_there(tmp_path):
         (tmp_path, "grids/musobench.yaml"),
         (tmp_path / "grids", "musobench.yaml"),
     ):
-        done = command("main", path, "--dry-run", "--out", "runs", cwd=cwd)
+        done = command("main", path, "--dry-run", "--allow-retired", "--out", "runs", cwd=cwd)
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr and "musobench" in done.stdout
     rel = command("main", "grids/missing.yaml", "--dry-run", cwd=tmp_path)  # relative to the working directory

@@ -308,21 +308,25 @@ def test_the_paper_grids_api_cases_read_two_variables():
         ("OPENAI_API_KEY",)
     }
     assert len(cells) == 8
-    # GPU cells need no key
-    assert {c.keys for c in load_sweep(PAPER_GRID).cells if not c.id.startswith("api__")} == {()}
+    # the open weights' host: its URL and its key from variables of their own; the successor pair: OpenAI's key
+    others = {c.id.split("__")[0]: c.keys for c in load_sweep(PAPER_GRID).cells if not c.id.startswith("api__")}
+    assert others.pop("deepseek-open") == ("DEEPSEEK_HOST_URL", "DEEPSEEK_HOST_API_KEY")
+    assert others.pop("openai-successor") == ("OPENAI_API_KEY",)
+    assert set(others.values()) == {()}  # GPU cells need no key
 
 
 def test_the_paper_grids_api_cases_validate_with_two_variables_set(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DEEPSEEK_API_KEY", KEY)
     monkeypatch.setenv("OPENAI_API_KEY", OTHER_KEY)
-    assert main([str(PAPER_GRID), "--dry-run", "--out", str(tmp_path)]) == 0
+    # the paper's API models are retired (tests/test_lifecycle.py): these cells run only when asked for
+    assert main([str(PAPER_GRID), "--dry-run", "--allow-retired", "--out", str(tmp_path)]) == 0
     captured = capsys.readouterr()
     lines = {line.split()[0]: line for line in captured.out.splitlines() if line.strip().startswith("api__")}
     assert len(lines) == 8
     for cell, line in lines.items():
         expected = "DEEPSEEK_API_KEY (set)" if cell.startswith("api__deepseek") else "OPENAI_API_KEY (set)"
         assert expected in line, line
-    assert "not set" not in captured.out + captured.err
+    assert "DEEPSEEK_API_KEY: " not in captured.err and "OPENAI_API_KEY: " not in captured.err
     assert KEY not in captured.out + captured.err and OTHER_KEY not in captured.out + captured.err
     assert not any(tmp_path.iterdir())
 
@@ -330,7 +334,7 @@ def test_the_paper_grids_api_cases_validate_with_two_variables_set(tmp_path, cap
 def test_one_unset_variable_is_named_and_fails_only_the_cells_that_need_it(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", OTHER_KEY)
-    assert main([str(PAPER_GRID), "--dry-run", "--out", str(tmp_path)]) == 0  # listed, not run
+    assert main([str(PAPER_GRID), "--dry-run", "--allow-retired", "--out", str(tmp_path)]) == 0  # listed, not run
     err = capsys.readouterr().err
     assert (
         "DEEPSEEK_API_KEY: api__deepseek-r1__tasks=timetabling, api__deepseek-r1__tasks=subsetsum, api__deepseek-v3__tasks=timetabling, api__deepseek-v3__tasks=subsetsum"
@@ -340,7 +344,7 @@ def test_one_unset_variable_is_named_and_fails_only_the_cells_that_need_it(tmp_p
     assert not any(tmp_path.iterdir())
     # a real run of a DeepSeek cell: it fails before its notebook starts, naming the variable (nothing is sent)
     cell = "api__deepseek-r1__tasks=subsetsum"
-    assert main([str(PAPER_GRID), "--out", str(tmp_path), "--only", cell]) == 1
+    assert main([str(PAPER_GRID), "--out", str(tmp_path), "--only", cell, "--allow-retired"]) == 1
     captured = capsys.readouterr()
     assert f"[failed] {cell}" in captured.out and "DEEPSEEK_API_KEY not set" in captured.out, captured.out
     sweep = tmp_path / "musobench-paper"

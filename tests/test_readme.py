@@ -31,11 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
 SKIPPED = {  # command as written in the README (comments dropped) -> why CI does not run it
-    ".venv/bin/rs-sweep nbs/sweeps/musobench.yaml --gpus 0,1,2,3 --report": "the paper's MuSoBench grid: four GPUs with vLLM and, for its API cells, DEEPSEEK_API_KEY and OPENAI_API_KEY",
+    ".venv/bin/rs-sweep nbs/sweeps/musobench.yaml --gpus 0,1,2,3 --skip-retired --report": "the paper's MuSoBench grid: four GPUs with vLLM and, for its API cells, DEEPSEEK_HOST_URL, DEEPSEEK_HOST_API_KEY and OPENAI_API_KEY",
     ".venv/bin/rs-sweep nbs/sweeps/overthinking.yaml --executor ray --ray-address auto": "the paper's overthinking grid: a Ray cluster with GPUs and the benchmarks' files",
-    "export DEEPSEEK_API_KEY=sk-... OPENAI_API_KEY=sk-...": "sets the reader's API keys (placeholders)",
-    ".venv/bin/rs-sweep nbs/sweeps/musobench.yaml --report --only api__deepseek-r1__tasks=timetabling,api__deepseek-r1__tasks=subsetsum,api__deepseek-v3__tasks=timetabling,api__deepseek-v3__tasks=subsetsum,"
-    "api__o4-mini__tasks=timetabling,api__o4-mini__tasks=subsetsum,api__gpt-4o-mini__tasks=timetabling,api__gpt-4o-mini__tasks=subsetsum": "calls DeepSeek's and OpenAI's APIs: needs DEEPSEEK_API_KEY and OPENAI_API_KEY (and spends money)",
+    "export DEEPSEEK_HOST_URL=https://HOST/v1 DEEPSEEK_HOST_API_KEY=... OPENAI_API_KEY=sk-...": "sets the reader's host and API keys (placeholders)",
+    ".venv/bin/rs-sweep nbs/sweeps/musobench.yaml --preflight --skip-retired": "asks the reader's host and OpenAI for one token each: needs their keys (tests/test_preflight.py runs it against local servers)",
+    ".venv/bin/rs-sweep nbs/sweeps/musobench.yaml --report --only deepseek-open__tasks=timetabling,deepseek-open__tasks=subsetsum,"
+    "openai-successor__tasks=timetabling,openai-successor__tasks=subsetsum": "calls the reader's DeepSeek host and OpenAI's API: needs DEEPSEEK_HOST_URL, DEEPSEEK_HOST_API_KEY and OPENAI_API_KEY (and spends money)",
 }
 
 
@@ -131,7 +132,7 @@ def test_readme_command(command, clone):
     if how == "skipped":
         # what can be checked without the GPUs or keys: the file and the arguments
         if tokens[0] == ".venv/bin/rs-sweep":
-            checked = run([*tokens, "--dry-run"], clone)
+            checked = run([*tokens, "--dry-run"], clone)  # --dry-run asks no server (a --preflight's requests)
             assert checked.returncode == 0, checked.stderr[-3000:]
         pytest.skip(SKIPPED[command])
     if how == "make -n":

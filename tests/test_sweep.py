@@ -397,6 +397,7 @@ def test_shipped_sweep_files_are_valid():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ray")  # never beside tests/test_ray_cluster.py's cluster: one Ray at a time on two cores
 def test_ray_executor_runs_the_sweep_on_a_local_instance(tiny_spec, tmp_path):
     try:
         import ray  # noqa: F401

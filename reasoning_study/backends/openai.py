@@ -131,9 +131,12 @@ def api_options(
         named = dict(preset.options).get("base_url_env")
         raise ValueError(
             f"no server for preset {preset.name!r}: "
-            + (f"set {named} to the host's API root (e.g. https://HOST/v1), or pass base_url"
-               if named else f"pass load_backend({preset.name!r}, base_url='http://HOST:PORT/v1') or set "
-               "OPENAI_BASE_URL (e.g. https://api.openai.com/v1)")
+            + (
+                f"set {named} to the host's API root (e.g. https://HOST/v1), or pass base_url"
+                if named
+                else f"pass load_backend({preset.name!r}, base_url='http://HOST:PORT/v1') or set "
+                "OPENAI_BASE_URL (e.g. https://api.openai.com/v1)"
+            )
         )
     if missing := missing_key(preset, env):
         raise ValueError(

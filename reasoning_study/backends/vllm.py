@@ -700,7 +700,9 @@ def co_resident_options(
         for key, options in merged.items():
             share, needs = options.get("gpu_memory_utilization", VllmOptions.gpu_memory_utilization), need(key)
             if needs is not None and needs.needed > share * gpu_bytes:
-                tp = vllm_options(get_preset(roles[engines[key][0]].preset).with_options(**options)).tensor_parallel_size
+                tp = vllm_options(
+                    get_preset(roles[engines[key][0]].preset).with_options(**options)
+                ).tensor_parallel_size
                 whole = replace(needs, weights=needs.weights * tp)  # the weights of all its GPUs
                 fewest = gpus_needed(whole, gpu_bytes, share)
                 split = (

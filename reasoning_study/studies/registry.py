@@ -16,11 +16,12 @@ from types import ModuleType
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 # %% auto #0
-__all__ = ['STUDIES', 'NOTEBOOK_CONFIGS', 'STUDIES_ENV', 'ENTRY_POINT_GROUP', 'SAMPLE_VIEWS', 'BEYOND', 'CONTRACT_NAMES',
-           'RUN_PARAMETERS', 'StudyEntry', 'register_study', 'parse_entry', 'register_plugins', 'study_config',
-           'study_module', 'config_import', 'study_notebook', 'PaperFigure', 'SampleKind', 'paper_figures',
-           'paper_titles', 'sample_kinds', 'cut_parameters', 'ProtocolRow', 'decoding_row', 'protocol_rows',
-           'card_markdown', 'Study', 'contract_problems']
+__all__ = ['STUDIES', 'NOTEBOOK_CONFIGS', 'STUDIES_ENV', 'ENTRY_POINT_GROUP', 'SAMPLE_VIEWS', 'BEYOND', 'CHARS_PER_TOKEN',
+           'TEMPLATE_TOKENS', 'CONTRACT_NAMES', 'RUN_PARAMETERS', 'OPTIONAL_NAMES', 'StudyEntry', 'register_study',
+           'parse_entry', 'register_plugins', 'study_config', 'study_module', 'config_import', 'study_notebook',
+           'PaperFigure', 'SampleKind', 'paper_figures', 'paper_titles', 'sample_kinds', 'cut_parameters',
+           'ProtocolRow', 'decoding_row', 'protocol_rows', 'card_markdown', 'Workload', 'text_tokens',
+           'combine_workloads', 'DatasetRef', 'Study', 'contract_problems', 'study_workload', 'study_datasets']
 
 # %% ../../nbs/studies/00_registry.ipynb #289ce621
 @dataclass(frozen=True)
@@ -220,6 +221,78 @@ def card_markdown(rows: Sequence[Mapping]) -> str:
     ]
     return "\n".join(lines)
 
+# %% ../../nbs/studies/00_registry.ipynb #eda8ed52
+CHARS_PER_TOKEN = 3.5  # expected characters per token of our prompts (prose with digits): our assumption, no tokenizer
+TEMPLATE_TOKENS = 16  # a bound on the chat template's tokens around one message (Qwen's: about 5; a thinking stub: 4)
+
+
+@dataclass(frozen=True)
+class Workload:
+    "What one role of a run asks of its model, counted from the config before the run: its generations and tokens."
+
+    role: str  # the role's name (`roles(config)`)
+    preset: str  # its preset
+    requests: int  # generations (a request for n samples counts n), at most
+    prompt_tokens_max: int  # the bound: every budget filled, every turn asked
+    completion_tokens_max: int
+    prompt_tokens_expected: float  # from the typical lengths `basis` states
+    completion_tokens_expected: float
+    basis: str  # how it was counted, and where its typical lengths come from
+    requests_expected: float | None = None  # generations expected from the typical lengths (None: the bound's)
+
+    @property
+    def expected_requests(self) -> float:
+        return self.requests if self.requests_expected is None else self.requests_expected
+
+
+def text_tokens(chars: int, messages: int = 1) -> tuple[int, float]:
+    "(bound, expected) tokens of a prompt of `chars` characters in `messages` chat messages."
+    return chars + TEMPLATE_TOKENS * messages, chars / CHARS_PER_TOKEN + TEMPLATE_TOKENS * messages / 2
+
+
+def combine_workloads(parts: Sequence[Workload], basis: str | None = None) -> Workload:
+    "One role's stages summed into one workload (the parts' role and preset; their bases joined, or `basis`)."
+    if not parts or len({(p.role, p.preset) for p in parts}) != 1:
+        found = [(p.role, p.preset) for p in parts]
+        raise ValueError(f"combine_workloads needs parts of one role and preset, got {found}")
+    total = lambda name: sum(getattr(p, name) for p in parts)
+    return Workload(
+        parts[0].role,
+        parts[0].preset,
+        *(total(name) for name in ("requests", "prompt_tokens_max", "completion_tokens_max")),
+        *(total(name) for name in ("prompt_tokens_expected", "completion_tokens_expected")),
+        "; ".join(dict.fromkeys(p.basis for p in parts if p.basis)) if basis is None else basis,
+        None if all(p.requests_expected is None for p in parts) else total("expected_requests"),
+    )
+
+# %% ../../nbs/studies/00_registry.ipynb #b0db65ed
+@dataclass(frozen=True)
+class DatasetRef:
+    "A dataset a run reads, as its study declares it before anything loads: where it is on the hub, where the run looks."
+
+    name: str  # what the study calls it ("gpqa", "noveltybench")
+    hub_id: str  # its Hugging Face dataset id ("Idavidrein/gpqa")
+    config: str | None = None  # the dataset's config (subset), if any
+    split: str | None = None  # the split the run reads
+    gated: bool = False  # the hub serves its files only to an account that accepted the dataset's terms
+    path: str | None = None  # a local copy the run reads instead (relative: from nbs/, where a sweep runs)
+    from_hub: bool = True  # whether the run downloads it when no local copy is given
+    local_setting: str = ""  # what names a local copy, for messages ("data_paths['gpqa']", "$NOVELTYBENCH_DIR")
+
+    @property
+    def url(self) -> str:
+        "Its page on the hub, where an account accepts its terms."
+        return f"https://huggingface.co/datasets/{self.hub_id}"
+
+    @property
+    def reads_hub(self) -> bool:
+        "Whether the run downloads it (no local copy given, and the hub allowed)."
+        return self.path is None and self.from_hub
+
+    def __str__(self) -> str:
+        parts = [p for p in (self.config, self.split) if p]
+        return f"{self.name} ({self.hub_id}{', ' + '/'.join(parts) if parts else ''})"
+
 # %% ../../nbs/studies/00_registry.ipynb #0cbdca99
 @runtime_checkable
 class Study(Protocol):
@@ -249,6 +322,8 @@ class Study(Protocol):
     def protocol_card(self, config) -> list: ...  # the run's protocol beside the paper's (`ProtocolRow`s)
 
     PROMPT_MODULES: tuple[str, ...]  # the modules of the prompt texts a run sends (what produced it)
+    # optional (`OPTIONAL_NAMES`, not part of this Protocol): `workload(config) -> list[Workload]`, the bill of a run
+    # optional: `datasets(config) -> list[DatasetRef]`, what a run reads (a sweep's pre-flight checks it)
 
 
 CONTRACT_NAMES = (
@@ -272,6 +347,11 @@ CONTRACT_NAMES = (
     "PROMPT_MODULES",
 )
 RUN_PARAMETERS = ("config", "backends", "store", "folder", "progress")  # every study's `run`, in this order
+# members a study may offer (a callable each): name -> what is missed without it
+OPTIONAL_NAMES = {
+    "workload": "its cells get no bill in a sweep's dry run",
+    "datasets": "the datasets its cells read are not checked by a sweep's pre-flight",
+}
 
 
 def contract_problems(module: ModuleType, entry: StudyEntry | None = None) -> list[str]:
@@ -283,8 +363,24 @@ def contract_problems(module: ModuleType, entry: StudyEntry | None = None) -> li
         )
     if entry is not None and not isinstance(getattr(module, entry.config, None), type):
         problems.append(f"{module.__name__} has no config class {entry.config}")
+    for name in OPTIONAL_NAMES:
+        if hasattr(module, name) and not callable(getattr(module, name)):
+            value = getattr(module, name)
+            problems.append(f"{module.__name__}.{name} must be callable (an optional member), got {value!r}")
     kinds = getattr(module, "SAMPLE_KINDS", {})
     for kind in kinds.values() if isinstance(kinds, dict) else []:
         if getattr(kind, "view", None) not in SAMPLE_VIEWS:
             problems.append(f"{module.__name__}: a sample kind's view must be one of {SAMPLE_VIEWS}, got {kind!r}")
     return problems
+
+
+def study_workload(name: str, config) -> list[Workload] | None:
+    "The workload of a run of study `name` with `config` (`Workload`s, one per role); None: the study declares none."
+    workload = getattr(study_module(name), "workload", None)
+    return None if workload is None else list(workload(config))
+
+
+def study_datasets(name: str, config) -> list[DatasetRef] | None:
+    "The datasets a run of study `name` with `config` reads (`DatasetRef`s); None: the study declares none."
+    datasets = getattr(study_module(name), "datasets", None)
+    return None if datasets is None else list(datasets(config))

@@ -12,10 +12,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from queue import Queue
@@ -24,7 +26,7 @@ from typing import Callable, Sequence
 import pandas as pd
 import yaml
 
-from ..runs import project_root, redact, redact_file, redact_text
+from ..runs import project_root, redact, redact_file, redact_text, resolve_path
 from ..store import RUN_STORE
 from reasoning_study.sweep.index import (
     CELLS_FILE,
@@ -46,8 +48,10 @@ from .locks import acquire_cell_lock, guard_command, release_cell_lock, stop_pro
 from .spec import Cell, Sweep
 
 # %% auto #0
-__all__ = ['SUMMARY_COLUMNS', 'CellResult', 'notebook_error', 'run_cell', 'set_aside_stale', 'local_slots', 'run_local',
-           'SweepInterrupted', 'start_ray', 'run_ray', 'summary_table', 'write_summary', 'run_sweep']
+__all__ = ['RAY_SCRATCH', 'RAY_EXCLUDES', 'CHUNK_BYTES', 'SUMMARY_COLUMNS', 'CellResult', 'notebook_error', 'run_cell',
+           'set_aside_stale', 'local_slots', 'run_local', 'SweepInterrupted', 'start_ray', 'ray_runtime_env',
+           'ray_scratch', 'pack_folder', 'unpack_folder', 'put_archive', 'take_archive', 'archive_chunks',
+           'ray_cell_task', 'run_ray', 'summary_table', 'write_summary', 'run_sweep']
 
 # %% ../../nbs/93_sweep.executors.ipynb #9d4e12a9
 @dataclass
@@ -352,53 +356,295 @@ def start_ray(address: str | None = None, options: dict | None = None, attempts:
             ray.shutdown()
 
 
+RAY_SCRATCH = "REASONING_STUDY_RAY_SCRATCH"  # a node's folder for its tasks' runs (default: its temp folder)
+# left out of the checkout Ray ships (besides what .gitignore leaves out): environments, results, caches, history
+RAY_EXCLUDES = [
+    ".git/",
+    ".venv*/",
+    "outputs/",
+    ".cache/",
+    ".whl/",
+    "__pycache__/",
+    "*.egg-info/",
+    ".ipynb_checkpoints/",
+    ".pytest_cache/",
+    ".hypothesis/",
+    ".ruff_cache/",
+    ".grimp_cache/",
+    ".import_linter_cache/",
+    "_docs/",
+    "_proc/",
+    "build/",
+    "dist/",
+]
+CHUNK_BYTES = 8 << 20  # a run folder travels in pieces of this size: no process holds all of it in memory
+
+
+def ray_runtime_env(
+    root: str | Path,  # the checkout: each node's tasks run in Ray's copy of it
+    runtime_env: dict | None = None,  # the caller's runtime_env (its own working_dir wins; its excludes are added)
+) -> dict:
+    "The job's `runtime_env`: the checkout as `working_dir`, less `RAY_EXCLUDES`."
+    env = dict(runtime_env or {})
+    env.setdefault("working_dir", str(root))
+    env["excludes"] = [*RAY_EXCLUDES, *env.get("excludes", [])]
+    return env
+
+
+def ray_scratch() -> Path:
+    "This node's folder for the runs of its Ray tasks: `$REASONING_STUDY_RAY_SCRATCH`, or a folder in its temp folder."
+    folder = Path(os.environ.get(RAY_SCRATCH) or Path(tempfile.gettempdir()) / "reasoning_study-ray")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def pack_folder(folder: Path, archive: Path) -> Path:
+    "A folder's content as a gzip'd tar (fast compression: generation stores shrink a lot, time matters more)."
+    with tarfile.open(archive, "w:gz", compresslevel=1) as tar:
+        for path in sorted(folder.iterdir()):
+            tar.add(path, arcname=path.name)
+    return archive
+
+
+def unpack_folder(archive: Path, folder: Path) -> Path:
+    "Unpack `pack_folder`'s archive into a fresh `folder` (replacing it); only plain members inside it (tar's data filter)."
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    with tarfile.open(archive, "r:gz") as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
+def _storage(uri: str):
+    "(file system, path) of a storage URI or path (pyarrow.fs: a local or shared path, s3://, gs://, hdfs://, ...)."
+    from pyarrow import fs
+
+    return fs.FileSystem.from_uri(uri)
+
+
+def put_archive(archive: Path, uri: str):
+    "Copy a local archive to storage."
+    filesystem, path = _storage(uri)
+    filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    with open(archive, "rb") as source, filesystem.open_output_stream(path) as target:
+        shutil.copyfileobj(source, target, CHUNK_BYTES)
+
+
+def take_archive(uri: str, archive: Path) -> Path:
+    "Copy an archive from storage to a local file and delete it there."
+    filesystem, path = _storage(uri)
+    with filesystem.open_input_stream(path) as source, open(archive, "wb") as target:
+        shutil.copyfileobj(source, target, CHUNK_BYTES)
+    filesystem.delete_file(path)
+    return archive
+
+
+def archive_chunks(archive: str, chunk: int = CHUNK_BYTES):
+    """An archive in pieces (a Ray streaming generator on the node that wrote it); the task's scratch folder is removed
+    once the last piece is out."""
+    try:
+        with open(archive, "rb") as f:
+            while data := f.read(chunk):
+                yield data
+    finally:
+        shutil.rmtree(Path(archive).parent, ignore_errors=True)
+
+
+def _rebased(cell: Cell, driver_root: str, root: Path) -> Cell:
+    "The cell with its notebook in this node's copy of the checkout (a notebook outside the checkout keeps its path)."
+    notebook = Path(cell.notebook)
+    if notebook.is_relative_to(driver_root):
+        return replace(cell, notebook=str(root / notebook.relative_to(driver_root)))
+    return cell
+
+
+def ray_cell_task(
+    cell: Cell,
+    sweep_name: str,  # the node's sweep folder is <scratch>/<task folder>/<sweep_name>
+    driver_root: str,  # the driver's checkout (the cell's notebook path is rebased from it)
+    shipped: list | str | None = None,  # the driver's work folder of the cell: pieces in the object store, or a URI
+    storage: str | None = None,  # the run folder goes back through storage (a URI) instead of the object store
+    max_error_share: float = MAX_ERROR_SHARE,
+) -> dict:
+    """One cell as a Ray task: `run_cell` in this node's copy of the checkout (the task's working directory), into a
+    sweep folder of its own; the run folder (or, unfinished, the work folder) packed for the driver."""
+    import ray
+
+    root = project_root(Path.cwd())  # Ray's copy of the checkout
+    scratch = Path(tempfile.mkdtemp(prefix=f"{cell.id[:40]}-", dir=ray_scratch()))
+    sweep_dir = scratch / sweep_name
+    kept = False
+    try:
+        if shipped:  # a resumed cell: its generations travel with it (`run_cell` reuses them)
+            incoming = scratch / "shipped.tar.gz"
+            if isinstance(shipped, str):
+                take_archive(shipped, incoming)
+            else:
+                with open(incoming, "wb") as f:
+                    for piece in shipped:
+                        f.write(ray.get(piece))
+            unpack_folder(incoming, work_folder(sweep_dir, cell))
+            incoming.unlink()
+        result = run_cell(_rebased(cell, driver_root, root), sweep_dir, root=root, max_error_share=max_error_share)
+        folder, back = Path(result.folder) if result.folder else None, None
+        if folder is not None and folder.is_dir():
+            archive = pack_folder(folder, scratch / "back.tar.gz")
+            if storage:
+                back = {"uri": f"{storage.rstrip('/')}/{sweep_name}/{WORK}/{scratch.name}.back.tar.gz"}
+                put_archive(archive, back["uri"])
+            else:
+                back, kept = {"path": str(archive)}, True  # `archive_chunks` streams it and removes the scratch folder
+        result.folder = ""  # the driver's folder is set where it lands
+        return dict(result=result, back=back, node=ray.get_runtime_context().get_node_id())
+    finally:
+        if not kept:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _ship(ray, work: Path, archive: Path, storage: str | None, sweep_name: str) -> list | str | None:
+    "The driver's work folder of a cell (an interrupted or failed run's store) packed for its task: pieces or a URI."
+    if not work.is_dir() or not any(work.iterdir()):
+        return None
+    pack_folder(work, archive)
+    try:
+        if storage:
+            uri = f"{storage.rstrip('/')}/{sweep_name}/{WORK}/{archive.name}"
+            put_archive(archive, uri)
+            return uri
+        with open(archive, "rb") as f:
+            return [ray.put(data) for data in iter(lambda: f.read(CHUNK_BYTES), b"")]
+    finally:
+        archive.unlink()
+
+
+def _land(ray, fetch, out: dict, cell: Cell, sweep_dir: Path, replaced: dict | None) -> CellResult:
+    "A finished task's folder unpacked into the driver's sweep folder: the run folder if done, else the work folder."
+    result: CellResult = out["result"]
+    final, work = cell_folder(sweep_dir, cell), work_folder(sweep_dir, cell)
+    if not out["back"]:  # nothing ran (a key not set on the node): an empty work folder goes
+        with contextlib.suppress(OSError):
+            work.rmdir()
+        result.folder = str(work) if work.is_dir() else ""
+        return result
+    archive, staging = sweep_dir / WORK / f".{cell.id}.tar.gz", sweep_dir / WORK / f".{cell.id}.incoming"
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    if "path" in out["back"]:  # through the object store: in pieces, from the node that packed it
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        pieces = fetch.options(scheduling_strategy=NodeAffinitySchedulingStrategy(out["node"], soft=False))
+        with open(archive, "wb") as f:
+            for piece in pieces.remote(out["back"]["path"]):
+                f.write(ray.get(piece))
+    else:
+        take_archive(out["back"]["uri"], archive)
+    unpack_folder(archive, staging)
+    archive.unlink()
+    if result.status == "done":
+        if replaced:  # set aside here, before the task ran: the done record says so as a local run's does
+            record = json.loads((staging / DONE_FILE).read_text())
+            write_atomic(staging / DONE_FILE, json.dumps({**record, "replaced": replaced}, indent=2) + "\n")
+        if final.exists():
+            shutil.rmtree(final)  # a folder without a done record
+        os.replace(staging, final)
+        shutil.rmtree(work, ignore_errors=True)
+        result.folder = str(final)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        os.replace(staging, work)
+        result.folder = str(work)
+    return result
+
+
 def run_ray(
     cells: Sequence[Cell],
     sweep_dir: str | Path,
     address: str | None = None,  # a cluster address ("auto", "ray://host:10001"); None starts a local instance
     on_result: Callable[[CellResult], None] = lambda r: None,
     root: str | Path | None = None,
-    init_options: dict | None = None,  # more `ray.init` options (e.g. num_cpus for a local instance)
+    init_options: dict | None = None,  # more `ray.init` options (e.g. num_cpus for a local instance, a runtime_env)
     max_error_share: float = MAX_ERROR_SHARE,  # `run_cell`'s threshold of error rows
+    # where run folders travel between the nodes and the driver (a path every node reaches, or a URI pyarrow.fs
+    # understands: s3://bucket/prefix); None: through Ray's object store
+    storage: str | None = None,
+    on_start: Callable[[Cell, dict], None] = lambda c, e: None,
+    on_wait: Callable[[Cell, str], None] = lambda c, holder: None,  # a cell is locked by another sweep
+    poll: float = 0.5,
 ) -> list[CellResult]:
-    "Run cells as Ray tasks (on a cluster, or a local Ray instance)."
+    """Run cells as Ray tasks on a cluster (or a local Ray instance): each runs in the node's copy of the checkout and
+    its run folder comes back into `sweep_dir`."""
     try:
         import ray
     except ImportError:
         raise ImportError("the Ray executor needs ray: pip install -e '.[ray]'") from None
-    root = str(Path(root or project_root()))
+    sweep_dir, root = Path(sweep_dir), Path(root or project_root())
+    if storage and "://" not in str(storage):
+        storage = str(resolve_path(storage, root))
     if not ray.is_initialized():
-        start_ray(address, init_options)
-    task = ray.remote(max_retries=0)(run_cell)
-    refs = {
-        task.options(num_gpus=c.gpus, num_cpus=c.cpus, name=c.id).remote(
-            c, str(sweep_dir), None, None, root, max_error_share=max_error_share
-        ): c
-        for c in cells
-    }
-    results: dict[str, CellResult] = {}
+        options = dict(init_options or {})
+        start_ray(address, {**options, "runtime_env": ray_runtime_env(root, options.get("runtime_env"))})
+    elif not ray.get_runtime_context().runtime_env.get("working_dir"):
+        raise RuntimeError(
+            "Ray is already connected without a working_dir: the nodes would not have the project. Connect with "
+            "ray.init(runtime_env=ray_runtime_env(root)) or let run_ray connect"
+        )
+    task, fetch = ray.remote(max_retries=0)(ray_cell_task), ray.remote(num_cpus=0, max_retries=0)(archive_chunks)
+    now = threading.Event()
+    now.set()  # `acquire_cell_lock` gives up at once: the loop tries again
+    waiting, running, results, told = list(cells), {}, {}, set()
+
+    def tell(cell: Cell, holder: str):
+        if cell.id not in told:
+            told.add(cell.id)
+            on_wait(cell, holder)
+
+    def done(cell: Cell, result: CellResult, lock: int):
+        release_cell_lock(sweep_dir, cell, lock)
+        results[cell.id] = result
+        on_result(result)
+
     try:
-        pending = list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1, timeout=1.0)
-            for ref in ready:
-                c = refs[ref]
-                try:
-                    results[c.id] = ray.get(ref)
-                except Exception as e:
-                    results[c.id] = CellResult(c.id, c.notebook_name, "failed", error=f"Ray task failed: {e}")
-                on_result(results[c.id])
-    except BaseException:
-        for ref, c in refs.items():
-            if c.id not in results:
-                ray.cancel(ref)  # a running task gets KeyboardInterrupt and stops its notebook
-        for ref, c in refs.items():
-            if c.id in results:
+        while waiting or running:
+            for c in list(waiting):  # each cell's lock is held here, in the driver, while its task runs
+                if (lock := acquire_cell_lock(sweep_dir, c, now, lambda holder, c=c: tell(c, holder))) is None:
+                    continue
+                waiting.remove(c)
+                if is_finished(sweep_dir, c):  # finished by the sweep we waited for
+                    done(c, CellResult(c.id, c.notebook_name, "skipped", folder=str(cell_folder(sweep_dir, c))), lock)
+                    continue
+                work = work_folder(sweep_dir, c)
+                work.mkdir(parents=True, exist_ok=True)
+                replaced = set_aside_stale(sweep_dir, c, work)  # its store comes along in the work folder
+                shipped = _ship(ray, work, sweep_dir / WORK / f".{c.id}.ship.tar.gz", storage, sweep_dir.name)
+                ref = task.options(num_gpus=c.gpus, num_cpus=c.cpus, name=c.id).remote(
+                    c, sweep_dir.name, str(root), shipped, storage, max_error_share
+                )
+                running[ref] = (c, lock, replaced)
+                on_start(c, {})
+            if not running:
+                time.sleep(poll)
                 continue
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=poll)
+            for ref in ready:
+                c, lock, replaced = running[ref]
+                try:
+                    result = _land(ray, fetch, ray.get(ref), c, sweep_dir, replaced)
+                except Exception as e:
+                    result = CellResult(c.id, c.notebook_name, "failed", error=f"Ray task failed: {e}")
+                del running[ref]
+                done(c, result, lock)
+    except BaseException:
+        for ref in running:
+            ray.cancel(ref)  # a running task gets KeyboardInterrupt, stops its notebook and sends its work folder
+        for ref, (c, lock, replaced) in running.items():
             try:
-                results[c.id] = ray.get(ref, timeout=30)
+                result = _land(ray, fetch, ray.get(ref, timeout=60), c, sweep_dir, replaced)
             except Exception:
-                results[c.id] = CellResult(c.id, c.notebook_name, "interrupted")
+                result = CellResult(c.id, c.notebook_name, "interrupted", error="stopped before the notebook finished")
+            release_cell_lock(sweep_dir, c, lock)
+            results[c.id] = result
+        for c in waiting:
+            results[c.id] = CellResult(c.id, c.notebook_name, "not started")
         raise SweepInterrupted([results[c.id] for c in cells]) from None
     return [results[c.id] for c in cells]
 
@@ -445,6 +691,9 @@ def run_sweep(
     env: dict | None = None,  # local: environment variables added to every cell's (e.g. a presets file)
     # a cell with more error rows than this share of its generations is incomplete (rerun next time)
     max_error_share: float = MAX_ERROR_SHARE,
+    # ray: where run folders travel between the nodes and this machine (a path every node reaches, or a URI
+    # pyarrow.fs understands, e.g. s3://bucket/prefix); None: through Ray's object store
+    ray_storage: str | None = None,
 ) -> pd.DataFrame:
     "Run every unfinished cell of a sweep; returns (and writes) the summary table. Raises SweepInterrupted on Ctrl-C."
     from tqdm.auto import tqdm
@@ -503,7 +752,17 @@ def run_sweep(
                 raise ValueError(
                     "run_sweep(env=...) is for the local executor (a Ray task takes its worker's environment)"
                 )
-            run_ray(todo, sweep_dir, ray_address, ended, root, ray_options, max_error_share)
+            run_ray(
+                todo,
+                sweep_dir,
+                ray_address,
+                ended,
+                root,
+                ray_options,
+                max_error_share,
+                storage=ray_storage,
+                on_wait=waiting,
+            )
         else:
             raise ValueError(f"unknown executor {executor!r}: 'local' or 'ray'")
     except SweepInterrupted as e:

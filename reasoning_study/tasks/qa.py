@@ -22,8 +22,8 @@ __all__ = ['AnswerFormat', 'OPTION_LETTERS', 'CHAMP_INSTALL', 'MMLU_SAMPLE_INSTA
            'BENCHMARKS', 'QAItem', 'choice_item', 'sample_indices', 'package_file', 'champ_gold', 'load_champ',
            'load_mmlu_sample', 'record_image', 'option_letter', 'split_options', 'aime2025_item', 'gpqa_options',
            'gpqa_item', 'mathvista_item', 'mathvista_precision', 'mathvision_item', 'mathverse_item', 'mmstar_item',
-           'ai2d_item', 'vmcbench_item', 'HubBenchmark', 'hub_records', 'has_images', 'check_unique_ids',
-           'load_benchmark', 'items_table']
+           'ai2d_item', 'vmcbench_item', 'dataset_url', 'HubAccessError', 'hub_access_line', 'HubBenchmark',
+           'hub_records', 'has_images', 'check_unique_ids', 'load_benchmark', 'items_table']
 
 # %% ../../nbs/04_tasks.qa.ipynb #d0e7c44c
 AnswerFormat = Literal["ff", "mc"]  # free-form | multiple-choice
@@ -430,6 +430,54 @@ def vmcbench_item(r: dict, row: int, base_dir: Path | None = None) -> QAItem:
     )
 
 # %% ../../nbs/04_tasks.qa.ipynb #0f453460
+def dataset_url(hf_id: str) -> str:
+    "A dataset's page on the Hugging Face hub."
+    return f"https://huggingface.co/datasets/{hf_id}"
+
+
+class HubAccessError(PermissionError):
+    "The hub refused a dataset (gated, or not readable without a token): one line says what to do."
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    "The error and its causes and contexts, outermost first."
+    found = []
+    while error is not None and error not in found:
+        found.append(error)
+        error = error.__cause__ or error.__context__
+    return found
+
+
+def hub_access_line(
+    error: BaseException,  # what `datasets` or `huggingface_hub` raised
+    hf_id: str,  # the dataset asked for
+    name: str | None = None,  # what the study calls it (default: the id)
+) -> str | None:
+    """One line for the hub refusing a dataset (gated, no token, a token without access, private or unknown), with the
+    ways out; None for any other error."""
+    why = None
+    for e in _chain(error):
+        status = getattr(getattr(e, "response", None), "status_code", None)
+        text = str(e)
+        if type(e).__name__ == "GatedRepoError" or "is a gated dataset on the Hub" in text:
+            refused = status == 403 or "to ask for access" in text
+            why = (
+                "it is gated and the account of the token has not been granted access"
+                if refused
+                else "it is gated and no token was sent"
+            )
+            break
+        if why is None and ("cannot be accessed" in text or status in (401, 403)):
+            why = "it is private, gated or unknown: the hub did not serve it to this request"
+    if why is None:
+        return None
+    return (
+        f"{name or hf_id}: the Hugging Face hub refused {hf_id} ({why}): accept its terms at {dataset_url(hf_id)} "
+        "with your account and set HF_TOKEN to a token of that account, or give a local copy (path=; the overthinking "
+        "study's data_paths)"
+    )
+
+
 @dataclass(frozen=True)
 class HubBenchmark:
     name: str
@@ -438,13 +486,19 @@ class HubBenchmark:
     split: str
     to_item: Callable[[dict, int, Path | None], QAItem]  # record, row number, folder of a local file
     multimodal: bool = False
+    gated: bool = False  # the hub serves the files only to an account that accepted the dataset's terms
+
+    @property
+    def url(self) -> str:
+        "The dataset's page on the hub (where its terms are accepted)."
+        return dataset_url(self.hf_id)
 
 
 HUB_BENCHMARKS: dict[str, HubBenchmark] = {
     b.name: b
     for b in [
         HubBenchmark("aime2025", "simplescaling/aime25_nofigures", None, "train", aime2025_item),
-        HubBenchmark("gpqa", "Idavidrein/gpqa", "gpqa_diamond", "train", gpqa_item),
+        HubBenchmark("gpqa", "Idavidrein/gpqa", "gpqa_diamond", "train", gpqa_item, gated=True),
         HubBenchmark("mathvista", "AI4Math/MathVista", None, "testmini", mathvista_item, multimodal=True),
         HubBenchmark("mathvision", "MathLLMs/MathVision", None, "testmini", mathvision_item, multimodal=True),
         HubBenchmark("mathverse", "CaraJ/MathVerse-lmmseval", "testmini", "testmini", mathverse_item, multimodal=True),
@@ -474,7 +528,12 @@ def hub_records(
     import datasets
 
     if path is None:
-        return datasets.load_dataset(spec.hf_id, spec.config, split=split, cache_dir=cache_dir)
+        try:
+            return datasets.load_dataset(spec.hf_id, spec.config, split=split, cache_dir=cache_dir)
+        except Exception as error:  # the hub's refusal becomes one line; anything else is raised as it is
+            if (line := hub_access_line(error, spec.hf_id, spec.name)) is None:
+                raise
+            raise HubAccessError(line) from error
     path = Path(path)
     if path.is_file():
         if path.suffix not in _FILE_BUILDERS:

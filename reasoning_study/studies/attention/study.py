@@ -42,11 +42,11 @@ from ..registry import PaperFigure, ProtocolRow, cut_parameters, decoding_row
 from ...tasks.musobench import TASKS, build_task
 
 # %% auto #0
-__all__ = ['RAW_TABLES', 'RESULT_FILES', 'COUNTED', 'MUSO', 'PAPERS', 'FIGURES', 'SAMPLE_KINDS', 'REHEARSAL_CEILINGS',
-           'PROMPT_MODULES', 'TABLE_3', 'AttentionConfig', 'study_sampling', 'study_items', 'n_layers', 'run',
-           'run_params', 'run_counts', 'score', 'per_layer_means', 'per_layer_intervals', 'summary_markdown', 'report',
-           'rescore', 'roles', 'model_plan', 'load_backends', 'section', 'samples', 'protocol_card',
-           'rehearsal_parameters']
+__all__ = ['RAW_TABLES', 'RESULT_FILES', 'TYPICAL_TOKENS', 'COUNTED', 'MUSO', 'PAPERS', 'FIGURES', 'SAMPLE_KINDS',
+           'REHEARSAL_CEILINGS', 'PROMPT_MODULES', 'TABLE_3', 'AttentionConfig', 'study_sampling', 'study_items',
+           'n_layers', 'run', 'run_params', 'run_counts', 'score', 'per_layer_means', 'per_layer_intervals',
+           'summary_markdown', 'report', 'rescore', 'roles', 'model_plan', 'load_backends', 'workload', 'section',
+           'samples', 'protocol_card', 'rehearsal_parameters']
 
 # %% ../../../nbs/studies/attention/90_study.ipynb #e1d85d7d
 def _task_names() -> list[str]:
@@ -318,6 +318,36 @@ def load_backends(config: AttentionConfig) -> Models:
     if config.num_threads:
         torch.set_num_threads(config.num_threads)
     return Models(model_plan(config))
+
+# %% ../../../nbs/studies/attention/90_study.ipynb #82c71822
+from ...prompts.musobench import solve_prompt
+from ..registry import Workload, text_tokens
+
+TYPICAL_TOKENS = {"short": 600, "long": 6000}  # one solve reply, thinking included (as studies.musobench.run states)
+
+
+def workload(config: AttentionConfig) -> list[Workload]:
+    "What a run asks of its one model: one generation per instance and paradigm (the bill of a sweep's dry run)."
+    items, (role,) = study_items(config), roles(config)
+    asked = [text_tokens(len(solve_prompt(it.task, it.question, p))) for it in items for p in config.paradigms]
+    count, budget = len(asked), config.max_new_tokens
+    expected = len(items) * sum(min(TYPICAL_TOKENS[p], budget) for p in config.paradigms)
+    basis = (
+        "one generation per instance and paradigm on the transformers backend; bound: every reply at max_new_tokens; "
+        "expected: Short-CoT 600 and Long-CoT 6,000 tokens a reply (MuSoBench's typical turn 1, our assumption)"
+    )
+    return [
+        Workload(
+            role.name,
+            role.preset,
+            count,
+            sum(a for a, _ in asked),
+            count * budget,
+            sum(e for _, e in asked),
+            expected,
+            basis,
+        )
+    ]
 
 # %% ../../../nbs/studies/attention/90_study.ipynb #8a505863
 COUNTED = (RAW_TABLES["entropies"], ["paradigm"], ["task", "question_id"])  # where a condition's instances are counted

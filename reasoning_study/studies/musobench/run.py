@@ -53,10 +53,11 @@ from ...tasks.musobench import MuSoBenchItem, build_task, from_record, read_json
 from ...tasks.noveltybench import load_noveltybench
 
 # %% auto #0
-__all__ = ['RUN_FILES', 'NOVELTY_RAW', 'RESULT_FILES', 'StudyRun', 'run_study', 'write_instances', 'read_instances', 'write_run',
-           'rescore_run', 'read_results', 'study_instances', 'model_plan', 'load_backends', 'study_params',
-           'novelty_config', 'novelty_scorers', 'run_novelty', 'run', 'run_counts', 'write_raw', 'score', 'report',
-           'read_raw', 'read_config', 'rescore']
+__all__ = ['RUN_FILES', 'NOVELTY_RAW', 'RESULT_FILES', 'TYPICAL_TOKENS', 'NOVELTY_ANSWER_TOKENS', 'NOVELTY_DISTINCT',
+           'SCORER_REPLY_TOKENS', 'WORKLOAD_BASIS', 'NOVELTY_BASIS', 'StudyRun', 'run_study', 'write_instances',
+           'read_instances', 'write_run', 'rescore_run', 'read_results', 'study_instances', 'model_plan',
+           'load_backends', 'study_params', 'novelty_config', 'novelty_scorers', 'run_novelty', 'run', 'run_counts',
+           'write_raw', 'score', 'report', 'read_raw', 'read_config', 'rescore', 'workload']
 
 # %% ../../../nbs/studies/musobench/80_run.ipynb #e81c6e3c
 @dataclass
@@ -432,3 +433,278 @@ def read_config(folder: str | Path) -> MuSoBenchConfig:
 def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
     "The results of a run folder scored again from its raw tables and config: no model, no generation, no torch."
     return score(read_raw(folder), read_config(folder))
+
+# %% ../../../nbs/studies/musobench/80_run.ipynb #f1fd61ce
+from ...prompts.musobench import CONFIDENCE_PROMPT, RECONSIDER_PROMPT, solve_prompt
+from reasoning_study.prompts.noveltybench import (
+    equivalence_prompt,
+    novelty_confidence_prompt,
+    novelty_prompt,
+    quality_prompt,
+)
+from .protocol import reply_prefill
+from .replies import exploration_prefill
+from ..registry import CHARS_PER_TOKEN, Workload, combine_workloads, text_tokens
+
+# typical tokens of one generation (thinking included), per paradigm and what it writes: our assumptions, no measured
+# MuSoBench run behind them. Long-CoT's turn 1: about twice the ~3,100 tokens (11,000 characters) of the 20
+# R1-Distill-Llama-8B traces on MATH levels 4-5 in shared/reference/real_traces: listing every solution runs longer
+TYPICAL_TOKENS = {
+    "short": dict(solve=600, exploration=400, confidence=10, reconsider=400, answer=600, reopened=10, novelty=0),
+    "long": dict(solve=6000, reflection=600, confidence=400, reconsider=2000, answer=600, reopened=10, novelty=1500),
+}  # novelty: the thinking before a NoveltyBench reply
+NOVELTY_ANSWER_TOKENS = 150  # one NoveltyBench answer (a joke, a name, a short poem): our assumption
+# NoveltyBench: the share of k answers that open a class of their own (Table 4's Distinct: 36.8 % Short-CoT and 45.2 %
+# Long-CoT on Qwen3-8B), and the tokens of a judge's or rater's reply (a word, a score: our assumption)
+NOVELTY_DISTINCT = {"short": 0.368, "long": 0.452}
+SCORER_REPLY_TOKENS = 2
+WORKLOAD_BASIS = (
+    "generations as run() asks them (turn 1 x samples, exploration and reflection continuations, confidence and "
+    "reconsideration turns, reopened replies); bound: every budget filled, every dialogue answered; expected: every "
+    "dialogue answered at the typical lengths of studies.musobench.run.TYPICAL_TOKENS (our assumption: Short-CoT "
+    "answer 600 tokens, Long-CoT turn 1 6,000, about twice the real R1-Distill-8B MATH traces in "
+    "shared/reference/real_traces), each at most the budget"
+)
+NOVELTY_BASIS = (
+    "NoveltyBench: prompts x k generations and a confidence turn per prompt; judge: at most k(k-1)/2 comparisons per "
+    "prompt and paradigm, expected from the paper's Table 4 Distinct share; rater: one call per class opener"
+)
+
+
+def _continues(config: MuSoBenchConfig, preset: str) -> bool:
+    "Whether the preset's backend continues a prefill (`protocol.continues_prefill`), read from the preset and options."
+    preset = get_preset(preset)
+    mode = {**dict(preset.options), **config.backend_options}.get("prefill_mode", "continue")
+    return preset.backend != "openai" or mode in ("prefix", "tokens")
+
+
+def _second(setup, protocol: ProtocolConfig, turn: str, continues: bool) -> bool:
+    "Whether a reply of `turn` may take a second generation: a forced `</think>`, or an opening after the model's own."
+    opened = continues and turn in protocol.reply_openings
+    return setup.force_close or (setup.paradigm == "long" and opened)
+
+
+def _stage(role: Role, count, prompt_max, completion_max, prompt_expected, completion_expected, basis) -> Workload:
+    return Workload(
+        role.name,
+        role.preset,
+        int(count),
+        int(prompt_max),
+        int(completion_max),
+        float(prompt_expected),
+        float(completion_expected),
+        basis,
+    )
+
+
+def _turn_workload(config: MuSoBenchConfig, role: Role, items: Sequence[MuSoBenchItem]) -> list[Workload]:
+    "The MuSoBench turns of one paradigm's role."
+    p, budget = role.name, role.sampling.max_tokens
+    setup, protocol = paradigm_setup(role.preset, p, config.emulate_long_cot), config.protocol(p)
+    typical = {k: min(v, budget) for k, v in TYPICAL_TOKENS[p].items()}
+    continues = _continues(config, role.preset)
+    written = lambda task: sum(map(len, reply_prefill(setup, protocol, "solve", task, continues)[::2]))  # prefills
+    asked = [
+        text_tokens(
+            len(solve_prompt(it.task, it.question, p)) + len(setup.system or "") + written(it.task),
+            2 if setup.system else 1,
+        )
+        for it in items
+    ]
+    q_max, q_exp, n_items = sum(a for a, _ in asked), sum(e for _, e in asked), len(items)
+    n = protocol.samples_for(p)
+    explore = int(config.exploration and p == "short")
+    ks = len(protocol.reflection_ks) if p == "long" else 0
+    samples = n if n > 1 else 0  # the self-consistency dialogues (sample 0 shares turn 1 with the base)
+    parts = [
+        _stage(role, n_items * n, n * q_max, n_items * n * budget, n * q_exp, n_items * n * typical["solve"], "turn 1")
+    ]
+    if _second(setup, protocol, "solve", continues):
+        parts.append(
+            _stage(
+                role,
+                n_items * n,
+                n * q_max + n_items * n * budget,
+                n_items * n * budget,
+                n * q_exp + n_items * n * typical["solve"],
+                n_items * n * typical["answer"],
+                "turn 1 reopened",
+            )
+        )
+    cue = len(exploration_prefill(""))
+    if explore:
+        parts.append(
+            _stage(
+                role,
+                n_items,
+                q_max + n_items * (budget + cue),
+                n_items * budget,
+                q_exp + n_items * (typical["solve"] + cue / CHARS_PER_TOKEN),
+                n_items * typical["exploration"],
+                "exploration",
+            )
+        )
+    if ks:
+        count = n_items * ks  # the thinking cut at a checkpoint: half the turn-1 thinking, on average (our assumption)
+        checkpoint = (ks * q_max + count * budget, ks * q_exp + count * typical["solve"] / 2)
+        parts.append(
+            _stage(
+                role,
+                count,
+                *checkpoint[:1],
+                count * budget,
+                checkpoint[1],
+                count * typical["reflection"],
+                "reflection checkpoints",
+            )
+        )
+        if setup.force_close:
+            parts.append(
+                _stage(
+                    role,
+                    count,
+                    checkpoint[0] + count * budget,
+                    count * budget,
+                    checkpoint[1] + count * typical["reflection"],
+                    count * typical["answer"],
+                    "forced close",
+                )
+            )
+    per_item = 1 + samples + explore + ks  # dialogues per instance
+    confidence, reconsider = (text_tokens(len(prompt), 2) for prompt in (CONFIDENCE_PROMPT, RECONSIDER_PROMPT))
+    for turn, per, carried_max, carried_exp in (
+        ("confidence", per_item, 2 * budget + confidence[0], typical["answer"] + confidence[1]),
+        (
+            "reconsider",
+            per_item - samples,
+            2 * budget + confidence[0] + budget + reconsider[0],
+            typical["answer"] + confidence[1] + typical["confidence"] + reconsider[1],
+        ),
+    ):
+        count = n_items * per
+        prompt = (per * q_max + count * carried_max, per * q_exp + count * carried_exp)
+        parts.append(_stage(role, count, prompt[0], count * budget, prompt[1], count * typical[turn], turn))
+        if _second(setup, protocol, turn, continues):
+            parts.append(
+                _stage(
+                    role,
+                    count,
+                    prompt[0] + count * budget,
+                    count * budget,
+                    prompt[1] + count * typical[turn],
+                    count * typical["reopened"],
+                    f"{turn} reopened",
+                )
+            )
+    return parts
+
+
+def _novelty_workload(config: MuSoBenchConfig, by_name: Mapping[str, Role]) -> list[Workload]:
+    "NoveltyBench's generations of each paradigm's role, and its judge's and rater's calls."
+    prompts = load_noveltybench(
+        config.novelty_subset, limit=config.novelty_prompts, categories=config.novelty_categories
+    )
+    k, parts = config.novelty_k, []
+    n = k if config.novelty_mode == "independent" else 1
+    for p in config.presets:
+        role, budget = by_name[p], by_name[p].sampling.max_tokens
+        setup, protocol = paradigm_setup(role.preset, p, config.emulate_long_cot), config.protocol(p)
+        typical = {key: min(v, budget) for key, v in TYPICAL_TOKENS[p].items()}
+        answer = min(NOVELTY_ANSWER_TOKENS, budget)
+        reply = typical["novelty"] + answer * (1 if n > 1 else k)  # one answer per sample, or k answers in one reply
+        asked = [
+            text_tokens(len(novelty_prompt(q.prompt, k, p, config.novelty_mode)) + len(setup.system or ""))
+            for q in prompts
+        ]
+        q_max, q_exp, count = sum(a for a, _ in asked), sum(e for _, e in asked), len(prompts)
+        parts.append(
+            _stage(role, count * n, n * q_max, count * n * budget, n * q_exp, count * n * reply, "NoveltyBench answers")
+        )
+        if setup.force_close:
+            parts.append(
+                _stage(
+                    role,
+                    count * n,
+                    n * q_max + count * n * budget,
+                    count * n * budget,
+                    n * q_exp + count * n * reply,
+                    count * n * typical["answer"],
+                    "NoveltyBench forced close",
+                )
+            )
+        conf = text_tokens(len(novelty_confidence_prompt(k, config.novelty_mode)), 2)
+        prompt = (q_max + count * (budget + conf[0]), q_exp + count * (answer * (1 if n > 1 else k) + conf[1]))
+        parts.append(
+            _stage(
+                role,
+                count,
+                prompt[0],
+                count * budget,
+                prompt[1],
+                count * typical["confidence"],
+                "NoveltyBench confidence",
+            )
+        )
+        if _second(setup, protocol, "confidence", _continues(config, role.preset)):
+            parts.append(
+                _stage(
+                    role,
+                    count,
+                    prompt[0] + count * budget,
+                    count * budget,
+                    prompt[1] + count * typical["confidence"],
+                    count * typical["reopened"],
+                    "NoveltyBench confidence reopened",
+                )
+            )
+        classes = NOVELTY_DISTINCT[p] * k
+        for field, scorer_prompt, calls_max, calls_exp, answers in (
+            ("novelty_judge", equivalence_prompt, k * (k - 1) // 2, classes * (k - 1) / 2, 2),
+            ("novelty_rater", quality_prompt, k, classes, 1),
+        ):
+            if field not in by_name:
+                continue
+            scorer = by_name[field]
+            chars = sum(len(scorer_prompt(q.prompt, *[""] * answers)) for q in prompts)
+            bound, expected = text_tokens(chars)
+            parts.append(
+                _stage(
+                    scorer,
+                    count * calls_max,
+                    calls_max * (bound + count * answers * budget),
+                    count * calls_max * scorer.sampling.max_tokens,
+                    calls_exp * (expected + count * answers * answer),
+                    count * calls_exp * SCORER_REPLY_TOKENS,
+                    f"{field} ({p})",
+                )
+            )
+    return parts
+
+
+_BUILT: dict[tuple, list[MuSoBenchItem]] = {}  # a grid's cells share their instances: each set is built once
+
+
+def _instances(config: MuSoBenchConfig) -> list[MuSoBenchItem]:
+    "The run's instances (`study_instances`), built once per set of tasks, seed, size and levels in this process."
+    levels = None if config.levels is None else tuple(config.levels)
+    key = (tuple(config.combinatorial_tasks), config.benchmark_seed, config.per_level, levels, config.data_dir)
+    if key not in _BUILT:
+        if len(_BUILT) >= 8:
+            _BUILT.clear()
+        _BUILT[key] = study_instances(config)
+    return _BUILT[key]
+
+
+def workload(config: MuSoBenchConfig) -> list[Workload]:
+    "What a run asks of each role (`studies.registry.Workload`), counted from the config as `run` asks it: the bill."
+    by_name = {r.name: r for r in roles(config)}
+    items = _instances(config)
+    parts = [w for p in config.presets for w in _turn_workload(config, by_name[p], items)] if items else []
+    if NOVELTY_TASK in config.tasks:
+        parts += _novelty_workload(config, by_name)
+    basis = "; ".join([WORKLOAD_BASIS] * bool(items) + [NOVELTY_BASIS] * (NOVELTY_TASK in config.tasks))
+    return [
+        combine_workloads(mine, basis=f"{basis} (stages: {', '.join(w.basis for w in mine)})")
+        for mine in ([w for w in parts if w.role == name] for name in by_name)
+        if mine
+    ]

@@ -35,6 +35,7 @@ from .run import rescore as rescore
 from .run import run as run
 from .run import run_counts as run_counts
 from .run import score as score
+from .run import workload as workload
 from .samples import SAMPLE_KINDS as SAMPLE_KINDS
 from .samples import samples as samples
 from ..registry import PaperFigure, ProtocolRow, cut_parameters, decoding_row
@@ -59,8 +60,8 @@ _all_ = [
 # %% auto #0
 __all__ = ['MUSO', 'PAPERS', 'FIGURES', 'COUNTED', 'HYPERPARAMETERS', 'SAMPLING_COLUMNS', 'REHEARSAL_CEILINGS', 'PAPER_PAIRS',
            'TABLE_3', 'PROMPT_MODULES', 'sent_sampling', 'hyperparameter_table', 'budget_note', 'section',
-           'rehearsal_parameters', 'provider_rule', 'protocol_card', 'MuSoBenchConfig', 'roles', 'model_plan',
-           'load_backends', 'run', 'run_counts', 'score', 'report', 'rescore', 'samples', 'RESULT_FILES',
+           'rehearsal_parameters', 'datasets', 'provider_rule', 'protocol_card', 'MuSoBenchConfig', 'roles',
+           'model_plan', 'load_backends', 'run', 'run_counts', 'score', 'report', 'rescore', 'samples', 'RESULT_FILES',
            'SAMPLE_KINDS']
 
 # %% ../../../nbs/studies/musobench/90_study.ipynb #5f72a881
@@ -287,11 +288,39 @@ def rehearsal_parameters(parameters: dict, folder: str | Path) -> dict:
     "A cell's parameters cut for a rehearsal: the sizes at most `REHEARSAL_CEILINGS`, the first level."
     return cut_parameters(parameters, REHEARSAL_CEILINGS, {"levels": [1]})
 
+# %% ../../../nbs/studies/musobench/90_study.ipynb #789aeac5
+from ..registry import DatasetRef
+from ...tasks.noveltybench import HUB_ID as NOVELTY_HUB_ID
+from ...tasks.noveltybench import prompts_file
+
+
+def datasets(config: MuSoBenchConfig) -> list[DatasetRef]:
+    "The datasets a run reads: NoveltyBench's prompts when its tasks include it (a local file, never the hub)."
+    if NOVELTY_TASK not in config.tasks:
+        return []
+    try:
+        found = str(prompts_file(config.novelty_subset))
+    except FileNotFoundError:
+        found = None
+    return [
+        DatasetRef(
+            "noveltybench",
+            NOVELTY_HUB_ID,
+            split=config.novelty_subset,
+            path=found,
+            from_hub=False,
+            local_setting="$NOVELTYBENCH_DIR",
+        )
+    ]
+
 # %% ../../../nbs/studies/musobench/90_study.ipynb #c4c7ea5a
 PAPER_PAIRS = {  # (Short-CoT preset, Long-CoT preset) -> the paper's pair
     ("qwen3-8b", "qwen3-8b"): "Qwen3-8B thinking off / on",
     ("deepseek-v3", "deepseek-r1"): "DeepSeek-V3 / DeepSeek-R1",
     ("gpt-4o-mini", "o4-mini"): "gpt-4o-mini / o4-mini",
+    # the same checkpoints as open weights: on a host the user names, or served here by vLLM
+    ("deepseek-v3-hosted", "deepseek-r1-hosted"): "DeepSeek-V3 / DeepSeek-R1",
+    ("deepseek-v3-vllm", "deepseek-r1-vllm"): "DeepSeek-V3 / DeepSeek-R1",
 }
 TABLE_3 = {"temperature": "0.2", "top_p": "1.0", "top_k": "not applied", "max_tokens": "20480"}  # the paper's decoding
 PROMPT_MODULES = ("reasoning_study.prompts.musobench", "reasoning_study.prompts.noveltybench")
@@ -311,13 +340,16 @@ def provider_rule(preset: str, field: str, value) -> str:
 def protocol_card(config: MuSoBenchConfig) -> list[ProtocolRow]:
     "The run's protocol beside the paper's, each deviation with its reason."
     docs, pair = field_specs(MuSoBenchConfig), (config.short_preset, config.long_preset)
+    replaced = tuple(get_preset(p).replaces for p in pair)  # a successor's: the paper's model it stands in for
     rows = [
         ProtocolRow(
             "models (Short-CoT / Long-CoT)",
             PAPER_PAIRS.get(pair, " / ".join(pair)),
-            PAPER_PAIRS.get(pair, "one of the paper's three pairs"),
+            PAPER_PAIRS.get(pair) or PAPER_PAIRS.get(replaced, "one of the paper's three pairs"),
             ""
             if pair in PAPER_PAIRS
+            else f"not the paper's models: the provider's successor of the retired {' / '.join(replaced)}"
+            if all(replaced)
             else "not a pair of the paper's (the embedded CPU model exercises the code paths)",
         )
     ]

@@ -60,12 +60,14 @@ from ...tasks.musobench import MuSoBenchItem, build_task, get_task
 from ...tasks.qa import QAItem, load_benchmark
 
 # %% auto #0
-__all__ = ['RUN_STATS', 'GENERATIONS', 'run_threads', 'load_backends', 'Trace', 'TraceRun', 'load_items', 'asked_format',
+__all__ = ['RUN_STATS', 'GENERATIONS', 'BENCHMARK_SIZES', 'PAPER_MODELS', 'PAPER_ACTUAL', 'PAPER_FALLBACK',
+           'TOKENS_PER_UTTERANCE', 'QUESTION_TOKENS', 'IMAGE_TOKENS', 'EXTRACTOR_REPLY_TOKENS', 'JUDGE_REPLY_TOKENS',
+           'WORKLOAD_BASIS', 'run_threads', 'load_backends', 'Trace', 'TraceRun', 'load_items', 'asked_format',
            'thinking_switch', 'trace_requests', 'generate_traces', 'utterance_rows', 'Probed', 'probe_tag',
            'wants_logprobs', 'probe_sampling', 'sum_probe_stats', 'probe_all', 'probe_status', 'correctness',
            'extract_all', 'answer_logprobs', 'prefix_table', 'trace_table', 'ground_truth_fields', 'judge_cases',
            'judge_harmful', 'solution_probe_table', 'portable_solutions', 'musobench_prefixes', 'generation_stats',
-           'write_raw', 'run', 'run_counts']
+           'write_raw', 'run', 'run_counts', 'benchmark_items', 'paper_actual', 'workload']
 
 # %% ../../../nbs/studies/overthinking/20_run.ipynb #441afc53
 def run_threads(config: OverthinkingConfig) -> dict:
@@ -646,3 +648,228 @@ def run_counts(raw: Mapping[str, pd.DataFrame], folder: str | Path | None = None
         stats = json.loads(path.read_text())
         counts |= {"generated": stats["new_generations"], "stored": stats["stored_generations"]}
     return counts
+
+# %% ../../../nbs/studies/overthinking/20_run.ipynb #e6c16458
+from ...probing.answers import EXTRACTOR_SAMPLING, extractor_messages
+from ...probing.judge import judge_messages
+from ...probing.trace import parse_granularity
+from reasoning_study.studies.overthinking.config import (
+    EXTRACTOR_CONTEXT,
+    IMAGE_CONTEXT,
+    MODEL_CONTEXT_EXTRA,
+    judge_context,
+    roles,
+)
+from ..registry import CHARS_PER_TOKEN, Workload, combine_workloads
+from ...tasks.qa import OFFLINE_BENCHMARKS, has_images
+
+# the evaluation sets' sizes, as nbs/sweeps/overthinking.yaml states them from the datasets' cards (n_items=None: all)
+BENCHMARK_SIZES = dict(
+    mathvista=1000, mathvision=304, mathverse=3940, mmstar=1500, ai2d=3088, vmcbench=1000, gpqa=198, aime2025=30
+)
+# the paper's model of a preset, as its tables name it
+PAPER_MODELS = {
+    "dualmind-vlm": "DualMind-VLM",
+    "mm-eureka-qwen-7b": "MM-Eureka",
+    "thinklite-vl-7b": "ThinkLite-VL",
+    "vl-rethinker-7b": "VL-Rethinker",
+    "r1-vl-7b": "R1-VL",
+    "qwen3-8b-overthinking": "Qwen3",
+    "intern-s1-mini": "InternS1",
+}
+_BENCH = ("vmcbench", "mathvision", "mathvista", "mmstar", "mathverse", "ai2d")  # Table 1's columns, in its order
+# (utterances per trace, harmful-overthinking rate in %) of the paper's Actual Length rows: Table 1 (multimodal) and
+# Table 3 (language-only)
+PAPER_ACTUAL = {
+    **{
+        ("DualMind-VLM", b): v
+        for b, v in zip(_BENCH, [(5.6, 4.4), (18.0, 21.1), (11.2, 6.6), (6.1, 7.1), (19.5, 11.3), (3.7, 3.9)])
+    },
+    **{
+        ("MM-Eureka", b): v
+        for b, v in zip(_BENCH, [(19.6, 9.6), (34.0, 13.5), (20.0, 9.6), (13.1, 7.6), (11.9, 11.3), (8.6, 5.0)])
+    },
+    **{
+        ("ThinkLite-VL", b): v
+        for b, v in zip(_BENCH, [(11.8, 9.2), (28.0, 26.3), (19.3, 11.0), (10.9, 11.1), (23.0, 13.4), (9.9, 6.0)])
+    },
+    **{
+        ("VL-Rethinker", b): v
+        for b, v in zip(_BENCH, [(19.8, 7.8), (36.3, 24.7), (26.2, 11.9), (17.2, 13.7), (29.9, 12.1), (15.0, 7.1)])
+    },
+    **{
+        ("R1-VL", b): v
+        for b, v in zip(_BENCH, [(19.8, 8.8), (45.0, 23.4), (38.9, 14.2), (15.4, 12.3), (46.4, 15.7), (11.8, 7.8)])
+    },
+    ("Qwen3", "gpqa"): (125.5, 22.1),
+    ("Qwen3", "aime2025"): (372.5, 33.3),
+    ("InternS1", "gpqa"): (177.1, 20.3),
+    ("InternS1", "aime2025"): (514.2, 33.3),
+}
+PAPER_FALLBACK = (17.2, 10.1)  # Table 2: the average at K = infinity (utterances, H %)
+# tokens per utterance: the 20 real R1-Distill-Llama-8B traces of shared/reference/real_traces average 75.5 characters
+# a line, at CHARS_PER_TOKEN characters a token
+TOKENS_PER_UTTERANCE = 22
+QUESTION_TOKENS = 250  # a question with its options, in tokens: our assumption (bound: MODEL_CONTEXT_EXTRA)
+IMAGE_TOKENS = 1200  # a benchmark figure once the processor expands it: our assumption (bound: IMAGE_CONTEXT)
+EXTRACTOR_REPLY_TOKENS = 8  # an extracted answer: our assumption (bound: the extractor's max_tokens)
+JUDGE_REPLY_TOKENS = 300  # a verdict with its short reasons: our assumption (bound: judge_max_tokens)
+WORKLOAD_BASIS = (
+    "generations as run() asks them (a trace per question and sample, a probe per prefix, granularity and template, "
+    "an extraction per probe and trace and LLM extractor, a judge call per harmful trajectory); bound: every trace at "
+    "its budget with one token per utterance; expected: the paper's utterances per trace and harmful rate per model and "
+    "benchmark (Tables 1 and 3, else their benchmark average, else Table 2) at 22 tokens an utterance (measured on "
+    "shared/reference/real_traces); question 250 and figure 1,200 tokens (our assumption)"
+)
+
+
+def benchmark_items(config: OverthinkingConfig) -> dict[str, int]:
+    "Benchmark -> the questions a run asks: `n_items`, or (None) the whole set (`BENCHMARK_SIZES`; offline sets counted)."
+    if config.n_items is not None:
+        return {b: config.n_items for b in config.benchmarks}
+    sizes = {}
+    for b in config.benchmarks:
+        if b in OFFLINE_BENCHMARKS:
+            sizes[b] = len(OFFLINE_BENCHMARKS[b]())
+        elif b in BENCHMARK_SIZES:
+            sizes[b] = BENCHMARK_SIZES[b]
+        else:
+            raise ValueError(f"benchmark {b!r}: its size is not stated (BENCHMARK_SIZES), so n_items=None has no bill")
+    return sizes
+
+
+def paper_actual(preset: str, benchmark: str) -> tuple[float, float]:
+    "(utterances per trace, harmful rate in %) the paper reports for a preset's model on a benchmark, or its fallback."
+    model = PAPER_MODELS.get(preset)
+    if (model, benchmark) in PAPER_ACTUAL:
+        return PAPER_ACTUAL[model, benchmark]
+    rows = [v for (_, b), v in PAPER_ACTUAL.items() if b == benchmark]
+    return tuple(sum(col) / len(rows) for col in zip(*rows)) if rows else PAPER_FALLBACK
+
+
+def _probes(n_max: int, n_exp: float, trace_max: int, trace_exp: float, k: int | None) -> tuple[int, float]:
+    "(bound, expected) probes of one trace at a granularity: one per prefix 0..N (utterances, or chunks of k tokens)."
+    if k is None:
+        return n_max + 1, n_exp + 1
+    return -(-trace_max // k) + 1, trace_exp / k + 1
+
+
+def workload(config: OverthinkingConfig) -> list[Workload]:
+    "What a run asks of each role (`studies.registry.Workload`), counted from the config as `run` asks it: the bill."
+    by_name = {r.name: r for r in roles(config)}
+    model, budget = by_name["model"], by_name["model"].sampling.max_tokens
+    suffix = max(len(termination_suffix(t, close_thinking=c)) for t in config.templates for c in (True, False))
+    instructions = sum(len(m["content"]) for m in extractor_messages(None, ""))
+    judge_template = sum(len(m["content"]) for m in judge_messages("", "", "", "", "", ""))
+    parts = []
+    extract = dict(requests=0, prompt_max=0, prompt_exp=0.0, calls_exp=0.0)
+    judged = [0, 0.0, 0.0]  # cases at most, expected cases, their expected prompt tokens
+    for benchmark, n_items in benchmark_items(config).items():
+        traces, image = n_items * config.n_samples, has_images(benchmark)
+        utterances, harmful = paper_actual(config.preset, benchmark)
+        trace_exp = min(budget, utterances * TOKENS_PER_UTTERANCE)
+        prompt = (MODEL_CONTEXT_EXTRA + IMAGE_CONTEXT * image, QUESTION_TOKENS + IMAGE_TOKENS * image)
+        parts.append(
+            Workload(
+                "model",
+                model.preset,
+                traces,
+                traces * prompt[0],
+                traces * budget,
+                traces * prompt[1],
+                traces * trace_exp,
+                f"traces ({benchmark})",
+                traces,
+            )
+        )
+        probes_max, probes_exp, prompt_max, prompt_exp = 0, 0.0, 0, 0.0
+        for granularity in config.granularity:
+            k = parse_granularity(granularity)
+            count = _probes(budget, min(utterances, budget), budget, trace_exp, k)
+            probes_max, probes_exp = probes_max + count[0], probes_exp + count[1]
+            # probe i reads the prompt and the prefix t<=i: at most the whole trace; on average half of it
+            prompt_max += count[0] * (prompt[0] + budget + suffix)
+            prompt_exp += count[1] * (prompt[1] + trace_exp / 2 + suffix / CHARS_PER_TOKEN)
+        m = len(config.templates) * traces
+        parts.append(
+            Workload(
+                "model",
+                model.preset,
+                m * probes_max,
+                m * prompt_max,
+                m * probes_max * config.probe_max_tokens,
+                m * prompt_exp,
+                m * probes_exp * config.probe_max_tokens,
+                f"probes ({benchmark})",
+                m * probes_exp,
+            )
+        )
+        # the extractor reads each probe's forced answer, and each trace's own answer (at most 6,000 characters)
+        own = min(6000 / CHARS_PER_TOKEN, trace_exp)
+        extract["requests"] += m * probes_max + traces
+        extract["prompt_max"] += (m * probes_max + traces) * (EXTRACTOR_CONTEXT - EXTRACTOR_SAMPLING.max_tokens)
+        extract["calls_exp"] += m * probes_exp + traces
+        extract["prompt_exp"] += (m * probes_exp + traces) * instructions / CHARS_PER_TOKEN + (
+            m * probes_exp * config.probe_max_tokens + traces * own
+        )
+        judged[0] += traces
+        judged[1] += traces * harmful / 100
+        judged[2] += (
+            traces
+            * harmful
+            / 100
+            * (QUESTION_TOKENS + IMAGE_TOKENS * image + 1.5 * trace_exp + judge_template / CHARS_PER_TOKEN)
+        )
+    if config.musobench_tasks:  # one trace per instance at its own budget, probed at the first template
+        n = sum(config.musobench_per_level * len(config.musobench_levels) for _ in config.musobench_tasks)
+        b, trace_exp = config.musobench_max_tokens, config.musobench_max_tokens / 2
+        parts.append(
+            Workload(
+                "model",
+                model.preset,
+                n * (b + 2),
+                n * (MODEL_CONTEXT_EXTRA + (b + 1) * (MODEL_CONTEXT_EXTRA + b)),
+                n * (b + (b + 1) * config.musobench_probe_tokens),
+                n * (QUESTION_TOKENS + (trace_exp / TOKENS_PER_UTTERANCE + 1) * (QUESTION_TOKENS + trace_exp / 2)),
+                n * (trace_exp + (trace_exp / TOKENS_PER_UTTERANCE + 1) * config.musobench_probe_tokens),
+                "MuSoBench traces and probes (expected: half the budget)",
+                n * (trace_exp / TOKENS_PER_UTTERANCE + 2),
+            )
+        )
+    for name, role in by_name.items():
+        if name.startswith("extractor:"):
+            parts.append(
+                Workload(
+                    name,
+                    role.preset,
+                    extract["requests"],
+                    extract["prompt_max"],
+                    extract["requests"] * role.sampling.max_tokens,
+                    extract["prompt_exp"],
+                    extract["calls_exp"] * min(EXTRACTOR_REPLY_TOKENS, role.sampling.max_tokens),
+                    "every probe and trace"
+                    if config.llm_extraction == "all"
+                    else "every probe and trace at most (the rules read some first)",
+                    extract["calls_exp"],
+                )
+            )
+    if "judge" in by_name:
+        judge = by_name["judge"]
+        parts.append(
+            Workload(
+                "judge",
+                judge.preset,
+                judged[0],
+                judged[0] * (judge_context(config) - config.judge_max_tokens),
+                judged[0] * config.judge_max_tokens,
+                judged[2],
+                judged[1] * min(JUDGE_REPLY_TOKENS, config.judge_max_tokens),
+                "harmful trajectories (at most one per trace; expected: the paper's H)",
+                judged[1],
+            )
+        )
+    return [
+        combine_workloads(mine, basis=f"{WORKLOAD_BASIS} (stages: {', '.join(w.basis for w in mine)})")
+        for mine in ([w for w in parts if w.role == name] for name in by_name)
+        if mine
+    ]

@@ -20,6 +20,7 @@ from .run import asked_format
 from .run import load_backends as load_backends
 from .run import run as run
 from .run import run_counts as run_counts
+from .run import workload as workload
 from .samples import SAMPLE_KINDS as SAMPLE_KINDS
 from .samples import samples as samples
 from .score import RESULT_FILES as RESULT_FILES
@@ -49,7 +50,7 @@ _all_ = [
 
 # %% auto #0
 __all__ = ['OVER', 'PAPERS', 'FIGURES', 'REHEARSAL_CEILINGS', 'REHEARSAL_RECORDS', 'PROMPT_MODULES', 'PAPER_EXTRACTOR', 'RELEASE',
-           'rehearsal_parameters', 'protocol_card', 'OverthinkingConfig', 'roles', 'model_plan', 'COUNTED',
+           'rehearsal_parameters', 'datasets', 'protocol_card', 'OverthinkingConfig', 'roles', 'model_plan', 'COUNTED',
            'counted_rows', 'section', 'load_backends', 'run', 'run_counts', 'SAMPLE_KINDS', 'samples', 'RESULT_FILES',
            'report', 'rescore', 'score']
 
@@ -236,6 +237,28 @@ def rehearsal_parameters(parameters: dict, folder: str | Path) -> dict:
     if "benchmarks" in values:
         values["data_paths"] = {**values.get("data_paths", {}), **paths}
     return values
+
+# %% ../../../nbs/studies/overthinking/90_study.ipynb #5393d8f1
+from ..registry import DatasetRef
+from ...tasks.qa import HUB_BENCHMARKS
+
+
+def datasets(config: OverthinkingConfig) -> list[DatasetRef]:
+    "The hub datasets a run reads: one per benchmark of the paper's (the offline sets ship in packages)."
+    return [
+        DatasetRef(
+            name,
+            spec.hf_id,
+            spec.config,
+            spec.split,
+            gated=spec.gated,
+            path=None if config.data_paths.get(name) is None else str(config.data_paths[name]),
+            from_hub=config.allow_hub,
+            local_setting=f"data_paths['{name}']",
+        )
+        for name in config.benchmarks
+        if (spec := HUB_BENCHMARKS.get(name)) is not None
+    ]
 
 # %% ../../../nbs/studies/overthinking/90_study.ipynb #317ea870
 PROMPT_MODULES = (
