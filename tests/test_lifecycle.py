@@ -60,7 +60,7 @@ def test_the_paper_grid_is_refused_on_the_issue_day(o4_mini_retires, tmp_path, c
     assert any("preset 'deepseek-r1' (DeepSeek model 'deepseek-reasoner')" in line for line in lines), lines
     assert any("preset 'deepseek-v3' (DeepSeek model 'deepseek-chat')" in line for line in lines), lines
     assert "--allow-retired runs them anyway" in err
-    assert out == ""  # refused: no cell listed
+    assert "| **total** |" in out  # a refused dry run still shows the cells and their bill
     assert not (tmp_path / "out").exists()
     # the user who still reaches them: the same lines, as a note, and the grid passes
     status, out, err = dry_run(tmp_path, capsys, "--allow-retired")

@@ -21,7 +21,7 @@ from ..studies.registry import STUDIES, Workload, study_workload
 from .spec import Cell, Sweep, cell_roles, registered_config
 
 # %% auto #0
-__all__ = ['THROUGHPUT', 'THROUGHPUT_SOURCE', 'MODEL_SIZES', 'COLUMNS', 'SUMMED', 'NO_WORKLOAD', 'REMOTE', 'Throughput',
+__all__ = ['THROUGHPUT', 'THROUGHPUT_SOURCE', 'MODEL_SIZES', 'SUMMED', 'COLUMNS', 'NO_WORKLOAD', 'REMOTE', 'Throughput',
            'model_size', 'tokens_per_second', 'map_version', 'price_row', 'cell_bill', 'sweep_bill', 'bill_markdown',
            'bill_by_experiment']
 
@@ -87,27 +87,7 @@ def tokens_per_second(params_b: float, engine: str, table: Sequence[Throughput] 
     return getattr(row, engine)
 
 # %% ../../nbs/99b_sweep.bill.ipynb #fcb09c4c
-COLUMNS = [
-    "cell",
-    "study",
-    "role",
-    "preset",
-    "engine",
-    "requests",
-    "requests_expected",
-    "prompt_tokens_max",
-    "completion_tokens_max",
-    "prompt_tokens_expected",
-    "completion_tokens_expected",
-    "usd_max",
-    "usd_expected",
-    "gpu_hours_max",
-    "gpu_hours",
-    "params_b",
-    "tokens_per_s",
-    "basis",
-]
-SUMMED = [
+SUMMED = [  # the columns a total adds up
     "requests",
     "requests_expected",
     "prompt_tokens_max",
@@ -119,6 +99,7 @@ SUMMED = [
     "gpu_hours_max",
     "gpu_hours",
 ]
+COLUMNS = ["cell", "study", "role", "preset", "engine", *SUMMED, "params_b", "tokens_per_s", "basis"]
 NO_WORKLOAD = "no workload declared: the study offers no `workload(config)`"
 
 

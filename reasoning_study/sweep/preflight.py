@@ -197,7 +197,7 @@ def check_endpoint(
     "Send the one-token request; (kind, detail) of what is wrong, None when the server answered."
     import openai
 
-    from reasoning_study.backends.openai import retry_after_seconds
+    from reasoning_study.backends.openai import retry_after_seconds  # the openai client: only where a pre-flight runs
 
     o, endpoint = check.options, check.endpoint
     body = {"model": endpoint.model, "messages": [{"role": "user", "content": "Hi"}], o.max_tokens_field: 1}
@@ -284,7 +284,7 @@ def check_dataset(
     import httpx
     from huggingface_hub.utils import build_hf_headers
 
-    from reasoning_study.backends.openai import retry_after_seconds
+    from reasoning_study.backends.openai import retry_after_seconds  # the openai client: only where a pre-flight runs
 
     endpoint = (env.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
     headers = build_hf_headers(token=env.get("HF_TOKEN") or None)
