@@ -46,8 +46,9 @@ from reasoning_study.sweep.spec import (
 
 # %% auto #0
 __all__ = ['compile_report', 'parser', 'rehearse_main', 'cli_path', 'cli_root', 'lifecycle_report', 'main', 'papermill_value',
-           'run_checks', 'run_problems', 'run_notebook', 'run_parser', 'run_main', 'result_files', 'stored_table',
-           'write_back', 'rescore_folder', 'rescore_sweep', 'rescore_main', 'report_runs', 'report_main']
+           'run_checks', 'run_problems', 'run_kernel_manager', 'run_notebook', 'run_parser', 'run_notebook_arg',
+           'run_main', 'result_files', 'stored_table', 'compare_tables', 'write_back', 'rescore_folder',
+           'rescore_sweep', 'rescore_main', 'report_runs', 'report_main']
 
 # %% ../nbs/96_cli.ipynb #5bf7ed67
 def compile_report(
@@ -380,6 +381,31 @@ def run_problems(
     return run_checks(notebook, parameters, root, env, allow_retired, today)[0]
 
 
+def run_kernel_manager():
+    """The kernel manager of `rs-run`'s papermill: jupyter_client's, less two lines of noise on stderr after a run that
+    went well. (1) Its shutdown interrupts the kernel first (SIGINT, so that a busy kernel gets to its shutdown request);
+    papermill shuts the kernel down only once every cell has replied, and the signal, landing in the kernel's message
+    loop, made ipykernel log `[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel`. A kernel that is still busy
+    is killed after the shutdown wait all the same. A real interrupt (papermill's timeout) is untouched.
+    (2) ipykernel warns that it runs over TCP without encryption unless the manager provisions CurveZMQ keys: our
+    kernelspec declares curve, so the manager provisions them where pyzmq has curve."""
+    import zmq
+    from jupyter_client.manager import AsyncKernelManager
+
+    class RunKernelManager(AsyncKernelManager):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            if zmq.has("curve"):
+                self.transport_encryption = "auto"
+
+        async def _async_interrupt_kernel(self) -> None:
+            if self.shutting_down:  # jupyter_client calls this at the start of every shutdown
+                return
+            await super()._async_interrupt_kernel()
+
+    return RunKernelManager
+
+
 def run_notebook(
     notebook: str | Path,  # an experiment notebook (name or path; relative paths from the project root)
     output: str | Path,  # the executed notebook (its folder is created)
@@ -409,6 +435,7 @@ def run_notebook(
             cwd=str(root / "nbs"),
             kernel_name="python3",
             progress_bar=progress,
+            kernel_manager_class=run_kernel_manager(),
         )
     finally:
         redact_file(output)
@@ -418,10 +445,10 @@ def run_notebook(
 def run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rs-run",
-        description="Check the parameters, then run one experiment notebook with papermill (the"
-        " output notebook's folder is created; relative paths are from the working "
-        "directory; the notebook's own parameters, e.g. out_dir, from the project "
-        "root).",
+        description="Check the parameters, then run one experiment notebook with papermill (the output notebook's "
+        "folder is created). Relative paths are from the working directory: the output notebook and out_dir (so the "
+        "two land together); a notebook path not found there is taken from the project root, and a name from the "
+        "project's nbs/experiments/. The notebook's other path parameters (e.g. data_dir) are read from the project root.",
     )
     p.add_argument(
         "notebook",
@@ -458,6 +485,18 @@ def run_parser() -> argparse.ArgumentParser:
     return p
 
 
+def run_notebook_arg(
+    typed: str,  # the notebook as typed: a name (`musobench_build`) or a path
+    root: Path,  # the project root
+) -> str | Path:
+    """The notebook `rs-run` was given: a name as is (the project's nbs/experiments/, `notebook_path`); a path from the
+    working directory, else from the project root (so `nbs/experiments/x.ipynb` works from any folder)."""
+    if "/" not in typed and not typed.endswith(".ipynb"):
+        return typed
+    here, there = cli_path(typed), resolve_path(typed, root)
+    return there if not here.exists() and there.exists() else here
+
+
 def run_main(argv: Sequence[str] | None = None) -> int:
     "The `rs-run` command."
     import papermill
@@ -476,10 +515,9 @@ def run_main(argv: Sequence[str] | None = None) -> int:
     parameters.update(dict(args.parameters_raw))
     if (root := cli_root("rs-run")) is None:
         return 2
-    # a name: the project's nbs/experiments/; a path: as typed
-    notebook = (
-        args.notebook if "/" not in args.notebook and not args.notebook.endswith(".ipynb") else cli_path(args.notebook)
-    )
+    notebook = run_notebook_arg(args.notebook, root)
+    if isinstance(parameters.get("out_dir"), str):  # beside the output notebook: from the working directory
+        parameters["out_dir"] = str(cli_path(parameters["out_dir"]))
     try:
         output = run_notebook(
             notebook,
@@ -525,6 +563,22 @@ def _as_written(table: pd.DataFrame, suffix: str) -> pd.DataFrame:
     return pd.read_parquet(io.BytesIO(buffer.getvalue()))
 
 
+def compare_tables(
+    before: pd.DataFrame,  # the stored table
+    after: pd.DataFrame,  # the re-scored table, as it reads back from the same kind of file (`_as_written`)
+) -> str:
+    """'unchanged' (the same columns and values), 'extended' (the same rows, every stored column with the same values,
+    and columns the stored table lacks, e.g. intervals added to a study after the run) or 'changed' (a value moved, a
+    row or a column went)."""
+    before, after = before.reset_index(drop=True), after.reset_index(drop=True)
+    if before.shape == after.shape and before.equals(after):
+        return "unchanged"
+    kept = list(before.columns)
+    if len(before) == len(after) and set(kept) < set(after.columns) and before.equals(after[kept]):
+        return "extended"
+    return "changed"
+
+
 def _write_table(table: pd.DataFrame, path: Path):
     if path.suffix == ".csv":
         write_atomic(path, table.to_csv(index=False))
@@ -539,8 +593,8 @@ def write_back(
     files: dict[str, str] | None = None,
     check: bool = False,  # compare only, write nothing
 ) -> dict[str, str]:
-    """Compare re-scored tables with their files and write back those that differ; name -> 'unchanged', 'changed', 'new'
-    or 'not stored'."""
+    """Compare re-scored tables with their files and write back those that differ; name -> 'unchanged', 'extended',
+    'changed', 'new' or 'not stored' (`compare_tables`)."""
     folder, files, said = Path(folder), dict(files or {}), {}
     for name, table in results.items():
         path = folder / files[name] if name in files else stored_table(folder, name)
@@ -553,10 +607,8 @@ def write_back(
                 _write_table(table, path)
             continue
         before = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-        after = _as_written(table, path.suffix)
-        same = before.shape == after.shape and before.reset_index(drop=True).equals(after.reset_index(drop=True))
-        said[name] = "unchanged" if same else "changed"
-        if not same and not check:
+        said[name] = compare_tables(before, _as_written(table, path.suffix))
+        if said[name] != "unchanged" and not check:
             _write_table(table, path)
     return said
 
@@ -574,8 +626,8 @@ def rescore_sweep(
     sweep_folder: str | Path,  # a sweep folder (`<out>/<sweep name>`)
     check: bool = True,  # compare only (False: also write back what differs)
 ) -> dict[str, dict[str, str]]:
-    """Re-score every finished run folder of a sweep; cell -> {table: 'changed' | 'new' | ...} of the tables that differ
-    ({}: all exact)."""
+    """Re-score every finished run folder of a sweep; cell -> {table: 'changed' | 'extended' | 'new' | ...} of the tables
+    that differ ({}: all exact)."""
     differ = {}
     for run in finished_runs(sweep_folder).itertuples():
         said = {name: what for name, what in rescore_folder(run.folder, check).items() if what != "unchanged"}
@@ -593,7 +645,10 @@ def rescore_main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("folders", nargs="+", help="run folders (each with a run.json)")
     p.add_argument(
-        "--check", action="store_true", help="compare only, write nothing; exit status 1 when a table differs"
+        "--check",
+        action="store_true",
+        help="compare only, write nothing; exit status 1 when a stored value moved (a table 'changed'); a table "
+        "'extended' by columns it lacked, or 'new', is said but is no failure",
     )
     args, status = p.parse_args(argv), 0
     for folder in map(Path, args.folders):
@@ -607,7 +662,7 @@ def rescore_main(argv: Sequence[str] | None = None) -> int:
         print(
             f"{folder} ({read_record(folder)['study']}): " + ", ".join(f"{name} {what}" for name, what in said.items())
         )
-        if args.check and any(what in ("changed", "new") for what in said.values()):
+        if args.check and "changed" in said.values():  # 'extended' and 'new' add to the folder; no stored value moved
             status = 1
     return status
 

@@ -29,9 +29,9 @@ from reasoning_study.studies.registry import (
 from .sweep.index import finished_runs
 
 # %% auto #0
-__all__ = ['STATUS_ORDER', 'BROWSER_KEY', 'PROTOCOL_COLUMNS', 'figure_inventory', 'anchor', 'summary_markdown', 'toc_markdown',
-           'caption', 'browser_markdown', 'Block', 'item_counts', 'page_blocks', 'page_notebook', 'render_page',
-           'protocol_table', 'protocol_markdown', 'section_counts', 'sweep_report']
+__all__ = ['STATUS_ORDER', 'BROWSER_KEY', 'OFFLINE_PAGE', 'PROTOCOL_COLUMNS', 'figure_inventory', 'anchor', 'summary_markdown',
+           'toc_markdown', 'caption', 'browser_markdown', 'Block', 'item_counts', 'page_blocks', 'page_notebook',
+           'render_page', 'protocol_table', 'protocol_markdown', 'section_counts', 'sweep_report']
 
 # %% ../nbs/94_report.ipynb #6cc65c0e
 def figure_inventory(
@@ -267,17 +267,34 @@ def page_notebook(executed: str | Path):
     return nb, removed
 
 
+# nbconvert's lab template, less every script it fetches from a CDN: require.js and jQuery (only notebooks with
+# widgets need them), MathJax (the report has no LaTeX: its mathematics lives in the figures, drawn by matplotlib;
+# worse, MathJax would typeset text between two dollar signs as mathematics) and mermaid.js (no diagrams). The page's
+# styles are inlined by the template; its figures are data: URLs. So the page renders from file:// with no network.
+OFFLINE_PAGE = """{%- extends 'index.html.j2' -%}
+{% block html_head_js %}{% endblock html_head_js %}
+{% block jupyter_widgets %}{% endblock jupyter_widgets %}
+{% block html_head_js_mathjax %}{% endblock html_head_js_mathjax %}
+{% block html_head_js_mermaidjs %}{% endblock html_head_js_mermaidjs %}
+"""
+
+
 def render_page(
     executed: str | Path,  # the executed sweep-report notebook
     title: str = "Report",
 ) -> str:
-    "The reader's HTML page of an executed report notebook: outputs only, figures embedded."
+    "The reader's HTML page of an executed report notebook: outputs only, figures embedded, nothing fetched from the network."
     from nbconvert import HTMLExporter
 
     nb, _ = page_notebook(executed)
     nb.metadata["title"] = title
     exporter = HTMLExporter(
-        exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True, exclude_anchor_links=True
+        template_name="lab",
+        raw_template=OFFLINE_PAGE,
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        exclude_anchor_links=True,
     )
     body, _ = exporter.from_notebook_node(nb)
     return body

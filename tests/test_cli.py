@@ -129,3 +129,77 @@ def test_without_a_checkout_the_commands_say_what_to_do_in_one_line(tmp_path):
         assert done.returncode == 2, (name, done.stderr)
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "install one editable (pip install -e <checkout>)" in done.stderr
+
+
+# --- issue #43 point 10: what the README says of rs-run and rs-rescore is so -------------------------------------
+
+RUN_ARGS = ["-p", "per_level", "1", "-p", "workers", "1", "-y", "tasks: [subsetsum]", "-y", "levels: [1]"]
+
+
+def test_rs_run_from_another_folder_keeps_the_notebook_and_its_run_together(tmp_path):
+    """The README's command, typed in a folder outside the checkout: the notebook path is found in the project, the
+    executed notebook and `out_dir` land in that folder, side by side; a run that went well prints no kernel noise."""
+    done = command(
+        "run_main",
+        "nbs/experiments/musobench_build.ipynb",
+        "small/run.ipynb",
+        "-p",
+        "out_dir",
+        "small",
+        *RUN_ARGS,
+        "--no-progress-bar",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == f"executed notebook: {tmp_path / 'small' / 'run.ipynb'}"
+    assert (tmp_path / "small" / "run.ipynb").is_file() and (tmp_path / "small" / "subsetsum.jsonl").is_file()
+    assert not (ROOT / "small").exists()  # nothing in the checkout
+    # no `[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel`, no warning about an unencrypted kernel
+    assert "IPKernelApp" not in done.stderr and "encryption" not in done.stderr, done.stderr
+
+
+def test_rs_runs_kernel_is_not_interrupted_at_shutdown_and_is_encrypted(tmp_path, monkeypatch):
+    """The cause of the noise: jupyter_client interrupts every kernel it shuts down (the SIGINT ipykernel then logs as an
+    ERROR) and leaves TCP unencrypted; `run_kernel_manager`'s does neither."""
+    import asyncio
+
+    from jupyter_client.manager import AsyncKernelManager
+
+    from reasoning_study.cli import run_kernel_manager
+
+    interrupts = []
+
+    async def spy(self):
+        interrupts.append(type(self).__name__)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", spy)
+
+    async def start_and_stop(cls, log: Path) -> str:
+        km = cls(kernel_name="python3")
+        with log.open("w") as err:
+            await km.start_kernel(stderr=err)
+            await km.shutdown_kernel()
+        return log.read_text()
+
+    plain = asyncio.run(start_and_stop(AsyncKernelManager, tmp_path / "plain.log"))
+    ours = asyncio.run(start_and_stop(run_kernel_manager(), tmp_path / "ours.log"))
+    assert interrupts == ["AsyncKernelManager"]  # the plain manager interrupts at shutdown; ours does not
+    assert "without encryption" in plain and "without encryption" not in ours, (plain, ours)
+
+
+def test_rescore_check_says_extended_for_new_columns_and_fails_only_on_a_moved_value(build_folder):
+    "A run folder from before a study added columns (the intervals): `extended`, exit 0; a value that moved: exit 1."
+    path = build_folder / "summary.parquet"
+    stored = pd.read_parquet(path)
+    assert stored.shape[1] >= 2
+    stored.iloc[:, :-1].to_parquet(path, index=False)  # the table as an older run wrote it: one column fewer
+    checked = command("rescore_main", "--check", str(build_folder))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary extended"
+    moved = stored.copy()
+    column = next(c for c in moved.columns if pd.api.types.is_numeric_dtype(moved[c]))
+    moved.loc[0, column] = moved.loc[0, column] + 1
+    moved.to_parquet(path, index=False)
+    checked = command("rescore_main", "--check", str(build_folder))
+    assert checked.returncode == 1
+    assert checked.stdout.strip() == f"{build_folder} (musobench_build): instances unchanged, summary changed"

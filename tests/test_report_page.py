@@ -4,8 +4,10 @@ The slice sweep (`conftest.SLICE`, built once per pytest run) runs each experime
 with tiny settings, as `make study` does, and compiles the report; this module loads `report.html` in Chromium with a small checking
 script appended to a copy of the page: every image must decode, every table-of-contents link must
 find its anchor, and the page must hold no code cell, no prompt, no stderr or error output, no
-traceback and no warning. `make test` installs Debian's `chromium` where it can (as root); elsewhere
-the browser test skips, saying so (the checks of the figures and of re-scoring need no browser).
+traceback and no warning. The page and the sample browsers the sweep wrote must also render with the network blocked
+and ask it for nothing: every request they make, seen in Chromium's network log and in the page's own resource timing,
+must stay on `file://` (or `data:`). `make test` installs Debian's `chromium` where it can (as root); elsewhere
+the browser tests skip, saying so (the checks of the figures and of re-scoring need no browser).
 """
 
 import json
@@ -66,6 +68,99 @@ def browse(page: Path, tmp: Path) -> dict:
     import html
 
     return json.loads(html.unescape(found.group(1)))
+
+
+# --- no network: the page and the browsers are read offline, from file:// --------------------------------------------
+
+# the network is cut two ways (every host name fails to resolve; every request goes to a proxy where nothing listens),
+# so a page that needs a CDN renders as it would offline; the requests it tries are still logged
+NO_NETWORK = ["--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--disable-background-networking"]
+
+# after the page loaded and its scripts had virtual time to fetch what they fetch: every resource the page asked for
+RESOURCES = """
+window.addEventListener("load", () => setTimeout(() => {
+  const out = document.createElement("pre"); out.id = "net-check";
+  out.textContent = JSON.stringify(performance.getEntriesByType("resource").map(e => e.name));
+  document.body.appendChild(out);
+}, 3000));
+"""
+
+
+def page_requests(net_log: Path) -> set[str]:
+    """The URLs the page asked the network stack for, from Chromium's `--log-net-log`: requests made for a `file://`
+    frame (its network isolation key or initiator), not the browser's own background traffic (updates, time, sign-in)."""
+    text = net_log.read_text()
+    try:
+        log = json.loads(text)
+    except json.JSONDecodeError:  # a log Chromium did not close
+        log = json.loads(text.rstrip().rstrip(",") + "]}")
+    requested: dict[int, str] = {}
+    from_page: set[int] = set()
+    for event in log["events"]:
+        params, source = event.get("params") or {}, event["source"]["id"]
+        if "url" in params:
+            requested.setdefault(source, params["url"])
+        if "file://" in str(params.get("network_isolation_key", "")) or params.get("initiator") in ("null", "file://"):
+            from_page.add(source)
+    return {requested[s] for s in from_page if s in requested}
+
+
+def requests_leaving_file(page: Path, tmp: Path) -> list[str]:
+    """Open a copy of the page (its relative links still resolve against the page's folder) in headless Chromium with the
+    network blocked; every URL it requested that is neither `file:` nor `data:`, from the network log and the page's own
+    resource timing (either alone would do today; both, so a change in one cannot hide a request)."""
+    probe, net_log = tmp / f"offline-{page.name}", tmp / f"net-{page.stem}.json"
+    base = f'<base href="{page.parent.as_uri()}/"><script>performance.setResourceTimingBufferSize(100000)</script>'
+    text = re.sub(r"<head[^>]*>", lambda m: m.group(0) + base, page.read_text(), count=1)
+    probe.write_text(text.replace("</body>", f"<script>{RESOURCES}</script></body>"))
+    done = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            *NO_NETWORK,
+            f"--log-net-log={net_log}",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    found = re.search(r'<pre id="net-check">(.*?)</pre>', done.stdout, re.S)
+    assert found, (
+        f"Chromium did not run the network check on {page.name} (exit {done.returncode}): {done.stderr[-2000:]}"
+    )
+    import html
+
+    seen = set(json.loads(html.unescape(found.group(1)))) | page_requests(net_log)
+    return sorted(u for u in seen if not u.startswith(("file:", "data:")))
+
+
+@needs_chromium
+def test_the_network_check_sees_a_request_leaving_file(tmp_path):
+    "The check itself: a page that asks a CDN for a script, an image and a fetch is caught on each, though all fail."
+    page = tmp_path / "online.html"
+    page.write_text(
+        '<html><head><script src="https://cdn.example.org/lib.js"></script></head><body>'
+        '<img src="http://img.example.org/a.png"><script>fetch("https://api.example.org/x").catch(() => 0)</script>'
+        "</body></html>"
+    )
+    wanted = {"https://cdn.example.org/lib.js", "http://img.example.org/a.png", "https://api.example.org/x"}
+    assert wanted <= set(requests_leaving_file(page, tmp_path))
+
+
+@needs_chromium
+def test_report_and_browsers_need_no_network(slice_sweep, tmp_path):
+    "Issue #43: the report page and every sample browser of the slice sweep render from file:// with the network blocked."
+    pages = [slice_sweep.report / "report.html", *sorted((slice_sweep.report / "browser").glob("*.html"))]
+    pages += sorted(slice_sweep.folder.glob("*/browser.html"))  # each run folder's own browser
+    # the report, its three browsers (musobench, novelty, overthinking), the runs' three
+    assert len(pages) >= 1 + 3 + 3, pages
+    leaving = {str(p.relative_to(slice_sweep.folder)): requests_leaving_file(p, tmp_path) for p in pages}
+    assert not any(leaving.values()), {p: urls for p, urls in leaving.items() if urls}
 
 
 @pytest.fixture(scope="module")

@@ -5,16 +5,21 @@
 # %% ../../nbs/70_figures.stopping.ipynb #06205f69
 from __future__ import annotations
 
+import ast
+import re
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
 from .core import paper_style, require_columns
+from ..metrics.intervals import format_interval, interval_note
 from ..metrics.overthinking import granularity_groups
 
 # %% auto #0
-__all__ = ['pareto_front', 'interval_bars', 'plot_policy_pareto']
+__all__ = ['REFERENCE_TEXT', 'UNDEFINED', 'POLICY_TEXT_COLUMNS', 'pareto_front', 'interval_bars', 'plot_policy_pareto',
+           'setting_text', 'policy_table_text', 'policy_table_caption']
 
 # %% ../../nbs/70_figures.stopping.ipynb #644966f4
 def pareto_front(points: pd.DataFrame, x: str = "tokens", y: str = "accuracy") -> pd.DataFrame:
@@ -109,3 +114,111 @@ def plot_policy_pareto(
     fig.suptitle("Stopping without the answer key: length vs accuracy")
     fig.tight_layout()
     return fig
+
+# %% ../../nbs/70_figures.stopping.ipynb #be2e0afd
+REFERENCE_TEXT = {"Actual": "Actual: the model's own stop", "Optimal": "Optimal: the first correct prefix (oracle)"}
+
+
+def _setting_params(label: str) -> tuple[str, dict] | None:
+    "A policy label 'Name(k=v, ...)' as its name and parameters (None when it is not one)."
+    m = re.fullmatch(r"([^()|&]+)\((.*)\)", label.strip())
+    if not m:
+        return None
+    try:
+        call = ast.parse(f"f({m.group(2)})", mode="eval").body
+        params = {
+            k.arg: (ast.literal_eval(k.value) if not isinstance(k.value, ast.Name) else k.value.id)
+            for k in call.keywords
+        }
+    except (SyntaxError, ValueError):
+        return None
+    return m.group(1), params
+
+
+def setting_text(label: str) -> str:
+    """A policy setting for reading: 'Budget(share=0.25)' as 'Budget: 25 % of the trace', 'Stopping@K(k=4)' as
+    'Stopping@K: unchanged for K = 4 utterances'; a label it does not know stays as it is."""
+    for sep, word in ((" | ", " or "), (" & ", " and ")):
+        if sep in label:
+            return word.join(setting_text(part) for part in label.split(sep))
+    if label in REFERENCE_TEXT:
+        return REFERENCE_TEXT[label]
+    parsed = _setting_params(label)
+    if parsed is None:
+        return label
+    name, p = parsed
+    try:
+        if name == "Budget" and p.get("share") is not None:
+            return f"Budget: {100 * p['share']:g} % of the trace"
+        if name == "Budget" and p.get("utterances") is not None:
+            return f"Budget: {p['utterances']} utterances"
+        if name == "Stopping@K":
+            return f"Stopping@K: unchanged for K = {p['k']} utterances"
+        if name == "Consistency":
+            hedge = ", none hedging" if p.get("check_hedges", True) else ""
+            return f"Consistency: the last {p['window']} answers agree{hedge}"
+        if name == "Entropy":
+            return f"Entropy: the last {p['window']} answers within {p['threshold']:g} bits"
+        if name == "Confidence":
+            return f"Confidence: answer probability at least {p['threshold']:g} ({p.get('mean', 'geometric')} mean)"
+    except (KeyError, TypeError, ValueError):
+        return label
+    return label
+
+
+UNDEFINED = "—"  # a number that is not defined for the row; the row's note says why
+POLICY_TEXT_COLUMNS = {  # metric -> (heading, factor, digits)
+    "accuracy": ("accuracy (%)", 100, 1),
+    "utterances": ("utterances", 1, 1),
+    "tokens": ("tokens", 1, 0),
+    "saved_token_share": ("tokens saved (%)", 100, 1),
+    "harmful_at_stop": ("harmful at the stop (%)", 100, 1),
+    "rescued_share": ("harmful traces rescued (%)", 100, 1),
+    "gap_recovered": ("gap recovered (%)", 100, 1),
+}
+
+
+def _cell(row: pd.Series, metric: str, factor: float, digits: int) -> str:
+    v = row[metric]
+    if pd.isna(v):
+        return UNDEFINED
+    if f"{metric}_lo" in row.index and f"{metric}_hi" in row.index:
+        return format_interval(v * factor, row[f"{metric}_lo"] * factor, row[f"{metric}_hi"] * factor, digits)
+    return f"{v * factor:.{digits}f}"
+
+
+def policy_table_text(
+    table: pd.DataFrame,  # `metrics.stopping.policy_table`, with `add_policy_intervals`' bounds or without
+) -> pd.DataFrame:
+    """The stopping-policy table for reading: settings in words, counts as integers, shares in percent, each number
+    with its interval as '41.1 [38.2, 44.0]', '—' where a number is undefined and a note saying why."""
+    require_columns(table, ["policy", "setting", "n", *POLICY_TEXT_COLUMNS], "the stopping-policy table")
+    by = list(table.columns[: list(table.columns).index("policy")])
+    out = table[by].copy()
+    out["setting"] = table["setting"].map(setting_text)
+    out["traces"] = table["n"].astype(int)
+    for metric, (heading, factor, digits) in POLICY_TEXT_COLUMNS.items():
+        out[heading] = [_cell(r, metric, factor, digits) for _, r in table.iterrows()]
+    if "n_harmful" in table:
+        out.insert(out.columns.get_loc("harmful traces rescued (%)"), "harmful traces", table["n_harmful"].astype(int))
+    notes = []
+    for _, r in table.iterrows():
+        why = []
+        if pd.isna(r["gap_recovered"]):
+            why.append("gap recovered " + (r.get("gap_note") or "undefined: Optimal = Actual"))
+        if pd.isna(r["rescued_share"]):
+            why.append("rescued undefined: no harmful trace")
+        if pd.isna(r["saved_token_share"]):
+            why.append("tokens saved undefined: the traces have no tokens")
+        notes.append("; ".join(why))
+    out["note"] = notes
+    return out.reset_index(drop=True)
+
+
+def policy_table_caption(table: pd.DataFrame) -> str:
+    "What the readable policy table's numbers are: their intervals, and the special ones it holds."
+    head = (
+        "Each number with its 95 % interval over questions (cluster bootstrap); accuracy, shares and the gap "
+        f"recovered in percent; {UNDEFINED}: undefined for the row (the note says why)."
+    )
+    return " ".join(filter(None, [head, interval_note(table)]))

@@ -13,10 +13,11 @@ import numpy as np
 import pandas as pd
 
 # %% auto #0
-__all__ = ['Statistic', 'RESAMPLES', 'CONFIDENCE', 'SEED', 'ROW_BUDGET', 'FEW_UNITS', 'MEASURED_COVERAGE', 'weighted_mean',
-           'weighted_ece', 'derived', 'format_interval', 'Interval', 'seed_for', 'unit_codes', 'unit_labels',
-           'unit_counts', 'bootstrap_interval', 'Difference', 'paired_difference', 'add_intervals', 'interval_text',
-           'comparison_text', 'few_units_note']
+__all__ = ['Statistic', 'RESAMPLES', 'CONFIDENCE', 'SEED', 'ROW_BUDGET', 'NO_INTERVAL', 'ALL_EQUAL', 'FEW_UNITS',
+           'MEASURED_COVERAGE', 'INTERVAL_NOTES', 'weighted_mean', 'weighted_ece', 'derived', 'zero_width',
+           'format_interval', 'Interval', 'seed_for', 'unit_codes', 'unit_labels', 'unit_counts', 'contributing_units',
+           'wilson_interval', 'bootstrap_interval', 'Difference', 'paired_difference', 'add_intervals', 'interval_text',
+           'comparison_text', 'few_units_note', 'interval_kinds', 'interval_note']
 
 # %% ../../nbs/59_metrics.intervals.ipynb #b1c63f0e
 Statistic = Callable[[np.ndarray], np.ndarray]  # row weights (resamples, rows) -> one value per resample
@@ -26,13 +27,23 @@ def _rows(weights: np.ndarray) -> np.ndarray:
     return np.atleast_2d(np.asarray(weights, dtype=float))
 
 
+def _carrying(statistic, rows, values=None, top=None) -> Statistic:
+    "`statistic` with the rows that carry a value (`rows`) and, for a proportion, its values and top, attached."
+    statistic.rows, statistic.values, statistic.top = rows, values, top
+    return statistic
+
+
 def weighted_mean(
     values: Sequence[float],  # one value per row (NaN: the row does not count)
     mask: Sequence[bool] | None = None,  # rows that count (None: all rows with a value)
+    proportion: float | None = None,  # the values lie in [0, proportion] (1: fractions, 100: percents)
 ) -> Statistic:
-    "The mean of `values` over the rows that count, each row weighted (NaN when no weight falls on them)."
+    """The mean of `values` over the rows that count, each row weighted (NaN when no weight falls on them). A
+    `proportion`'s interval is Wilson's where every unit agrees on 0 or on the top (`bootstrap_interval`)."""
     v = np.asarray(values, dtype=float)
     keep = ~np.isnan(v) if mask is None else np.asarray(mask, dtype=bool) & ~np.isnan(v)
+    if proportion is not None and ((v[keep] < 0) | (v[keep] > proportion)).any():
+        raise ValueError(f"a proportion's values must lie in [0, {proportion}]")
     centre = v[keep][0] if keep.any() else 0.0  # means as centre + mean offset: a constant column is exact
     offset = np.where(keep, v - centre, 0.0)
 
@@ -42,7 +53,7 @@ def weighted_mean(
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(n > 0, centre + (w @ offset) / n, np.nan)
 
-    return statistic
+    return _carrying(statistic, keep, v if proportion is not None else None, proportion)
 
 
 def weighted_ece(
@@ -66,7 +77,7 @@ def weighted_ece(
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(n > 0, np.abs(w @ gap).sum(axis=1) / n, np.nan)
 
-    return statistic
+    return _carrying(statistic, keep)
 
 
 def derived(
@@ -80,7 +91,8 @@ def derived(
         with np.errstate(divide="ignore", invalid="ignore"):
             return combine(*(s(w) for s in statistics))
 
-    return statistic
+    rows = [getattr(s, "rows", None) for s in statistics]
+    return _carrying(statistic, np.logical_or.reduce(rows) if rows and all(r is not None for r in rows) else None)
 
 # %% ../../nbs/59_metrics.intervals.ipynb #a00a3269
 RESAMPLES = 2000  # bootstrap resamples (and sign-flip permutations) per number
@@ -89,23 +101,40 @@ SEED = 0  # the base seed; each number mixes in its own name (`seed_for`)
 ROW_BUDGET = 4_000_000  # weights held at once (resamples × rows of a batch): about 32 MB
 
 
+NO_INTERVAL = "[n/a]"  # fewer than two units carry a value
+ALL_EQUAL = "[all units equal]"  # a zero-width interval: every unit has the same value
+
+
+def zero_width(lo: float, hi: float) -> bool:
+    "Whether an interval has no width (up to floating-point noise)."
+    return bool(abs(hi - lo) <= 1e-9 * max(1.0, abs(lo), abs(hi)))
+
+
 def format_interval(value: float, lo: float, hi: float, digits: int = 1) -> str:
-    "'41.1 [38.2, 44.0]'; a number without an interval (one unit) as '41.1 [n/a]'; NaN as ''."
+    """'41.1 [38.2, 44.0]'; a number without an interval (under two units) as '41.1 [n/a]'; a zero-width interval
+    as '0.4 [all units equal]', never as certainty; NaN as ''. Bounds that would round alike get more digits."""
     if pd.isna(value):
         return ""
     if pd.isna(lo) or pd.isna(hi):
-        return f"{value:.{digits}f} [n/a]"
+        return f"{value:.{digits}f} {NO_INTERVAL}"
+    if zero_width(lo, hi):
+        return f"{value:.{digits}f} {ALL_EQUAL}"
+    while f"{lo:.{digits}f}" == f"{hi:.{digits}f}" and digits < 12:
+        digits += 1  # a narrow interval keeps a visible width
     return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
 @dataclass(frozen=True)
 class Interval:
-    "A number with its interval: `value` [`lo`, `hi`] over `n_units` resampled units."
+    """A number with its interval: `value` [`lo`, `hi`] over the `n_units` units that carry a value; `method` says
+    how it was found ("bootstrap", "wilson" where every unit agrees on a proportion's bound, "all equal" where the
+    bootstrap has zero width, "n/a" under two units)."""
 
     value: float
     lo: float
     hi: float
     n_units: int
+    method: str = "bootstrap"
 
     def __str__(self):
         return format_interval(self.value, self.lo, self.hi)
@@ -145,6 +174,31 @@ def _batch(rows: int) -> int:
     return max(1, ROW_BUDGET // max(rows, 1))
 
 
+def contributing_units(codes: np.ndarray, statistic: Statistic) -> int:
+    "How many units have a row that carries a value for `statistic` (all units when it does not say which rows)."
+    rows = getattr(statistic, "rows", None)
+    return len(np.unique(codes if rows is None else codes[np.asarray(rows, dtype=bool)]))
+
+
+def wilson_interval(statistic: Statistic, n: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Wilson's score interval over `n` units for a proportion (`weighted_mean(..., proportion=)`) whose contributing
+    rows all sit on 0 or all on the top (0 of n, n of n); None for any other statistic."""
+    from scipy import stats
+
+    top, values = getattr(statistic, "top", None), getattr(statistic, "values", None)
+    if top is None or values is None:
+        return None
+    carried = values[np.asarray(statistic.rows, dtype=bool)]
+    if not len(carried) or not ((carried == 0).all() or (carried == top).all()):
+        return None
+    ci = stats.binomtest(int(n if carried[0] == top else 0), n).proportion_ci(confidence, method="wilson")
+    return float(ci.low) * top, float(ci.high) * top
+
+
+def _found(value: float, lo: float, hi: float, n: int) -> Interval:
+    return Interval(value, lo, hi, n, "all equal" if not np.isnan(lo) and zero_width(lo, hi) else "bootstrap")
+
+
 def bootstrap_interval(
     units: Sequence,  # the unit of each row (instance, question, prompt, run)
     statistic: Statistic,  # of row weights
@@ -158,8 +212,11 @@ def bootstrap_interval(
 
     codes, k = unit_codes(units)
     value = float(statistic(np.ones(len(codes)))[0]) if len(codes) else float("nan")
-    if k < 2 or np.isnan(value):
-        return Interval(value, float("nan"), float("nan"), k)
+    n = contributing_units(codes, statistic)
+    if n < 2 or np.isnan(value):
+        return Interval(value, float("nan"), float("nan"), n, "n/a")
+    if (agreed := wilson_interval(statistic, n, confidence)) is not None:
+        return Interval(value, *agreed, n, "wilson")
 
     def resampled(draws, axis=-1):
         counts = unit_counts(draws, k)
@@ -176,7 +233,7 @@ def bootstrap_interval(
         )
         alpha = (1 - confidence) / 2
         lo, hi = np.nanquantile(values, [alpha, 1 - alpha]) if np.isfinite(values).any() else (np.nan, np.nan)
-        return Interval(value, float(lo), float(hi), k)
+        return _found(value, float(lo), float(hi), n)
     result = stats.bootstrap(
         (np.arange(k),),
         resampled,
@@ -187,7 +244,7 @@ def bootstrap_interval(
         batch=batch,
         rng=rng,
     )
-    return Interval(value, float(result.confidence_interval.low), float(result.confidence_interval.high), k)
+    return _found(value, float(result.confidence_interval.low), float(result.confidence_interval.high), n)
 
 # %% ../../nbs/59_metrics.intervals.ipynb #0ac6bc6c
 @dataclass(frozen=True)
@@ -290,7 +347,8 @@ def add_intervals(
     seed: int = SEED,
     scale: float = 1.0,  # the table's column is scale × the statistic (100: a percent column)
 ) -> pd.DataFrame:
-    "`table` with `<column>_lo`, `<column>_hi` for each statistic and `n_units`, from a cluster bootstrap per group."
+    """`table` with `<column>_lo`, `<column>_hi` for each statistic and `n_units` (the units carrying a value for
+    some statistic), from a cluster bootstrap per group."""
     by, units = list(by), [unit] if isinstance(unit, str) else list(unit)
     missing = [c for c in [*by, *units] if c not in rows] + [c for c in [*by, *statistics] if c not in table]
     if missing:
@@ -306,8 +364,7 @@ def add_intervals(
         key = tuple(row[c] for c in by)
         group = groups.get(key, rows.iloc[:0])
         unit_of = unit_labels(group, units)
-        n = unit_codes(unit_of)[1] if len(group) else 0
-        extra["n_units"].append(n)
+        n = 0
         for column, build in statistics.items():
             interval = bootstrap_interval(
                 unit_of, build(group), resamples, confidence, seed_for(column, *key, seed=seed)
@@ -322,6 +379,8 @@ def add_intervals(
                 )
             extra[f"{column}_lo"].append(interval.lo * scale)
             extra[f"{column}_hi"].append(interval.hi * scale)
+            n = max(n, interval.n_units)
+        extra["n_units"].append(n)
     return out.assign(**extra)
 
 
@@ -385,3 +444,35 @@ def few_units_note(table: pd.DataFrame, by: Sequence[str], what: str = "units", 
             + "."
         )
     return head + f": {len(few)} of {len(table.drop_duplicates(by))} groups, the smallest with {smallest} {what}."
+
+
+def interval_kinds(table: pd.DataFrame) -> set[str]:
+    """Which kinds of interval a numeric table's `<column>_lo`/`_hi` hold: "n/a" (under two units), "all equal"
+    (zero width), "wilson" (the value on a bound of a non-empty interval: every unit agreed on a proportion's bound)."""
+    kinds = set()
+    for column in [c for c in table.columns if f"{c}_lo" in table and f"{c}_hi" in table]:
+        for v, lo, hi in zip(table[column], table[f"{column}_lo"], table[f"{column}_hi"]):
+            if pd.isna(v):
+                continue
+            if pd.isna(lo) or pd.isna(hi):
+                kinds.add("n/a")
+            elif zero_width(lo, hi):
+                kinds.add("all equal")
+            elif v == lo or v == hi:
+                kinds.add("wilson")
+    return kinds
+
+
+INTERVAL_NOTES = {
+    "wilson": "Where every unit agrees (0 or 100 %), the interval is Wilson's score interval over the units: a "
+    "bootstrap interval would have zero width.",
+    "all equal": f"{ALL_EQUAL}: every unit has the same value, so the bootstrap interval has zero width; that is "
+    "not certainty.",
+    "n/a": f"{NO_INTERVAL}: fewer than two units carry a value, so there is no interval.",
+}
+
+
+def interval_note(table: pd.DataFrame, kinds: set[str] | None = None) -> str:
+    "A caption saying which special intervals the numeric `table` (or the given `kinds`) holds ('' when none)."
+    kinds = interval_kinds(table) if kinds is None else kinds
+    return " ".join(INTERVAL_NOTES[k] for k in INTERVAL_NOTES if k in kinds)

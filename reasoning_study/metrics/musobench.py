@@ -1009,7 +1009,8 @@ def headline_statistics(
     confidence = results["confidence"].to_numpy(dtype=float)
     calibrated = scored & ~np.isnan(confidence)
     base = calibrated if require_confidence else scored
-    out = {m: weighted_mean(results[m].to_numpy(dtype=float), base) for m in ("precision", "recall")}
+    # shares of a solution set: where every instance agrees (all 0 or all 1) the interval is Wilson's
+    out = {m: weighted_mean(results[m].to_numpy(dtype=float), base, proportion=1) for m in ("precision", "recall")}
     out["confidence"] = weighted_mean(confidence, calibrated)
     bins = np.zeros(len(results), dtype=int)
     bins[calibrated] = confidence_bin(confidence[calibrated], n_bins)

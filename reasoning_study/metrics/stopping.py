@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .intervals import RESAMPLES, SEED, add_intervals, derived, seed_for, unit_labels
+from .intervals import RESAMPLES, SEED, add_intervals, derived, seed_for, unit_labels, weighted_mean
 from reasoning_study.metrics.overthinking import (
     COMPARISON_COLUMNS,
     QUESTION,
@@ -126,7 +126,7 @@ class Policy:
 
     @property
     def label(self) -> str:
-        p = ", ".join(f"{k}={v}" for k, v in self.params().items() if k != "name")
+        p = ", ".join(f"{k}={v}" for k, v in self.params().items() if k != "name" and v is not None)
         return f"{self.name}({p})" if p else self.name
 
     def __or__(self, other: "Policy") -> "Policy":
@@ -451,6 +451,8 @@ POLICY_ROWS = {"accuracy": "stop_correct", "utterances": "stop_index", "tokens":
 def policy_statistics() -> dict:
     "Builders (`add_intervals`) of a policy table's headline numbers from a group's `policy_rows`."
     out = {m: mean_of(c) for m, c in POLICY_ROWS.items()}
+    # accuracy is a proportion: where every question agrees (0 or all correct) its interval is Wilson's
+    out["accuracy"] = lambda r: weighted_mean(r[POLICY_ROWS["accuracy"]].to_numpy(dtype=float), proportion=1)
     out["gap_recovered"] = lambda r: derived(
         _gap, *(mean_of(c)(r) for c in ("stop_correct", "actual_correct", "solved"))
     )

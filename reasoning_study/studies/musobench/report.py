@@ -19,7 +19,7 @@ from ...figures import musobench as figs
 from ...figures.core import save_figure
 from ...figures.sections import slug
 from ...metrics import musobench as metrics
-from ...metrics.intervals import RESAMPLES, SEED, few_units_note, interval_text
+from ...metrics.intervals import RESAMPLES, SEED, few_units_note, interval_note, interval_text
 from ...metrics.intervals import comparison_text as interval_comparison_text
 from ...metrics.musobench import SC_METHODS, UNSCORED_POLICIES
 from reasoning_study.metrics.noveltybench import (
@@ -226,6 +226,8 @@ def table_markdown(name: str, table: pd.DataFrame, intervals: pd.DataFrame) -> s
         body = markdown_of(comparison_text(table))
     elif name in ("summary", "reconsideration"):
         body = markdown_of(interval_text(table, digits=3))
+        if caption := interval_note(table):  # Wilson, zero-width and missing intervals, said under the table
+            body += f"\n\n*{caption}*"
     else:
         body = markdown_of(table)
     note = (
@@ -423,6 +425,7 @@ def novelty_markdown(table: pd.DataFrame) -> str:
         for n in (
             novelty_note(table),
             few_units_note(table[table["source"] == "this study"], ["model", "paradigm"], "prompts"),
+            interval_note(table),
         )
         if n
     ]

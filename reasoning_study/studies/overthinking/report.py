@@ -32,7 +32,7 @@ from reasoning_study.figures.overthinking import (
     taxonomy_results_table,
 )
 from ...figures.sections import Drawer, read_tables, slug
-from ...figures.stopping import plot_policy_pareto
+from ...figures.stopping import plot_policy_pareto, policy_table_caption, policy_table_text
 from ...metrics.intervals import comparison_text as interval_comparison_text
 from ...metrics.intervals import few_units_note
 from reasoning_study.metrics.overthinking import (
@@ -69,9 +69,9 @@ from ...prompts.overthinking import TERMINATION_TEMPLATES
 
 # %% auto #0
 __all__ = ['RAW_TABLES', 'TRACE_KEYS', 'COUNTED', 'raw_file', 'later_copies', 'without_copies', 'repeated_traces', 'with_note',
-           'comparison_text', 'comparison_markdown', 'template_note', 'harmful_examples', 'section',
-           'strategies_section', 'stopping_section', 'dynamics_section', 'strips_section', 'conditions_section',
-           'taxonomy_section', 'copy_recall_figures', 'counted_rows']
+           'policies_markdown', 'comparison_text', 'comparison_markdown', 'template_note', 'harmful_examples',
+           'section', 'strategies_section', 'stopping_section', 'dynamics_section', 'strips_section',
+           'conditions_section', 'taxonomy_section', 'copy_recall_figures', 'counted_rows']
 
 # %% ../../../nbs/studies/overthinking/30_report.ipynb #f5151821
 RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
@@ -117,6 +117,13 @@ def with_note(markdown: str, table: pd.DataFrame, by: Sequence[str] = ("model", 
         table, by = table.assign(rows="all questions"), ["rows"]  # an ungrouped table (Table 2): one group
     note = few_units_note(table, by, "questions")
     return markdown + (f"\n\n{note}" if note else "")
+
+
+def policies_markdown(policies: pd.DataFrame) -> str:
+    """The stopping-policy table as a reader sees it (`figures.stopping.policy_table_text`: settings in words, each
+    number with its interval, '—' with a reason), its caption and the few-questions caption under it."""
+    text = policy_table_text(policies).to_markdown(index=False, disable_numparse=True)
+    return with_note(f"{text}\n\n{policy_table_caption(policies)}", policies)
 
 
 def comparison_text(comparisons: pd.DataFrame) -> pd.DataFrame:
@@ -265,7 +272,7 @@ def stopping_section(
             ),
             rows,
         )
-        draw.table("stopping_policies", policies)
+        draw.table("stopping_policies", policies, policies_markdown(policies))
         comparisons = pd.concat([optimal_actual_comparison(traj), policy_comparisons(rows)], ignore_index=True)
         draw.table("paired_comparisons", comparisons, comparison_markdown(comparisons))
         draw.figure("stopping_pareto", lambda: plot_policy_pareto(policies))
