@@ -527,3 +527,98 @@ def test_llm_extraction_all_sends_every_text_to_the_extractor():
     assert (fallback.asked, every.asked) == (1, 2)
     with pytest.raises(ValueError, match="llm_extraction must be one of"):
         extract_answers(texts, [item] * 4, every, llm_extraction="rules-then-llm")
+
+
+# --- an extractor reply that states no answer ------------------------------------------------------
+# as small models (0.5B-4B, often chatty, sometimes thinking aloud) and large models (terse) write them
+
+YES_NO = QAItem("t/yes-no", "t", "Is 7 prime? Answer yes or no.", "yes")
+WITH_NONE = choice_item("t/none-option", "t", "Which is even?", ["1", "3", "None of the above"], "C")
+UNDETERMINED = choice_item("t/undetermined", "t", "How old is Ann?", ["4", "5", "Cannot be determined"], "C")
+
+NO_ANSWER_REPLIES = [
+    # large models, terse
+    "NONE",
+    "N/A",
+    "n/a",
+    "None.",
+    "Answer: none",
+    "**Answer:** None",
+    "Final answer: N/A",
+    "\\boxed{}",
+    "\\boxed{\\text{None}}",
+    "$\\boxed{N/A}$",
+    "No answer",
+    "No final answer.",
+    "null",
+    "[no answer]",
+    "(none)",
+    "-",
+    "—",
+    # small models, in a sentence
+    "The model output does not commit to any answer",
+    "The model output does not commit to any answer.",
+    "No final answer is given.",
+    "There is no answer in the text",
+    "There is no final answer in the model output.",
+    "The response does not provide an answer.",
+    "The model's output doesn't contain a final answer.",
+    "The trace does not state an answer yet.",
+    "The reasoning is incomplete and no answer was reached.",
+    "I cannot determine the answer from the given text.",
+    "Unable to extract an answer.",
+    "The model did not reach a conclusion.",
+    "None of the options",
+    "None of the options is selected.",
+    "The text never commits to an option.",
+    "No option is chosen.",
+    "Not stated",
+    "Not provided.",
+    "The answer is not given.",
+    "The final answer is not provided in the output.",
+    # thinking extractors: the reply after the think block, or a think block cut off by max_tokens
+    "<think>The text stops mid-sentence.</think>\n\nNo answer is given.",
+    "<think>\nLet me look at the output. It never says",
+    "<think></think>\nThe model output does not commit to any answer.",
+]
+
+
+@pytest.mark.parametrize("reply", NO_ANSWER_REPLIES)
+def test_a_reply_that_states_no_answer_is_no_answer(reply):
+    for item in (ff("1"), PLANETS, YES_NO):
+        assert parse_extractor_reply(reply, item) is None, (reply, item.id)
+
+
+@pytest.mark.parametrize(
+    "reply,item,expected",
+    [
+        ("0", ff("0"), "0"),
+        ("no", YES_NO, "no"),
+        ("No", YES_NO, "No"),
+        ("No.", YES_NO, "No"),
+        ("n", ff("n"), "n"),
+        ("n = 3", ff("3"), "n = 3"),
+        ("None of the above", WITH_NONE, "None of the above"),  # the item's own option text is an answer
+        ("C. None of the above", WITH_NONE, "C. None of the above"),
+        ("Cannot be determined", UNDETERMINED, "Cannot be determined"),
+        ("There are no real solutions", ff("\\text{no real solutions}"), "There are no real solutions"),
+        ("no solution", ff("no solution"), "no solution"),
+        ("The answer is 12.", ff("12"), "12"),
+        ("\\emptyset", ff("\\emptyset"), "\\emptyset"),
+        ("<think>No answer yet? It says 7.</think>7", ff("7"), "7"),
+    ],
+)
+def test_real_answers_are_not_read_as_no_answer(reply, item, expected):
+    assert parse_extractor_reply(reply, item) == expected
+
+
+def test_the_option_none_of_the_above_still_verifies():
+    answer = parse_extractor_reply("None of the above", WITH_NONE)
+    assert verify(answer, WITH_NONE) and predicted_letter(answer, WITH_NONE) == "C"
+
+
+def test_extract_answers_marks_a_stated_no_answer_as_none():
+    backend = Scripted({"thinking": "The model output does not commit to any answer."})
+    (out,) = extract_answers(["I am still thinking"], [ff("1")], extractor_backend=backend)
+    assert (out.answer, out.method, out.failed) == (None, "none", False)
+    assert out.raw == "The model output does not commit to any answer."

@@ -173,7 +173,7 @@ def test_table_functions_agree_with_list_definitions(lists):
     for j, preds in enumerate(lists):
         z = [p == GOLD for p in preds]
         row, tau = traj.loc[f"i{j}"], first_correct_index(z)
-        assert (row["verbose"], row["harmful"]) == (is_verbose(z), is_harmful(z))
+        assert (row["verbose"], row["harmful"]) == (is_verbose(z), is_harmful(z, preds))  # None: no answer
         assert row["optimal_length"] == (len(z) - 1 if tau is None else tau)
         assert math.isnan(row["first_correct_index"]) if tau is None else row["first_correct_index"] == tau
         i_star = last_correct_index(z)
@@ -184,17 +184,17 @@ def test_table_functions_agree_with_list_definitions(lists):
 @given(trajectory_lists)
 def test_paper_identities(lists):
     traj = trajectories(table_of(lists))
-    assert (traj["solved"] == (traj["verbose"] | traj["harmful"])).all() and not (
-        traj["verbose"] & traj["harmful"]
-    ).any()
+    outcomes = traj[["verbose", "harmful", "ended_unanswered"]].astype(int)
+    assert (traj["solved"] == outcomes.any(axis=1)).all() and (outcomes.sum(axis=1) <= 1).all()
     s = strategy_table(traj, by=[]).set_index("strategy")
     acc, harm, length = s["accuracy"], s["harmful_rate"], s["length"]
-    assert acc["Optimal"] == pytest.approx(acc["Actual"] + harm["Actual"])  # Table 1: Optimal = Actual + H
+    unanswered = traj["ended_unanswered"].mean()  # solved, then no answer at N: neither verbose nor harmful
+    assert acc["Optimal"] == pytest.approx(acc["Actual"] + harm["Actual"] + unanswered)  # Table 1: Optimal = Actual + H
     assert acc["Optimal"] >= acc["Actual"] and acc["Optimal"] >= acc["No-CoT"]
     assert 0 <= harm["Actual"] <= acc["Optimal"]
     assert length["No-CoT"] == 0 <= length["Optimal"] <= length["Actual"]
     o = overthinking_table(traj, by=[]).iloc[0]
-    assert o["n_solved"] == o["n_verbose"] + o["n_harmful"]
+    assert o["n_solved"] == o["n_verbose"] + o["n_harmful"] + o["n_ended_unanswered"]
     assert (traj.loc[traj.solved, "wasted_budget"] >= 0).all()
 
 
@@ -203,11 +203,12 @@ def test_paper_identities(lists):
 def test_transitions_match_a_naive_count(lists):
     naive = Counter()
     for preds in lists:
-        z = [p == GOLD for p in preds]
-        naive.update(zip(z, z[1:]))
+        states = ["no answer" if p is None else "correct" if p == GOLD else "wrong" for p in preds]
+        naive.update(zip(states, states[1:]))
     m = transition_matrix(table_of(lists))
-    assert m.loc["correct", "correct"] == naive[(True, True)] and m.loc["correct", "wrong"] == naive[(True, False)]
-    assert m.loc["wrong", "correct"] == naive[(False, True)] and m.loc["wrong", "wrong"] == naive[(False, False)]
+    seen = ["correct", "wrong"] + (["no answer"] if any(p is None for preds in lists for p in preds) else [])
+    assert list(m.index) == list(m.columns) == seen  # no answer is its own state, never a wrong answer
+    assert all(m.loc[a, b] == naive[(a, b)] for a in seen for b in seen)
 
 
 @fast
@@ -219,7 +220,7 @@ def test_vectorised_stopping_matches_the_reference(lists, k):
         s = stopping_index(preds, k)
         z = [p == GOLD for p in preds]
         assert points.loc[f"i{j}", "stop_index"] == s
-        assert points.loc[f"i{j}", "harmful"] == (any(z[: s + 1]) and not z[s])
+        assert points.loc[f"i{j}", "harmful"] == (any(z[: s + 1]) and not z[s] and preds[s] is not None)
     summary = stopping_at_k(t, ks=(k,)).iloc[0]
     optimal = trajectories(t)["solved"].mean()
     assert summary["accuracy"] + summary["harmful_rate"] <= optimal + 1e-12

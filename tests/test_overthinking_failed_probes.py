@@ -104,10 +104,14 @@ def test_an_error_is_never_read_as_wrong(lists):
         return
     s = strategy_table(trajectories(table_of(lists)), by=[]).set_index("strategy")
     z = {item: [p == GOLD for p in preds] for item, preds in kept.items()}
+    harmful = [is_harmful(z[item], preds) for item, preds in kept.items()]  # a final None is no answer, not wrong
+    unanswered = np.mean([any(z[item]) and preds[-1] is None for item, preds in kept.items()])
     assert s.loc["Actual", "n"] == len(kept)  # only the trajectories without a failed probe
-    assert s.loc["Actual", "harmful_rate"] == pytest.approx(np.mean([is_harmful(zs) for zs in z.values()]))
+    assert s.loc["Actual", "harmful_rate"] == pytest.approx(np.mean(harmful))
     assert s.loc["Actual", "accuracy"] == pytest.approx(np.mean([zs[-1] for zs in z.values()]))
-    assert s.loc["Optimal", "accuracy"] == pytest.approx(s.loc["Actual", "accuracy"] + s.loc["Actual", "harmful_rate"])
+    assert s.loc["Optimal", "accuracy"] == pytest.approx(
+        s.loc["Actual", "accuracy"] + s.loc["Actual", "harmful_rate"] + unanswered
+    )
 
 
 @fast
@@ -164,8 +168,9 @@ def test_synthetic_failures_and_the_identities():
         wide = strategy_table(traj).pivot_table(
             index=["model", "benchmark"], columns="strategy", values=["accuracy", "harmful_rate"], observed=True
         )
+        unanswered = traj.groupby(["model", "benchmark"])["ended_unanswered"].mean()  # solved, then no answer at N
         assert wide[("accuracy", "Optimal")].to_numpy() == pytest.approx(
-            (wide[("accuracy", "Actual")] + wide[("harmful_rate", "Actual")]).to_numpy()
+            (wide[("accuracy", "Actual")] + wide[("harmful_rate", "Actual")] + unanswered).to_numpy()
         )
         k_inf = stopping_at_k(prefixes, ks=(math.inf,), by=["model", "benchmark"], failed_probes=policy).set_index(
             ["model", "benchmark"]

@@ -19,17 +19,18 @@ from matplotlib.patches import Patch
 
 from .core import paper_style, plot_table, require_columns, table_cell, table_markdown
 from ..metrics.intervals import format_interval
-from ..metrics.overthinking import FAILED_PROBE_STATUSES, TRAJECTORY_KEYS
+from ..metrics.overthinking import FAILED_PROBE_STATUSES, TRAJECTORY_KEYS, answered_mask
 from ..prompts.overthinking import FAILURE_CATEGORIES
 
 # %% auto #0
 __all__ = ['STRATEGY_LABELS', 'STRATEGY_COLORS', 'FORMAT_LABELS', 'CATEGORY_LABELS', 'RESULT_METRICS', 'PERCENT_METRICS',
-           'STABILITY_LABELS', 'STRIP_STATES', 'STRIP_KEYS', 'strategy_label', 'interval_bars',
+           'STABILITY_LABELS', 'STRIP_STATES', 'STRIP_KEYS', 'ANSWER_MARKS', 'strategy_label', 'interval_bars',
            'plot_strategy_accuracy', 'plot_length_histograms', 'results_table', 'best_strategy_mask', 'stopping_table',
            'interval_cells', 'results_table_text', 'stopping_table_text', 'plot_format_breakdown',
            'plot_stability_curve', 'plot_robustness', 'plot_cross_model', 'plot_test_time_scaling',
            'plot_transition_matrix', 'plot_token_statistics', 'plot_wasted_budget', 'taxonomy_results_table',
-           'largest_in_group_mask', 'plot_recall_trajectories', 'strip_states', 'trace_strips', 'plot_trace_strips']
+           'largest_in_group_mask', 'plot_recall_trajectories', 'strip_states', 'trace_strips', 'plot_trace_strips',
+           'answer_path']
 
 # %% ../../nbs/68_figures.overthinking.ipynb #0550d01a
 STRATEGY_LABELS = {
@@ -342,7 +343,8 @@ def plot_format_breakdown(
     breakdown: pd.DataFrame,  # `overthinking_table(by=[..., "format"])` output
     col: str | None = None,  # one panel per value (e.g. "model")
 ) -> plt.Figure:
-    "Fig. 3 / Fig. 13: verbose and harmful overthinking (% of solved samples) for MC and FF, stacked."
+    """Fig. 3 / Fig. 13: verbose and harmful overthinking (% of solved samples) for MC and FF, stacked; a third segment,
+    "no answer at the end", where solved trajectories ended with no answer (neither verbose nor harmful)."""
     col = _granularities(breakdown, col)  # one panel per granularity when the traces were probed at several
     require_columns(
         breakdown, ["format", "verbose_share", "harmful_share"] + ([col] if col else []), "plot_format_breakdown"
@@ -364,13 +366,16 @@ def plot_format_breakdown(
         for x, (v, h) in enumerate(zip(verbose, harmful)):
             if not np.isnan(h):
                 ax.text(x, v + h / 2, f"{h:.0f}%", ha="center", va="center", color="white", fontsize=9)
+        silent = sub["ended_unanswered_share"].to_numpy() * 100 if "ended_unanswered_share" in sub else None
+        if silent is not None and np.nansum(silent) > 0:
+            ax.bar(labels, silent, bottom=verbose + harmful, color="#f6c8b4", label="No answer at the end")
         ax.set(
             title="" if pv is None else str(pv),
             ylabel="Share of solved samples (%)" if ax is axes[0, 0] else "",
             ylim=(0, 100),
         )
     axes[0, 0].legend(
-        loc="lower center", bbox_to_anchor=(0.5, 1.08) if panels[0] is not None else (0.5, 1.0), ncols=2, frameon=False
+        loc="lower center", bbox_to_anchor=(0.5, 1.08) if panels[0] is not None else (0.5, 1.0), ncols=3, frameon=False
     )
     fig.tight_layout()
     return fig
@@ -515,14 +520,15 @@ def plot_test_time_scaling(
 
 # %% ../../nbs/68_figures.overthinking.ipynb #aca2ecbf
 def plot_transition_matrix(matrix: pd.DataFrame) -> plt.Figure:
-    "Fig. 9: pooled z_i -> z_{i+1} transition counts, annotated with row percentages."
-    if matrix.shape != (2, 2):
-        raise ValueError("plot_transition_matrix needs the 2x2 `transition_matrix`")
+    """Fig. 9: pooled z_i -> z_{i+1} transition counts, annotated with row percentages (3x3 with the "no answer" state
+    where the table has one)."""
+    if matrix.shape not in ((2, 2), (3, 3)):
+        raise ValueError("plot_transition_matrix needs the 2x2 (or, with no answers, 3x3) `transition_matrix`")
     counts = matrix.to_numpy().astype(float)
     rows = counts / np.where(counts.sum(1, keepdims=True) > 0, counts.sum(1, keepdims=True), 1)
     annot = np.array([[f"{int(c):,}\n({100 * r:.1f}%)" for c, r in zip(cr, rr)] for cr, rr in zip(counts, rows)])
     paper_style()
-    fig, ax = plt.subplots(figsize=(4.4, 3.6))
+    fig, ax = plt.subplots(figsize=(4.4, 3.6) if len(matrix) == 2 else (5.4, 4.2))
     sns.heatmap(
         rows,
         annot=annot,
@@ -668,12 +674,13 @@ STRIP_KEYS = ("model", "benchmark", "template", "extractor", "granularity")  # o
 
 
 def strip_states(prefixes: pd.DataFrame) -> pd.Series:
-    """Each probe's cell: "failed probe" (the backend or extractor failed: no answer at all), "correct", "no answer"
-    (the probe ran but no answer could be read: wrong for the metrics) or "wrong"."""
+    """Each probe's cell: "failed probe" (the backend or extractor failed: nothing was read), "correct", "no answer"
+    (the probe ran and gave no answer, `metrics.overthinking.answered_mask`: not correct, and no wrong answer) or
+    "wrong" (a wrong answer)."""
     failed = prefixes["correct"].isna()
     if "probe_status" in prefixes.columns:
         failed = failed | prefixes["probe_status"].isin(FAILED_PROBE_STATUSES)
-    silent = prefixes["prediction"].isna() if "prediction" in prefixes.columns else pd.Series(False, prefixes.index)
+    silent = ~answered_mask(prefixes)
     correct = prefixes["correct"].fillna(False).astype(bool)
     states = np.select(
         [failed.to_numpy(), correct.to_numpy(), silent.to_numpy()], ["failed probe", "correct", "no answer"], "wrong"
@@ -727,7 +734,8 @@ def plot_trace_strips(
 ) -> plt.Figure:
     """Trace strips: one line of cells per probed trace (z_0..z_N coloured by the forced answer's correctness, failed
     probes grey with a cross), τ marked ▶, the end marked by a bar and κ̂ (tokens of t_{≤τ}) written at the right;
-    strips stacked and sorted by τ — overthinking at a glance (harmful: a strip that turns green, then ends red)."""
+    strips stacked and sorted by τ — overthinking at a glance (harmful: a strip that turns green, then ends red; one
+    that ends in "no answer" is no harmful one)."""
     _single_group(prefixes, STRIP_KEYS, "plot_trace_strips")
     strips = trace_strips(prefixes)
     n_all = len(strips)
@@ -763,8 +771,10 @@ def plot_trace_strips(
     for r, row in strips.iterrows():
         kappa = row["kappa_tokens"] if unit == "tok" else row["first_correct_index"]
         text = "κ̂ = ∞" if pd.isna(row["first_correct_index"]) else f"κ̂ = {kappa:.0f} {unit}"
-        if pd.notna(row["first_correct_index"]) and row["end_state"] in ("wrong", "no answer"):
+        if pd.notna(row["first_correct_index"]) and row["end_state"] == "wrong":
             text += " · harmful"
+        elif pd.notna(row["first_correct_index"]) and row["end_state"] == "no answer":
+            text += " · no answer at the end"
         ax.text(1.01, r, text, va="center", ha="left", fontsize=7, transform=ax.get_yaxis_transform())
     varying = [k for k in ("seed", "sample_index") if k in strips and strips[k].nunique() > 1]
     ax.set_yticks(range(len(strips)), [_strip_label(row, varying) for _, row in strips.iterrows()], fontsize=7)
@@ -781,3 +791,20 @@ def plot_trace_strips(
     ax.legend(handles=handles, ncols=3, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.04), frameon=False)
     fig.tight_layout()
     return fig
+
+
+ANSWER_MARKS = {"correct": "✓", "wrong": "✗", "no answer": "∅", "failed probe": "?"}
+
+
+def answer_path(
+    prefixes: pd.DataFrame,  # the probes of ONE trajectory
+    width: int = 12,  # characters of each answer shown
+) -> str:
+    """Figure 5 as text: the forced answer after each prefix, in order: ✓ and the answer (correct), ✗ and the answer (a
+    wrong answer), ∅ (no answer) or ? (a failed probe)."""
+    t = prefixes.sort_values("prefix_index")
+    answers = t["prediction"] if "prediction" in t.columns else pd.Series("", index=t.index)
+    return " ".join(
+        ANSWER_MARKS[s] + (f"{a!s:.{width}}" if s in ("correct", "wrong") else "")
+        for s, a in zip(strip_states(t), answers)
+    )

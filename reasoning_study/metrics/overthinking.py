@@ -17,18 +17,18 @@ import pandas as pd
 # %% auto #0
 __all__ = ['TRAJECTORY_KEYS', 'CONDITION_FACTORS', 'PREFIX_REQUIRED', 'GRANULARITY', 'DEFAULT_GRANULARITY', 'PREFIX_COLUMNS',
            'PREFIX_OPTIONAL', 'TRACE_COLUMNS', 'UTTERANCE_COLUMNS', 'FAILED_PROBE_STATUSES', 'FAILED_PROBE_POLICIES',
-           'STRATEGIES', 'STATES', 'SAMPLE_FACTORS', 'SCALING_STRATEGIES', 'RECALL_COLUMNS', 'QUESTION',
-           'STRATEGY_ROWS', 'OVERTHINKING_ROWS', 'STOPPING_ROWS', 'COMPARISON_COLUMNS', 'OPTIMAL_VS_ACTUAL',
-           'SAME_TRACES', 'first_correct_index', 'last_correct_index', 'is_verbose', 'is_harmful', 'trajectory_keys',
-           'check_prefix_table', 'granularity_of', 'granularity_groups', 'main_granularity', 'failed_probe_mask',
-           'apply_failed_probes', 'failed_probe_table', 'prefix_rows', 'trajectories', 'strategy_table',
-           'overthinking_table', 'wasted_budget_table', 'length_distribution', 'transition_counts', 'transition_matrix',
-           'stability_curve', 'stopping_index', 'stopping_points', 'stopping_at_k', 'spearman', 'matthews_corrcoef',
-           'condition_labels', 'robustness', 'robustness_summary', 'cross_model_spearman', 'pass_at_k',
-           'majority_vote_at_k', 'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables',
-           'main_condition', 'in_condition', 'mean_of', 'add_strategy_intervals', 'among_solved',
-           'add_overthinking_intervals', 'add_stopping_intervals', 'compare', 'comparison_row',
-           'optimal_actual_comparison']
+           'NO_ANSWER_STATUSES', 'STRATEGIES', 'STATES', 'NO_ANSWER', 'SAMPLE_FACTORS', 'SCALING_STRATEGIES',
+           'RECALL_COLUMNS', 'QUESTION', 'PROPORTIONS', 'STRATEGY_ROWS', 'OVERTHINKING_ROWS', 'STOPPING_ROWS',
+           'COMPARISON_COLUMNS', 'OPTIMAL_VS_ACTUAL', 'SAME_TRACES', 'first_correct_index', 'last_correct_index',
+           'is_verbose', 'is_harmful', 'trajectory_keys', 'check_prefix_table', 'granularity_of', 'granularity_groups',
+           'main_granularity', 'answered_mask', 'failed_probe_mask', 'apply_failed_probes', 'failed_probe_table',
+           'prefix_rows', 'trajectories', 'strategy_table', 'overthinking_table', 'wasted_budget_table',
+           'length_distribution', 'transition_counts', 'transition_matrix', 'stability_curve', 'stopping_index',
+           'stopping_points', 'stopping_at_k', 'spearman', 'matthews_corrcoef', 'condition_labels', 'robustness',
+           'robustness_summary', 'cross_model_spearman', 'pass_at_k', 'majority_vote_at_k',
+           'optimal_vs_test_time_scaling', 'recall_trajectories', 'synthetic_tables', 'main_condition', 'in_condition',
+           'mean_of', 'add_strategy_intervals', 'among_solved', 'add_overthinking_intervals', 'add_stopping_intervals',
+           'compare', 'comparison_row', 'optimal_actual_comparison']
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4e35dd2e
 def first_correct_index(z: Sequence[bool]) -> int | None:
@@ -46,9 +46,13 @@ def is_verbose(z: Sequence[bool]) -> bool:
     return first_correct_index(z) is not None and bool(z[-1])
 
 
-def is_harmful(z: Sequence[bool]) -> bool:
-    "Harmful overthinking (Eq. 5): some prefix is correct but the full trace is wrong."
-    return first_correct_index(z) is not None and not z[-1]
+def is_harmful(
+    z: Sequence[bool],
+    predictions: Sequence | None = None,  # ŷ_0..ŷ_N (None: no answer); without them every probe answered
+) -> bool:
+    "Harmful overthinking (Eq. 5): some prefix is correct but the full trace ends on a wrong answer (not on no answer)."
+    answered = predictions is None or predictions[-1] is not None
+    return first_correct_index(z) is not None and not z[-1] and answered
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #4a9cd8d7
 TRAJECTORY_KEYS = ("model", "benchmark", "item_id", "seed", "template", "extractor", "sample_index", "granularity")
@@ -222,6 +226,18 @@ UTTERANCE_COLUMNS = (
 # %% ../../nbs/61_metrics.overthinking.ipynb #4180c465
 FAILED_PROBE_STATUSES = ("error", "extractor_error")  # probe statuses that are no answer at all
 FAILED_PROBE_POLICIES = ("exclude", "cut")
+NO_ANSWER_STATUSES = ("no_answer", "truncated")  # probe statuses of a probe that ran and gave no answer
+
+
+def answered_mask(prefixes: pd.DataFrame) -> pd.Series:
+    """Which probes gave an answer: a non-blank `prediction` (where the table has one) and a `probe_status` that is
+    neither a failure nor a no answer (where it has one); a table with neither column is all answers."""
+    answered = pd.Series(True, index=prefixes.index)
+    if "prediction" in prefixes.columns:
+        answered &= prefixes["prediction"].map(lambda p: isinstance(p, str) and p.strip() != "").astype(bool)
+    if "probe_status" in prefixes.columns:
+        answered &= ~prefixes["probe_status"].isin(NO_ANSWER_STATUSES + FAILED_PROBE_STATUSES)
+    return answered.astype(bool)
 
 
 def failed_probe_mask(prefixes: pd.DataFrame) -> pd.Series:
@@ -351,6 +367,7 @@ def trajectories(
     out["no_cot_correct"] = t[t.prefix_index == 0].set_index("_id")["correct"]
     at_end = t[t.prefix_index == t.n_utterances].set_index("_id")
     out["actual_correct"] = at_end["correct"]
+    out["actual_answered"] = answered_mask(at_end)  # z_N = 0 may be a wrong answer or no answer at all
     # ŷ_N: the answer Actual Length votes with
     if "prediction" in t.columns:
         out["actual_prediction"] = at_end["prediction"]
@@ -362,7 +379,8 @@ def trajectories(
     out["last_correct_index"] = before_end.groupby("_id")["prefix_index"].max().astype(float)
     out["solved"] = out["first_correct_index"].notna()
     out["verbose"] = out["solved"] & out["actual_correct"]
-    out["harmful"] = out["solved"] & ~out["actual_correct"]
+    out["harmful"] = out["solved"] & ~out["actual_correct"] & out["actual_answered"]  # ended on a wrong *answer*
+    out["ended_unanswered"] = out["solved"] & ~out["actual_answered"]  # solved, then no answer after the full trace
     out["optimal_length"] = out["first_correct_index"].fillna(out["n_utterances"].astype(float))
     out["wasted_budget"] = out["n_utterances"] - out["first_correct_index"]
     if has_tokens:
@@ -456,12 +474,15 @@ def overthinking_table(
             "n_solved": g["solved"].sum(),
             "n_verbose": g["verbose"].sum(),
             "n_harmful": g["harmful"].sum(),
+            # solved, then no answer at the end (absent from tables made before the column existed: 0)
+            "n_ended_unanswered": g["ended_unanswered"].sum() if "ended_unanswered" in trajectories else 0,
         }
     )
     out["harmful_rate"] = out["n_harmful"] / out["n_items"]
     solved = out["n_solved"].where(out["n_solved"] > 0)
     out["verbose_share"] = out["n_verbose"] / solved
     out["harmful_share"] = out["n_harmful"] / solved
+    out["ended_unanswered_share"] = out["n_ended_unanswered"] / solved
     out = out.reset_index()
     return out if by else out.drop(columns="index")
 
@@ -501,7 +522,13 @@ def length_distribution(
     return pd.concat(parts, ignore_index=True).assign(unit=unit)
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #23bb3489
-STATES = ("correct", "wrong")
+STATES = ("correct", "wrong")  # the paper's two states
+NO_ANSWER = "no answer"  # the third, where a probe gave no answer (never counted as a wrong one)
+
+
+def _states(t: pd.DataFrame) -> np.ndarray:
+    "Each probe's state: correct, wrong (a wrong answer) or no answer."
+    return np.select([t["correct"].to_numpy(bool), ~answered_mask(t).to_numpy()], ["correct", NO_ANSWER], "wrong")
 
 
 def transition_counts(
@@ -511,13 +538,12 @@ def transition_counts(
 ) -> pd.DataFrame:
     "Long table of pooled z_i -> z_{i+1} transition counts (and row shares), per group."
     t = _checked(prefixes, failed_probes=failed_probes)
-    nxt = t.groupby("_id")["correct"].shift(-1)
-    pairs = t[nxt.notna()].assign(
-        from_state=np.where(t["correct"], "correct", "wrong")[nxt.notna()],
-        to_state=np.where(nxt[nxt.notna()].astype(bool), "correct", "wrong"),
-    )
+    state = pd.Series(_states(t), index=t.index)
+    nxt = state.groupby(t["_id"]).shift(-1)
+    pairs = t[nxt.notna()].assign(from_state=state[nxt.notna()], to_state=nxt[nxt.notna()])
     by = granularity_groups(t, by)
-    grid = pd.MultiIndex.from_product([STATES, STATES], names=["from_state", "to_state"])
+    states = STATES + ((NO_ANSWER,) if (state == NO_ANSWER).any() else ())  # no answer: a row only where one is
+    grid = pd.MultiIndex.from_product([states, states], names=["from_state", "to_state"])
     frames = []
     for key, part in pairs.groupby(by, sort=True, dropna=False) if by else [((), pairs)]:
         counts = (
@@ -533,12 +559,13 @@ def transition_counts(
 
 
 def transition_matrix(prefixes: pd.DataFrame, failed_probes: str = "exclude") -> pd.DataFrame:
-    """The pooled 2x2 count matrix: rows z_i (correct/wrong), columns z_{i+1} (of the main granularity, see
-    `main_granularity`)."""
+    """The pooled count matrix: rows prefix i (correct/wrong, and "no answer" where a probe gave none: 3x3), columns
+    prefix i+1 (of the main granularity, see `main_granularity`)."""
     # one 2x2 matrix: never pooled over granularities
     prefixes = prefixes[granularity_of(prefixes) == main_granularity(prefixes)]
     counts = transition_counts(prefixes, failed_probes=failed_probes)
-    m = counts.pivot(index="from_state", columns="to_state", values="count").loc[list(STATES), list(STATES)]
+    order = [s for s in STATES + (NO_ANSWER,) if s in set(counts["from_state"])]
+    m = counts.pivot(index="from_state", columns="to_state", values="count").loc[order, order]
     m.index.name, m.columns.name = "prefix i", "prefix i+1"
     return m
 
@@ -623,8 +650,10 @@ def _stop_at(t: pd.DataFrame, k: float) -> pd.DataFrame:
     out["stop_correct"] = at["correct"]
     if "prefix_tokens" in at.columns:
         out["stop_tokens"] = at["prefix_tokens"]
+    out["stop_answered"] = answered_mask(at)
     out["solved_by_stop"] = upto.groupby("_id")["correct"].any()
-    out["harmful"] = out["solved_by_stop"] & ~out["stop_correct"]
+    # h_K: solved by s, then a wrong answer at s (no answer at s is not a wrong one)
+    out["harmful"] = out["solved_by_stop"] & ~out["stop_correct"] & out["stop_answered"]
     return out.reset_index(drop=True)
 
 
@@ -1194,9 +1223,13 @@ from reasoning_study.metrics.intervals import (
 QUESTION = ("benchmark", "item_id")  # the unit the study samples: every sample, probe and prefix of a question
 
 
-def mean_of(column: str):
-    "A builder for `add_intervals`: the mean of `column` over a group's rows (NaN rows skipped, like pandas)."
-    return lambda rows: weighted_mean(rows[column].to_numpy(dtype=float))
+def mean_of(column: str, proportion: float | None = None):
+    """A builder for `add_intervals`: the mean of `column` over a group's rows (NaN rows skipped, like pandas); a
+    `proportion` (1: a share of 0/1 rows) gets Wilson's interval where every question agrees (`weighted_mean`)."""
+    return lambda rows: weighted_mean(rows[column].to_numpy(dtype=float), proportion=proportion)
+
+
+PROPORTIONS = ("accuracy", "harmful_rate")  # the tables' metrics that are shares of 0/1 rows
 
 
 def _zero(rows: pd.DataFrame):
@@ -1251,7 +1284,7 @@ def add_strategy_intervals(
         source = _own_answer_rows(traces, by, trajectories) if name == "Actual (own answer)" else trajectories
         columns = STRATEGY_ROWS.get(str(name), {})
         metrics = {
-            m: mean_of(c) if c else _zero
+            m: mean_of(c, 1 if m in PROPORTIONS else None) if c else _zero
             for m, c in columns.items()
             if m in part and source is not None and (c is None or c in source)
         }
@@ -1269,11 +1302,13 @@ def add_strategy_intervals(
 # %% ../../nbs/61_metrics.overthinking.ipynb #0a07367d
 def among_solved(column: str):
     "A builder: the share of `column` among a group's solved trajectories."
-    return lambda rows: weighted_mean(rows[column].to_numpy(dtype=float), rows["solved"].to_numpy(dtype=bool))
+    return lambda rows: weighted_mean(
+        rows[column].to_numpy(dtype=float), rows["solved"].to_numpy(dtype=bool), proportion=1
+    )
 
 
 OVERTHINKING_ROWS = {
-    "harmful_rate": mean_of("harmful"),
+    "harmful_rate": mean_of("harmful", proportion=1),
     "verbose_share": among_solved("verbose"),
     "harmful_share": among_solved("harmful"),
 }  # Fig. 3's metric -> its builder
@@ -1310,7 +1345,9 @@ def add_stopping_intervals(
     by, t = _keys_before(table, "k"), _with_unchanged_runs(prefixes, failed_probes)
     rows = pd.concat([_stop_at(t, k) for k in dict.fromkeys(table["k"])], ignore_index=True)
     rows = rows.assign(stop_correct=rows["stop_correct"].astype(float), harmful=rows["harmful"].astype(float))
-    metrics = {m: mean_of(c) for m, c in STOPPING_ROWS.items() if m in table and c in rows}
+    metrics = {
+        m: mean_of(c, 1 if m in PROPORTIONS else None) for m, c in STOPPING_ROWS.items() if m in table and c in rows
+    }
     return add_intervals(table, rows, [*by, "k"], QUESTION, metrics, resamples, seed=seed)
 
 # %% ../../nbs/61_metrics.overthinking.ipynb #27bc6201

@@ -14,10 +14,11 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .intervals import RESAMPLES, SEED, add_intervals, derived, seed_for, unit_labels, weighted_mean
+from .intervals import RESAMPLES, SEED, add_intervals, derived, seed_for, unit_labels
 from reasoning_study.metrics.overthinking import (
     COMPARISON_COLUMNS,
     QUESTION,
+    answered_mask,
     check_prefix_table,
     compare,
     comparison_row,
@@ -320,6 +321,7 @@ def policy_stops(
     rows = []
     for key, g in t.groupby(keys, sort=False, dropna=False):
         traj, z = trajectory_of(g), g["correct"].astype(bool).to_numpy()
+        answered = answered_mask(g).to_numpy()
         for p in policies:
             s = stop_index(p, traj)
             rows.append(
@@ -329,6 +331,7 @@ def policy_stops(
                     "setting": p.label,
                     "stop_index": s,
                     "stop_correct": bool(z[s]),
+                    "stop_answered": bool(answered[s]),  # an answer at the stop: a wrong one there is harmful
                     "stop_tokens": traj.tokens[s],
                     "solved_by_stop": bool(z[: s + 1].any()),
                 }
@@ -372,12 +375,19 @@ def policy_rows(
                 stop_index=traj[idx],
                 stop_tokens=traj[tok],
                 stop_correct=traj[ok],
+                # the model's own end: answered or not; the oracle stops at a correct answer
+                stop_answered=traj["actual_answered"] if name == "Actual" else True,
                 solved_by_stop=traj["solved"] if name == "Actual" else traj[ok],
                 actual_harmful=traj["harmful"],
             )
         )
     allrows = pd.concat([*reference, stops], ignore_index=True)
-    allrows["harmful_at_stop"] = allrows["solved_by_stop"].astype(bool) & ~allrows["stop_correct"].astype(bool)
+    # harmful at the stop: solved by then, and a wrong answer there (no answer at the stop is not a wrong answer)
+    allrows["harmful_at_stop"] = (
+        allrows["solved_by_stop"].astype(bool)
+        & ~allrows["stop_correct"].astype(bool)
+        & allrows["stop_answered"].astype(bool)
+    )
     allrows["rescued"] = allrows["actual_harmful"].astype(bool) & allrows["stop_correct"].astype(bool)
     for c in ("stop_correct", "harmful_at_stop", "actual_correct", "solved"):
         allrows[c] = allrows[c].astype(float)
@@ -452,7 +462,7 @@ def policy_statistics() -> dict:
     "Builders (`add_intervals`) of a policy table's headline numbers from a group's `policy_rows`."
     out = {m: mean_of(c) for m, c in POLICY_ROWS.items()}
     # accuracy is a proportion: where every question agrees (0 or all correct) its interval is Wilson's
-    out["accuracy"] = lambda r: weighted_mean(r[POLICY_ROWS["accuracy"]].to_numpy(dtype=float), proportion=1)
+    out["accuracy"] = mean_of(POLICY_ROWS["accuracy"], proportion=1)
     out["gap_recovered"] = lambda r: derived(
         _gap, *(mean_of(c)(r) for c in ("stop_correct", "actual_correct", "solved"))
     )

@@ -27,7 +27,7 @@ __all__ = ['MAX_RULE_ANSWER_CHARS', 'MATH_TIMEOUT_S', 'MAX_MATH_CHARS', 'EXTRACT
            'LLM_EXTRACTION_MODES', 'clean_answer', 'last_boxed', 'rule_answer', 'extract_by_rules', 'safe_parse',
            'safe_verify', 'normalize_text', 'is_textual', 'serve_comparisons', 'MathHelper', 'math_equal',
            'without_unit', 'rounded_equal', 'free_form_correct', 'predicted_letter', 'verify', 'extractor_question',
-           'extractor_request', 'parse_extractor_reply', 'Extraction', 'extract_answers']
+           'extractor_request', 'states_no_answer', 'parse_extractor_reply', 'Extraction', 'extract_answers']
 
 # %% ../../nbs/51_probing.answers.ipynb #c6bd929d
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"), ("`", "`"), ('"', '"'))
@@ -352,16 +352,64 @@ def extractor_request(
     )
 
 
+# a placeholder an extractor writes for "no answer", the whole reply: NONE (the prompt's word), N/A, null, a dash...
+_NO_ANSWER_WORD = re.compile(
+    r"none|n/?a|null|nil|nothing|no\s+(?:final\s+)?answer|unanswered|none\s+of\s+the\s+(?:options|choices|answers|above)"
+    r"|not\s+(?:stated|given|provided|available|applicable|found|clear|specified|mentioned|present|reached)\b.*"
+    r"|-+|—|–|\?+|…|\.\.\.",
+    re.I,
+)
+# a sentence saying that the text gives no answer: a negation, then (within the sentence) what is missing
+_NEGATION = (
+    r"(?:\bno\b|\bnone\b|\bnot\b|n't\b|\bnever\b|\bnor\b|\bneither\b|\bwithout\b|\bcannot\b|\bunable\b|\bfails?\s+to\b)"
+)
+_MISSING = r"(?:answer|commit|conclu|option|choice|choos|chose|select|determin|decid|extract)"
+_NO_ANSWER_SENTENCE = re.compile(rf"{_NEGATION}[^.;:]{{0,60}}?\b{_MISSING}", re.I)
+# ... unless the sentence names an answer after all ("No, the answer is 5")
+_NAMES_ANSWER = re.compile(
+    r"\b(?:answer|option|choice)\s*(?:is|:)\s*"
+    r"(?!(?:not|n't|none|no|given|provided|stated|chosen|selected|clear|unclear|missing|found|reached|present|made)\b)"
+    r"[\w$\\(]",
+    re.I,
+)
+
+
+def states_no_answer(
+    answer: str | None,  # an extractor's answer line (after "Answer:" and wrappers are removed)
+    item: QAItem | None = None,  # with its options, an option's own text ("None of the above") stays an answer
+) -> bool:
+    """Whether an extractor's answer line says that the text commits to no answer: empty, a placeholder (`NONE`, N/A,
+    null, a dash, "none of the options"), or a sentence that denies an answer ("The model output does not commit to
+    any answer", "No final answer is given"). A bare "no", "0" or "n" is an answer; so is an option's own text."""
+    text = clean_answer(answer)
+    if text is None:
+        return True
+    text = text.strip("'\"`*[]()<> ").strip()
+    if not text:
+        return True
+    if item is not None and item.options and any(normalize_text(o) == normalize_text(text) for o in item.options):
+        return False
+    if _NO_ANSWER_WORD.fullmatch(re.sub(r"[.!]+$", "", text).strip()):
+        return True
+    return bool(_NO_ANSWER_SENTENCE.search(text)) and not _NAMES_ANSWER.search(text)
+
+
 def parse_extractor_reply(reply: str | None, item: QAItem) -> str | None:
-    "The answer in an extractor reply; None for NONE, an empty reply, or a letter outside a multiple-choice item."
+    """The answer in an extractor reply; None when the reply states no answer (`states_no_answer`), is empty, is only an
+    unfinished think block, or names a letter outside a multiple-choice item."""
     if not reply:
         return None
-    text = reply.rpartition("</think>")[2] if "</think>" in reply else reply
+    if "</think>" in reply:
+        text = reply.rpartition("</think>")[2]
+    elif "<think>" in reply:
+        return None  # the extractor was still thinking when its tokens ran out: nothing was read
+    else:
+        text = reply
     boxed, _ = last_boxed(text)
     line = boxed if boxed is not None else _first_line(text)
-    line = re.sub(r"^(?:the\s+)?(?:final\s+)?answer(?:\s+is\s*[:：]?|\s*[:：])\s*", "", line.strip(), flags=re.I)
-    answer = clean_answer(line)
-    if answer is None or answer.strip("'\"` ").upper() == "NONE":
+    lead = r"^[\s*#_]*(?:the\s+)?(?:final\s+)?answer\**(?:\s+is\s*[:：]?|\s*[:：])\**\s*"  # "**Answer:** ", "The answer is "
+    answer = clean_answer(re.sub(lead, "", line.strip(), flags=re.I))
+    if answer is None or states_no_answer(answer, item):
         return None
     if item.format == "mc" and len(answer) == 1 and answer.upper() not in item.letters:
         return None  # no such option

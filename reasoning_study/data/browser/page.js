@@ -131,14 +131,19 @@
       t.thinking ? el("details", {}, el("summary", {}, "thinking (" + t.thinking.length + " characters)"), el("pre", {}, t.thinking)) : null,
       marked(t.reply, t.spans, t.candidates), candidates(t.candidates));
   }
+  // a strip cell: 1 correct, 0 a wrong answer, -1 no answer (the probe ran and gave none: not correct, not wrong), null failed
+  const NO_ANSWER = -1, NO_ANSWER_COLOR = "#f6c8b4";
+  function noAnswerCell() { const c = el("span", {class: "cell none"}); c.style.background = NO_ANSWER_COLOR; return c; }
   function strip(s, label) {
     const width = Math.max(2, Math.min(12, Math.floor(640 / Math.max(1, s.cells.length))));
     const box = el("span", {class: "strip"});
     s.cells.forEach((c, i) => {
-      const cls = ["cell", c === 1 ? "ok" : c === 0 ? "no" : "failed"];
+      const cls = ["cell", c === 1 ? "ok" : c === 0 ? "no" : c === NO_ANSWER ? "none" : "failed"];
       if (i === s.tau) cls.push("tau");
       if (i === s.cells.length - 1) cls.push("end");
-      const cell = el("span", {class: cls.join(" "), title: "prefix " + i + ": " + (c === 1 ? "correct" : c === 0 ? "wrong" : "probe failed")}, c === null && width >= 8 ? "×" : null);
+      const said = c === 1 ? "correct" : c === 0 ? "wrong answer" : c === NO_ANSWER ? "no answer" : "probe failed";
+      const cell = el("span", {class: cls.join(" "), title: "prefix " + i + ": " + said}, c === null && width >= 8 ? "×" : c === NO_ANSWER && width >= 8 ? "∅" : null);
+      if (c === NO_ANSWER) cell.style.background = NO_ANSWER_COLOR;
       cell.style.width = width + "px"; box.appendChild(cell);
     });
     return el("span", {}, box, label === false ? null : el("span", {class: "striplabel"},
@@ -149,15 +154,15 @@
     if (!traces.length) return box.replaceChildren();
     const sorted = traces.slice().sort((a, b) => (a.strip.tau === null) - (b.strip.tau === null) || (a.strip.tau - b.strip.tau) || a.strip.n - b.strip.n).slice(0, 500);
     box.replaceChildren(el("h2", {}, "Trace strips (" + traces.length + (traces.length > 500 ? ", the first 500" : "") + ", sorted by τ)"),
-      el("div", {class: "legend"}, el("span", {}, el("span", {class: "cell ok"}), " correct"), el("span", {}, el("span", {class: "cell no"}), " wrong"),
-        el("span", {}, el("span", {class: "cell failed"}), " probe failed"), el("span", {}, "τ: first correct prefix, κ̂ = b_τ; the bar: the end (N)")),
+      el("div", {class: "legend"}, el("span", {}, el("span", {class: "cell ok"}), " correct"), el("span", {}, el("span", {class: "cell no"}), " wrong answer"),
+        el("span", {}, noAnswerCell(), " no answer"), el("span", {}, el("span", {class: "cell failed"}), " probe failed"), el("span", {}, "τ: first correct prefix, κ̂ = b_τ; the bar: the end (N)")),
       ...sorted.map(r => { const a = el("a", {href: "#"}, r.title + " · " + r.facets.condition);
         a.addEventListener("click", e => { e.preventDefault(); state.q = r.id; state.page = 1; update(); });
         return el("div", {class: "row"}, a, strip(r.strip)); }));
   }
   function prefixTable(r) {
     return el("table", {class: "scores prefixes"}, el("tr", {}, ["prefix", "tokens", r.granularity === "utterance" ? "its last utterance" : null, "forced answer", "prediction", "correct", "status"].filter(Boolean).map(h => el("th", {}, h))),
-      r.prefixes.map(p => el("tr", {class: (p.correct === true ? "p-ok" : p.correct === false ? "p-no" : "p-failed") + (p.i === r.strip.tau ? " tau-row" : "")},
+      r.prefixes.map((p, k) => el("tr", {class: (p.correct === true ? "p-ok" : r.strip.cells[k] === NO_ANSWER ? "p-none" : p.correct === false ? "p-no" : "p-failed") + (p.i === r.strip.tau ? " tau-row" : "")},
         el("td", {}, String(p.i)), el("td", {}, fmt(p.tokens)), r.granularity === "utterance" ? el("td", {}, p.i === 0 ? "(no reasoning)" : fmt(p.utterance)) : null,
         el("td", {}, fmt(p.forced)), el("td", {}, fmt(p.prediction)), el("td", {}, fmt(p.correct)), el("td", {}, fmt(p.status)))));
   }

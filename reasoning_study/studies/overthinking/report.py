@@ -5,14 +5,16 @@
 # %% ../../../nbs/studies/overthinking/30_report.ipynb #8b591502
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import pandas as pd
 
 from ...figures.core import plot_table, table_markdown
 from reasoning_study.figures.overthinking import (
+    answer_path,
     best_strategy_mask,
     plot_cross_model,
     plot_format_breakdown,
@@ -64,14 +66,16 @@ from reasoning_study.metrics.stopping import (
     policy_table,
     solution_set_table,
 )
+from ...probing.answers import states_no_answer
 from ...probing.judge import taxonomy_table
 from ...prompts.overthinking import TERMINATION_TEMPLATES
 
 # %% auto #0
-__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'COUNTED', 'raw_file', 'later_copies', 'without_copies', 'repeated_traces', 'with_note',
-           'policies_markdown', 'comparison_text', 'comparison_markdown', 'template_note', 'harmful_examples',
-           'section', 'strategies_section', 'stopping_section', 'dynamics_section', 'strips_section',
-           'conditions_section', 'taxonomy_section', 'copy_recall_figures', 'counted_rows']
+__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'OPTION_LIKE', 'COUNTED', 'raw_file', 'later_copies', 'without_copies', 'repeated_traces',
+           'with_note', 'policies_markdown', 'comparison_text', 'comparison_markdown', 'template_note',
+           'restate_no_answers', 'harmful_examples', 'section', 'strategies_section', 'stopping_section',
+           'dynamics_section', 'strips_section', 'conditions_section', 'taxonomy_section', 'copy_recall_figures',
+           'counted_rows']
 
 # %% ../../../nbs/studies/overthinking/30_report.ipynb #f5151821
 RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
@@ -149,10 +153,52 @@ def template_note(templates: Sequence[str]) -> str:
         "with: compare with its numbers knowing this."
     )
 
+# %% ../../../nbs/studies/overthinking/30_report.ipynb #4dd932be
+# multiple-choice predictions that may be an option's own text (the stored tables do not hold the options)
+OPTION_LIKE = re.compile(
+    r"(?:\(?[A-Z][.:)]\s*)?(?:none of the (?:above|these|options|choices)|cannot be determined|not enough information)",
+    re.I,
+)
+
+
+def _no_answer_rows(predictions: pd.Series, correct: pd.Series, formats: pd.Series | None) -> pd.Series:
+    "Which stored predictions state no answer (never one scored correct, nor an option-like multiple-choice text)."
+    text = predictions.where(predictions.map(lambda p: isinstance(p, str)))
+    unique = text.dropna().unique()
+    said = text.map(dict(zip(unique, [states_no_answer(p) for p in unique]))).eq(True)  # NaN (no text): False
+    said &= ~correct.fillna(False).astype(bool)
+    if formats is not None:
+        said &= ~((formats == "mc") & text.fillna("").map(lambda p: OPTION_LIKE.fullmatch(p.strip()) is not None))
+    return said
+
+
+def restate_no_answers(raw: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    "The raw tables with every stored prediction that states no answer read as no answer (see above)."
+    out = dict(raw)
+    p = raw.get("prefixes")
+    if p is not None and "prediction" in p.columns and len(p):
+        said = _no_answer_rows(p["prediction"], p["correct"], p.get("format"))
+        if said.any():
+            p = p.copy()
+            p.loc[said, "prediction"] = None
+            if "probe_status" in p.columns:
+                p.loc[said, "probe_status"] = "no_answer"
+            if "extraction_method" in p.columns:
+                p.loc[said, "extraction_method"] = "none"
+            out["prefixes"] = p
+    t = raw.get("traces")
+    if t is not None and "final_prediction" in t.columns and len(t):
+        said = _no_answer_rows(t["final_prediction"], t["final_correct"], t.get("format"))
+        if said.any():
+            t = t.copy()
+            t.loc[said, "final_prediction"] = None
+            out["traces"] = t
+    return out
+
 # %% ../../../nbs/studies/overthinking/30_report.ipynb #055170a9
 def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3) -> str:
-    """Figure 5 as text: harmful trajectories with the forced answer after each prefix (✓ correct, ✗ wrong, ? failed
-    probe)."""
+    """Figure 5 as text: harmful trajectories with the forced answer after each prefix (`answer_path`: ✓ correct, ✗
+    wrong, ∅ no answer, ? failed probe)."""
     lines = []
     for r in traj[traj["harmful"]].head(limit).itertuples():
         t = prefixes[
@@ -166,9 +212,7 @@ def harmful_examples(traj: pd.DataFrame, prefixes: pd.DataFrame, limit: int = 3)
         # one path per granularity
         if "granularity" in traj.columns:
             t = t[granularity_of(t) == granularity_of(traj.loc[[r.Index]]).iloc[0]]
-        t = t.sort_values("prefix_index")
-        path = " ".join(f"{'?' if pd.isna(c) else '✓' if c else '✗'}{p!s:.12}" for p, c in zip(t.prediction, t.correct))
-        lines.append(f"- {r.model} / {r.item_id}: {path}")
+        lines.append(f"- {r.model} / {r.item_id}: {answer_path(t)}")
     if not lines:
         raise ValueError("no harmful trajectory")
     return "\n".join(lines)
@@ -184,7 +228,8 @@ def section(
 ):
     "Every overthinking figure and table the pooled runs support."
     draw = Drawer(out, "overthinking", made, own_folder)
-    prefixes = read_tables(folders, raw_file("prefixes"))
+    # runs stored before the parser read an extractor's "no answer" (`restate_no_answers`, above)
+    prefixes = restate_no_answers({"prefixes": read_tables(folders, raw_file("prefixes"))})["prefixes"]
     if prefixes.empty:
         draw.skip("fig1_strategy_accuracy", "no prefixes.parquet in the overthinking runs")
         return
@@ -195,6 +240,7 @@ def section(
         name: without_copies(read_tables(folders, raw_file(name)), copies)
         for name in ("traces", "musobench_prefixes", "utterances", "judgements")
     }
+    tables["traces"] = restate_no_answers({"traces": tables["traces"]})["traces"]
     prefixes, traces = without_copies(prefixes, copies).drop(columns="run"), tables["traces"]
     all_traj = trajectories(prefixes, failed_probes=failed_probes)
     by_condition = ["model", "benchmark", "template", "extractor"]

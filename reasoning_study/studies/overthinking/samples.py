@@ -10,25 +10,32 @@ from pathlib import Path
 
 import pandas as pd
 
+from ...metrics.overthinking import answered_mask, failed_probe_mask
 from .report import raw_file
 from .run import GENERATIONS, load_items
-from .score import RESULT_FILES, run_config
+from .score import RESULT_FILES, restate_no_answers, run_config
 from ..registry import SampleKind
 from ..samples import plain, sample_record, user_prompt
 
 # %% auto #0
-__all__ = ['TRACE', 'TRAJECTORY', 'SAMPLE_KINDS', 'trace_strip', 'overthinking_samples', 'samples']
+__all__ = ['TRACE', 'TRAJECTORY', 'NO_ANSWER_CELL', 'SAMPLE_KINDS', 'trace_strip', 'overthinking_samples', 'samples']
 
 # %% ../../../nbs/studies/overthinking/50_samples.ipynb #4142bcd1
 TRACE = ["model", "benchmark", "item_id", "seed", "sample_index"]  # one generated trace
 TRAJECTORY = TRACE + ["template", "extractor", "granularity"]  # one probed trajectory of it
 
 
+NO_ANSWER_CELL = -1  # a strip cell whose probe ran and gave no answer
+
+
 def trace_strip(prefixes: pd.DataFrame) -> dict:
-    """The trace strip of one trajectory: per prefix 1 (correct), 0 (wrong) or None (the probe failed); τ, the first
-    correct index (None: never correct), κ̂ = b_τ in tokens, and N."""
+    """The trace strip of one trajectory: per prefix 1 (correct), 0 (a wrong answer), -1 (`NO_ANSWER_CELL`: no answer)
+    or None (the probe failed); τ, the first correct index (None: never correct), κ̂ = b_τ in tokens, and N."""
     p = prefixes.sort_values("prefix_index")
-    cells = [None if pd.isna(c) else int(bool(c)) for c in p["correct"]]
+    failed, answered = failed_probe_mask(p).tolist(), answered_mask(p).tolist()
+    cells = [
+        None if f else 1 if bool(c) else 0 if a else NO_ANSWER_CELL for c, f, a in zip(p["correct"], failed, answered)
+    ]
     tau = next((i for i, c in enumerate(cells) if c == 1), None)
     tokens = [int(t) for t in p["prefix_tokens"]] if "prefix_tokens" in p else []
     return dict(cells=cells, tau=tau, kappa=tokens[tau] if tau is not None and tokens else None, n=len(cells) - 1)
@@ -66,7 +73,7 @@ def overthinking_samples(folder: str | Path) -> list[dict]:
     folder = Path(folder)
     if not (folder / raw_file("prefixes")).is_file():
         return []
-    prefixes = pd.read_parquet(folder / raw_file("prefixes"))
+    prefixes = restate_no_answers({"prefixes": pd.read_parquet(folder / raw_file("prefixes"))})["prefixes"]
     if "granularity" not in prefixes:
         prefixes["granularity"] = "utterance"
     utterances = (
@@ -128,8 +135,12 @@ def _overthinking_sample(
         if final == 0
         else "verbose"
         if final == 1
+        else "solved, no answer at the end"
+        if final == NO_ANSWER_CELL
         else "solved, end failed"
     ]
+    if final == NO_ANSWER_CELL and strip["tau"] is None:
+        tags.append("no answer at the end")
     if None in strip["cells"]:
         tags.append("failed probe")
     if not kept:
@@ -148,7 +159,8 @@ def _overthinking_sample(
             level="",
         ),
         status=trace_status,
-        outcome="unscored" if final is None else "correct" if final else "incorrect",
+        # no answer at the end is not correct (the sample contract has no fourth outcome; the tag says which)
+        outcome="unscored" if final is None else "correct" if final == 1 else "incorrect",
         tags=tags,
         title=f"{k['item_id']}, sample {k['sample_index']}",
         question=question,

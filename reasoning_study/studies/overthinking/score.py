@@ -53,7 +53,9 @@ from .config import OverthinkingConfig
 from reasoning_study.studies.overthinking.report import (
     RAW_TABLES,
     comparison_markdown,
+    policies_markdown,
     raw_file,
+    restate_no_answers,
     section,
     template_note,
     with_note,
@@ -67,6 +69,7 @@ __all__ = ['RESULT_FILES', 'FAILED_COUNTS', 'score', 'stopping_results', 'write_
 # %% ../../../nbs/studies/overthinking/40_score.ipynb #8fc3f779
 def score(raw: Mapping[str, pd.DataFrame], config: OverthinkingConfig) -> dict[str, pd.DataFrame]:
     "The study's result tables from its raw tables."
+    raw = restate_no_answers(raw)  # an extractor's "no answer" stored as a prediction by older runs
     prefixes, traces, policy = raw["prefixes"], raw["traces"], config.failed_probes
     all_traj = trajectories(prefixes, failed_probes=policy)
     main = config.main_condition
@@ -206,14 +209,8 @@ def summary_markdown(results, config: OverthinkingConfig, stats: dict, table1, b
             results["failed_probes"].to_markdown(index=False),
         ),
     ]
-    if "stopping_policies" in results:
-        metrics = ["accuracy", "tokens", "gap_recovered"]
-        shown = results["stopping_policies"][
-            ["policy", "setting", *metrics, *[f"{m}_{end}" for m in metrics for end in ("lo", "hi")]]
-        ]
-        sections.insert(
-            3, ("Stopping policies (95 % intervals)", interval_text(shown, digits=3).to_markdown(index=False))
-        )
+    if "stopping_policies" in results:  # as the report shows it: settings in words, each number with its interval
+        sections.insert(3, ("Stopping policies (95 % intervals)", policies_markdown(results["stopping_policies"])))
     for name, title in (
         ("strategies_by_granularity", "Strategies per granularity"),
         ("stopping_at_k_by_granularity", "Stopping@K per granularity"),
