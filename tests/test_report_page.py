@@ -10,6 +10,7 @@ must stay on `file://` (or `data:`). `make test` installs Debian's `chromium` wh
 the browser tests skip, saying so (the checks of the figures and of re-scoring need no browser).
 """
 
+import html
 import json
 import re
 import shutil
@@ -45,16 +46,15 @@ window.addEventListener("load", () => {
 """
 
 
-def browse(page: Path, tmp: Path) -> dict:
-    "Load a copy of the page with the checking script in headless Chromium; the script's findings."
-    probe = tmp / f"checked-{page.name}"
-    probe.write_text(page.read_text().replace("</body>", f"<script>{CHECK}</script></body>"))
+def checked_dom(probe: Path, pre_id: str, what: str, *flags: str):
+    "Load `probe` in headless Chromium (with `flags`); the JSON its script left in `<pre id=pre_id>`."
     done = subprocess.run(
         [
             CHROMIUM,
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            *flags,
             "--virtual-time-budget=20000",
             "--dump-dom",
             probe.as_uri(),
@@ -63,11 +63,16 @@ def browse(page: Path, tmp: Path) -> dict:
         text=True,
         timeout=180,
     )
-    found = re.search(r'<pre id="page-check">(.*?)</pre>', done.stdout, re.S)
-    assert found, f"Chromium did not run the page check (exit {done.returncode}): {done.stderr[-2000:]}"
-    import html
-
+    found = re.search(rf'<pre id="{pre_id}">(.*?)</pre>', done.stdout, re.S)
+    assert found, f"Chromium did not run {what} (exit {done.returncode}): {done.stderr[-2000:]}"
     return json.loads(html.unescape(found.group(1)))
+
+
+def browse(page: Path, tmp: Path) -> dict:
+    "Load a copy of the page with the checking script in headless Chromium; the script's findings."
+    probe = tmp / f"checked-{page.name}"
+    probe.write_text(page.read_text().replace("</body>", f"<script>{CHECK}</script></body>"))
+    return checked_dom(probe, "page-check", "the page check")
 
 
 # --- no network: the page and the browsers are read offline, from file:// --------------------------------------------
@@ -113,29 +118,10 @@ def requests_leaving_file(page: Path, tmp: Path) -> list[str]:
     base = f'<base href="{page.parent.as_uri()}/"><script>performance.setResourceTimingBufferSize(100000)</script>'
     text = re.sub(r"<head[^>]*>", lambda m: m.group(0) + base, page.read_text(), count=1)
     probe.write_text(text.replace("</body>", f"<script>{RESOURCES}</script></body>"))
-    done = subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            *NO_NETWORK,
-            f"--log-net-log={net_log}",
-            "--virtual-time-budget=20000",
-            "--dump-dom",
-            probe.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
+    found = checked_dom(
+        probe, "net-check", f"the network check on {page.name}", *NO_NETWORK, f"--log-net-log={net_log}"
     )
-    found = re.search(r'<pre id="net-check">(.*?)</pre>', done.stdout, re.S)
-    assert found, (
-        f"Chromium did not run the network check on {page.name} (exit {done.returncode}): {done.stderr[-2000:]}"
-    )
-    import html
-
-    seen = set(json.loads(html.unescape(found.group(1)))) | page_requests(net_log)
+    seen = set(found) | page_requests(net_log)
     return sorted(u for u in seen if not u.startswith(("file:", "data:")))
 
 

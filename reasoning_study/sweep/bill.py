@@ -188,6 +188,15 @@ def _pair(expected, bound, unit: str = "") -> str:
     return "—" if _amount(bound) == "—" else f"{_amount(expected, unit)} / {_amount(bound, unit)}"
 
 
+def _figures(r) -> str:
+    "A bill row's five figures (expected / bound) as Markdown cells: requests, prompt and completion tokens, USD, GPU-hours."
+    return (
+        f"{_pair(r.requests_expected, r.requests)} | {_pair(r.prompt_tokens_expected, r.prompt_tokens_max)} | "
+        f"{_pair(r.completion_tokens_expected, r.completion_tokens_max)} | {_pair(r.usd_expected, r.usd_max, '$')} | "
+        f"{_pair(r.gpu_hours, r.gpu_hours_max)} |"
+    )
+
+
 def bill_markdown(bill: pd.DataFrame) -> str:
     "A `sweep_bill` table as Markdown: one line per cell and role (expected / bound), the total, and the sources."
     lines = [
@@ -199,10 +208,7 @@ def bill_markdown(bill: pd.DataFrame) -> str:
             lines.append(f"| {r.cell} | — | — | — | — | — | — | — | — |")
             continue
         lines.append(
-            f"| {'**total**' if r.cell == 'total' else r.cell} | {r.role} | {r.preset} | {r.engine} | "
-            f"{_pair(r.requests_expected, r.requests)} | {_pair(r.prompt_tokens_expected, r.prompt_tokens_max)} | "
-            f"{_pair(r.completion_tokens_expected, r.completion_tokens_max)} | "
-            f"{_pair(r.usd_expected, r.usd_max, '$')} | {_pair(r.gpu_hours, r.gpu_hours_max)} |"
+            f"| {'**total**' if r.cell == 'total' else r.cell} | {r.role} | {r.preset} | {r.engine} | {_figures(r)}"
         )
     notes = [
         "Each figure: expected / bound. The bound fills every budget and asks every turn; the expected figure takes "
@@ -230,10 +236,5 @@ def bill_by_experiment(bill: pd.DataFrame) -> str:
         "|---|---|---|---|---|---|",
     ]
     for name, r in sums.iterrows():
-        lines.append(
-            f"| {name} | {_pair(r.requests_expected, r.requests)} | "
-            f"{_pair(r.prompt_tokens_expected, r.prompt_tokens_max)} | "
-            f"{_pair(r.completion_tokens_expected, r.completion_tokens_max)} | {_pair(r.usd_expected, r.usd_max, '$')} | "
-            f"{_pair(r.gpu_hours, r.gpu_hours_max)} |"
-        )
+        lines.append(f"| {name} | {_figures(r)}")
     return "\n".join(lines)

@@ -71,11 +71,11 @@ from ...probing.judge import taxonomy_table
 from ...prompts.overthinking import TERMINATION_TEMPLATES
 
 # %% auto #0
-__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'OPTION_LIKE', 'COUNTED', 'raw_file', 'later_copies', 'without_copies', 'repeated_traces',
-           'with_note', 'policies_markdown', 'comparison_text', 'comparison_markdown', 'template_note',
-           'restate_no_answers', 'harmful_examples', 'section', 'strategies_section', 'stopping_section',
-           'dynamics_section', 'strips_section', 'conditions_section', 'taxonomy_section', 'copy_recall_figures',
-           'counted_rows']
+__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'OPTION_LIKE', 'RESTATED', 'COUNTED', 'raw_file', 'later_copies', 'without_copies',
+           'repeated_traces', 'with_note', 'policies_markdown', 'comparison_text', 'comparison_markdown',
+           'template_note', 'restate_no_answers', 'harmful_examples', 'section', 'strategies_section',
+           'stopping_section', 'dynamics_section', 'strips_section', 'conditions_section', 'taxonomy_section',
+           'copy_recall_figures', 'counted_rows']
 
 # %% ../../../nbs/studies/overthinking/30_report.ipynb #f5151821
 RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
@@ -172,27 +172,28 @@ def _no_answer_rows(predictions: pd.Series, correct: pd.Series, formats: pd.Seri
     return said
 
 
+# raw table -> its prediction and correctness columns, and what a restated row's other columns become
+RESTATED = {
+    "prefixes": ("prediction", "correct", {"probe_status": "no_answer", "extraction_method": "none"}),
+    "traces": ("final_prediction", "final_correct", {}),
+}
+
+
 def restate_no_answers(raw: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     "The raw tables with every stored prediction that states no answer read as no answer (see above)."
     out = dict(raw)
-    p = raw.get("prefixes")
-    if p is not None and "prediction" in p.columns and len(p):
-        said = _no_answer_rows(p["prediction"], p["correct"], p.get("format"))
-        if said.any():
-            p = p.copy()
-            p.loc[said, "prediction"] = None
-            if "probe_status" in p.columns:
-                p.loc[said, "probe_status"] = "no_answer"
-            if "extraction_method" in p.columns:
-                p.loc[said, "extraction_method"] = "none"
-            out["prefixes"] = p
-    t = raw.get("traces")
-    if t is not None and "final_prediction" in t.columns and len(t):
-        said = _no_answer_rows(t["final_prediction"], t["final_correct"], t.get("format"))
+    for name, (prediction, correct, marks) in RESTATED.items():
+        t = raw.get(name)
+        if t is None or prediction not in t.columns or not len(t):
+            continue
+        said = _no_answer_rows(t[prediction], t[correct], t.get("format"))
         if said.any():
             t = t.copy()
-            t.loc[said, "final_prediction"] = None
-            out["traces"] = t
+            t.loc[said, prediction] = None
+            for column, value in marks.items():
+                if column in t.columns:
+                    t.loc[said, column] = value
+            out[name] = t
     return out
 
 # %% ../../../nbs/studies/overthinking/30_report.ipynb #055170a9
