@@ -110,18 +110,23 @@ def zero_width(lo: float, hi: float) -> bool:
     return bool(abs(hi - lo) <= 1e-9 * max(1.0, abs(lo), abs(hi)))
 
 
+def _fixed(x: float, digits: int) -> str:
+    "`x` with `digits` decimals and no negative zero (`-0.0` rounds to '0.0', not '-0.0')."
+    return f"{round(float(x), digits) + 0.0:.{digits}f}"
+
+
 def format_interval(value: float, lo: float, hi: float, digits: int = 1) -> str:
     """'41.1 [38.2, 44.0]'; a number without an interval (under two units) as '41.1 [n/a]'; a zero-width interval
     as '0.4 [all units equal]', never as certainty; NaN as ''. Bounds that would round alike get more digits."""
     if pd.isna(value):
         return ""
     if pd.isna(lo) or pd.isna(hi):
-        return f"{value:.{digits}f} {NO_INTERVAL}"
+        return f"{_fixed(value, digits)} {NO_INTERVAL}"
     if zero_width(lo, hi):
-        return f"{value:.{digits}f} {ALL_EQUAL}"
-    while f"{lo:.{digits}f}" == f"{hi:.{digits}f}" and digits < 12:
-        digits += 1  # a narrow interval keeps a visible width
-    return f"{value:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+        return f"{_fixed(value, digits)} {ALL_EQUAL}"
+    while float(_fixed(lo, digits)) >= float(_fixed(hi, digits)) and digits < 12:
+        digits += 1  # a narrow interval keeps a visible width, as printed (rounding can meet or cross the bounds)
+    return f"{_fixed(value, digits)} [{_fixed(lo, digits)}, {_fixed(hi, digits)}]"
 
 
 @dataclass(frozen=True)
