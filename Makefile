@@ -22,7 +22,7 @@ PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || tr
 # a phase's first line: its name and start time, which .ci/run turns into the table of phase times
 phase = @echo "== phase $(1) started $$(date +%s) =="
 
-.PHONY: lint format browser install install-core study bench test test-fast export check-export nbdev-test pytest pytest-fast clean-venv lab install-vllm \
+.PHONY: lint format browser fuzz install install-core study bench test test-fast export check-export nbdev-test pytest pytest-fast clean-venv lab install-vllm \
 	test-vllm gpu-check rehearse
 
 install: $(STAMP)
@@ -80,7 +80,14 @@ PYTEST_WORKERS ?= 2
 PYTEST := OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -n $(PYTEST_WORKERS) --dist loadgroup -ra
 pytest: install browser
 	$(call phase,pytest)
-	$(PYTEST) --durations=25
+	HYPOTHESIS_PROFILE=ci $(PYTEST) --durations=25
+
+# the property tests with fresh random seeds, FUZZ_RUNS times (CI runs them derandomized: tests/conftest.py)
+FUZZ_RUNS ?= 5
+fuzz: install
+	@tests=$$(grep -l "^from hypothesis" tests/test_*.py); \
+	for i in $$(seq $(FUZZ_RUNS)); do seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); echo "== fuzz run $$i: --hypothesis-seed=$$seed"; \
+	  $(PYTEST) -m "not slow" -q $$tests --hypothesis-seed=$$seed || exit 1; done
 
 # the unit, property and in-process tests: everything but the tests marked slow (papermill runs, sweeps, servers, fresh venvs)
 pytest-fast: install

@@ -28,6 +28,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported anywhe
 
 import pytest
 import yaml
+from hypothesis import settings as hypothesis_settings
+
+# Property tests: `make pytest` (CI) loads the "ci" profile, derandomized, so a CI run tries the same examples every
+# time and a red CI is never a new random draw; `make fuzz` explores fresh seeds on this machine, and what it finds
+# becomes an example in the code's notebook (e.g. `format_interval(0.0, -0.0, 0.5, 0)`).
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 ROOT = Path(__file__).resolve().parents[1]
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
