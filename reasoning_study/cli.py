@@ -73,6 +73,7 @@ def compile_report(
         kernel_name="python3",
         parameters=dict(sweep_dir=str(sweep_dir), out_dir=str(out)),
         progress_bar=progress,
+        kernel_manager_class=run_kernel_manager(),  # no kernel noise on stderr (`run_kernel_manager`, below)
     )
     redact_file(executed)  # the report echoes the runs' parameters and errors: the same redaction rule as every run
     body = render_page(executed, title=f"Report of sweep {sweep_dir.name}")

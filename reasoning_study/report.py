@@ -16,9 +16,10 @@ import pandas as pd
 
 from .browser import write_sweep_browsers
 from .figures.core import figure_note
-from .figures.sections import condition_counts, count_note, slug, small_data_note
+from .figures.sections import DRAWN_SUFFIX, Drawn, condition_counts, count_note, slug, small_data_note
 from .provenance import RUN_RECORD
 from reasoning_study.studies.registry import (
+    BEYOND,
     STUDIES,
     card_markdown,
     paper_figures,
@@ -29,9 +30,10 @@ from reasoning_study.studies.registry import (
 from .sweep.index import finished_runs
 
 # %% auto #0
-__all__ = ['STATUS_ORDER', 'BROWSER_KEY', 'OFFLINE_PAGE', 'PROTOCOL_COLUMNS', 'figure_inventory', 'anchor', 'summary_markdown',
-           'toc_markdown', 'caption', 'browser_markdown', 'Block', 'item_counts', 'page_blocks', 'page_notebook',
-           'render_page', 'protocol_table', 'protocol_markdown', 'section_counts', 'sweep_report']
+__all__ = ['STATUS_ORDER', 'BROWSER_KEY', 'NOTEBOOK_ONLY', 'OFFLINE_PAGE', 'PROTOCOL_COLUMNS', 'figure_inventory', 'drawn_count',
+           'anchor', 'summary_markdown', 'toc_markdown', 'drawn_facts', 'drawn_cells', 'caption', 'browser_markdown',
+           'also_caption', 'Block', 'item_counts', 'page_blocks', 'page_notebook', 'render_page', 'protocol_table',
+           'protocol_markdown', 'section_counts', 'sweep_report']
 
 # %% ../nbs/94_report.ipynb #6cc65c0e
 def figure_inventory(
@@ -67,6 +69,18 @@ def figure_inventory(
         )
     return pd.DataFrame(rows)
 
+# %% ../nbs/94_report.ipynb #8547e654
+def drawn_count(inventory: pd.DataFrame) -> str:
+    "The one sentence that counts what a report drew: the papers' items drawn of all of them, and the ones beyond."
+    papers = inventory[inventory.paper != BEYOND]
+    drawn = papers[papers.status == "drawn"]
+    distinct = len({tuple(sorted(files)) for files in drawn["files"]})
+    beyond = int((inventory[inventory.paper == BEYOND].status == "drawn").sum())
+    text = f"{len(drawn)} of the papers' {len(papers)} figures and tables drawn"
+    if distinct != len(drawn):
+        text += f" ({distinct} distinct drawings: some catalogue rows share one)"
+    return text + f", and {beyond} beyond the papers"
+
 # %% ../nbs/94_report.ipynb #2c65a8be
 STATUS_ORDER = ["drawn", "not drawn", "not in sweep", "no data"]
 
@@ -83,7 +97,6 @@ def summary_markdown(
     protocol: pd.DataFrame | None = None,  # `protocol_table` of the runs
 ) -> str:
     "The one-screen summary: runs, models, what was drawn and what was not, and why."
-    counts = inventory.status.value_counts()
     models = sorted(
         {
             m
@@ -109,11 +122,9 @@ def summary_markdown(
         )
     if failed:
         lines.append(f"**Not finished:** {', '.join(failed)} (see the sweep summary below).")
-    lines.append(
-        "**The papers' figures and tables:** "
-        + ", ".join(f"{int(counts.get(s, 0))} {s}" for s in STATUS_ORDER if counts.get(s, 0))
-        + "."
-    )
+    papers = inventory[inventory.paper != BEYOND].status.value_counts()
+    rest = ", ".join(f"{int(papers.get(s, 0))} {s}" for s in STATUS_ORDER[1:] if papers.get(s, 0))
+    lines.append(f"**The papers' figures and tables:** {drawn_count(inventory)}" + (f" ({rest})." if rest else "."))
     missing = inventory[inventory.status.isin(["not drawn", "not in sweep"])]
     if len(missing):
         reasons = missing.groupby("status").item.count()
@@ -151,14 +162,35 @@ def toc_markdown(
     return "\n".join(lines)
 
 
+def drawn_facts(files: Iterable) -> Drawn | None:
+    """What an item drew, from the `<name>.drawn.json` beside its files (`figures.sections.Drawn`): the runs and counts of
+    its figures together; None when none was saved with them."""
+    found = [Drawn.read(s) for f in files if (s := Path(f).with_suffix(DRAWN_SUFFIX)).is_file()]
+    found = [d for d in found if d is not None]
+    if not found:
+        return None
+    counts = pd.concat([d.counts for d in found], ignore_index=True)
+    return Drawn(tuple(sorted({r for d in found for r in d.runs})), counts, found[0].unit)
+
+
+def drawn_cells(runs: pd.DataFrame, drawn: Drawn) -> list[str]:
+    "The sweep cells of the run folders a figure drew from (a folder's name where the sweep does not list it)."
+    named = dict(zip(runs["folder"].map(lambda f: Path(f).name), runs["cell"])) if len(runs) else {}
+    return sorted(named.get(r, r) for r in drawn.runs)
+
+
 def caption(
     row,
     runs: pd.DataFrame,
     counts: pd.DataFrame,
     unit: str = "instances",  # what `counts` counts (Table 4: NoveltyBench prompts)
+    drawn: Drawn | None = None,  # what the figure itself drew: its runs and counts replace the study's
 ) -> str:
-    "What a figure shows, from which runs, and how many instances (or other units) stand behind each condition."
+    """What a figure shows, from which runs, and how many instances (or other units) stand behind each condition: those
+    the figure drew where it says (`drawn`), else every run of its study."""
     cells = sorted(runs.loc[runs.notebook == row.experiment, "cell"]) if len(runs) else []
+    if drawn is not None:
+        cells, counts, unit = drawn_cells(runs, drawn), drawn.counts, drawn.unit
     listed = ", ".join(f"`{c}`" for c in cells)
     text = f"*{row.paper} {row.item}: {row.shows}.* From {len(cells)} run{'s' * (len(cells) != 1)}: {listed}."
     if not counts.empty:
@@ -191,6 +223,26 @@ def browser_markdown(made: dict) -> str:
         "marked valid, violation or unreadable, overthinking traces with their prefix probes and trace strips.\n\n"
         + "\n".join(links)
     )
+
+
+def also_caption(key: str, inventory: pd.DataFrame, runs: pd.DataFrame, drawn: Drawn | None = None) -> str:
+    """The caption of a figure outside the papers' numbering: the paper item whose table it draws (`<key>_figure`), or
+    its name; with its runs and counts where it says what it drew."""
+    section, name = key.split("/", 1)
+    twin = inventory[
+        (inventory.status == "drawn")
+        & inventory.detail.str.split(", ").map(lambda k: f"{section}/{name.removesuffix('_figure')}" in k)
+    ]
+    if name.endswith("_figure") and len(twin):
+        text = f"*{twin.paper.iloc[0]} {twin['item'].iloc[0]} as a figure: the numbers of the table above.*"
+    else:
+        text = f"*{name.replace('_', ' ').capitalize()} ({section}): beyond the papers' numbering.*"
+    if drawn is not None:
+        cells = drawn_cells(runs, drawn)
+        text += f" From {len(cells)} run{'s' * (len(cells) != 1)}: {', '.join(f'`{c}`' for c in cells)}."
+        if not drawn.counts.empty:
+            text += f" {count_note(drawn.counts, drawn.unit)}."
+    return text
 
 
 @dataclass(frozen=True)
@@ -227,7 +279,7 @@ def page_blocks(
                 shown.add(p)
             if not pngs:
                 blocks += [Block("markdown", Path(p).read_text()) for p in tables]
-            blocks.append(Block("markdown", caption(r, runs, *item_counts(r, runs, counts))))
+            blocks.append(Block("markdown", caption(r, runs, *item_counts(r, runs, counts), drawn_facts(r.files))))
         rest = rows[rows.status != "drawn"]
         if len(rest):
             blocks.append(
@@ -238,22 +290,30 @@ def page_blocks(
                 )
             )
     blocks.append(
-        Block("markdown", f'## <a id="{anchor("also drawn")}"></a>Also drawn\n\nFigures beyond the papers, per run.')
+        Block(
+            "markdown",
+            f'## <a id="{anchor("also drawn")}"></a>Also drawn\n\nFigures outside the papers\' numbering: a table of '
+            "theirs drawn as a figure, or a view of the same runs from another side.",
+        )
     )
     for key, files in sorted(made.items()):
         for p in [str(f) for f in files if str(f).endswith(".png")] if not isinstance(files, str) else []:
             if p not in shown:
-                blocks += [Block("markdown", f"**{key}**"), Block("image", p)]
+                blocks += [Block("image", p), Block("markdown", also_caption(key, inventory, runs, drawn_facts([p])))]
                 shown.add(p)
     return blocks
 
 # %% ../nbs/94_report.ipynb #56458c02
+NOTEBOOK_ONLY = "notebook-only"  # a cell's tag: for the notebook's user (how to run it), not on the reader's page
+
+
 def page_notebook(executed: str | Path):
-    """The executed notebook without what a reader should not see: stderr streams and error outputs; returns (notebook,
-    outputs removed)."""
+    """The executed notebook without what a reader should not see: cells tagged `NOTEBOOK_ONLY`, stderr streams and
+    error outputs; returns (notebook, outputs removed)."""
     import nbformat
 
     nb = nbformat.read(str(executed), as_version=4)
+    nb.cells = [c for c in nb.cells if NOTEBOOK_ONLY not in c.get("metadata", {}).get("tags", [])]
     removed = 0
     for cell in nb.cells:
         keep = [
@@ -276,6 +336,12 @@ OFFLINE_PAGE = """{%- extends 'index.html.j2' -%}
 {% block jupyter_widgets %}{% endblock jupyter_widgets %}
 {% block html_head_js_mathjax %}{% endblock html_head_js_mathjax %}
 {% block html_head_js_mermaidjs %}{% endblock html_head_js_mermaidjs %}
+{% block extra_css %}<style>
+/* a table wider than the page scrolls inside its own box; the page never scrolls sideways */
+.jp-RenderedHTMLCommon table { display: block; max-width: 100%; overflow-x: auto; }
+.jp-RenderedImage img { max-width: 100%; height: auto; }
+.jp-Notebook { max-width: 1400px; margin: 0 auto; }
+</style>{% endblock extra_css %}
 """
 
 
@@ -366,7 +432,12 @@ def sweep_report(
     protocol.to_csv(out / "protocol.csv", index=False)
     (out / "protocol.md").write_text("# The protocol as run\n\n" + protocol_markdown(runs, protocol) + "\n")
     inventory = figure_inventory(made, set(runs["notebook"]))
-    lines = [f"# Figures and tables of sweep {Path(sweep_dir).name}", "", f"{len(runs)} finished runs.", ""]
+    lines = [
+        f"# Figures and tables of sweep {Path(sweep_dir).name}",
+        "",
+        f"{len(runs)} finished runs: {drawn_count(inventory)}.",
+        "",
+    ]
     for paper, rows in inventory.groupby("paper", sort=False):
         lines += (
             [f"## {paper}", ""]

@@ -28,10 +28,10 @@ SLICE = {
     for name in ("n_items", "max_tokens", "probe_max_tokens", "judge_max_tokens")
 }
 
-ALWAYS_DRAWN = {"fig1_strategy_accuracy", "table1_results_figure", "table2_stopping_figure", "fig9_transition_matrix"}
+ALWAYS_DRAWN = {"fig1_strategy_accuracy", "table3_results_figure", "table2_stopping_figure", "fig9_transition_matrix"}
 NEED_MORE_DATA = {
-    "fig2_lengths_utterances",
-    "fig3_format_breakdown",
+    "fig12_lengths_utterances",
+    "fig13_format_breakdown",
     "fig4_stability_curve",
     "fig10_token_statistics",
     "fig11_wasted_budget",

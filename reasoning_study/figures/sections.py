@@ -5,7 +5,10 @@
 # %% ../../nbs/66_figures.sections.ipynb #47efe347
 from __future__ import annotations
 
+import json
+import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -15,7 +18,149 @@ import pandas as pd
 from .core import save_figure
 
 # %% auto #0
-__all__ = ['SMALL_N', 'slug', 'Drawer', 'read_tables', 'condition_counts', 'count_note', 'small_data_note']
+__all__ = ['DRAWN_SUFFIX', 'BLANK', 'SMALL_N', 'axes_has_data', 'figure_panels', 'empty_panels_reason', 'empty_table', 'Drawn',
+           'drew', 'save_drawn', 'slug', 'Drawer', 'read_tables', 'condition_counts', 'count_note', 'small_data_note']
+
+# %% ../../nbs/66_figures.sections.ipynb #a87a70ba
+DRAWN_SUFFIX = ".drawn.json"  # beside figures/<name>.png or tables/<name>.md: what it drew (`Drawn`) and its panels
+BLANK = ("", "—", "-", "nan", "NaN", "None")  # a cell that shows no value
+
+
+def _finite(values) -> bool:
+    "Whether `values` hold at least one finite number (masked entries are not)."
+    import numpy as np
+
+    values = np.ma.masked_invalid(np.ma.asarray(values, dtype=float))
+    return bool(values.count())
+
+
+def _in_data(artist, ax) -> bool:
+    "Whether `artist` is placed in `ax`'s data coordinates (not a reference line or band in axes coordinates)."
+    return artist.get_transform().contains_branch(ax.transData)
+
+
+def axes_has_data(ax) -> bool:
+    "Whether one axes shows a value: a line, bar, marker collection, image or table of it with a finite number."
+    if any(_in_data(line, ax) and _finite(line.get_xydata()) for line in ax.lines):
+        return True
+    bars = [p for p in ax.patches if hasattr(p, "get_height") and _in_data(p, ax)]
+    if any(math.isfinite(p.get_height()) and math.isfinite(p.get_width()) for p in bars):  # a missing bar: nan
+        return True
+    for coll in ax.collections:
+        offsets, array = coll.get_offsets(), coll.get_array()
+        if (array is not None and _finite(array)) or (len(offsets) and _finite(offsets) and _in_data(coll, ax)):
+            return True
+        if any(len(path.vertices) and _finite(path.vertices) for path in coll.get_paths()) and _in_data(coll, ax):
+            return True
+    if any(_finite(image.get_array()) for image in ax.images):
+        return True
+    return any(
+        any(cell.get_text().get_text().strip() not in BLANK for cell in t.get_celld().values()) for t in ax.tables
+    )
+
+
+def figure_panels(fig) -> list[dict]:
+    """The panels of a drawn figure, in reading order: {"title", "empty"} each; axes at the same position (a twin
+    axis) are one panel; an axes switched off with nothing in it (a spacer, a legend's own axes) is no panel."""
+    panels: dict[tuple, dict] = {}
+    for ax in fig.axes:
+        if not ax.get_visible() or getattr(ax, "_colorbar", None) is not None:
+            continue
+        data = axes_has_data(ax)
+        if not ax.axison and not data and not ax.get_title():
+            continue
+        where = tuple(round(v, 3) for v in ax.get_position().bounds)
+        title = ax.get_title() or ax.get_ylabel() or ax.get_xlabel() or f"panel {len(panels) + 1}"
+        panel = panels.setdefault(where, dict(title=title, empty=True))
+        panel["empty"] = panel["empty"] and not data
+    return list(panels.values())
+
+
+def empty_panels_reason(panels: list[dict]) -> str | None:
+    "Why a figure with empty panels is not drawn (None when every panel has data)."
+    empty = [p["title"] for p in panels if p["empty"]]
+    if not panels:
+        return "the figure has no panel"
+    if not empty:
+        return None
+    shown = ", ".join(f"'{t}'" for t in empty[:3]) + (f" and {len(empty) - 3} more" if len(empty) > 3 else "")
+    return f"{len(empty)} of its {len(panels)} panels {'has' if len(empty) == 1 else 'have'} no data ({shown})"
+
+
+def empty_table(table: pd.DataFrame) -> str | None:
+    "Why a table is not drawn: no rows, or no value beside its labels (its index, or its first column); else None."
+    if not len(table) or not len(table.columns):
+        return "the table has no rows"
+    values = table if not isinstance(table.index, pd.RangeIndex) or len(table.columns) == 1 else table.iloc[:, 1:]
+    shown = values.astype(object).where(values.notna(), "").astype(str).apply(lambda c: c.str.strip())
+    if shown.isin(BLANK).all().all():
+        names = [" ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in values.columns[:4]]
+        rows = f"{len(table)} row{'s' * (len(table) != 1)}"
+        return f"every value of the table is blank ({rows}; columns {', '.join(names)})"
+    return None
+
+
+@dataclass(frozen=True)
+class Drawn:
+    "What a figure or table drew, for its caption: the runs its rows came from, the units behind each condition."
+
+    runs: tuple[str, ...]
+    counts: pd.DataFrame  # one row per condition: its columns and n
+    unit: str = "instances"
+
+    @classmethod
+    def of(
+        cls,
+        rows: pd.DataFrame,  # the rows the figure drew
+        by: Sequence[str],  # its conditions (the columns present are used)
+        units: Sequence[str],  # what one unit is (with the run: a unit of one run is not another run's)
+        unit: str = "instances",
+        run_column: str = "run",
+    ) -> "Drawn":
+        by = [c for c in by if c in rows]
+        ids = [c for c in [run_column, *units] if c in rows]
+        counts = (
+            rows.drop_duplicates([*by, *ids]).groupby(by, dropna=False).size().rename("n").reset_index()
+            if by
+            else pd.DataFrame({"n": [len(rows.drop_duplicates(ids))]})
+        )
+        runs = tuple(sorted(map(str, rows[run_column].dropna().unique()))) if run_column in rows else ()
+        return cls(runs, counts, unit)
+
+    def write(self, path: str | Path, panels: list[dict] | None = None):
+        record = dict(runs=list(self.runs), counts=self.counts.to_dict("records"), unit=self.unit)
+        Path(path).write_text(json.dumps(dict(panels=panels or [], **record), default=str, indent=1))
+
+    @classmethod
+    def read(cls, path: str | Path) -> "Drawn | None":
+        "The `Drawn` written at `path` (None when the figure was saved without one)."
+        record = json.loads(Path(path).read_text())
+        if "counts" not in record:
+            return None
+        return cls(tuple(record["runs"]), pd.DataFrame(record["counts"]), record["unit"])
+
+
+def drew(fig, rows: pd.DataFrame, by: Sequence[str], units: Sequence[str], unit: str = "instances"):
+    "Mark a figure with what it drew (`Drawn.of`), for `save_drawn` to write beside it; returns the figure."
+    fig.drawn = Drawn.of(rows, by, units, unit)
+    return fig
+
+
+def save_drawn(fig, stem: str | Path) -> list[Path] | str:
+    """Save a figure (`figures.core.save_figure`) with `<stem>.drawn.json` (its panels, and what it drew when marked
+    with `drew`) when every panel has data; else the reason it is not drawn. The figure is closed either way."""
+    fig.canvas.draw()  # the layout (and any lazily drawn artist) as it will be saved
+    panels = figure_panels(fig)
+    if reason := empty_panels_reason(panels):
+        plt.close(fig)
+        return reason
+    paths, sidecar = save_figure(fig, stem), Path(stem).with_suffix(DRAWN_SUFFIX)
+    if (drawn := getattr(fig, "drawn", None)) is not None:
+        drawn.write(sidecar, panels)
+    else:
+        sidecar.write_text(json.dumps(dict(panels=panels), indent=1))
+    plt.close(fig)
+    return paths
 
 # %% ../../nbs/66_figures.sections.ipynb #a8e07c49
 def slug(text) -> str:
@@ -47,17 +192,25 @@ class Drawer:
         except ValueError as e:
             self.made[self.key(name)] = f"{reason}: {e}"
             return
-        self.made[self.key(name)] = save_figure(fig, self.folder / "figures" / name)
-        plt.close(fig)
+        saved = save_drawn(fig, self.folder / "figures" / name)  # a figure with an empty panel is not drawn
+        self.made[self.key(name)] = saved if isinstance(saved, list) else f"{reason}: {saved}"
 
-    def table(self, name: str, table: pd.DataFrame, markdown: str | None = None) -> list[Path]:
-        "Save a table as CSV and Markdown (the Markdown given, or the table's)."
+    def table(
+        self, name: str, table: pd.DataFrame, markdown: str | None = None, drawn: Drawn | None = None
+    ) -> list[Path]:
+        """Save a table as CSV and Markdown (the Markdown given, or the table's); a table without one value (every cell
+        beside its labels blank) is not drawn, with its reason."""
+        if reason := empty_table(table):
+            self.skip(name, reason)
+            return []
         folder = self.folder / "tables"
         folder.mkdir(parents=True, exist_ok=True)
         index = not isinstance(table.index, pd.RangeIndex)
         csv, md = folder / f"{name}.csv", folder / f"{name}.md"
         table.to_csv(csv, index=index)
         md.write_text((markdown or table.to_markdown(index=index)) + "\n")
+        if drawn is not None:
+            drawn.write(md.with_suffix(DRAWN_SUFFIX))
         self.made[self.key(name)] = [csv, md]
         return [csv, md]
 

@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 from ...config import ConfigError, check_config, param
 from ...figures import musobench as figs
-from ...figures.core import save_figure
-from ...figures.sections import slug
+from ...figures.sections import drew, save_drawn, slug
 from ...metrics import musobench as metrics
 from ...metrics.intervals import RESAMPLES, SEED, few_units_note, interval_note, interval_text
 from ...metrics.intervals import comparison_text as interval_comparison_text
@@ -31,9 +29,9 @@ from reasoning_study.metrics.noveltybench import (
 from ...runs import resolve_path
 
 # %% auto #0
-__all__ = ['REPORT_BY', 'SC_CONDITIONS', 'HEADER_SEP', 'COUNT_NAME', 'UNSCORED_NOTES', 'NOVELTY_BY', 'SMALL_NOVELTY',
-           'NOVELTY_TABLE', 'main_temperature', 'main_rows', 'status_table', 'uncertainty_tables', 'with_bounds',
-           'comparison_text', 'study_tables', 'flat_header', 'is_count', 'readable_table', 'markdown_of',
+__all__ = ['REPORT_BY', 'SC_CONDITIONS', 'HEADER_SEP', 'COUNT_NAME', 'UNSCORED_NOTES', 'COUNTED_BY', 'NOVELTY_BY',
+           'SMALL_NOVELTY', 'NOVELTY_TABLE', 'main_temperature', 'main_rows', 'status_table', 'uncertainty_tables',
+           'with_bounds', 'comparison_text', 'study_tables', 'flat_header', 'is_count', 'readable_table', 'markdown_of',
            'table_markdown', 'study_figures', 'write_study_report', 'novelty_table', 'novelty_note',
            'novelty_uncertainty', 'novelty_markdown', 'write_novelty_report', 'MuSoBenchFiguresConfig', 'keep_models']
 
@@ -290,6 +288,12 @@ def _factors(main: pd.DataFrame, swept: pd.DataFrame, task: str) -> dict | str:
     )
 
 
+COUNTED_BY = (
+    ["model", "paradigm", "condition", "task"],
+    ["question_id", "temperature"],
+)  # a figure's count: as COUNTED
+
+
 def study_figures(
     results: pd.DataFrame,
     # unscored model replies: scored as empty answers (the paper's N), or "exclude"
@@ -309,33 +313,48 @@ def study_figures(
         rows = base[base["task"] == task]
         calibrated = _calibrated(rows)
         if len(calibrated):  # one panel per model
-            out[f"recall_confidence_{task}"] = figs.plot_recall_confidence(rows, task=task)
+            out[f"recall_confidence_{task}"] = drew(
+                figs.plot_recall_confidence(rows, task=task), calibrated, *COUNTED_BY
+            )
             by = ["model", "paradigm", "task"]
             summary = metrics.with_intervals(metrics.summary_table(rows, by), rows, by)  # recall bars: error bars
-            out[f"calibration_{task}"] = figs.plot_calibration(metrics.reliability_bins(rows, by), summary, task=task)
+            out[f"calibration_{task}"] = drew(
+                figs.plot_calibration(metrics.reliability_bins(rows, by), summary, task=task), rows, *COUNTED_BY
+            )
         else:
             out[f"recall_confidence_{task}"] = out[f"calibration_{task}"] = "no scored base answer with a confidence"
         pairs = metrics.movement_pairs(rows) if len(calibrated) else pd.DataFrame()
         out[f"movement_{task}"] = (
-            figs.plot_movement(pairs, task=task)
+            drew(figs.plot_movement(pairs, task=task), calibrated, *COUNTED_BY)
             if len(pairs)
             else "needs scored base answers with a confidence in both paradigms of one model"
         )
         for model in models:  # one figure per model: colours are the paradigms
             factors = _factors(main[main["model"] == model], results[results["model"] == model], task)
+            of_model = main[(main["model"] == model) & (main["task"] == task)]
             out[named("factors", model, task)] = (
-                figs.plot_factors(**factors, task=task) if isinstance(factors, dict) else factors
+                drew(figs.plot_factors(**factors, task=task), of_model, *COUNTED_BY)
+                if isinstance(factors, dict)
+                else factors
             )
             found = _mitigation_panels(main[main["model"] == model], task)
             out[named("mitigations", model, task)] = (
-                figs.plot_mitigations(**found["panels"], task=task) if found["panels"] else "; ".join(found["reasons"])
+                drew(figs.plot_mitigations(**found["panels"], task=task), of_model, *COUNTED_BY)
+                if found["panels"]
+                else "; ".join(found["reasons"])
             )
     for model in models:
         explored = main[
             (main["model"] == model) & (main["paradigm"] == "short") & main["condition"].isin(["base", "exploration"])
         ]
         out[named("exploration_calibration", model)] = (
-            figs.plot_exploration_calibration(metrics.reliability_bins(explored, by=["paradigm", "condition", "task"]))
+            drew(
+                figs.plot_exploration_calibration(
+                    metrics.reliability_bins(explored, by=["paradigm", "condition", "task"])
+                ),
+                explored,
+                *COUNTED_BY,
+            )
             if set(_calibrated(explored)["condition"]) == {"base", "exploration"}
             else "needs scored Short-CoT answers with a confidence, with and without the exploration cue"
         )
@@ -373,8 +392,12 @@ def write_study_report(
             report[name] = f"skipped: {figure}"
             lines.append(f"- `{name}`: not drawn: {figure}")
             continue
-        report[name] = save_figure(figure, folder / "figures" / name)
-        plt.close(figure)
+        saved = save_drawn(figure, folder / "figures" / name)  # not drawn when a panel is empty
+        if isinstance(saved, str):
+            report[name] = f"skipped: {saved}"
+            lines.append(f"- `{name}`: not drawn: {saved}")
+            continue
+        report[name] = saved
         lines.append(f"- `{name}`: " + ", ".join(p.name for p in report[name]))
     (folder / "figures").mkdir(parents=True, exist_ok=True)
     (folder / "figures.md").write_text("\n".join(lines) + "\n")

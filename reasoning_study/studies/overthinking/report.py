@@ -69,13 +69,14 @@ from reasoning_study.metrics.stopping import (
 from ...probing.answers import states_no_answer
 from ...probing.judge import taxonomy_table
 from ...prompts.overthinking import TERMINATION_TEMPLATES
+from ...tasks.qa import has_images
 
 # %% auto #0
-__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'OPTION_LIKE', 'RESTATED', 'COUNTED', 'raw_file', 'later_copies', 'without_copies',
-           'repeated_traces', 'with_note', 'policies_markdown', 'comparison_text', 'comparison_markdown',
-           'template_note', 'restate_no_answers', 'harmful_examples', 'section', 'strategies_section',
-           'stopping_section', 'dynamics_section', 'strips_section', 'conditions_section', 'taxonomy_section',
-           'copy_recall_figures', 'counted_rows']
+__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'OPTION_LIKE', 'RESTATED', 'PAPER_PARTS', 'COUNTED', 'raw_file', 'later_copies',
+           'without_copies', 'repeated_traces', 'with_note', 'policies_markdown', 'comparison_text',
+           'comparison_markdown', 'template_note', 'restate_no_answers', 'harmful_examples', 'section',
+           'benchmark_kind', 'strategies_section', 'stopping_section', 'dynamics_section', 'strips_section',
+           'conditions_section', 'taxonomy_section', 'copy_recall_figures', 'counted_rows']
 
 # %% ../../../nbs/studies/overthinking/30_report.ipynb #f5151821
 RAW_TABLES = ("utterances", "prefixes", "traces", "judgements", "musobench_prefixes")  # a run folder's raw tables
@@ -258,31 +259,58 @@ def section(
     copy_recall_figures(draw, folders, made)
 
 
+# The paper draws its results twice, from two kinds of benchmark: Table 1 and Figures 2 and 3 from the multimodal ones,
+# Table 3 and Figures 12 and 13 from the language-only ones. Each is drawn from the runs' benchmarks of its kind only;
+# with none of that kind, it is not drawn, and the reason names the benchmarks the runs had.
+PAPER_PARTS = {  # kind of benchmark -> (its results table, its lengths figure, its answer-format figure)
+    "multimodal": ("table1_results", "fig2_lengths_utterances", "fig3_format_breakdown"),
+    "language-only": ("table3_results", "fig12_lengths_utterances", "fig13_format_breakdown"),
+}
+
+
+def benchmark_kind(benchmark: str) -> str:
+    "'multimodal' for a benchmark whose questions come with images (`tasks.qa.has_images`), else 'language-only'."
+    try:
+        return "multimodal" if has_images(benchmark) else "language-only"
+    except KeyError:  # a benchmark the registry does not know (a user's own file): its questions are text
+        return "language-only"
+
+
 def strategies_section(draw: Drawer, traj: pd.DataFrame, main_prefixes: pd.DataFrame, main_traces, failed_probes: str):
-    "Table 1 and Figures 1-4 (the strategies, lengths, answer formats, stability) and Figure 5's harmful examples."
+    """Tables 1 and 3, Figures 1-4 and 12-13 (the strategies, lengths, answer formats, stability) and Figure 5's harmful
+    examples."""
 
     strategies = add_strategy_intervals(
         strategy_table(traj, by=["model", "benchmark"], traces=main_traces), traj, main_traces
     )
     draw.table("strategies", strategies)
-    results = results_table(strategies, rows="model", columns="benchmark")
-    text = results_table_text(strategies, rows="model", columns="benchmark")
-    table1 = with_note(table_markdown(text, best_strategy_mask(results)), strategies)
-    draw.table("table1_results", results, f"{table1}\n\n{template_note(sorted(set(main_prefixes['template'])))}")
     draw.figure("fig1_strategy_accuracy", lambda: plot_strategy_accuracy(strategies))
-    draw.figure(
-        "table1_results_figure",
-        lambda: plot_table(results, best_strategy_mask(results), "Accuracy, length and H per strategy"),
-    )
-    solved = "needs a solved trajectory"
-    draw.figure("fig2_lengths_utterances", lambda: plot_length_histograms(length_distribution(traj)), solved)
-    draw.figure(
-        "fig3_format_breakdown", lambda: plot_format_breakdown(overthinking_table(traj, by=["model", "format"])), solved
-    )
+    kinds = traj["benchmark"].map(benchmark_kind)
+    for kind, (table, lengths, formats) in PAPER_PARTS.items():
+        if not (kinds == kind).any():
+            reason = (
+                f"no {kind} benchmark in the runs ({', '.join(sorted(set(traj['benchmark'])))} are {kinds.iloc[0]})"
+            )
+            for name in (table, lengths, formats):
+                draw.skip(name, reason)
+            continue
+        part = traj[kinds == kind]
+        rows = strategies[strategies["benchmark"].isin(set(part["benchmark"]))]
+        results = results_table(rows, rows="model", columns="benchmark")
+        text = results_table_text(rows, rows="model", columns="benchmark")
+        shown = with_note(table_markdown(text, best_strategy_mask(results)), rows)
+        draw.table(table, results, f"{shown}\n\n{template_note(sorted(set(main_prefixes['template'])))}")
+        draw.figure(
+            f"{table}_figure",
+            lambda: plot_table(results, best_strategy_mask(results), f"Accuracy, length and H per strategy ({kind})"),
+        )
+        solved = "needs a solved trajectory"
+        draw.figure(lengths, lambda: plot_length_histograms(length_distribution(part)), solved)
+        draw.figure(formats, lambda: plot_format_breakdown(overthinking_table(part, by=["model", "format"])), solved)
     draw.figure(
         "fig4_stability_curve",
         lambda: plot_stability_curve(stability_curve(main_prefixes, failed_probes=failed_probes)),
-        solved,
+        "needs a solved trajectory",
     )
     try:
         draw.table("harmful_examples", pd.DataFrame({"example": harmful_examples(traj, main_prefixes).splitlines()}))

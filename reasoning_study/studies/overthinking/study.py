@@ -67,36 +67,40 @@ FIGURES = [
         "an overthinking run",
     ),
     PaperFigure(
-        OVER, "Figure 2", "utterances, Actual vs Optimal Length", r"^overthinking/fig2_lengths_utterances$", _SOLVED
+        OVER,
+        "Figure 2",
+        "utterances, Actual vs Optimal Length (multimodal)",
+        r"^overthinking/fig2_lengths_utterances$",
+        "an overthinking run on an image benchmark, with a solved trajectory",
     ),
     PaperFigure(
         OVER,
         "Table 1",
         "accuracy, length and H per strategy (multimodal)",
         r"^overthinking/table1_results$",
-        "an overthinking run (the paper: the multimodal models and benchmarks)",
+        "an overthinking run on an image benchmark (the paper: the multimodal models and benchmarks)",
     ),
     PaperFigure(
         OVER,
         "Table 3",
         "accuracy, length and H per strategy (language-only)",
-        r"^overthinking/table1_results$",
-        "an overthinking run (the paper: GPQA and AIME 2025)",
+        r"^overthinking/table3_results$",
+        "an overthinking run on a language-only benchmark (the paper: GPQA and AIME 2025)",
     ),
     PaperFigure(OVER, "Table 2", "Stopping@K", r"^overthinking/table2_stopping$", "an overthinking run"),
     PaperFigure(
         OVER,
         "Figure 3",
-        "verbose vs harmful overthinking by answer format",
+        "verbose vs harmful overthinking by answer format (multimodal)",
         r"^overthinking/fig3_format_breakdown$",
-        _SOLVED,
+        "an overthinking run on an image benchmark, with a solved trajectory",
     ),
     PaperFigure(
         OVER,
         "Figure 13",
         "verbose vs harmful by format, language-only",
-        r"^overthinking/fig3_format_breakdown$",
-        _SOLVED,
+        r"^overthinking/fig13_format_breakdown$",
+        "an overthinking run on a language-only benchmark, with a solved trajectory",
     ),
     PaperFigure(OVER, "Figure 4", "correctness stability after τ", r"^overthinking/fig4_stability_curve$", _SOLVED),
     PaperFigure(
@@ -139,7 +143,11 @@ FIGURES = [
     ),
     PaperFigure(OVER, "Figure 11", "wasted budget", r"^overthinking/fig11_wasted_budget$", _SOLVED),
     PaperFigure(
-        OVER, "Figure 12", "Actual vs Optimal Length, language-only", r"^overthinking/fig2_lengths_utterances$", _SOLVED
+        OVER,
+        "Figure 12",
+        "Actual vs Optimal Length, language-only",
+        r"^overthinking/fig12_lengths_utterances$",
+        "an overthinking run on a language-only benchmark, with a solved trajectory",
     ),
     PaperFigure(
         OVER,
