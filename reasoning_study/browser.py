@@ -11,7 +11,7 @@ import math
 import shutil
 from importlib.resources import files
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from .provenance import read_record
 from .studies.registry import STUDIES, sample_kinds, study_module
@@ -32,7 +32,7 @@ def run_samples(folder: str | Path) -> list[dict]:
     return [s | {"view": kinds[s["kind"]].view} for name in names for s in study_module(name).samples(folder)]
 
 # %% ../nbs/98_browser.ipynb #e5fc4036
-ROW_FILTERS = ("status", "outcome", "tag")  # picked per sample, among what is loaded
+ROW_FILTERS = ("status", "outcome", "tag")  # picked per sample (their combinations are counted per data file)
 CHUNK_SIZE = 200  # samples per data file at most
 PAGE_SIZE = 20  # samples per page
 MAX_LOAD = 3000  # samples loaded at once without asking (a paper grid: narrow the filters first)
@@ -46,24 +46,19 @@ def chunks(samples: Sequence[dict], size: int = CHUNK_SIZE) -> list[list[dict]]:
     return [g[i : i + size] for g in groups.values() for i in range(0, len(g), size)]
 
 
-def _counts(values: Iterable[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for v in values:
-        out[v] = out.get(v, 0) + 1
-    return out
-
-
 def chunk_entry(part: Sequence[dict], file: str) -> dict:
-    "What the page knows of a data file before loading it: its facets, size, and the counts of each row filter."
+    """What the page knows of a data file before loading it: its facets, size, and its `cells`: each combination of the
+    row filters (status, outcome, tags) with its number of samples, so that every select counts what its option would
+    show given the other filters, before anything loads."""
+    cells: dict[tuple, int] = {}
+    for s in part:
+        key = (s["status"], s["outcome"], tuple(sorted(set(s["tags"]))))
+        cells[key] = cells.get(key, 0) + 1
     return dict(
         file=file,
         n=len(part),
         facets={f: part[0]["facets"].get(f, "") for f in FACETS},
-        values=dict(
-            status=_counts(s["status"] for s in part),
-            outcome=_counts(s["outcome"] for s in part),
-            tag=_counts(t for s in part for t in s["tags"]),
-        ),
+        cells=[[status, outcome, list(tags), n] for (status, outcome, tags), n in cells.items()],
     )
 
 

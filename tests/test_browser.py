@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from reasoning_study.browser import RUN_BROWSER, browser_size, write_browser
+from reasoning_study.studies.musobench.report import novelty_table
 from reasoning_study.studies.musobench.samples import candidate_rows
 from reasoning_study.studies.overthinking.samples import trace_strip
 from reasoning_study.tasks.musobench import read_jsonl
@@ -50,7 +51,9 @@ window.addEventListener("load", () => {
       cards: cards.map(c => ({id: c.id, title: c.querySelector("h2").textContent,
         candidates: [...c.querySelectorAll("li.cand")].map(li => ({cls: li.className, text: li.textContent})),
         marks: [...c.querySelectorAll("pre.reply mark")].map(m => ({cls: m.className, text: m.textContent})),
-        strip: [...c.querySelectorAll(".strip .cell")].map(s => s.className), answers: c.querySelectorAll("li.answer").length})),
+        strip: [...c.querySelectorAll(".strip .cell")].map(s => s.className), answers: c.querySelectorAll("li.answer").length,
+        badges: [...c.querySelectorAll(":scope > div > .badge")].map(b => b.textContent)})),
+      notice: document.getElementById("notice").hidden ? "" : document.getElementById("notice").innerText,
       overview: [...document.querySelectorAll("#overview .row")].map(r => [...r.querySelectorAll(".cell")].map(s => s.className)),
       images: document.images.length, scripts: document.scripts.length, text: document.body.innerText});
     document.body.appendChild(out);
@@ -195,6 +198,34 @@ def test_noveltybench_browser_shows_the_answers(slice_sweep, tmp_path):
     seen = browse(slice_sweep.report / "browser" / "novelty.html", tmp_path)
     assert len(seen["cards"]) == len(novelty)
     assert sum(c["answers"] for c in seen["cards"]) == int(novelty.n_answers.sum()) and "class 0" in seen["text"]
+
+
+@needs_chromium
+@pytest.mark.slow
+@pytest.mark.xdist_group("slice")
+def test_noveltybench_cards_say_what_table4_says(slice_sweep, tmp_path):
+    "Issue #43: each card's paradigm is its row's, and as many cards read 'scored' as Table 4 counts scored prompts."
+    novelty = pd.read_parquet(slice_sweep.run("musobench-novelty") / "novelty.parquet")
+    table = novelty_table(novelty)
+    table = table[table["source"] == "this study"].groupby("paradigm")["n_scored"].sum()
+    seen = browse(slice_sweep.report / "browser" / "novelty.html", tmp_path)
+    for paradigm, name in (("short", "Short-CoT"), ("long", "Long-CoT")):
+        mine = [c for c in seen["cards"] if f"/{paradigm}/" in c["id"]]
+        assert len(mine) == int((novelty.paradigm == paradigm).sum())
+        assert all(c["badges"][0] == name and not {"short", "long"} & set(c["badges"]) for c in mine), mine
+        assert sum("scored" in c["badges"] for c in mine) == table.get(paradigm, 0), (paradigm, mine)
+
+
+@needs_chromium
+@pytest.mark.slow
+@pytest.mark.xdist_group("slice")
+def test_a_link_to_a_missing_run_says_so(slice_sweep, tmp_path):
+    "A fragment naming a run the page does not have: the page says so and shows every run, not 0 samples."
+    results = pd.read_parquet(slice_sweep.run("musobench") / "results.parquet")
+    n = int((results.paradigm == "short").sum())
+    seen = browse(slice_sweep.report / "browser" / "musobench.html", tmp_path, fragment="#run=nope&paradigm=short")
+    assert "no run named “nope”" in seen["notice"] and "showing all" in seen["notice"], seen["notice"]
+    assert seen["count"].startswith(f"{n} samples") and n, seen["count"]
 
 
 # --- untrusted text stays text ----------------------------------------------------------------------------------

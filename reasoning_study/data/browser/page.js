@@ -20,11 +20,28 @@
   }
   const FILTERS = [...M.facets, ...M.row_filters];
   const state = {q: "", page: 1, all: ""};
+  // every combination of a data file's facets and row filters with its number of samples (`browser.chunk_entry`)
+  const CELLS = M.chunks.flatMap(c => c.cells.map(([status, outcome, tags, n]) => ({facets: c.facets, status, outcome, tags, n})));
+  const valuesOf = (cell, f) => f === "tag" ? cell.tags : [M.facets.includes(f) ? cell.facets[f] : cell[f]];
+  const KNOWN = {};  // filter -> every value it has among the page's samples
+  for (const f of FILTERS) KNOWN[f] = new Set(CELLS.flatMap(cell => valuesOf(cell, f)));
+  let notices = [];  // what the address asked for that this page does not have: said on the page, not an empty list
   function readHash() {
     const p = new URLSearchParams(location.hash.slice(1));
-    for (const f of FILTERS) state[f] = p.get(f) || "";
+    notices = [];
+    for (const f of FILTERS) {
+      const v = p.get(f) || "";
+      state[f] = v && !KNOWN[f].has(v) ? "" : v;
+      if (v && !state[f]) notices.push("no " + f + " named “" + v + "” among these samples: showing all");
+    }
+    for (const k of new Set(p.keys())) if (![...FILTERS, "q", "page", "all"].includes(k)) notices.push("“" + k + "” is not a filter of this page: ignored");
     state.q = p.get("q") || ""; state.page = Math.max(1, parseInt(p.get("page") || "1", 10) || 1);
     state.all = p.get("all") || "";
+  }
+  function showNotices() {
+    const box = document.getElementById("notice");
+    box.replaceChildren(...notices.map(n => el("div", {}, n)));
+    box.hidden = !notices.length;
   }
   function writeHash() {
     const p = new URLSearchParams();
@@ -33,27 +50,44 @@
     history.replaceState(null, "", "#" + p.toString());
   }
   const chosen = () => M.chunks.map((c, i) => [c, i]).filter(([c]) => M.facets.every(f => !state[f] || c.facets[f] === state[f]));
+  const everyChunk = () => M.chunks.map((c, i) => [c, i]);
+  const found = r => (r.id + " " + r.title).toLowerCase().includes(state.q.toLowerCase());
+  // with a search typed, its matches can only be counted once loaded: all of the page's samples are loaded when they
+  // are few enough (`max_load`), else the counts say they are counted before the search
+  const searchCounted = () => state.q && everyChunk().every(([, i]) => i in loaded);
+  function cells() {
+    if (!searchCounted()) return CELLS;
+    return everyChunk().flatMap(([c, i]) => loaded[i].filter(found).map(r => ({facets: c.facets, status: r.status, outcome: r.outcome, tags: r.tags, n: 1})));
+  }
+  function fits(cell, except) {  // the cell passes every filter but `except`
+    return FILTERS.every(f => f === except || !state[f] || valuesOf(cell, f).includes(state[f]));
+  }
+  // how many samples each value of a filter would show, the other filters as they are set (0 for those they exclude)
   function options(name) {
-    const counts = {};
-    if (M.facets.includes(name)) for (const c of M.chunks) counts[c.facets[name]] = (counts[c.facets[name]] || 0) + c.n;
-    else for (const [c] of chosen()) for (const [v, n] of Object.entries(c.values[name] || {})) counts[v] = (counts[v] || 0) + n;
+    const counts = {"": 0};
+    for (const v of KNOWN[name]) counts[v] = 0;
+    for (const cell of cells()) if (fits(cell, name)) {
+      counts[""] += cell.n;
+      for (const v of new Set(valuesOf(cell, name))) counts[v] += cell.n;
+    }
     return counts;
   }
   function filterBar() {
     const bar = document.getElementById("filters");
     bar.replaceChildren();
     for (const f of FILTERS) {
-      const counts = options(f), values = Object.keys(counts).sort();
+      const counts = options(f), values = [...KNOWN[f]].sort();
       if (M.facets.includes(f) && values.length < 2 && !state[f]) continue;  // one value only: nothing to pick
-      const sel = el("select", {id: "f-" + f}, el("option", {value: ""}, "all"),
+      const sel = el("select", {id: "f-" + f}, el("option", {value: ""}, "all (" + counts[""] + ")"),
         values.map(v => el("option", {value: v}, (v || "—") + " (" + counts[v] + ")")));
       sel.value = state[f];
-      sel.addEventListener("change", () => { state[f] = sel.value; state.page = 1; update(); });
+      sel.addEventListener("change", () => { state[f] = sel.value; state.page = 1; notices = []; update(); });
       bar.appendChild(el("label", {}, f, sel));
     }
     const q = el("input", {id: "f-q", type: "search", placeholder: "id or title contains", value: state.q});
-    q.addEventListener("change", () => { state.q = q.value; state.page = 1; update(); });
+    q.addEventListener("change", () => { state.q = q.value; state.page = 1; notices = []; update(); });
     bar.appendChild(el("label", {}, "search", q));
+    if (state.q && !searchCounted()) bar.appendChild(el("span", {class: "counted"}, "counts before the search"));
   }
   function load(list, done) {
     let left = list.filter(([, i]) => !(i in loaded)).length;
@@ -65,7 +99,7 @@
     }
   }
   function update() {
-    writeHash(); filterBar();
+    writeHash(); filterBar(); showNotices();
     const list = chosen(), total = list.reduce((a, [c]) => a + c.n, 0), out = document.getElementById("samples");
     const count = document.getElementById("count");
     if (total > M.max_load && !state.all) {
@@ -76,13 +110,14 @@
       return;
     }
     count.textContent = "loading " + total + " samples…";
-    load(list, () => render(list));
+    const all = everyChunk(), searched = state.q && all.reduce((a, [c]) => a + c.n, 0) <= M.max_load;
+    load(searched ? all : list, () => { if (searched) filterBar(); render(list); });
   }
   function keep(r) {
     if (state.status && r.status !== state.status) return false;
     if (state.outcome && r.outcome !== state.outcome) return false;
     if (state.tag && !r.tags.includes(state.tag)) return false;
-    if (state.q && !(r.id + " " + r.title).toLowerCase().includes(state.q.toLowerCase())) return false;
+    if (state.q && !found(r)) return false;
     return true;
   }
   function render(list) {
@@ -99,8 +134,11 @@
     document.getElementById("samples").replaceChildren(...shown.map(card));
   }
   const fmt = v => v === null || v === undefined ? "—" : typeof v === "number" ? String(Math.round(v * 1000) / 1000) : String(v);
+  const PARADIGMS = {short: "Short-CoT", long: "Long-CoT"};  // the facet's values as the papers name them
   function badges(r) {
-    return [el("span", {class: "badge"}, r.status), el("span", {class: "badge " + r.outcome}, r.outcome),
+    const p = r.facets.paradigm;
+    return [p ? el("span", {class: "badge paradigm", title: "paradigm"}, PARADIGMS[p] || "paradigm " + p) : null,
+      el("span", {class: "badge status", title: "status"}, r.status), el("span", {class: "badge " + r.outcome, title: "outcome"}, r.outcome),
       r.tags.map(t => el("span", {class: "badge tag"}, t))];
   }
   function scoreTable(s) {
@@ -166,14 +204,17 @@
         el("td", {}, String(p.i)), el("td", {}, fmt(p.tokens)), r.granularity === "utterance" ? el("td", {}, p.i === 0 ? "(no reasoning)" : fmt(p.utterance)) : null,
         el("td", {}, fmt(p.forced)), el("td", {}, fmt(p.prediction)), el("td", {}, fmt(p.correct)), el("td", {}, fmt(p.status)))));
   }
+  // the rater's quality score of an answer (1-10); the rater sees only the answer that opens a class
+  const rating = (a, repeats) => a.rating !== null && a.rating !== undefined ? "rating " + fmt(a.rating) + " / 10"
+    : repeats ? "not rated: an earlier answer opened its class" : "no rating";
   // one card per view (`studies.registry.SampleKind.view`): each study says how its samples are shown
   const VIEWS = {
     dialogue: r => [scoreTable(r.scores),
       r.question ? el("details", {}, el("summary", {}, "question"), el("pre", {}, r.question)) : null,
       r.turns.length ? r.turns.map(turn) : el("p", {}, "An aggregate of the self-consistency samples (no dialogue of its own).")],
     answers: r => [scoreTable(r.scores), el("pre", {}, r.question || "(the prompt text is not available here)"),
-      el("ol", {class: "answers"}, r.answers.map(a => el("li", {class: "answer"}, el("span", {class: "badge"}, "class " + fmt(a.cls)),
-        el("span", {class: "badge"}, "rating " + fmt(a.rating)), el("pre", {}, a.text))))],
+      el("ol", {class: "answers"}, r.answers.map((a, i) => el("li", {class: "answer"}, el("span", {class: "badge"}, "class " + fmt(a.cls)),
+        el("span", {class: "badge"}, rating(a, r.answers.slice(0, i).some(b => b.cls === a.cls))), el("pre", {}, a.text))))],
     trajectory: r => [strip(r.strip),
       el("pre", {}, r.question), r.gold !== null && r.gold !== undefined ? el("div", {}, el("b", {}, "reference answer: "), r.gold) : null,
       el("details", {}, el("summary", {}, "utterances (" + r.utterances.length + ")"), el("ol", {}, r.utterances.map(u => el("li", {}, el("pre", {}, u))))),

@@ -11,6 +11,7 @@ from typing import Sequence
 
 import pandas as pd
 
+from ...metrics.noveltybench import SCORED_STATUSES, table4
 from ...provenance import read_record
 from .replies import complete_part, parse_decision
 from .run import RUN_FILES
@@ -20,8 +21,9 @@ from ...tasks.musobench import MuSoBenchItem, get_task, read_jsonl
 from ...tasks.noveltybench import load_noveltybench
 
 # %% auto #0
-__all__ = ['VERDICTS', 'TURN_NAMES', 'DIALOGUE', 'SCORES', 'SAMPLE_KINDS', 'candidate_rows', 'mark_spans', 'turn_view',
-           'musobench_samples', 'json_list', 'novelty_samples', 'samples']
+__all__ = ['VERDICTS', 'TURN_NAMES', 'DIALOGUE', 'SCORES', 'PARADIGM_NAMES', 'REPLY_STATUSES', 'SAMPLE_KINDS', 'candidate_rows',
+           'mark_spans', 'turn_view', 'musobench_samples', 'json_list', 'reply_status', 'table4_rows', 'novelty_scores',
+           'novelty_samples', 'samples']
 
 # %% ../../../nbs/studies/musobench/85_samples.ipynb #52be8879
 VERDICTS = {"valid": "valid", "violation": "violation", "malformed": "unreadable"}  # the checker's status -> the page's
@@ -210,8 +212,81 @@ def _ratings(scores: list, classes: list) -> list:
     return out
 
 
+PARADIGM_NAMES = {"short": "Short-CoT", "long": "Long-CoT"}  # a paradigm as the papers name it
+REPLY_STATUSES = {  # a NoveltyBench row's status (`noveltybench.generate_novelty`) in words: never a bare "short"
+    "complete": "k answers",
+    "short": "fewer answers than k",
+    "long": "more answers than k (the first k kept)",
+    "unnumbered": "one unnumbered answer",
+    "empty": "no answer in the reply",
+    "truncated": "cut off before an answer",
+    "error": "the generation failed",
+    "missing": "not generated",
+}
+
+
+def reply_status(status) -> str:
+    "A NoveltyBench row's status as the page says it (an unknown one: 'reply <status>')."
+    return REPLY_STATUSES.get(status, f"reply {status}")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 'es' if word.endswith('s') else 's'}"
+
+
+def table4_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 4 of each row on its own, in the rows' order: `metrics.noveltybench.table4` grouped down to one row, so a
+    card's numbers are the table's computation itself: `n_scored` (1: the row enters Table 4), `n_confidence` (1: its
+    confidence does) and Utility, Distinct and confidence on the table's scale (percent; NaN where not counted)."""
+    return table4(table.reset_index(drop=True).assign(_row=range(len(table))), by=["_row"]).drop(columns="_row")
+
+
+def _percent(value) -> str | None:
+    "A Table 4 number as the table prints it ('41.80': two decimals), None where the table has none."
+    value = plain(value)
+    return None if value is None else f"{float(value):.2f}"
+
+
+def novelty_scores(row: dict, counted: dict) -> dict:
+    """What a card shows of a NoveltyBench row, on Table 4's terms: `counted` is the row's `table4_rows` line. Utility
+    and Distinct are in percent as in the table (Utility% = Utility / 10: the 1-10 quality scale made a share); the
+    confidence is 'counted' only where Table 4 counts it, else the page says why not."""
+    scored, k = bool(counted["n_scored"]), plain(row.get("k"))
+    confidence, parsed = plain(row.get("confidence")), plain(row.get("confidence_status")) or "missing"
+    if counted["n_confidence"]:
+        said = "counted in Table 4"
+    elif confidence is None:
+        said = f"{parsed}: not counted"
+    else:  # parsed, but Table 4 reads a confidence only beside a scored row
+        said = "parsed, not counted: the row is unscored"
+    why = None
+    if not scored:
+        why = (
+            reply_status(row.get("status"))
+            if row.get("status") not in SCORED_STATUSES
+            else "no Utility: a class opener has no rating"
+        )
+    return {
+        "Table 4": "scored" if scored else "unscored",
+        "why unscored": why,
+        "utility %": _percent(counted["utility"]) if scored else None,
+        "distinct %": _percent(counted["distinct"]) if scored else None,
+        "confidence %": _percent(None if confidence is None else 100 * float(confidence)),
+        "confidence": said,
+        "answers": f"{plain(row.get('n_answers'))} of k = {k}",
+        "classes": plain(row.get("distinct")),
+        "reply": reply_status(row.get("status")),
+        "generations": plain(row.get("reply_status")),
+        "judge": plain(row.get("judge")),
+        "judge failures": plain(row.get("judge_failures")),
+        "rater": plain(row.get("rater")),
+        "rater failures": plain(row.get("rater_failures")),
+    }
+
+
 def novelty_samples(folder: str | Path) -> list[dict]:
-    "One sample per NoveltyBench prompt and paradigm of a run folder: the k answers with their classes and ratings."
+    """One sample per NoveltyBench prompt and paradigm of a run folder: the k answers with their classes and ratings,
+    and the row's numbers as Table 4 counts them (`novelty_scores`)."""
     folder = Path(folder)
     if not (folder / RUN_FILES["novelty"]).is_file():
         return []
@@ -221,48 +296,40 @@ def novelty_samples(folder: str | Path) -> list[dict]:
         for r in pd.read_parquet(folder / RUN_FILES["novelty_judgements"]).to_dict("records"):
             judged[(r["model"], r["paradigm"], r["mode"], r["prompt_id"])] = r
     samples = []
-    for r in table.to_dict("records"):
+    for r, counted in zip(table.to_dict("records"), table4_rows(table).to_dict("records")):
         answers, classes = json_list(r["answers"]), json_list(r["classes"])
         j = judged.get((r["model"], r["paradigm"], r["mode"], r["prompt_id"]), {})
         ratings = _ratings(json_list(j.get("opener_scores")), classes)
-        scores = {
-            c: plain(r.get(c))
-            for c in (
-                "k",
-                "n_answers",
-                "distinct",
-                "utility",
-                "confidence",
-                "confidence_status",
-                "reply_status",
-                "judge",
-                "rater",
-            )
-        }
-        samples.append(
-            sample_record(
-                id=f"{folder.name}/{r['prompt_id']}/{r['paradigm']}/{r['mode']}",
-                kind="novelty",
-                facets=dict(
-                    run=folder.name,
-                    model=r["model"],
-                    paradigm=r["paradigm"],
-                    condition=r["mode"],
-                    task="noveltybench",
-                    level=r.get("category") or "",
-                ),
-                status=r["status"],
-                outcome="unscored",
-                tags=[f"{len(set(classes))} classes of {len(answers)} answers"],
-                title=f"{r['prompt_id']} ({r.get('category') or 'no category'}), {r['paradigm']}",
-                question=prompts.get(r["prompt_id"], ""),
-                scores=scores,
-                answers=[
-                    dict(text=a, cls=plain(c), rating=plain(s))
-                    for a, c, s in zip(answers, classes + [None] * len(answers), ratings + [None] * len(answers))
-                ],
-            )
+        scores = novelty_scores(r, counted)
+        tags = [f"{_plural(len(set(classes)), 'class')} of {_plural(len(answers), 'answer')}"]
+        if counted["n_scored"] and not counted["n_confidence"]:
+            tags.append("no confidence counted")
+        if plain(r.get("rater_failures")):
+            tags.append("rater failed")
+        paradigm = PARADIGM_NAMES.get(r["paradigm"], r["paradigm"])
+        sample = sample_record(
+            id=f"{folder.name}/{r['prompt_id']}/{r['paradigm']}/{r['mode']}",
+            kind="novelty",
+            facets=dict(
+                run=folder.name,
+                model=r["model"],
+                paradigm=r["paradigm"],
+                condition=r["mode"],
+                task="noveltybench",
+                level=r.get("category") or "",
+            ),
+            status=reply_status(r["status"]),
+            outcome="scored" if counted["n_scored"] else "unscored",  # exactly where Table 4 counts the row
+            tags=tags,
+            title=f"{r['prompt_id']} ({r.get('category') or 'no category'}), {paradigm}",
+            question=prompts.get(r["prompt_id"], ""),
+            scores=scores,
+            answers=[
+                dict(text=a, cls=plain(c), rating=plain(s))
+                for a, c, s in zip(answers, classes + [None] * len(answers), ratings + [None] * len(answers))
+            ],
         )
+        samples.append(sample)
     return samples
 
 # %% ../../../nbs/studies/musobench/85_samples.ipynb #01d819e6

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ...backends.presets import get_preset
 from ...config import field_specs
-from ...figures.sections import Drawer, read_tables
+from ...figures.sections import DRAWN_SUFFIX, Drawer, Drawn, read_tables
 from .config import NOVELTY_TASK
 
 # the contract's names that the study's other modules define (a redundant alias marks a re-export)
@@ -265,17 +265,23 @@ def section(folders: Sequence[str | Path], out: str | Path, made: dict):
     # a NoveltyBench-only run has no results.parquet
     combinatorial = [f for f in folders if (Path(f) / RUN_FILES["results"]).is_file()]
     if combinatorial or not folders:
-        written = write_study_report(read_results(combinatorial), draw.folder)  # closes each figure it draws
+        results = read_results(combinatorial)
+        written = write_study_report(results, draw.folder)  # closes each figure it draws
+        tables = Drawn.of(results, *COUNTED[1:])  # a table's caption: the runs and instances of the results it reads
         for name, value in written.items():
             made[draw.key(name.removeprefix("table:"))] = (
                 value.removeprefix("skipped: ") if isinstance(value, str) else value
             )
+            if name.startswith("table:") and not isinstance(value, str):
+                tables.write(Path(value[-1]).with_suffix(DRAWN_SUFFIX))
     novelty = read_tables(folders, RUN_FILES["novelty"])  # stacked over the runs, as results.parquet is
     if novelty.empty:
         draw.skip(NOVELTY_TABLE, "no musobench run with noveltybench among its tasks")
     else:
         table = novelty_table(novelty.drop(columns="run"))
-        draw.table(NOVELTY_TABLE, readable_table(table), novelty_markdown(table))  # counts as whole numbers
+        counted = next(f.counted for f in FIGURES if f.item == "Table 4")  # its own unit: NoveltyBench prompts
+        drawn = Drawn.of(novelty, *counted[1:], unit="prompts")
+        draw.table(NOVELTY_TABLE, readable_table(table), novelty_markdown(table), drawn)  # counts as whole numbers
     table3 = hyperparameter_table(folders)
     note = budget_note(table3)
     draw.table("table3_hyperparameters", table3, f"{note}\n\n{table3.to_markdown(index=False)}" if note else None)

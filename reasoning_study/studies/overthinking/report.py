@@ -427,7 +427,11 @@ def taxonomy_section(draw: Drawer, verdicts: pd.DataFrame):
             "table4_taxonomy", "no judged harmful trajectory in the runs (needs a judge and a harmful trajectory)"
         )
         return
-    table4 = taxonomy_results_table(taxonomy_table(verdicts.drop(columns="run")))
+    try:
+        table4 = taxonomy_results_table(taxonomy_table(verdicts.drop(columns="run")))
+    except ValueError as e:  # judged, but no verdict to count
+        draw.skip("table4_taxonomy", str(e))
+        return
     draw.table("table4_taxonomy", table4, table_markdown(table4))
     draw.figure("table4_taxonomy_figure", lambda: plot_table(table4, title="Failure modes of harmful overthinking (%)"))
 

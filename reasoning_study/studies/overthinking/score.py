@@ -164,7 +164,11 @@ def report(results: Mapping[str, pd.DataFrame], folder: str | Path, config: Over
     (out / "table2_stopping.md").write_text(with_note(table_markdown(table2), results["stopping_at_k"]) + "\n")
     (out / "comparisons.md").write_text(comparison_markdown(results["comparisons"]) + "\n")
     if "taxonomy" in results:
-        (out / "table4_taxonomy.md").write_text(table_markdown(taxonomy_results_table(results["taxonomy"])) + "\n")
+        try:
+            table4 = table_markdown(taxonomy_results_table(results["taxonomy"]))
+        except ValueError as e:  # no verdict to count: the table says why instead of showing blank cells
+            table4 = f"*Table 4 not drawn: {e}.*"
+        (out / "table4_taxonomy.md").write_text(table4 + "\n")
     drawn = {}
     section([out], out, drawn, own_folder=False, failed_probes=config.failed_probes)
     made = {
