@@ -14,7 +14,8 @@ __all__ = ['FACETS', 'OUTCOMES', 'plain', 'user_prompt', 'sample_record']
 
 # %% ../../nbs/studies/02_samples.ipynb #54c7bddb
 FACETS = ("run", "model", "paradigm", "condition", "task", "level")  # what a sample's page splits its data files by
-OUTCOMES = ("correct", "incorrect", "scored", "unscored")  # "scored": a sample with a score and no right answer (NoveltyBench)
+# "scored": a sample with a score and no right or wrong answer (NoveltyBench)
+OUTCOMES = ("correct", "incorrect", "scored", "unscored")
 
 
 def plain(value):
