@@ -295,3 +295,50 @@ def test_tables_1_and_2_put_both_unscored_policies_side_by_side(tmp_path, result
         ("toy-thinker", "subsetsum", "exclude"), "n_nsd"
     ] + len(decided)
     assert saved(plot_table(table1, title="Table 1", decimals=2), tmp_path, "table1_both")
+
+
+def test_recall_confidence_legend_counts_the_points_drawn(base):
+    # one Long-CoT row without a stated confidence: it is not drawn, and the legend says how many were
+    rows = base[base["task"] == "subsetsum"].copy()
+    first = rows.index[rows["paradigm"] == "long"][0]
+    rows.loc[first, "confidence"] = None
+    fig = plot_recall_confidence(rows, panel="family", task="subsetsum")
+    ax = fig.axes[0]
+    points = [c for c in ax.collections if isinstance(c, PathCollection)]
+    labels = {c.get_label().split(" (")[0]: c.get_label() for c in points}
+    for c in points:
+        n = int(c.get_label().split("(n=")[1].split()[0].rstrip(")"))
+        assert n == len(c.get_offsets())  # the n printed is the number of points in that colour
+    long = rows[rows["paradigm"] == "long"]
+    drawn = int((long["confidence"].notna() & long["recall"].notna()).sum())
+    assert drawn < len(long) and labels["Long-CoT"] == f"Long-CoT (n={drawn} of {len(long)})"
+    with pytest.raises(ValueError, match="no instance with both a confidence and a recall"):
+        plot_recall_confidence(rows.assign(confidence=None), panel="family", task="subsetsum")
+
+
+def test_calibration_says_ece_na_and_draws_no_bar_for_missing_recall(base):
+    bins = reliability_bins(base, by=["family", "paradigm", "task"])
+    summary = summary_table(base, by=["family", "paradigm", "task"])
+    bins.loc[bins["paradigm"] == "short", "ece"] = float("nan")
+    summary.loc[(summary["paradigm"] == "short") & (summary["task"] == "timetabling"), "recall"] = float("nan")
+    fig = plot_calibration(bins, summary, panel="family", task="timetabling")
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "Short-CoT (ECE n/a)" in legend and not any("nan" in t for t in legend)
+    assert len(fig.axes[1].patches) == 1  # Long-CoT's bar only: the missing recall is no bar of 0
+    assert [t.get_text() for t in fig.axes[1].texts if t.get_text() == "no data"] == ["no data"]
+    assert not any("nan" in t.get_text() for t in fig.axes[1].texts)
+    with pytest.raises(ValueError, match="no recall to draw"):
+        plot_calibration(bins, summary.assign(recall=float("nan")), panel="family", task="timetabling")
+    with pytest.raises(ValueError, match="no instance with a stated confidence"):
+        plot_calibration(bins.assign(count=0), summary, panel="family", task="timetabling")
+
+
+def test_factors_say_r_na_where_the_fit_has_no_correlation(results):
+    long_runs = results[(results["paradigm"] == "long") & ~results["condition"].str.startswith("sc_")]
+    fit = length_confidence(long_runs, by=["paradigm", "task"]).assign(r=float("nan"))
+    fig = plot_factors(lengths=length_bins(long_runs, by=["paradigm", "task"]), length_fit=fit, task="subsetsum")
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["Long-CoT (r n/a)"]
+    from reasoning_study.figures.core import figure_text_problems
+
+    assert figure_text_problems(fig) == []

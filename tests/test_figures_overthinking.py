@@ -175,10 +175,10 @@ def test_taxonomy_table_from_the_judge_table():
     )
     table = taxonomy_results_table(judge)
     assert table.shape == (2, 6) and list(table.index) == ["m1", "m2"]
-    assert table.loc["m1", ("b1", "L")] == 50.0 and table.loc["m2", ("b1", "C")] == 100.0
+    assert table.loc["m1", ("b1", "Logical")] == 50.0 and table.loc["m2", ("b1", "Calculation")] == 100.0
     assert table.loc["m1", "b2"].isna().all() and table.loc["m2", "b2"].isna().all()  # no valid verdict / not judged
     mask = largest_in_group_mask(table)
-    assert mask.loc["m1", ("b1", "L")] and mask.loc["m2", ("b1", "C")] and mask.to_numpy().sum() == 2
+    assert mask.loc["m1", ("b1", "Logical")] and mask.loc["m2", ("b1", "Calculation")] and mask.to_numpy().sum() == 2
 
 
 def test_taxonomy_table_from_counts_and_percents():
@@ -198,12 +198,13 @@ def test_taxonomy_table_from_counts_and_percents():
     )
     table = taxonomy_results_table(counts)
     assert (
-        table.loc["m", ("b1", "V")] == 50.0
-        and table.loc["m", ("b2", "L")] == 75.0
-        and table.loc["m", ("b2", "O")] == 25.0
+        table.loc["m", ("b1", "Visual")] == 50.0
+        and table.loc["m", ("b2", "Logical")] == 75.0
+        and table.loc["m", ("b2", "Other")] == 25.0
     )
-    assert table.loc["m", ("b2", "V")] == 0.0  # judged, none found
-    assert list(table.columns.get_level_values(1)[:4]) == ["V", "C", "L", "O"]
+    assert table.loc["m", ("b2", "Visual")] == 0.0  # judged, none found
+    # the failure modes named in words (the paper's V / C / L)
+    assert list(table.columns.get_level_values(1)[:4]) == ["Visual", "Calculation", "Logical", "Other"]
     assert largest_in_group_mask(table).sum().sum() == 2
 
 
@@ -252,3 +253,38 @@ def test_trace_strips_sorted_by_tau_with_failed_probes_marked():
         assert len(ax.texts) == len(strips) and sum(t.get_text() == "κ̂ = ∞" for t in ax.texts) == taus.isna().sum()
     finally:
         plt.close(fig)
+
+
+def test_taxonomy_table_without_a_valid_verdict_is_refused():
+    judge = pd.DataFrame(
+        {
+            "model": ["m"],
+            "benchmark": ["b"],
+            "n_cases": [2],
+            "n_valid": [0],
+            "visual": [math.nan],
+            "calculation": [math.nan],
+            "logical": [math.nan],
+        }
+    )  # both judged cases failed to parse: every cell would be blank
+    with pytest.raises(ValueError, match="no valid judge verdict"):
+        taxonomy_results_table(judge)
+    with pytest.raises(ValueError, match="no values to draw"):
+        plot_table(pd.DataFrame({("b", "Visual"): [math.nan]}, index=["m"]), title="Table 4")
+
+
+def test_trace_strips_title_counts_the_strips_drawn_and_names_the_probe():
+    synth = synthetic_tables(n_items=6, models=("model-a",), seeds=(0, 1, 2), random_state=2)
+    prefixes = synth["prefixes"].query("benchmark == 'mixed-bench'")
+    fig = plot_trace_strips(prefixes)
+    try:
+        title, drawn = fig.axes[0].get_title(), len(fig.axes[0].get_yticks())
+        assert drawn == len(trace_strips(prefixes)) == 18  # 6 questions x 3 seeds
+        assert f"{drawn} traces of 6 questions" in title and "template stop_now" in title and "extractor rules" in title
+    finally:
+        plt.close(fig)
+    thinned = plot_trace_strips(prefixes, max_traces=5)
+    try:
+        assert "5 of 18 traces" in thinned.axes[0].get_title() and len(thinned.axes[0].get_yticks()) == 5
+    finally:
+        plt.close(thinned)

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from .core import paper_style, require_columns
+from .core import add_footer, legend_below, paper_style, require_columns
 from .musobench import PARADIGM_COLORS, PARADIGM_LABELS
 
 # %% auto #0
@@ -187,8 +187,8 @@ def plot_entropy_layer_grid(
     fig.supxlabel("Relative position in the generation")
     fig.supylabel("Attention entropy (bits)")
     handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", ncol=len(labels), frameon=False, bbox_to_anchor=(0.5, 1.02))
     fig.tight_layout()
+    legend_below(fig, handles, labels, ncol=len(labels))
     return fig
 
 # %% ../../nbs/69_figures.attention.ipynb #a27b9687
@@ -209,5 +209,5 @@ def plot_entropy_by_depth(
     axes[0, -1].legend(loc="best", frameon=False)
     fig.tight_layout()
     band = "95 % cluster-bootstrap interval over runs" if has_intervals(summary) else "± 1 sd between runs"
-    fig.text(0.5, -0.02, f"Bands: {band}.", ha="center", va="top", fontsize=8)
+    add_footer(fig, f"Bands: {band}.", fontsize=8)
     return fig

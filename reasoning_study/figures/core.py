@@ -6,17 +6,23 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
+import re
 from pathlib import Path
 
 import matplotlib
+import matplotlib.legend
 import matplotlib.pyplot as plt
+import matplotlib.table
+import matplotlib.text
 import numpy as np
 import pandas as pd
 import seaborn as sns
 
 # %% auto #0
-__all__ = ['TASK_LABELS', 'paper_style', 'figure_note', 'markers_unclipped', 'save_figure', 'require_columns', 'table_label',
-           'table_cell', 'table_markdown', 'plot_table']
+__all__ = ['TASK_LABELS', 'paper_style', 'figure_note', 'markers_unclipped', 'add_footer', 'legend_below', 'add_notes',
+           'save_figure', 'require_columns', 'figure_texts', 'text_overlaps', 'figure_text_problems', 'figure_problems',
+           'table_label', 'table_cell', 'table_markdown', 'plot_table']
 
 # %% ../../nbs/65_figures.core.ipynb #de4e78f1
 TASK_LABELS = {"timetabling": "TimeTabling", "subsetsum": "SubsetSum"}
@@ -53,16 +59,37 @@ def markers_unclipped(fig: plt.Figure):
                 line.set_clip_on(False)
 
 
+def add_footer(fig: plt.Figure, text: str, gap: float = 4.0, **style) -> matplotlib.text.Text:
+    """Write `text` centred under everything `fig` already draws, `gap` points below it: a strip of its own, so a
+    note never covers a caption, a legend or a tick label (a file saved with a tight box grows to hold it)."""
+    fig.canvas.draw()
+    box = fig.get_tightbbox(fig.canvas.get_renderer())  # inches
+    x = (box.x0 + box.x1) / 2 / fig.get_figwidth()
+    y = (box.y0 - gap / 72) / fig.get_figheight()
+    return fig.text(x, y, text, ha="center", va="top", **style)
+
+
+def legend_below(fig: plt.Figure, handles: list, labels: list, gap: float = 4.0, **style) -> matplotlib.legend.Legend:
+    """A figure legend centred under everything `fig` already draws (call it after the layout): it covers no title,
+    tick label or caption, whatever the figure's size."""
+    fig.canvas.draw()
+    box = fig.get_tightbbox(fig.canvas.get_renderer())  # inches
+    anchor = ((box.x0 + box.x1) / 2 / fig.get_figwidth(), (box.y0 - gap / 72) / fig.get_figheight())
+    return fig.legend(handles, labels, loc="upper center", bbox_to_anchor=anchor, **{"frameon": False, **style})
+
+
+def add_notes(fig: plt.Figure) -> list[matplotlib.text.Text]:
+    "Write the innermost enclosing `figure_note` under the figure (`add_footer`); the texts added, to remove later."
+    return [add_footer(fig, note, fontsize=8, color="firebrick", style="italic") for note in _NOTES[-1:]]
+
+
 def save_figure(fig: plt.Figure, stem: str | Path, formats=("png", "pdf")) -> list[Path]:
     """Write `fig` as `stem.png` and `stem.pdf` (folders created), markers unclipped and with the enclosing
     `figure_note`s; returns the paths."""
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     markers_unclipped(fig)
-    notes = [
-        fig.text(0.5, 0.0, note, ha="center", va="top", fontsize=8, color="firebrick", style="italic")
-        for note in _NOTES[-1:]
-    ]
+    notes = add_notes(fig)
     paths = [stem.with_suffix(f".{fmt}") for fmt in formats]
     for p in paths:
         fig.savefig(p, dpi=150, bbox_inches="tight")
@@ -75,6 +102,115 @@ def require_columns(table: pd.DataFrame, columns: list[str], figure: str):
     "Fail with a clear message when `table` lacks a column the figure needs."
     if missing := [c for c in columns if c not in table.columns]:
         raise ValueError(f"{figure} needs columns {columns}; missing {missing}")
+
+# %% ../../nbs/65_figures.core.ipynb #c15ab738
+_NOT_A_VALUE = re.compile(r"\b(?:[Nn][Aa][Nn]|None|NaT)\b")  # a missing value printed as if it were one
+
+
+def _shown(artist) -> bool:
+    "Whether an artist is drawn: visible, in a visible axes, and (a text) not empty."
+    if artist is None or not artist.get_visible():
+        return False
+    if isinstance(artist, matplotlib.text.Text) and not artist.get_text().strip():
+        return False
+    ax = getattr(artist, "axes", None)
+    return ax is None or ax.get_visible()
+
+
+def _ticks_drawn(axis) -> list:
+    "The tick labels an axis draws: shown, at a location inside the view."
+    lo, hi = sorted(axis.get_view_interval())
+    slack = 1e-6 * max(hi - lo, 1e-12)
+    return [
+        label
+        for tick in axis.get_major_ticks(len(axis.get_majorticklocs()))
+        + axis.get_minor_ticks(len(axis.get_minorticklocs()))
+        if lo - slack <= tick.get_loc() <= hi + slack
+        for label in (tick.label1, tick.label2)
+        if _shown(label)
+    ]
+
+
+def figure_texts(fig: plt.Figure) -> list[tuple[str, str, object]]:
+    """Every text-like artist `fig` draws as (kind, where, artist): kind one of title, label, tick, text, legend,
+    table, note (a figure text: stamps, captions); where the axes ('axes 2'; ticks: 'axes 2 x') or 'figure'."""
+    found = []
+    for i, ax in enumerate(fig.axes):
+        at = f"axes {i}"
+        found += [("title", at, t) for t in (ax.title, ax._left_title, ax._right_title)]
+        if ax.axison:  # `ax.axis("off")` hides its labels and ticks
+            found += [("label", at, ax.xaxis.label), ("label", at, ax.yaxis.label)]
+            found += [("tick", f"{at} {n}", t) for n, a in (("x", ax.xaxis), ("y", ax.yaxis)) for t in _ticks_drawn(a)]
+        found += [("text", at, t) for t in ax.texts] + [("legend", at, ax.get_legend())]
+        found += [("table", at, t) for t in ax.tables]
+    titles = [fig._suptitle, fig._supxlabel, fig._supylabel]
+    found += [("title", "figure", t) for t in titles]
+    found += [("note", "figure", t) for t in fig.texts if t not in titles]
+    found += [("legend", "figure", g) for g in fig.legends]
+    return [(kind, where, a) for kind, where, a in found if _shown(a)]
+
+
+def _describe(kind: str, where: str, artist) -> str:
+    if isinstance(artist, matplotlib.text.Text):
+        return f"{kind} {artist.get_text()[:40]!r} ({where})"
+    if isinstance(artist, matplotlib.legend.Legend):
+        return f"legend [{', '.join(t.get_text()[:24] for t in artist.get_texts()[:3])}] ({where})"
+    return f"{kind} ({where})"
+
+
+def _compared(a: tuple, b: tuple) -> bool:
+    "Which pairs can collide: a tick label with its neighbours and with the page's furniture; never a table's own text."
+    (k1, w1, _), (k2, w2, _) = a, b
+    if "tick" in (k1, k2):
+        return w1 == w2 if k1 == k2 else ({k1, k2} - {"tick"}) <= {"title", "legend", "note", "label"}
+    return {k1, k2} != {"table", "text"}
+
+
+def _rotated_apart(a, b, tolerance: float) -> bool:
+    "Two rotated tick labels stand clear when the gap between their anchors, across the text, exceeds its height."
+    pa, pb = (np.asarray(t.get_transform().transform(t.get_position()), float) for t in (a, b))
+    angle = np.deg2rad(a.get_rotation())
+    gap = abs((pb - pa) @ np.array([np.sin(angle), -np.cos(angle)]))
+    return gap + tolerance >= a.get_fontsize() * a.figure.dpi / 72
+
+
+def text_overlaps(
+    fig: plt.Figure,
+    tolerance: float = 1.0,  # pixels two boxes may share before they count as overlapping
+) -> list[str]:
+    "Pairs of drawn texts of `fig` that overlap (see above), each as 'A overlaps B'; the figure is drawn first."
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    items = [(k, w, a, a.get_window_extent(renderer)) for k, w, a in figure_texts(fig)]
+    problems = []
+    for (k1, w1, a1, b1), (k2, w2, a2, b2) in itertools.combinations(items, 2):
+        if not _compared((k1, w1, a1), (k2, w2, a2)):
+            continue
+        if min(b1.x1, b2.x1) - max(b1.x0, b2.x0) <= tolerance or min(b1.y1, b2.y1) - max(b1.y0, b2.y0) <= tolerance:
+            continue
+        rotated = any(isinstance(a, matplotlib.text.Text) and a.get_rotation() % 90 for a in (a1, a2))
+        if k1 == k2 == "tick" and rotated and _rotated_apart(a1, a2, tolerance):
+            continue
+        problems.append(f"{_describe(k1, w1, a1)} overlaps {_describe(k2, w2, a2)}")
+    return problems
+
+
+def figure_text_problems(fig: plt.Figure) -> list[str]:
+    "Drawn texts of `fig` (legend entries and table cells included) that print a missing value: nan, None, NaT."
+    texts = []
+    for kind, where, a in figure_texts(fig):
+        if isinstance(a, matplotlib.legend.Legend):
+            texts += [(f"legend entry ({where})", t.get_text()) for t in [*a.get_texts(), a.get_title()]]
+        elif isinstance(a, matplotlib.table.Table):
+            texts += [(f"table cell ({where})", c.get_text().get_text()) for c in a.get_celld().values()]
+        else:
+            texts.append((f"{kind} ({where})", a.get_text()))
+    return [f"{name} reads {text!r}" for name, text in texts if _NOT_A_VALUE.search(text)]
+
+
+def figure_problems(fig: plt.Figure) -> list[str]:
+    "What a reader would trip on: `text_overlaps` and `figure_text_problems` together (empty: none)."
+    return text_overlaps(fig) + figure_text_problems(fig)
 
 # %% ../../nbs/65_figures.core.ipynb #8ab378ff
 def table_label(value, sep=" / ") -> str:
@@ -110,7 +246,10 @@ def plot_table(
     title: str = "",
     decimals: int = 1,
 ) -> plt.Figure:
-    "Draw a formatted table as a figure (row labels joined with ' / ', column levels stacked, bold cells)."
+    """Draw a formatted table as a figure (row labels joined with ' / ', column levels stacked, bold cells); a table
+    without a single value raises ValueError (an empty grid is no table)."""
+    if table.empty or table.isna().all(axis=None):
+        raise ValueError(f"no values to draw in {title or 'the table'}")
     cells = [[table_cell(v, decimals) for v in row] for row in table.to_numpy()]
     fig, ax = plt.subplots(figsize=(2.2 + 0.75 * table.shape[1], 0.6 + 0.32 * (len(table) + 1)))
     ax.axis("off")

@@ -146,7 +146,10 @@ def plot_recall_confidence(
     "Figure 2 / 8: per-instance recall vs confidence, one panel per model."
     require_columns(results, [panel, hue, "confidence", "recall"], "plot_recall_confidence")
     rows, task_label = one_task(results, task, "plot_recall_confidence")
+    given = rows.groupby([panel, hue], sort=False).size()  # rows per panel and colour, before the unscored are dropped
     rows = rows[rows["confidence"].notna() & rows["recall"].notna()]
+    if rows.empty:
+        raise ValueError(f"no instance with both a confidence and a recall on {task_label}")
     paper_style()
     names = list(dict.fromkeys(rows[panel]))
     fig, axes = _panels(max(len(names), 1))
@@ -156,9 +159,9 @@ def plot_recall_confidence(
         for value, sub in rows[rows[panel] == name].groupby(hue, sort=False):
             x, y = sub["confidence"].to_numpy(float), sub["recall"].to_numpy(float)
             _density(ax, x, y, colours[value])
-            ax.scatter(
-                x, y, s=14, alpha=0.6, color=colours[value], label=f"{_hue_label(sub.iloc[0], hue)} (n={len(sub)})"
-            )
+            of = given.get((name, value), len(sub))
+            n = f"n={len(sub)}" + (f" of {of}" if of != len(sub) else "")  # the points drawn (of the rows given)
+            ax.scatter(x, y, s=14, alpha=0.6, color=colours[value], label=f"{_hue_label(sub.iloc[0], hue)} ({n})")
         _unit_axes(ax)
         ax.set_title(str(name))
         ax.legend(loc="upper left", fontsize=8)
@@ -169,6 +172,8 @@ def plot_recall_confidence(
 # %% ../../nbs/67_figures.musobench.ipynb #7c01ba14
 def _draw_reliability(ax, bins: pd.DataFrame, hue: str):
     "Side-by-side bars of each hue group's per-bin performance on the fixed bins."
+    if not (bins["count"] > 0).any():
+        raise ValueError("no instance with a stated confidence to bin")
     groups = list(bins.groupby(hue, sort=False))
     colours = _palette([v for v, _ in groups], hue)
     for k, (value, sub) in enumerate(groups):
@@ -176,6 +181,7 @@ def _draw_reliability(ax, bins: pd.DataFrame, hue: str):
         width = (sub["upper"] - sub["lower"]) / len(groups)
         left = sub["lower"] + k * width
         ece = sub["ece"].iloc[0] if len(sub) else np.nan
+        ece = "no data" if not len(sub) else "ECE n/a" if pd.isna(ece) else f"ECE {ece * 100:.1f}"
         ax.bar(
             left,
             sub["performance"],
@@ -184,7 +190,7 @@ def _draw_reliability(ax, bins: pd.DataFrame, hue: str):
             color=colours[value],
             alpha=0.85,
             edgecolor="white",
-            label=f"{_hue_label(bins[bins[hue] == value].iloc[0], hue)} (ECE {ece * 100:.1f})",
+            label=f"{_hue_label(bins[bins[hue] == value].iloc[0], hue)} ({ece})",
         )
         ax.plot(left + width / 2, np.zeros(len(sub)), "|", color=colours[value], ms=6)  # marks non-empty bins
     metric = bins["metric"].iloc[0] if "metric" in bins and len(bins) else "recall"
@@ -198,6 +204,8 @@ def _draw_bars(ax, table: pd.DataFrame, x: str, hue: str, value: str, percent: b
     require_columns(table, [x, hue, value], "bars")
     if table.duplicated([x, hue]).any():
         raise ValueError(f"one row per ({x}, {hue}) expected: filter the table first")
+    if not table[value].notna().any():
+        raise ValueError(f"no {METRIC_LABELS.get(value, value).lower()} to draw")
     xs, hues = list(dict.fromkeys(table[x])), list(dict.fromkeys(table[hue]))
     colours = _palette(hues, hue)
     width = 0.8 / len(hues)
@@ -214,16 +222,19 @@ def _draw_bars(ax, table: pd.DataFrame, x: str, hue: str, value: str, percent: b
             if lo
             else None
         )
+        centres, known = np.arange(len(xs)) + (k - (len(hues) - 1) / 2) * width, np.isfinite(heights)
         bars = ax.bar(
-            np.arange(len(xs)) + (k - (len(hues) - 1) / 2) * width,
-            heights,
+            centres[known],
+            heights[known],
             width=width,
             color=colours[h],
             label=_hue_label(table[table[hue] == h].iloc[0], hue),
-            yerr=errors,
+            yerr=None if errors is None else np.nan_to_num(errors[:, known]),
             error_kw=dict(lw=0.8, capsize=2, ecolor="0.25"),
         )
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
+        for c in centres[~known]:  # a missing value is no bar of 0: said so where the bar would stand
+            ax.text(c, 0, "no data", rotation=90, ha="center", va="bottom", fontsize=7, color="0.4")
     ax.set_xticks(np.arange(len(xs)), [METRIC_LABELS.get(v, str(v)) for v in xs])
     ax.set_ylabel(f"{METRIC_LABELS.get(value, value)}{' (%)' if percent else ''}")
     if percent:
@@ -341,7 +352,8 @@ def _draw_length(ax, lengths: pd.DataFrame, fit: pd.DataFrame | None, hue: str):
         if fit is not None and len(line := fit[fit[hue] == value]) and np.isfinite(line["slope"].iloc[0]):
             xs = np.geomspace(sub["lower"].min(), sub["upper"].max(), 50)
             ax.plot(xs, line["intercept"].iloc[0] + line["slope"].iloc[0] * np.log10(xs), color=colour, lw=1, ls="--")
-            label += f" (r = {line['r'].iloc[0]:.2f})"
+            r = line["r"].iloc[0]
+            label += f" (r = {r:.2f})" if np.isfinite(r) else " (r n/a)"  # one length bin: no correlation
         ax.plot(sub["length"], sub["confidence"], "o", color=colour, label=label)
     ax.set(
         xscale="log", ylim=(0, 1), xlabel="Reasoning length (tokens)", ylabel="Confidence", title="(a) Reasoning length"

@@ -16,8 +16,16 @@ import seaborn as sns
 from matplotlib.colors import ListedColormap
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
-from .core import paper_style, plot_table, require_columns, table_cell, table_markdown
+from reasoning_study.figures.core import (
+    legend_below,
+    paper_style,
+    plot_table,
+    require_columns,
+    table_cell,
+    table_markdown,
+)
 from ..metrics.intervals import format_interval
 from ..metrics.overthinking import FAILED_PROBE_STATUSES, TRAJECTORY_KEYS, answered_mask
 from ..prompts.overthinking import FAILURE_CATEGORIES
@@ -30,7 +38,7 @@ __all__ = ['STRATEGY_LABELS', 'STRATEGY_COLORS', 'FORMAT_LABELS', 'CATEGORY_LABE
            'plot_stability_curve', 'plot_robustness', 'plot_cross_model', 'plot_test_time_scaling',
            'plot_transition_matrix', 'plot_token_statistics', 'plot_wasted_budget', 'taxonomy_results_table',
            'largest_in_group_mask', 'plot_recall_trajectories', 'strip_states', 'trace_strips', 'plot_trace_strips',
-           'answer_path']
+           'strips_title', 'answer_path']
 
 # %% ../../nbs/68_figures.overthinking.ipynb #0550d01a
 STRATEGY_LABELS = {
@@ -49,14 +57,14 @@ STRATEGY_COLORS = {
     "Pass@K": "#e76f51",
 }
 FORMAT_LABELS = {"mc": "Multiple choice", "ff": "Free form"}
-CATEGORY_LABELS = {
-    "visual_hallucination_or_perception": "V",
-    "visual": "V",
-    "calculation_error": "C",
-    "calculation": "C",
-    "logical_error": "L",
-    "logical": "L",
-    "other": "O",
+CATEGORY_LABELS = {  # Table 4's failure modes (the paper's V / C / L), named in words
+    "visual_hallucination_or_perception": "Visual",
+    "visual": "Visual",
+    "calculation_error": "Calculation",
+    "calculation": "Calculation",
+    "logical_error": "Logical",
+    "logical": "Logical",
+    "other": "Other",
 }
 
 
@@ -564,6 +572,9 @@ def plot_token_statistics(
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
     sns.histplot(utterances["tokens"], bins=bins, log_scale=True, color=STRATEGY_COLORS["Actual Length"], ax=left)
     left.set(xlabel="Tokens per utterance", ylabel="Utterances")
+    left.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 1, 2, 5, 10, 20, ...
+    left.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    left.xaxis.set_minor_formatter(NullFormatter())
     edges = np.histogram_bin_edges(d["length"], bins=bins)
     sns.histplot(
         data=d,
@@ -628,7 +639,9 @@ def taxonomy_results_table(
     taxonomy: pd.DataFrame,  # `probing.judge.taxonomy_table` output (or a long table, see above)
     categories: Sequence[str] = FAILURE_CATEGORIES,  # category columns, in order
 ) -> pd.DataFrame:
-    "Table 4: failure-mode percentages (V / C / L) per model, one column group per benchmark."
+    """Table 4: the share (%) of each model's valid judged harmful traces per failure mode (Visual, Calculation,
+    Logical: the paper's V / C / L), one column group per benchmark; a cell is empty where the pair had no valid verdict,
+    and a table without a single value raises ValueError."""
     require_columns(taxonomy, ["model", "benchmark"], "taxonomy_results_table")
     d = _taxonomy_long(taxonomy, categories)
     order = [CATEGORY_LABELS.get(c, c) for c in categories]
@@ -639,6 +652,10 @@ def taxonomy_results_table(
         columns=pd.MultiIndex.from_product([list(dict.fromkeys(d["benchmark"])), cats]),
     )
     table.index.name = "Model"
+    if table.empty or table.isna().all(axis=None):
+        n = int(taxonomy["n_cases"].sum()) if "n_cases" in taxonomy else None
+        judged = "" if n is None else f" ({n} judged case{'s' * (n != 1)})"
+        raise ValueError(f"Table 4: no valid judge verdict to count{judged}: every verdict failed to parse or errored")
     return table.astype(float).round(1)
 
 
@@ -780,17 +797,34 @@ def plot_trace_strips(
     ax.set_yticks(range(len(strips)), [_strip_label(row, varying) for _, row in strips.iterrows()], fontsize=7)
     ax.set(xlim=(-0.6, width + 0.4), ylim=(len(strips) - 0.5, -0.5), xlabel="prefix $i$ (utterances)", ylabel="")
     ax.grid(False)
-    one = prefixes.iloc[0]
-    shown = f"{n_all} traces" if n_all == len(strips) else f"{len(strips)} of {n_all} traces (evenly over the order)"
-    ax.set_title(title or f"{one['model']} · {one['benchmark']}: {shown}, sorted by τ", fontsize=10)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # prefixes are whole utterances
+    ax.set_title(title or strips_title(prefixes, strips, n_all), fontsize=10)
     handles = [Patch(color=c, label=s) for s, c in STRIP_STATES.items()]
     handles += [
         Line2D([], [], marker=m, color="black", linestyle="", label=l, markersize=6)
         for m, l in ((">", "τ (first correct)"), ("|", "end (z_N)"))
     ]
-    ax.legend(handles=handles, ncols=3, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.04), frameon=False)
     fig.tight_layout()
+    legend_below(fig, handles, [h.get_label() for h in handles], ncols=3, fontsize=7)
     return fig
+
+
+def strips_title(
+    prefixes: pd.DataFrame,  # the per-prefix table of the figure's condition
+    strips: pd.DataFrame,  # the strips drawn (`trace_strips` rows)
+    n_all: int | None = None,  # strips before thinning (None: all drawn)
+) -> str:
+    """What the strips show, counted from the strips drawn: the model and benchmark, the prompt template and the
+    extractor where the table has them, the traces drawn (of how many) and the questions they answer."""
+    one = prefixes.iloc[0]
+    head = " · ".join(str(one[k]) for k in ("model", "benchmark") if k in prefixes)
+    probe = ", ".join(f"{k} {one[k]}" for k in ("template", "extractor", "granularity") if k in prefixes)
+    k = len(strips)
+    n_all = k if n_all is None else n_all
+    traces = f"{k} trace{'s' * (k != 1)}" if n_all == k else f"{k} of {n_all} traces (evenly over the order)"
+    questions = strips["item_id"].nunique()
+    shown = f"{traces} of {questions} question{'s' * (questions != 1)}, sorted by τ"
+    return f"{head}\n{probe}: {shown}" if probe else f"{head}: {shown}"
 
 
 ANSWER_MARKS = {"correct": "✓", "wrong": "✗", "no answer": "∅", "failed probe": "?"}

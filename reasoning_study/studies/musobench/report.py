@@ -294,6 +294,14 @@ COUNTED_BY = (
 )  # a figure's count: as COUNTED
 
 
+def _figure(build, rows: pd.DataFrame):
+    "A figure marked with the rows it drew (`drew`), or the figure function's reason when the rows cannot support it."
+    try:
+        return drew(build(), rows, *COUNTED_BY)
+    except ValueError as e:  # e.g. a panel with nothing to draw
+        return str(e)
+
+
 def study_figures(
     results: pd.DataFrame,
     # unscored model replies: scored as empty answers (the paper's N), or "exclude"
@@ -313,19 +321,17 @@ def study_figures(
         rows = base[base["task"] == task]
         calibrated = _calibrated(rows)
         if len(calibrated):  # one panel per model
-            out[f"recall_confidence_{task}"] = drew(
-                figs.plot_recall_confidence(rows, task=task), calibrated, *COUNTED_BY
-            )
+            out[f"recall_confidence_{task}"] = _figure(lambda: figs.plot_recall_confidence(rows, task=task), calibrated)
             by = ["model", "paradigm", "task"]
             summary = metrics.with_intervals(metrics.summary_table(rows, by), rows, by)  # recall bars: error bars
-            out[f"calibration_{task}"] = drew(
-                figs.plot_calibration(metrics.reliability_bins(rows, by), summary, task=task), rows, *COUNTED_BY
+            out[f"calibration_{task}"] = _figure(
+                lambda: figs.plot_calibration(metrics.reliability_bins(rows, by), summary, task=task), rows
             )
         else:
             out[f"recall_confidence_{task}"] = out[f"calibration_{task}"] = "no scored base answer with a confidence"
         pairs = metrics.movement_pairs(rows) if len(calibrated) else pd.DataFrame()
         out[f"movement_{task}"] = (
-            drew(figs.plot_movement(pairs, task=task), calibrated, *COUNTED_BY)
+            _figure(lambda: figs.plot_movement(pairs, task=task), calibrated)
             if len(pairs)
             else "needs scored base answers with a confidence in both paradigms of one model"
         )
@@ -333,13 +339,13 @@ def study_figures(
             factors = _factors(main[main["model"] == model], results[results["model"] == model], task)
             of_model = main[(main["model"] == model) & (main["task"] == task)]
             out[named("factors", model, task)] = (
-                drew(figs.plot_factors(**factors, task=task), of_model, *COUNTED_BY)
+                _figure(lambda: figs.plot_factors(**factors, task=task), of_model)
                 if isinstance(factors, dict)
                 else factors
             )
             found = _mitigation_panels(main[main["model"] == model], task)
             out[named("mitigations", model, task)] = (
-                drew(figs.plot_mitigations(**found["panels"], task=task), of_model, *COUNTED_BY)
+                _figure(lambda: figs.plot_mitigations(**found["panels"], task=task), of_model)
                 if found["panels"]
                 else "; ".join(found["reasons"])
             )
@@ -347,14 +353,9 @@ def study_figures(
         explored = main[
             (main["model"] == model) & (main["paradigm"] == "short") & main["condition"].isin(["base", "exploration"])
         ]
+        bins = lambda: metrics.reliability_bins(explored, by=["paradigm", "condition", "task"])
         out[named("exploration_calibration", model)] = (
-            drew(
-                figs.plot_exploration_calibration(
-                    metrics.reliability_bins(explored, by=["paradigm", "condition", "task"])
-                ),
-                explored,
-                *COUNTED_BY,
-            )
+            _figure(lambda: figs.plot_exploration_calibration(bins()), explored)
             if set(_calibrated(explored)["condition"]) == {"base", "exploration"}
             else "needs scored Short-CoT answers with a confidence, with and without the exploration cue"
         )
