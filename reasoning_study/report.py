@@ -170,7 +170,8 @@ def drawn_facts(files: Iterable) -> Drawn | None:
     if not found:
         return None
     counts = pd.concat([d.counts for d in found], ignore_index=True)
-    return Drawn(tuple(sorted({r for d in found for r in d.runs})), counts, found[0].unit)
+    note = " ".join(dict.fromkeys(d.note for d in found if d.note))
+    return Drawn(tuple(sorted({r for d in found for r in d.runs})), counts, found[0].unit, note)
 
 
 def drawn_cells(runs: pd.DataFrame, drawn: Drawn) -> list[str]:
@@ -195,6 +196,8 @@ def caption(
     text = f"*{row.paper} {row.item}: {row.shows}.* From {len(cells)} run{'s' * (len(cells) != 1)}: {listed}."
     if not counts.empty:
         text += f" {count_note(counts, unit)}."
+    if drawn is not None and drawn.note:
+        text += f" {drawn.note}."
     if note := small_data_note(counts):
         text += f" **⚠ {note}.**"
     return text

@@ -107,6 +107,7 @@ class Drawn:
     runs: tuple[str, ...]
     counts: pd.DataFrame  # one row per condition: its columns and n
     unit: str = "instances"
+    note: str = ""  # what the caption adds: e.g. the paper's panels left out, and why
 
     @classmethod
     def of(
@@ -116,6 +117,7 @@ class Drawn:
         units: Sequence[str],  # what one unit is (with the run: a unit of one run is not another run's)
         unit: str = "instances",
         run_column: str = "run",
+        note: str = "",
     ) -> "Drawn":
         by = [c for c in by if c in rows]
         ids = [c for c in [run_column, *units] if c in rows]
@@ -125,10 +127,10 @@ class Drawn:
             else pd.DataFrame({"n": [len(rows.drop_duplicates(ids))]})
         )
         runs = tuple(sorted(map(str, rows[run_column].dropna().unique()))) if run_column in rows else ()
-        return cls(runs, counts, unit)
+        return cls(runs, counts, unit, note)
 
     def write(self, path: str | Path, panels: list[dict] | None = None):
-        record = dict(runs=list(self.runs), counts=self.counts.to_dict("records"), unit=self.unit)
+        record = dict(runs=list(self.runs), counts=self.counts.to_dict("records"), unit=self.unit, note=self.note)
         Path(path).write_text(json.dumps(dict(panels=panels or [], **record), default=str, indent=1))
 
     @classmethod
@@ -137,12 +139,12 @@ class Drawn:
         record = json.loads(Path(path).read_text())
         if "counts" not in record:
             return None
-        return cls(tuple(record["runs"]), pd.DataFrame(record["counts"]), record["unit"])
+        return cls(tuple(record["runs"]), pd.DataFrame(record["counts"]), record["unit"], record.get("note", ""))
 
 
-def drew(fig, rows: pd.DataFrame, by: Sequence[str], units: Sequence[str], unit: str = "instances"):
+def drew(fig, rows: pd.DataFrame, by: Sequence[str], units: Sequence[str], unit: str = "instances", note: str = ""):
     "Mark a figure with what it drew (`Drawn.of`), for `save_drawn` to write beside it; returns the figure."
-    fig.drawn = Drawn.of(rows, by, units, unit)
+    fig.drawn = Drawn.of(rows, by, units, unit, note=note)
     return fig
 
 

@@ -29,11 +29,12 @@ from reasoning_study.metrics.noveltybench import (
 from ...runs import resolve_path
 
 # %% auto #0
-__all__ = ['REPORT_BY', 'SC_CONDITIONS', 'HEADER_SEP', 'COUNT_NAME', 'UNSCORED_NOTES', 'COUNTED_BY', 'NOVELTY_BY',
-           'SMALL_NOVELTY', 'NOVELTY_TABLE', 'main_temperature', 'main_rows', 'status_table', 'uncertainty_tables',
-           'with_bounds', 'comparison_text', 'study_tables', 'flat_header', 'is_count', 'readable_table', 'markdown_of',
-           'table_markdown', 'study_figures', 'write_study_report', 'novelty_table', 'novelty_note',
-           'novelty_uncertainty', 'novelty_markdown', 'write_novelty_report', 'MuSoBenchFiguresConfig', 'keep_models']
+__all__ = ['REPORT_BY', 'SC_CONDITIONS', 'HEADER_SEP', 'COUNT_NAME', 'UNSCORED_NOTES', 'COUNTED_BY', 'FACTOR_PANELS',
+           'NOVELTY_BY', 'SMALL_NOVELTY', 'NOVELTY_TABLE', 'main_temperature', 'main_rows', 'status_table',
+           'uncertainty_tables', 'with_bounds', 'comparison_text', 'study_tables', 'flat_header', 'is_count',
+           'readable_table', 'markdown_of', 'table_markdown', 'study_figures', 'write_study_report', 'novelty_table',
+           'novelty_note', 'novelty_uncertainty', 'novelty_markdown', 'write_novelty_report', 'MuSoBenchFiguresConfig',
+           'keep_models']
 
 # %% ../../../nbs/studies/musobench/60_report.ipynb #00dbc794
 REPORT_BY = ["model", "paradigm", "condition", "task", "temperature"]  # one summary row per run condition
@@ -294,12 +295,32 @@ COUNTED_BY = (
 )  # a figure's count: as COUNTED
 
 
-def _figure(build, rows: pd.DataFrame):
-    "A figure marked with the rows it drew (`drew`), or the figure function's reason when the rows cannot support it."
+def _figure(build, rows: pd.DataFrame, left_out: Sequence[str] = ()):
+    """A figure marked with the rows it drew and the paper's panels it `left_out` with their reasons (`drew`: the
+    caption says both), or the figure function's reason when the rows cannot support it."""
+    note = f"Panels not drawn: {'; '.join(left_out)}" if left_out else ""
     try:
-        return drew(build(), rows, *COUNTED_BY)
+        return drew(build(), rows, *COUNTED_BY, note=note)
     except ValueError as e:  # e.g. a panel with nothing to draw
         return str(e)
+
+
+FACTOR_PANELS = {  # Figure 5's panels, and why one is left out
+    "lengths": "(a) length: no answer with a confidence and a thinking",
+    "levels": "(b) complexity level: no scored base answer",
+    "temperatures": "(c) temperature: needs runs at several temperatures",
+}
+
+
+def _factor_rows(results: pd.DataFrame, model: str, task: str) -> pd.DataFrame:
+    "The rows Figure 5's panels read: one model's on one task, every temperature, all but the self-consistency samples."
+    return results[
+        (results["model"] == model) & (results["task"] == task) & ~results["condition"].str.startswith("sc_")
+    ]
+
+
+def _left_out(factors: dict) -> list[str]:
+    return [why for panel, why in FACTOR_PANELS.items() if panel not in factors]
 
 
 def study_figures(
@@ -339,13 +360,17 @@ def study_figures(
             factors = _factors(main[main["model"] == model], results[results["model"] == model], task)
             of_model = main[(main["model"] == model) & (main["task"] == task)]
             out[named("factors", model, task)] = (
-                _figure(lambda: figs.plot_factors(**factors, task=task), of_model)
+                _figure(
+                    lambda: figs.plot_factors(**factors, task=task),
+                    _factor_rows(results, model, task),
+                    _left_out(factors),
+                )
                 if isinstance(factors, dict)
                 else factors
             )
             found = _mitigation_panels(main[main["model"] == model], task)
             out[named("mitigations", model, task)] = (
-                _figure(lambda: figs.plot_mitigations(**found["panels"], task=task), of_model)
+                _figure(lambda: figs.plot_mitigations(**found["panels"], task=task), of_model, found["reasons"])
                 if found["panels"]
                 else "; ".join(found["reasons"])
             )
