@@ -205,7 +205,7 @@ def readable_table(table: pd.DataFrame) -> pd.DataFrame:
 
 def markdown_of(table: pd.DataFrame, **tabulate) -> str:
     """`readable_table(table)` in Markdown: the index levels as the first columns, counts printed as integers (whatever
-    `floatfmt` the numbers get)."""
+    `floatfmt` the numbers get), a missing value blank."""
     out = readable_table(table)
     if not isinstance(table.index, pd.RangeIndex):
         out = out.reset_index()
@@ -215,7 +215,9 @@ def markdown_of(table: pd.DataFrame, **tabulate) -> str:
             out[c] = out[c].map(lambda v: "" if pd.isna(v) else str(int(v)))
         elif not pd.api.types.is_numeric_dtype(out[c]):
             out[c] = out[c].astype(object).where(out[c].notna(), "")
-    return out.to_markdown(index=False, **tabulate)
+        elif out[c].isna().any():  # a number that is not there reads blank, never 'nan'
+            out[c] = out[c].astype(object).where(out[c].notna(), None)
+    return out.to_markdown(index=False, **({"missingval": ""} | tabulate))
 
 
 def table_markdown(name: str, table: pd.DataFrame, intervals: pd.DataFrame) -> str:
