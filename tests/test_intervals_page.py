@@ -104,7 +104,8 @@ def test_policy_table_on_the_page():
     for raw in ("nan", "NaN", "None", "share=", "utterances=", "Budget(", "_lo", "_hi"):
         assert raw not in page, raw
     assert shown["traces"].dtype.kind == "i" and shown["harmful traces"].dtype.kind == "i"
-    for column in ("accuracy (%)", "utterances", "tokens", "gap recovered (%)"):
+    every = ("accuracy (%)", "utterances", "tokens", "tokens saved (%)", "harmful at the stop (%)")
+    for column in (*every, "harmful traces rescued (%)", "gap recovered (%)"):
         for text in shown[column]:
             assert text == UNDEFINED or printed_is_honest(text), (column, text)
             assert text == UNDEFINED or "[" in text  # every number with its interval

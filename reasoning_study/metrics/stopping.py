@@ -458,6 +458,16 @@ def _gap(policy, actual, optimal):
 POLICY_ROWS = {"accuracy": "stop_correct", "utterances": "stop_index", "tokens": "stop_tokens"}  # metric -> column
 
 
+def _saved_share(used, actual):
+    "1 − tokens used / tokens of the whole trace, on resampled means (NaN where the traces have no tokens)."
+    return np.where(actual > 0, 1 - used / np.where(actual > 0, actual, 1.0), np.nan)
+
+
+def _share(part, whole):
+    "part / whole on resampled means (NaN where the whole is 0: no harmful trace drawn)."
+    return np.where(whole > 0, part / np.where(whole > 0, whole, 1.0), np.nan)
+
+
 def policy_statistics() -> dict:
     "Builders (`add_intervals`) of a policy table's headline numbers from a group's `policy_rows`."
     out = {m: mean_of(c) for m, c in POLICY_ROWS.items()}
@@ -465,6 +475,12 @@ def policy_statistics() -> dict:
     out["accuracy"] = mean_of(POLICY_ROWS["accuracy"], proportion=1)
     out["gap_recovered"] = lambda r: derived(
         _gap, *(mean_of(c)(r) for c in ("stop_correct", "actual_correct", "solved"))
+    )
+    # the shares the table prints beside them, each a ratio of means on the same resample
+    out["saved_token_share"] = lambda r: derived(_saved_share, mean_of("stop_tokens")(r), mean_of("trace_tokens")(r))
+    out["harmful_at_stop"] = mean_of("harmful_at_stop", proportion=1)
+    out["rescued_share"] = lambda r: derived(
+        _share, *(mean_of(c)(r.assign(**{c: r[c].astype(float)})) for c in ("rescued", "actual_harmful"))
     )
     return out
 
@@ -475,7 +491,8 @@ def add_policy_intervals(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> pd.DataFrame:
-    "`table` with the 95 % interval of each setting's accuracy, utterances, tokens and gap recovered, over questions."
+    """`table` with the 95 % interval of each setting's accuracy, utterances, tokens, tokens saved, H at the stop, rescued
+    share and gap recovered, over questions."""
     by = list(table.columns[: list(table.columns).index("policy")])
     return add_intervals(table, rows, [*by, "policy", "setting"], QUESTION, policy_statistics(), resamples, seed=seed)
 
