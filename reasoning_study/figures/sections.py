@@ -19,7 +19,8 @@ from .core import save_figure
 
 # %% auto #0
 __all__ = ['DRAWN_SUFFIX', 'BLANK', 'SMALL_N', 'axes_has_data', 'figure_panels', 'empty_panels_reason', 'empty_table', 'Drawn',
-           'drew', 'save_drawn', 'slug', 'Drawer', 'read_tables', 'condition_counts', 'count_note', 'small_data_note']
+           'build_figure', 'drew', 'save_drawn', 'slug', 'Drawer', 'read_tables', 'condition_counts', 'count_note',
+           'small_data_note']
 
 # %% ../../nbs/66_figures.sections.ipynb #a87a70ba
 DRAWN_SUFFIX = ".drawn.json"  # beside figures/<name>.png or tables/<name>.md: what it drew (`Drawn`) and its panels
@@ -142,6 +143,18 @@ class Drawn:
         return cls(tuple(record["runs"]), pd.DataFrame(record["counts"]), record["unit"], record.get("note", ""))
 
 
+def build_figure(build: Callable):
+    """`build()`, a figure function; when it raises, the figures it opened before it did are closed (a notebook would
+    otherwise show them, unasked, at the end of the cell), and the error goes on."""
+    before = set(plt.get_fignums())
+    try:
+        return build()
+    except Exception:
+        for number in set(plt.get_fignums()) - before:
+            plt.close(number)
+        raise
+
+
 def drew(fig, rows: pd.DataFrame, by: Sequence[str], units: Sequence[str], unit: str = "instances", note: str = ""):
     "Mark a figure with what it drew (`Drawn.of`), for `save_drawn` to write beside it; returns the figure."
     fig.drawn = Drawn.of(rows, by, units, unit, note=note)
@@ -190,7 +203,7 @@ class Drawer:
         "Draw and save a figure; a ValueError from the metric or figure function means the data cannot support it."
 
         try:
-            fig = build()
+            fig = build_figure(build)
         except ValueError as e:
             self.made[self.key(name)] = f"{reason}: {e}"
             return

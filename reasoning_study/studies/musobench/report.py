@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...config import ConfigError, check_config, param
 from ...figures import musobench as figs
-from ...figures.sections import drew, save_drawn, slug
+from ...figures.sections import build_figure, drew, save_drawn, slug
 from ...metrics import musobench as metrics
 from ...metrics.intervals import RESAMPLES, SEED, few_units_note, interval_note, interval_text
 from ...metrics.intervals import comparison_text as interval_comparison_text
@@ -302,7 +302,7 @@ def _figure(build, rows: pd.DataFrame, left_out: Sequence[str] = ()):
     caption says both), or the figure function's reason when the rows cannot support it."""
     note = f"Panels not drawn: {'; '.join(left_out)}" if left_out else ""
     try:
-        return drew(build(), rows, *COUNTED_BY, note=note)
+        return drew(build_figure(build), rows, *COUNTED_BY, note=note)
     except ValueError as e:  # e.g. a panel with nothing to draw
         return str(e)
 
