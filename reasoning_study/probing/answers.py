@@ -363,8 +363,13 @@ _NO_ANSWER_WORD = re.compile(
 _NEGATION = (
     r"(?:\bno\b|\bnone\b|\bnot\b|n't\b|\bnever\b|\bnor\b|\bneither\b|\bwithout\b|\bcannot\b|\bunable\b|\bfails?\s+to\b)"
 )
-_MISSING = r"(?:answer|commit|conclu|option|choice|choos|chose|select|determin|decid|extract)"
-_NO_ANSWER_SENTENCE = re.compile(rf"{_NEGATION}[^.;:]{{0,60}}?\b{_MISSING}", re.I)
+# what such a sentence says is missing: the answer, or the output that would hold it ("there is no output")
+_MISSING = r"(?:answer|commit|conclu|option|choice|choos|chose|select|determin|decid|extract|output|respon)"
+# ... or that the output (the answer, the response) itself is not there: "The model output does not exist"
+_NOT_THERE = (
+    r"\b(?:output|answer|response|reply)\b[^.;:]{0,30}?\b(?:does|did|is|was)\s*(?:not|n't)\s+(?:exist|there|present)"
+)
+_NO_ANSWER_SENTENCE = re.compile(rf"{_NEGATION}[^.;:]{{0,60}}?\b{_MISSING}|{_NOT_THERE}", re.I)
 # ... unless the sentence names an answer after all ("No, the answer is 5")
 _NAMES_ANSWER = re.compile(
     r"\b(?:answer|option|choice)\s*(?:is|:)\s*"

@@ -72,8 +72,8 @@ from ...prompts.overthinking import TERMINATION_TEMPLATES
 from ...tasks.qa import has_images
 
 # %% auto #0
-__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'OPTION_LIKE', 'RESTATED', 'PAPER_PARTS', 'COUNTED', 'raw_file', 'later_copies',
-           'without_copies', 'repeated_traces', 'with_note', 'policies_markdown', 'comparison_text',
+__all__ = ['RAW_TABLES', 'TRACE_KEYS', 'OPTION_LIKE', 'RESTATED', 'PAPER_PARTS', 'ROBUST_WHY', 'COUNTED', 'raw_file',
+           'later_copies', 'without_copies', 'repeated_traces', 'with_note', 'policies_markdown', 'comparison_text',
            'comparison_markdown', 'template_note', 'restate_no_answers', 'harmful_examples', 'section',
            'benchmark_kind', 'strategies_section', 'stopping_section', 'dynamics_section', 'strips_section',
            'conditions_section', 'taxonomy_section', 'copy_recall_figures', 'counted_rows']
@@ -392,6 +392,10 @@ def strips_section(draw: Drawer, main_prefixes: pd.DataFrame):
         draw.figure(f"trace_strips_{slug(model)}_{slug(benchmark)}", lambda: plot_trace_strips(group))
 
 
+# why a pair of conditions has no correlation: too few shared solved items, or one side constant
+ROBUST_WHY = "fewer than two shared items, or b_τ or z_N the same on every item of a condition"
+
+
 def conditions_section(draw: Drawer, all_traj: pd.DataFrame, traj: pd.DataFrame, traces: pd.DataFrame, main_traces):
     """Across conditions, models and samples: robustness (Figure 6), cross-model (Figure 7), test-time scaling (Figure
     8)."""
@@ -403,7 +407,11 @@ def conditions_section(draw: Drawer, all_traj: pd.DataFrame, traj: pd.DataFrame,
     else:
         draw.table("robustness_summary", robustness_summary(pairs))
         for (model, benchmark), group in pairs.groupby(["model", "benchmark"]):
-            draw.figure(f"fig6_robustness_{slug(model)}_{slug(benchmark)}", lambda: plot_robustness(group))
+            name = f"fig6_robustness_{slug(model)}_{slug(benchmark)}"
+            if group[["spearman_difficulty", "mcc_actual_correct"]].isna().all().all():  # only the diagonal's 1s
+                draw.skip(name, f"no pair of conditions has a defined Spearman or MCC on {benchmark} ({ROBUST_WHY})")
+                continue
+            draw.figure(name, lambda: plot_robustness(group))
     if traj["model"].nunique() < 2:
         draw.skip("fig7_cross_model", "needs overthinking runs of at least two models on the same items")
     else:
