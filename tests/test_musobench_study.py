@@ -1219,7 +1219,9 @@ def test_experiment_notebook_end_to_end_then_a_rerun_from_the_store(slice_sweep,
     listed = (out_dir / "figures.md").read_text()
     assert "not drawn" not in listed, listed  # every figure is drawn from the embedded model's own answers
     assert sorted(p.name for p in (out_dir / "figures").iterdir()) == sorted(
-        f"{f}.{e}" for f in TINY_FIGURES for e in ("png", "pdf")
+        f"{f}.{e}"
+        for f in TINY_FIGURES
+        for e in ("png", "pdf", "drawn.json")  # with what each drew
     )
     assert all((out_dir / "figures" / f"{f}.png").stat().st_size > 0 for f in TINY_FIGURES)
     # the calibration figures rest on real points: base answers scored and rated in both paradigms
