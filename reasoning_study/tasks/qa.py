@@ -19,11 +19,12 @@ import pandas as pd
 
 # %% auto #0
 __all__ = ['AnswerFormat', 'OPTION_LETTERS', 'CHAMP_INSTALL', 'MMLU_SAMPLE_INSTALL', 'HUB_BENCHMARKS', 'OFFLINE_BENCHMARKS',
-           'BENCHMARKS', 'QAItem', 'choice_item', 'sample_indices', 'package_file', 'champ_gold', 'load_champ',
-           'load_mmlu_sample', 'record_image', 'option_letter', 'split_options', 'aime2025_item', 'gpqa_options',
-           'gpqa_item', 'mathvista_item', 'mathvista_precision', 'mathvision_item', 'mathverse_item', 'mmstar_item',
-           'ai2d_item', 'vmcbench_item', 'dataset_url', 'HubAccessError', 'hub_access_line', 'HubBenchmark',
-           'hub_records', 'has_images', 'check_unique_ids', 'load_benchmark', 'items_table']
+           'BENCHMARKS', 'IMAGE_SAMPLE_LAYOUT', 'QAItem', 'choice_item', 'sample_indices', 'package_file', 'champ_gold',
+           'load_champ', 'load_mmlu_sample', 'record_image', 'option_letter', 'split_options', 'aime2025_item',
+           'gpqa_options', 'gpqa_item', 'mathvista_item', 'mathvista_precision', 'mathvision_item', 'mathverse_item',
+           'mmstar_item', 'ai2d_item', 'vmcbench_item', 'dataset_url', 'HubAccessError', 'hub_access_line',
+           'HubBenchmark', 'hub_records', 'has_images', 'check_unique_ids', 'load_benchmark', 'items_table',
+           'write_image_samples']
 
 # %% ../../nbs/04_tasks.qa.ipynb #d0e7c44c
 AnswerFormat = Literal["ff", "mc"]  # free-form | multiple-choice
@@ -617,3 +618,364 @@ def items_table(items: Sequence[QAItem]) -> pd.DataFrame:
         ],
         columns=["id", "benchmark", "format", "question", "answer", "answer_letter", "options", "has_image"],
     )
+
+# %% ../../nbs/04_tasks.qa.ipynb #c8d4c667
+# a 3x5 pixel font for the few characters the stand-in figures write: no font file, so the same pixels everywhere
+_GLYPHS = {
+    "0": "111101101101111", "1": "010110010010111", "2": "111001111100111", "3": "111001111001111",
+    "4": "101101111001001", "5": "111100111001111", "6": "111100111101111", "7": "111001001001001",
+    "8": "111101111101111", "9": "111101111001111", "A": "010101111101101", "B": "110101110101110",
+    "C": "011100100100011", "D": "110101101101110", "E": "111100110100111", ".": "000000000000010",
+    "+": "000010111010000", "=": "000111000111000", "?": "111001011000010", " ": "000000000000000",
+}  # fmt: skip
+_INK, _PAPER = (0, 0, 0), (255, 255, 255)
+_COLORS = {"red": (220, 30, 30), "green": (30, 160, 60), "blue": (30, 70, 220), "yellow": (240, 200, 0)}
+
+
+def _write(draw, xy: tuple[int, int], text: str, scale: int = 2, fill=_INK):
+    "Draw `text` in the 3x5 pixel font from its top-left corner `xy`, each font pixel a `scale`-pixel square."
+    for k, ch in enumerate(text):
+        for i, bit in enumerate(_GLYPHS[ch]):
+            if bit == "1":
+                x, y = xy[0] + (4 * k + i % 3) * scale, xy[1] + (i // 3) * scale
+                draw.rectangle([x, y, x + scale - 1, y + scale - 1], fill=fill)
+
+
+def _figure(size: tuple[int, int], paint: Callable) -> bytes:
+    "A PNG (RGB, white) of `size` pixels painted by `paint(draw)`: the same bytes every call."
+    from PIL import Image, ImageDraw
+
+    image = Image.new("RGB", size, _PAPER)
+    paint(ImageDraw.Draw(image))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _dots(draw, n: int, box: tuple[int, int, int, int], color=_INK, r: int = 3):
+    "`n` filled dots in rows of three inside `box` (left, top, right, bottom)."
+    left, top, right, bottom = box
+    step = max(2 * r + 2, (right - left) // 3)
+    for k in range(n):
+        x, y = left + r + 1 + (k % 3) * step, top + r + 1 + (k // 3) * (2 * r + 3)
+        draw.ellipse([x - r, y - r, x + r, y + r], fill=color)
+
+
+def _shape(draw, kind: str, box: tuple[int, int, int, int], color=_INK):
+    "A filled circle, square or triangle inside `box`."
+    left, top, right, bottom = box
+    if kind == "circle":
+        draw.ellipse(box, fill=color)
+    elif kind == "square":
+        draw.rectangle(box, fill=color)
+    elif kind == "triangle":
+        draw.polygon([((left + right) // 2, top), (right, bottom), (left, bottom)], fill=color)
+    else:
+        raise ValueError(f"unknown shape {kind!r}")
+
+
+def _panels(draw, counts: Sequence[int], width: int = 28):
+    "Lettered panels A, B, ... side by side, panel k holding `counts[k]` dots: answer options drawn in the figure."
+    for k, n in enumerate(counts):
+        left = k * width
+        draw.rectangle([left, 0, left + width - 1, 55], outline=_INK)
+        _write(draw, (left + 11, 3), OPTION_LETTERS[k])
+        _dots(draw, n, (left + 3, 18, left + width - 3, 53), r=2)
+
+
+def _picture(paint: Callable, size: tuple[int, int] = (56, 56)) -> dict:
+    "An image cell as the hub's parquet files hold one (a `datasets.Image` value): the PNG's bytes, no path."
+    return {"bytes": _figure(size, paint), "path": None}
+
+
+def _vista_samples(ds) -> tuple[list[dict], dict]:
+    "MathVista testmini: free-form (integer; float with `precision`, one with a `unit`) and multi-choice records."
+    hints = {
+        "integer": "Hint: Answer with a whole number and give it at the end.",
+        "float1": "Hint: Answer with a decimal number with one decimal place and give it at the end.",
+        "float2": "Hint: Answer with a decimal number with two decimal places and give it at the end.",
+        "choice": "Hint: Answer with the letter of the correct choice at the end.",
+    }
+    rows = [  # pid, question, answer, question_type, answer_type, precision, unit, choices, hint, painter
+        ("1", "How many dots are in the figure?", "5", "free_form", "integer", None, None, None, "integer",
+         lambda d: _dots(d, 5, (6, 6, 50, 50))),
+        ("2", "How long is the bar?", "2.5", "free_form", "float", 1.0, "cm", None, "float1",
+         lambda d: (d.rectangle([4, 34, 49, 41], fill=_COLORS["blue"]), _write(d, (16, 12), "2.5"))),
+        ("3", "What is the number in the figure divided by 3?", "0.67", "free_form", "float", 2.0, None, None,
+         "float2", lambda d: _write(d, (22, 18), "2", scale=4)),
+        ("4", "Which shape is drawn in the figure?", "triangle", "multi_choice", "text", None, None,
+         ["circle", "square", "triangle"], "choice", lambda d: _shape(d, "triangle", (8, 8, 48, 48))),
+        ("5", "What is the sum of the two numbers in the figure?", "9", "multi_choice", "integer", None, None,
+         ["7", "8", "9", "10"], "choice", lambda d: _write(d, (8, 18), "4 5", scale=4)),
+    ]  # fmt: skip
+    records = []
+    for pid, question, answer, qtype, atype, precision, unit, choices, hint, paint in rows:
+        query = f"{hints[hint]}\nQuestion: {question}" + (f" (Unit: {unit})" if unit else "")
+        if choices:
+            query += "\nChoices:\n" + "\n".join(f"({OPTION_LETTERS[k]}) {c}" for k, c in enumerate(choices))
+        records.append(
+            {
+                "pid": pid,
+                "question": question,
+                "image": f"images/{pid}.png",
+                "decoded_image": _picture(paint),
+                "choices": choices,
+                "unit": unit,
+                "precision": precision,
+                "answer": answer,
+                "question_type": qtype,
+                "answer_type": atype,
+                "metadata": {
+                    "category": "math-targeted-vqa",
+                    "context": "synthetic scene",
+                    "grade": "elementary school",
+                    "img_height": 56,
+                    "img_width": 56,
+                    "language": "english",
+                    "skills": ["arithmetic reasoning"],
+                    "source": "made-here stand-in",
+                    "split": "testmini",
+                    "task": "figure question answering",
+                },
+                "query": query,
+            }
+        )
+    text = ds.Value("string")
+    features = {
+        "pid": text,
+        "question": text,
+        "image": text,
+        "decoded_image": ds.Image(),
+        "choices": ds.List(text),
+        "unit": text,
+        "precision": ds.Value("float64"),
+        "answer": text,
+        "question_type": text,
+        "answer_type": text,
+        "metadata": {
+            **{k: text for k in ("category", "context", "grade")},
+            "img_height": ds.Value("int64"),
+            "img_width": ds.Value("int64"),
+            "language": text,
+            "skills": ds.List(text),
+            **{k: text for k in ("source", "split", "task")},
+        },
+        "query": text,
+    }
+    return records, features
+
+
+def _vision_samples(ds) -> tuple[list[dict], dict]:
+    "MathVision testmini: options drawn in the figure (`options` A-E), free-form, and written options, letter answers."
+    rows = [  # id, question, options, answer, level, subject, size, painter
+        ("1", "<image1> Which box holds exactly three dots?", list("ABCDE"), "D", 1, "counting", (140, 56),
+         lambda d: _panels(d, [1, 4, 2, 3, 5])),
+        ("2", "<image1> How many dots are in the picture?", [], "7", 1, "counting", (56, 56),
+         lambda d: _dots(d, 7, (6, 6, 50, 50))),
+        ("3", "<image1> The number is the side of the square. What is the area of the square?",
+         ["4", "8", "16", "32", "64"], "C", 2, "metric geometry - area", (56, 56),
+         lambda d: (d.rectangle([10, 10, 45, 45], outline=_INK, width=2), _write(d, (24, 20), "4", scale=3))),
+    ]  # fmt: skip
+    records = [
+        {
+            "id": key,
+            "question": question,
+            "options": options,
+            "image": f"images/{key}.png",
+            "decoded_image": _picture(paint, size),
+            "answer": answer,
+            "solution": None,
+            "level": level,
+            "subject": subject,
+        }
+        for key, question, options, answer, level, subject, size, paint in rows
+    ]
+    text = ds.Value("string")
+    features = {
+        "id": text,
+        "question": text,
+        "options": ds.List(text),
+        "image": text,
+        "decoded_image": ds.Image(),
+        "answer": text,
+        "solution": text,
+        "level": ds.Value("int64"),
+        "subject": text,
+    }
+    return records, features
+
+
+def _verse_samples(ds) -> tuple[list[dict], dict]:
+    """MathVerse testmini (lmms-eval's copy): multi-choice with `Choices:` in the question, and vision-only versions
+    whose question is empty (the figure holds it; `query_cot` is the instruction), free-form and multi-choice."""
+    square = lambda d: (d.rectangle([10, 10, 45, 45], outline=_INK, width=2), _write(d, (24, 20), "3", scale=3))
+    letter = "Reason step by step, then give the letter of the correct option (A, B, C or D) at the end."
+    value = "Reason step by step, then give the final value at the end."
+    rows = [  # index, version, question_type, question, answer, query_cot, size, painter
+        ("1", "Text Dominant", "multi-choice",
+         "As shown in the figure, the square has sides of length 3. What is its perimeter?\nChoices:\nA:6\nB:9\nC:12\nD:16",
+         "C", None, (56, 56), square),
+        ("2", "Vision Only", "multi-choice", "", "B",
+         "The question and its choices are shown in the image. " + letter, (112, 56),
+         lambda d: (_write(d, (4, 4), "3+4=?"), _write(d, (4, 22), "A 5  B 7"), _write(d, (4, 40), "C 8  D 9"))),
+        ("3", "Text Lite", "free-form", "Find the perimeter of the square.", "12", None, (56, 56), square),
+        ("4", "Vision Only", "free-form", "", "10", "The question is shown in the image. " + value, (56, 56),
+         lambda d: _write(d, (6, 22), "2+8=?")),
+    ]  # fmt: skip
+    records = []
+    for index, version, qtype, question, answer, cot, size, paint in rows:
+        ask = letter if qtype == "multi-choice" else value
+        records.append(
+            {
+                "sample_index": index,
+                "problem_index": index,
+                "problem_version": version,
+                "question": question,
+                "image": _picture(paint, size),
+                "answer": answer,
+                "question_type": qtype,
+                "metadata": {"split": "testmini", "source": "made-here stand-in", "subject": "Plane Geometry",
+                             "subfield": "Length"},
+                "query_wo": question or cot,
+                "query_cot": cot or f"{ask}\nQuestion: {question}",
+                "question_for_eval": question or cot,
+            }
+        )  # fmt: skip
+    text = ds.Value("string")
+    features = {
+        "sample_index": text,
+        "problem_index": text,
+        "problem_version": text,
+        "question": text,
+        "image": ds.Image(),
+        "answer": text,
+        "question_type": text,
+        "metadata": {k: text for k in ("split", "source", "subject", "subfield")},
+        "query_wo": text,
+        "query_cot": text,
+        "question_for_eval": text,
+    }
+    return records, features
+
+
+def _star_samples(ds) -> tuple[list[dict], dict]:
+    "MMStar val: the options inside the question (`Options: A: ..., B: ...`, commas inside one of them), letter answers."
+    rows = [  # question, answer, category, l2_category, painter
+        ("How many dots are in the image?\nOptions: A: 2, B: 3, C: 4, D: 5", "C", "fine-grained perception",
+         "object counting", lambda d: _dots(d, 4, (6, 6, 50, 50))),
+        ("What color is the square?\nOptions: A: red, B: green, C: blue, D: yellow", "C", "coarse perception",
+         "image style & quality", lambda d: _shape(d, "square", (10, 10, 45, 45), _COLORS["blue"])),
+        ("Which numbers are written in the image?\nOptions: A: 1 and 2, B: 3, 4, and 5, C: 6, D: 7 and 8", "B",
+         "math", "numeric commonsense & calculation", lambda d: _write(d, (8, 22), "3 4 5", scale=2)),
+    ]  # fmt: skip
+    records = [
+        {
+            "index": k,
+            "question": question,
+            "image": _picture(paint),
+            "answer": answer,
+            "category": category,
+            "l2_category": l2,
+            "meta_info": {"source": "made-here stand-in", "split": "val", "image_path": f"{k}.png"},
+        }
+        for k, (question, answer, category, l2, paint) in enumerate(rows)
+    ]
+    text = ds.Value("string")
+    features = {
+        "index": ds.Value("int64"),
+        "question": text,
+        "image": ds.Image(),
+        "answer": text,
+        "category": text,
+        "l2_category": text,
+        "meta_info": {k: text for k in ("source", "split", "image_path")},
+    }
+    return records, features
+
+
+def _ai2d_labels(d):
+    "Four shapes in the quarters of the figure, lettered A-D (the circle is B)."
+    for k, kind in enumerate(["square", "circle", "triangle", "square"]):
+        left, top = 28 * (k % 2), 28 * (k // 2)
+        _shape(d, kind, (left + 10, top + 4, left + 24, top + 18), _COLORS["green"])
+        _write(d, (left + 2, top + 16), OPTION_LETTERS[k])
+
+
+def _ai2d_samples(ds) -> tuple[list[dict], dict]:
+    "AI2D test: an `options` list and the answer as the option's 0-based index, written as text."
+    rows = [  # question, options, answer index, painter
+        ("Which letter labels the circle?", ["A", "B", "C", "D"], "1", _ai2d_labels),
+        ("How many triangles are in the diagram?", ["1", "2", "3", "4"], "2",
+         lambda d: [_shape(d, "triangle", (4 + 17 * k, 20, 18 + 17 * k, 34)) for k in range(3)]),
+        ("What color is the circle?", ["red", "blue", "green", "yellow"], "0",
+         lambda d: _shape(d, "circle", (10, 10, 45, 45), _COLORS["red"])),
+    ]  # fmt: skip
+    records = [
+        {"question": q, "options": options, "answer": answer, "image": _picture(paint)}
+        for q, options, answer, paint in rows
+    ]
+    text = ds.Value("string")
+    return records, {"question": text, "options": ds.List(text), "answer": text, "image": ds.Image()}
+
+
+def _vmc_samples(ds) -> tuple[list[dict], dict]:
+    "VMCBench dev: options in the columns `A`-`D`, a letter answer."
+    rows = [  # question, options A-D, answer, category, painter
+        ("What number is written in the image?", ["17", "71", "11", "77"], "A", "OCR",
+         lambda d: _write(d, (14, 18), "17", scale=4)),
+        ("How many dots are there?", ["2", "3", "5", "6"], "D", "General", lambda d: _dots(d, 6, (6, 6, 50, 50))),
+        ("Which shape is drawn?", ["square", "circle", "triangle", "star"], "B", "Reasoning",
+         lambda d: _shape(d, "circle", (10, 10, 45, 45))),
+    ]  # fmt: skip
+    records = [
+        {"index": k, "question": q, **dict(zip("ABCD", options)), "answer": answer, "category": category,
+         "image": _picture(paint)}
+        for k, (q, options, answer, category, paint) in enumerate(rows)
+    ]  # fmt: skip
+    text = ds.Value("string")
+    features = {"index": ds.Value("int64"), "question": text, **{k: text for k in "ABCD"}, "answer": text,
+                "category": text, "image": ds.Image()}  # fmt: skip
+    return records, features
+
+
+# benchmark -> (its records' builder, the split's parquet file in the hub repository's layout, the README's config)
+IMAGE_SAMPLE_LAYOUT: dict[str, tuple[Callable, str, str]] = {
+    "mathvista": (_vista_samples, "data/testmini-00000-of-00001.parquet", "default"),
+    "mathvision": (_vision_samples, "data/testmini-00000-of-00001.parquet", "default"),
+    "mathverse": (_verse_samples, "testmini.parquet", "testmini"),
+    "mmstar": (_star_samples, "mmstar.parquet", "mmstar"),
+    "ai2d": (_ai2d_samples, "data/test-00000-of-00001.parquet", "default"),
+    "vmcbench": (_vmc_samples, "data/dev-00000-of-00001.parquet", "default"),
+}
+
+
+def _sample_card(spec: HubBenchmark, file: str, config: str) -> str:
+    "The README of a stand-in repository: the hub's `configs` block naming the split's file, and what the data is."
+    return (
+        f"---\nconfigs:\n- config_name: {config}\n  data_files:\n  - split: {spec.split}\n    path: {file}\n---\n"
+        f"# {spec.name}: made-here stand-in records\n\nA few records in the schema and file layout of {spec.hf_id} "
+        f"({spec.split}), with small figures drawn by reasoning_study.tasks.qa.write_image_samples. Not the benchmark.\n"
+    )
+
+
+def write_image_samples(
+    folder: str | Path,  # where the stand-in repositories go, one sub-folder per benchmark
+) -> dict[str, str]:
+    """Write made-here stand-ins of the image benchmarks, each a copy of its hub repository's layout holding a few
+    records in its schema, and return benchmark -> folder (what `load_benchmark(path=)` and the overthinking study's
+    `data_paths` take). The same bytes on every call."""
+    import datasets
+
+    folder, paths = Path(folder), {}
+    for name, (build, file, config) in IMAGE_SAMPLE_LAYOUT.items():
+        spec, repo = HUB_BENCHMARKS[name], folder / name
+        records, features = build(datasets)
+        (repo / file).parent.mkdir(parents=True, exist_ok=True)
+        (repo / "README.md").write_text(_sample_card(spec, file, config))
+        for r in records:  # MathVista and MathVision ship the figures as files too (images.zip), named by `image`
+            if isinstance(r.get("image"), str) and r.get("decoded_image"):
+                (repo / r["image"]).parent.mkdir(parents=True, exist_ok=True)
+                (repo / r["image"]).write_bytes(r["decoded_image"]["bytes"])
+        datasets.Dataset.from_list(records, features=datasets.Features(features)).to_parquet(str(repo / file))
+        paths[name] = str(repo)
+    return paths

@@ -14,6 +14,7 @@ from .config import OverthinkingConfig as OverthinkingConfig
 from .config import model_plan as model_plan
 from .config import roles as roles
 from .report import COUNTED as COUNTED
+from .report import benchmark_kind
 from .report import counted_rows as counted_rows
 from .report import section as section
 from .run import asked_format
@@ -28,6 +29,7 @@ from .score import report as report
 from .score import rescore as rescore
 from .score import score as score
 from ..registry import BEYOND, PaperFigure, ProtocolRow, cut_parameters, decoding_row
+from ...tasks.qa import write_image_samples
 
 # the contract, as the registry reads it (`studies.registry.CONTRACT_NAMES`), and the config
 _all_ = [
@@ -231,7 +233,8 @@ REHEARSAL_RECORDS = {  # benchmark -> local records in the schema the loader rea
 
 def rehearsal_parameters(parameters: dict, folder: str | Path) -> dict:
     """A cell's parameters cut for a rehearsal (`REHEARSAL_CEILINGS`, the first MuSoBench level, on CPU, no hub), its
-    text benchmarks read from local records written into `folder`."""
+    text benchmarks read from local records written into `folder`, its image benchmarks from made-here records in their
+    real schemas (`tasks.qa.write_image_samples`)."""
     values = cut_parameters(parameters, REHEARSAL_CEILINGS, {"musobench_levels": [1], "allow_hub": False})
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -242,6 +245,10 @@ def rehearsal_parameters(parameters: dict, folder: str | Path) -> dict:
                 "".join(json.dumps(r) + "\n" for r in REHEARSAL_RECORDS[name])
             )
             paths[name] = str(path)
+    images = [name for name in values.get("benchmarks", []) if benchmark_kind(name) == "multimodal"]
+    if images:  # made-here records in each image benchmark's real schema (`tasks.qa.write_image_samples`)
+        written = write_image_samples(folder / "image-samples")
+        paths.update({name: written[name] for name in images})
     if "benchmarks" in values:
         values["data_paths"] = {**values.get("data_paths", {}), **paths}
     return values
