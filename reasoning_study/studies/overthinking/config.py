@@ -192,6 +192,10 @@ def study_problems(config: OverthinkingConfig) -> list[str]:
             f"preset {config.preset!r} runs on the {preset.backend} backend; probes are token-exact prompts, "
             "which need a local model (a transformers or vllm preset)"
         )
+    if unused := sorted(set(config.data_paths or {}) - set(config.benchmarks)):  # a misspelt key would read the hub
+        problems.append(
+            f"parameter 'data_paths' names {unused}, which are not among the benchmarks {list(config.benchmarks)}"
+        )
     with_images = [b for b in config.benchmarks if has_images(b)]
     if with_images and not preset.multimodal:
         problems.append(
