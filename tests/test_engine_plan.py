@@ -43,8 +43,9 @@ def stand_in_backend(llm, max_model_len=4096, processor=None):
     backend.vllm = SimpleNamespace(SamplingParams=lambda **kw: kw)
     backend.preset, backend.options = ModelPreset("stand-in", "stand-in", "vllm"), vb.VllmOptions()
     backend.llm, backend.max_model_len, backend.tokenizer = llm, max_model_len, None
-    backend.source, backend._processor = "/nonexistent", processor
-    backend.decode = lambda ids: " ".join(map(str, ids))
+    backend.source, backend.decode = "/nonexistent", lambda ids: " ".join(map(str, ids))
+    # the prompt lengths after image expansion: this processor, else the model folder's (none here) on first use
+    backend._lengths = vb.ImageExpansion(processor, backend.decode) if processor is not None else None
     return backend
 
 

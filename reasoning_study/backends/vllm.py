@@ -34,11 +34,11 @@ from .weights import hub_commit, resolve_weights
 __all__ = ['VLLM_INSTALL_HINT', 'STAGE_CHUNK_PER_SEQUENCE', 'STAGE_CHUNK_FALLBACK', 'GIB', 'DTYPE_BYTES', 'vllm_available',
            'import_vllm', 'VllmOptions', 'vllm_options', 'sample_params_kwargs', 'structured_output_kwargs',
            'sampled_logprobs_of', 'completion_from_output', 'resolve_model', 'engine_for', 'isolate_failures',
-           'expanded_prompt_length', 'model_processor', 'stage_chunk_of', 'engine_numerics', 'VllmBackend',
-           'from_preset', 'EngineMemory', 'model_folder', 'model_memory', 'stated_memory', 'per_gpu', 'gpus_needed',
-           'model_context_limit', 'split_gpu_memory', 'check_options', 'EngineRole', 'co_resident_options',
-           'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'nvidia_smi_memory_bytes', 'torch_memory_bytes',
-           'gpu_memory_bytes', 'unsized_on_cpu_host', 'cacheable_tokens']
+           'expanded_prompt_length', 'model_processor', 'ImageExpansion', 'stage_chunk_of', 'engine_numerics',
+           'VllmBackend', 'from_preset', 'EngineMemory', 'model_folder', 'model_memory', 'stated_memory', 'per_gpu',
+           'gpus_needed', 'model_context_limit', 'split_gpu_memory', 'check_options', 'EngineRole',
+           'co_resident_options', 'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'nvidia_smi_memory_bytes',
+           'torch_memory_bytes', 'gpu_memory_bytes', 'unsized_on_cpu_host', 'cacheable_tokens']
 
 # %% ../../nbs/14_backends.vllm.ipynb #f757f987
 VLLM_INSTALL_HINT = "pip install 'reasoning_study[vllm]'"
@@ -270,6 +270,32 @@ def model_processor(
     except Exception:
         return None
 
+# %% ../../nbs/14_backends.vllm.ipynb #4859659d
+class ImageExpansion:
+    "Prompt lengths after image expansion, the processor run once per set of images (`expanded_prompt_length`)."
+
+    def __init__(
+        self,
+        processor: Any = None,  # the model's HF processor (None: text tokens only)
+        decode: Callable[[Sequence[int]], str] | None = None,  # token ids -> the prompt's text
+        limit: int = 4096,  # sets of images remembered at once (the oldest forgotten first)
+    ):
+        self.processor, self.decode, self.limit = processor, decode, limit
+        self.added: dict[tuple, tuple[int, list]] = {}  # ids of the images -> (tokens added, the images kept alive)
+        self.processed = 0  # processor calls made
+
+    def __call__(self, prompt: Sequence[int], images: Sequence) -> int:
+        if not images or self.processor is None or self.decode is None:
+            return len(prompt)
+        key = tuple(map(id, images))
+        if key not in self.added:
+            self.processed += 1
+            added = expanded_prompt_length(prompt, images, self.processor, self.decode) - len(prompt)
+            if len(self.added) >= self.limit:
+                self.added.pop(next(iter(self.added)))
+            self.added[key] = (added, list(images))
+        return len(prompt) + self.added[key][0]
+
 # %% ../../nbs/14_backends.vllm.ipynb #34114c9e
 STAGE_CHUNK_PER_SEQUENCE = 4  # a chunk holds this many times the sequences the engine runs at once
 STAGE_CHUNK_FALLBACK = 1024  # samples per call when the scheduler's max_num_seqs cannot be read
@@ -334,7 +360,7 @@ class VllmBackend:
         self.preset, self.options = preset, options or vllm_options(preset)
         self.model_id = preset.model_id
         source, self.revision = resolve_model(preset, self.options)
-        self.source, self._processor = source, None  # the HF processor: loaded for the first request with images
+        self.source, self._lengths = source, None  # `ImageExpansion`: made for the first request with images
         self.llm = engine_for(source, None if Path(source).is_dir() else self.revision, self.options)
         if self.options.allow_download and not Path(source).is_dir():  # now in the cache: record its commit
             self.revision = hub_commit(preset.model_id, preset.revision)
@@ -353,13 +379,13 @@ class VllmBackend:
         return stage_chunk_of(self.llm)
 
     def prompt_length(self, prompt: list[int], images: Sequence) -> int:
-        """The prompt's length as the engine counts it: images expanded by the model's processor
-        (`expanded_prompt_length`)."""
+        """The prompt's length as the engine counts it: images expanded by the model's processor, once per set of
+        images (`ImageExpansion`)."""
         if not images:
             return len(prompt)
-        if self._processor is None:
-            self._processor = model_processor(self.source, self.options) or False
-        return expanded_prompt_length(prompt, images, self._processor or None, self.decode)
+        if self._lengths is None:  # the processor loads for the first request with images
+            self._lengths = ImageExpansion(model_processor(self.source, self.options), self.decode)
+        return self._lengths(prompt, images)
 
     def describe(self) -> dict:
         "What a run records of this backend (`backends.contract.DESCRIBE_KEYS`)."
