@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from test_figures_overthinking import judge_table
 
 from reasoning_study.figures import attention as fa
 from reasoning_study.figures import musobench as fm
@@ -91,19 +92,7 @@ def musobench_figures(muso):
 
 def overthinking_figures(s):
     synth, traj, one, prefixes = s["synth"], s["traj"], s["one"], s["prefixes"]
-    judge = pd.DataFrame(
-        {
-            "model": ["model-a", "model-b"],
-            "benchmark": "mc-bench",
-            "n_cases": [6, 3],
-            "n_valid": [6, 2],
-            "n_parse_error": [0, 1],
-            "n_error": 0,
-            "visual": [50.0, 50.0],
-            "calculation": [100 / 6, 0.0],
-            "logical": [100 / 3, 50.0],
-        }
-    )
+    judge = judge_table()  # the figure tests' judged cases
     table1, table4 = fo.results_table(s["strategies"]), fo.taxonomy_results_table(judge)
     stop_now = traj[traj.template == "stop_now"]
     return {

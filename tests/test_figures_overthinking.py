@@ -60,10 +60,9 @@ def study():
     return dict(synth=synth, traj=traj, one=one, prefixes=prefixes, strategies=strategies)
 
 
-def figures(s):
-    "Every figure of the paper that this module draws, from the study's metric tables."
-    synth, traj, one, prefixes = s["synth"], s["traj"], s["one"], s["prefixes"]
-    judge = pd.DataFrame(
+def judge_table() -> pd.DataFrame:
+    "Judged cases per model and benchmark, as `probing.judge.taxonomy_table` writes them."
+    return pd.DataFrame(
         {
             "model": ["model-a", "model-b"],
             "benchmark": "mc-bench",
@@ -75,7 +74,13 @@ def figures(s):
             "calculation": [100 / 6, 0.0],
             "logical": [100 / 3, 50.0],
         }
-    )  # as `probing.judge.taxonomy_table` writes it
+    )
+
+
+def figures(s):
+    "Every figure of the paper that this module draws, from the study's metric tables."
+    synth, traj, one, prefixes = s["synth"], s["traj"], s["one"], s["prefixes"]
+    judge = judge_table()
     table1, table4 = results_table(s["strategies"]), taxonomy_results_table(judge)
     stop_now = traj[traj.template == "stop_now"]
     return {
