@@ -3,7 +3,9 @@
 The map, bottom layer first (dependencies point down; no study imports another; `nbs/index.ipynb` is the front page):
 
 - run plumbing: `runs` (paths, redaction), `config` (typed study configs), `provenance` (`run.json`)
-- tasks: `tasks.core`, `tasks.timetabling`, `tasks.subsetsum`, `tasks.musobench`, `tasks.qa`, `tasks.noveltybench`
+- tasks: `tasks.core`, `tasks.timetabling`, `tasks.subsetsum`, `tasks.musobench`, `tasks.qa`, `tasks.noveltybench`,
+  `tasks.traces` (traces you already have: lm-eval samples, inspect_ai logs, saved chat completions or any table, read
+  into one record; 20 real DeepSeek-R1-Distill-Llama-8B traces on MATH shipped with the package)
 - backends: `backends.request` (what is asked and answered), `backends.contract` (the protocol, capabilities),
   `backends.presets` (the papers' models, their providers' rules, the backend kinds, `load_backend`),
   `backends.transformers`, `backends.vllm`, `backends.openai`, `backends.weights`, `backends.lifecycle` (when a hosted
@@ -13,9 +15,11 @@ The map, bottom layer first (dependencies point down; no study imports another; 
   `prompts.noveltybench`, `prompts.releases` (each model release's own format); probing: `probing.trace`,
   `probing.answers`, `probing.prober`, `probing.judge`
 - metrics: `metrics.intervals` (cluster-bootstrap intervals and paired comparisons, used by every study),
-  `metrics.musobench`, `metrics.overthinking`, `metrics.noveltybench`, `metrics.stopping`, `metrics.attention`;
+  `metrics.musobench`, `metrics.overthinking`, `metrics.noveltybench`, `metrics.stopping`, `metrics.attention`,
+  `metrics.stated` (the stated-answer lens: the answer each prefix has already stated, no model; solution rounds and
+  outcome efficiency; against a measured continuation-accuracy curve and against the forced-answer probe);
   figures: `figures.core`, `figures.sections`, `figures.musobench`, `figures.overthinking`, `figures.attention`,
-  `figures.stopping`
+  `figures.stopping`, `figures.traces` (stated-answer strips under the measured continuation-accuracy curve)
 - studies: `studies.registry` (the contract and the list: the only door of the layers above), `studies.runner` (one
   run and its `run.json`), `studies.samples` (the browser's record); each study a package whose `study` module is its
   face (the contract): `studies.musobench` (`build`, `replies`, `protocol`, `scoring`, `noveltybench`, `report`,
