@@ -22,7 +22,7 @@ PIP_FILTER := { grep -v "is ignored: it is neither a file nor a directory" || tr
 # a phase's first line: its name and start time, which .ci/run turns into the table of phase times
 phase = @echo "== phase $(1) started $$(date +%s) =="
 
-.PHONY: lint format browser fuzz install install-core study bench test test-fast export check-export nbdev-test pytest pytest-fast clean-venv lab install-vllm \
+.PHONY: lint format browser fuzz install install-core study bench bench-vllm test test-fast export check-export nbdev-test pytest pytest-fast clean-venv lab install-vllm \
 	test-vllm gpu-check rehearse
 
 install: $(STAMP)
@@ -146,7 +146,7 @@ test-vllm: install-vllm
 	$(call phase,vllm-pytest)
 	@# two workers: the engine tests (one shared engine: xdist_group "vllm-engines") beside the server tests
 	$(VLLM_ENV) OMP_NUM_THREADS=1 $(VLLM_BIN)/python -m pytest tests/test_backends_vllm.py tests/test_vllm_parity.py tests/test_qwen3_vllm.py \
-	  tests/test_vllm_server.py tests/test_rehearsal.py -n 2 --dist loadgroup -ra --durations=10
+	  tests/test_vllm_server.py tests/test_rehearsal.py tests/test_vl_standins.py -n 2 --dist loadgroup -ra --durations=10
 	$(call phase,vllm-notebooks)
 	@for nb in $(VLLM_NBS); do echo "nbdev_test --flags vllm $$nb"; $(VLLM_ENV) $(VLLM_BIN)/nbdev_test --flags vllm --path $$nb || exit 1; done
 
@@ -170,6 +170,14 @@ study: install
 bench: install
 	@mkdir -p outputs/bench/runs
 	for nb in nbs/benchmarks/*.ipynb; do $(PAPERMILL) $$nb outputs/bench/runs/$$(basename $$nb); done
+
+# the benchmarks that need vLLM (nbs/benchmarks/vllm/), in its venv; the vision-language stand-ins' processes get the
+# torchvision overlay (backends.weights.vl_environment)
+bench-vllm: install-vllm
+	@mkdir -p outputs/bench/runs
+	for nb in nbs/benchmarks/vllm/*.ipynb; do $(VLLM_ENV) OMP_NUM_THREADS=1 \
+	  PYTHONPATH=$$($(VLLM_BIN)/python -c "from reasoning_study.backends.weights import vl_environment as e; print(e().get('PYTHONPATH', ''))") \
+	  $(VLLM_BIN)/papermill --cwd nbs $$nb outputs/bench/runs/$$(basename $$nb) || exit 1; done
 
 # the GPU check (nbs/95_gpu_check.ipynb; at most 8 minutes on one H200): random-weight Qwen3 of the tiny and the 8B shape
 # through generation, both probers and streamed attention entropies; report in GPU_CHECK_MD (default outputs/bench/gpu_check.md),

@@ -24,7 +24,9 @@ The map, bottom layer first (dependencies point down; no study imports another; 
   run and its `run.json`), `studies.samples` (the browser's record); each study a package whose `study` module is its
   face (the contract): `studies.musobench` (`build`, `replies`, `protocol`, `scoring`, `noveltybench`, `report`,
   `config`, `run`, `samples`, `study`), `studies.overthinking` (`config`, `run`, `report`, `score`, `samples`,
-  `study`), `studies.attention` (`recording`, `study`)
+  `study`), `studies.attention` (`recording`, `study`), `studies.traces` (traces you already have, no model needed:
+  `config`, `run` (import, every record left out listed; the stated-answer lens; with a prober the forced-answer probe
+  at the same cut), `report` (the "Traces you already have" section), `samples`, `study`)
 - across runs: `sweep.spec`, `sweep.index`, `sweep.locks`, `sweep.executors`, `sweep.preflight` (one one-token request
   per model server and one hub question per dataset, before a grid runs), `sweep.bill` (a grid's requests, tokens,
   dollars and GPU-hours before it runs), `sweep.rehearsal` (a grid on CPU with stand-ins), `report`, `browser` (every sample of the runs, readable offline), `gpu_check`, `cli`

@@ -18,12 +18,12 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .backends.contract import describe_backend
-from .config import config_values
+from .config import config_from, config_values
 from .runs import project_root, redact
 
 # %% auto #0
 __all__ = ['RUN_RECORD', 'VERSIONED', 'package_versions', 'git_state', 'host_info', 'start_record', 'finish_record',
-           'write_record', 'read_record', 'record_row', 'record_table']
+           'write_record', 'read_record', 'recorded_config', 'record_row', 'record_table']
 
 # %% ../nbs/08_provenance.ipynb #fac41055
 RUN_RECORD = "run.json"
@@ -137,6 +137,14 @@ def read_record(folder: str | Path) -> dict | None:
     "A run folder's record, or None when it has none."
     path = Path(folder) / RUN_RECORD
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def recorded_config(folder: str | Path, cls: type):
+    "The config a run folder was made with, as an instance of the study's config class `cls` (from its run.json)."
+    record = read_record(folder)
+    if record is None:
+        raise FileNotFoundError(f"{folder} has no run.json: its config is unknown")
+    return config_from(cls, record["config"], where=f"{folder}/{RUN_RECORD}")
 
 # %% ../nbs/08_provenance.ipynb #95e9292e
 def record_row(folder: str | Path) -> dict:

@@ -148,6 +148,9 @@ class GenerationRecord:
     served_model: str | None = None  # the model the server said answered (API backends; None: not reported)
     system_fingerprint: str | None = None  # the server's configuration tag of that answer, when it sent one
     reasoning_tokens: int | None = None  # Completion.reasoning_tokens: a hidden reasoning's length (None: not said)
+    image_tokens: int | None = (
+        None  # Completion.image_tokens: the vision tokens in the prompt (None: no image, not said)
+    )
 
     @classmethod
     def from_completion(
@@ -177,6 +180,7 @@ class GenerationRecord:
             served_model=completion.served_model,
             system_fingerprint=completion.system_fingerprint,
             reasoning_tokens=completion.reasoning_tokens,
+            image_tokens=completion.image_tokens,
         )
 
     def to_completion(self) -> Completion:
@@ -199,6 +203,7 @@ class GenerationRecord:
             served_model=self.served_model,
             system_fingerprint=self.system_fingerprint,
             reasoning_tokens=self.reasoning_tokens,
+            image_tokens=self.image_tokens,
         )
 
 
@@ -207,7 +212,8 @@ def _logprobs_json(logprobs) -> str | None:
     return None if logprobs is None else json.dumps([float(x) for x in logprobs], separators=(",", ":"))
 
 # %% ../nbs/20_store.ipynb #26cc3c58
-SCHEMA_VERSION = 4  # 2: the token_logprobs column; 3: served_model and system_fingerprint; 4: reasoning_tokens
+# 2: the token_logprobs column; 3: served_model and system_fingerprint; 4: reasoning_tokens; 5: image_tokens
+SCHEMA_VERSION = 5
 # version -> the SQL that makes it the next
 MIGRATIONS = {
     1: ("ALTER TABLE generations ADD COLUMN token_logprobs TEXT",),
@@ -216,6 +222,7 @@ MIGRATIONS = {
         "ALTER TABLE generations ADD COLUMN system_fingerprint TEXT",
     ),
     3: ("ALTER TABLE generations ADD COLUMN reasoning_tokens INTEGER",),
+    4: ("ALTER TABLE generations ADD COLUMN image_tokens INTEGER",),
 }
 _SQL_TYPES = {
     "str": "TEXT NOT NULL",
@@ -393,7 +400,7 @@ class GenerationStore:
         with self._lock:
             cur = self._connection().execute(f"SELECT {', '.join(COLUMNS)} FROM generations ORDER BY rowid")
             df = pd.DataFrame(cur.fetchall(), columns=COLUMNS)
-        for c in ("seed", "cached_prompt_tokens", "reasoning_tokens"):
+        for c in ("seed", "cached_prompt_tokens", "reasoning_tokens", "image_tokens"):
             df[c] = df[c].astype("Int64")
         for c in ("sample_index", "prompt_tokens", "completion_tokens"):
             df[c] = df[c].astype("int64")

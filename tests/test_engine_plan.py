@@ -25,6 +25,7 @@ class StandInLLM:
 
     def generate(self, prompts, params, use_tqdm=False):
         self.calls.append(len(prompts))
+        self.prompts = getattr(self, "prompts", []) + list(prompts)
         if any(p["prompt_token_ids"][0] == 666 for p in prompts):
             raise ValueError("The decoder prompt (length 70000) is longer than the maximum model length of 65536")
         return [
@@ -46,6 +47,7 @@ def stand_in_backend(llm, max_model_len=4096, processor=None):
     backend.source, backend.decode = "/nonexistent", lambda ids: " ".join(map(str, ids))
     # the prompt lengths after image expansion: this processor, else the model folder's (none here) on first use
     backend._lengths = vb.ImageExpansion(processor, backend.decode) if processor is not None else None
+    backend.image_token = 9  # the placeholder the stand-in processor expands
     return backend
 
 
@@ -77,9 +79,15 @@ def test_bisection_counts_calls():
 
 
 class ExpandingProcessor:
-    "An HF processor stand-in: each image placeholder (token 9) becomes 5000 tokens."
+    """An HF processor stand-in: each image placeholder (token 9) becomes 5000 tokens. Like a real one, it takes
+    images only (a `RequestImage` is refused) and it counts its calls."""
+
+    calls = 0
 
     def __call__(self, text, images, **kwargs):
+        if not all(isinstance(i, Image.Image) for i in images):
+            raise TypeError(f"only images are supported, got {[type(i).__name__ for i in images]}")
+        self.calls += 1
         ids = [int(t) for t in text[0].split()]
         return {"input_ids": [[t for i in ids for t in ([9] * 5000 if i == 9 else [i])]]}
 
@@ -96,6 +104,21 @@ def test_a_multimodal_prompt_is_checked_after_image_expansion():
     )
     assert with_image.status == "error" and "prompt of 5003 tokens (images expanded)" in with_image.error
     assert text_only.status == "answered" and llm.calls == [1]  # the over-long prompt never reached the engine
+
+
+def test_the_probes_of_a_figure_share_one_count_and_one_decoded_image():
+    "Each probe holds its own RequestImage of the figure: one processor call, one PIL image sent for all of them."
+    llm, processor = StandInLLM(), ExpandingProcessor()
+    figure = Image.new("RGB", (8, 8), "blue")
+    probes = [
+        Request(prompt_token_ids=[1, 9] + [5] * k, images=(figure,), sampling=SamplingParams(max_tokens=4))
+        for k in range(6)
+    ]
+    assert len({id(p.images[0]) for p in probes}) == 6  # six objects, one content
+    out = stand_in_backend(llm, max_model_len=9000, processor=processor).generate(probes)
+    assert [c.status for [c] in out] == ["answered"] * 6 and processor.calls == 1
+    sent = [p["multi_modal_data"]["image"][0] for p in llm.prompts]
+    assert all(image is sent[0] for image in sent) and sent[0].size == (8, 8)  # decoded once, the same object
 
 
 def test_stage_chunk_is_four_times_the_schedulers_sequences():

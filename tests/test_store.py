@@ -21,6 +21,7 @@ from reasoning_study.backends.request import Request, SamplingParams, chat, make
 from reasoning_study.store import (
     COLUMNS,
     LEGACY_NUMERICS,
+    SCHEMA_VERSION,
     GenerationRecord,
     GenerationStore,
     SampleRun,
@@ -736,7 +737,8 @@ def test_a_store_from_before_the_reasoning_tokens_column_opens(tmp_path):
     with GenerationStore(path) as store:
         row = store.get("k")
         assert (row.text, row.served_model, row.reasoning_tokens) == ("x", "model-2024", None)
-        assert store._connection().execute("PRAGMA user_version").fetchone()[0] == 4
+        assert store._connection().execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+        assert (row.image_tokens, store.to_pandas().image_tokens.isna().all()) == (None, True)  # version 5's column
         store.put(replace(record("n"), completion_tokens=300, reasoning_tokens=256))
         assert store.get("n").to_completion().reasoning_tokens == 256
         table = store.to_pandas()

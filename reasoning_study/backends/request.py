@@ -254,6 +254,8 @@ class Completion:
     served_model: str | None = None  # the model a server says answered (an API response's `model`; None: not said)
     system_fingerprint: str | None = None  # the server's configuration tag of that response, when it sends one
     reasoning_tokens: int | None = None  # of completion_tokens: those of the reasoning, where the server reports them
+    # of prompt_tokens: the images' vision tokens as the engine placed them in the prompt ids (None: no image, or not said)
+    image_tokens: int | None = None
 
     def __post_init__(self):
         if self.token_logprobs is None:

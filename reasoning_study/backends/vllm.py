@@ -27,18 +27,19 @@ from reasoning_study.backends.contract import (
     tokenize_continuation,
 )
 from .presets import ModelPreset, check_backend_options, get_preset, preset_supports
-from .request import Completion, Request, SamplingParams, make_completion, request_images
+from .request import Completion, Request, SamplingParams, make_completion
 from .weights import hub_commit, resolve_weights
 
 # %% auto #0
 __all__ = ['VLLM_INSTALL_HINT', 'STAGE_CHUNK_PER_SEQUENCE', 'STAGE_CHUNK_FALLBACK', 'GIB', 'DTYPE_BYTES', 'vllm_available',
            'import_vllm', 'VllmOptions', 'vllm_options', 'sample_params_kwargs', 'structured_output_kwargs',
            'sampled_logprobs_of', 'completion_from_output', 'resolve_model', 'engine_for', 'isolate_failures',
-           'expanded_prompt_length', 'model_processor', 'ImageExpansion', 'stage_chunk_of', 'engine_numerics',
-           'VllmBackend', 'from_preset', 'EngineMemory', 'model_folder', 'model_memory', 'stated_memory', 'per_gpu',
-           'gpus_needed', 'model_context_limit', 'split_gpu_memory', 'check_options', 'EngineRole',
-           'co_resident_options', 'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths', 'nvidia_smi_memory_bytes',
-           'torch_memory_bytes', 'gpu_memory_bytes', 'unsized_on_cpu_host', 'cacheable_tokens']
+           'expanded_prompt_length', 'model_processor', 'image_key', 'ImageExpansion', 'stage_chunk_of',
+           'engine_numerics', 'VllmBackend', 'from_preset', 'EngineMemory', 'model_folder', 'model_memory',
+           'stated_memory', 'per_gpu', 'gpus_needed', 'model_context_limit', 'split_gpu_memory', 'check_options',
+           'EngineRole', 'co_resident_options', 'fit_max_model_len', 'preset_tokenizer', 'prompt_lengths',
+           'nvidia_smi_memory_bytes', 'torch_memory_bytes', 'gpu_memory_bytes', 'unsized_on_cpu_host',
+           'cacheable_tokens']
 
 # %% ../../nbs/14_backends.vllm.ipynb #f757f987
 VLLM_INSTALL_HINT = "pip install 'reasoning_study[vllm]'"
@@ -149,6 +150,7 @@ def completion_from_output(
     output: Any,  # a vllm RequestOutput
     prefill: str = "",  # the request's prefill
     thinking: bool | None = None,  # whether a thinking block is expected
+    image_token: int | None = None,  # a request with images: the model's image token id, counted in the prompt ids
     **kwargs,  # sample_index, seed, latency_s
 ) -> Completion:
     "Turn one vLLM `RequestOutput` (one sample) into a `Completion`."
@@ -165,6 +167,7 @@ def completion_from_output(
         cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
         error=error,
         token_logprobs=sampled_logprobs_of(sample),
+        image_tokens=None if image_token is None else list(output.prompt_token_ids or ()).count(image_token),
         **kwargs,
     )
 
@@ -242,6 +245,8 @@ def expanded_prompt_length(
     images: Sequence,  # the request's images
     processor: Any = None,  # the model's HF processor (None: text tokens only)
     decode: Callable[[Sequence[int]], str] | None = None,  # token ids -> the prompt's text
+    # the placeholder the processor expands: only its tokens are counted (None: the whole re-tokenised text)
+    image_token: int | None = None,
 ) -> int:
     """The prompt's length once each image placeholder is expanded to the image's tokens (its text length without
     images)."""
@@ -251,6 +256,8 @@ def expanded_prompt_length(
         expanded = processor(text=[decode(prompt)], images=list(images), add_special_tokens=False)["input_ids"][0]
     except Exception:
         return len(prompt)  # the engine checks it, and the bisection isolates it
+    if image_token is not None:  # the engine expands the ids themselves: the text around is never re-tokenised
+        return len(prompt) + max(0, list(expanded).count(image_token) - list(prompt).count(image_token))
     return max(len(expanded), len(prompt))
 
 
@@ -271,30 +278,47 @@ def model_processor(
         return None
 
 # %% ../../nbs/14_backends.vllm.ipynb #4859659d
+def image_key(image) -> str | int:
+    "What names an image in `ImageExpansion`: a `RequestImage`'s content hash, another object's identity."
+    return getattr(image, "sha256", None) or id(image)
+
+
 class ImageExpansion:
-    "Prompt lengths after image expansion, the processor run once per set of images (`expanded_prompt_length`)."
+    """Prompt lengths after image expansion, the processor run once per set of images, and each set decoded once;
+    a set is known by its content (`image_key`)."""
 
     def __init__(
         self,
         processor: Any = None,  # the model's HF processor (None: text tokens only)
         decode: Callable[[Sequence[int]], str] | None = None,  # token ids -> the prompt's text
         limit: int = 4096,  # sets of images remembered at once (the oldest forgotten first)
+        image_token: int | None = None,  # the placeholder the processor expands (`expanded_prompt_length`)
     ):
-        self.processor, self.decode, self.limit = processor, decode, limit
-        self.added: dict[tuple, tuple[int, list]] = {}  # ids of the images -> (tokens added, the images kept alive)
+        self.processor, self.decode, self.limit, self.image_token = processor, decode, limit, image_token
+        self.seen: dict[tuple, list] = {}  # the images' keys -> [tokens added (None: not yet counted), decoded images]
         self.processed = 0  # processor calls made
+
+    def _entry(self, images: Sequence) -> list:
+        key = tuple(map(image_key, images))
+        if key not in self.seen:
+            if len(self.seen) >= self.limit:
+                self.seen.pop(next(iter(self.seen)))
+            self.seen[key] = [None, [i.to_pil() if hasattr(i, "to_pil") else i for i in images]]
+        return self.seen[key]
+
+    def decoded(self, images: Sequence) -> list:
+        "The images as the engine takes them (PIL images), decoded once per set."
+        return self._entry(images)[1] if images else []
 
     def __call__(self, prompt: Sequence[int], images: Sequence) -> int:
         if not images or self.processor is None or self.decode is None:
             return len(prompt)
-        key = tuple(map(id, images))
-        if key not in self.added:
+        entry = self._entry(images)
+        if entry[0] is None:
             self.processed += 1
-            added = expanded_prompt_length(prompt, images, self.processor, self.decode) - len(prompt)
-            if len(self.added) >= self.limit:
-                self.added.pop(next(iter(self.added)))
-            self.added[key] = (added, list(images))
-        return len(prompt) + self.added[key][0]
+            counted = expanded_prompt_length(prompt, entry[1], self.processor, self.decode, self.image_token)
+            entry[0] = counted - len(prompt)
+        return len(prompt) + entry[0]
 
 # %% ../../nbs/14_backends.vllm.ipynb #34114c9e
 STAGE_CHUNK_PER_SEQUENCE = 4  # a chunk holds this many times the sequences the engine runs at once
@@ -369,6 +393,10 @@ class VllmBackend:
         self.block_size = self.llm.llm_engine.vllm_config.cache_config.block_size  # the prefix cache's unit, in tokens
         # part of every store key: fp32 CPU and bf16 GPU generations never mix
         self.numerics = engine_numerics(self.llm)
+        # the id of the image placeholder a multimodal model's processor expands (None: none), counted in each
+        # completion's prompt ids (`Completion.image_tokens`: a record that the image reached the model)
+        config = self.llm.llm_engine.model_config
+        self.image_token = getattr(getattr(config, "hf_config", None), "image_token_id", None)
 
     def __repr__(self):
         return f"VllmBackend({self.model_id!r}, revision={self.revision!r})"
@@ -378,14 +406,18 @@ class VllmBackend:
         "Samples one call of a stage carries (`stage_chunk_of`): the engine saturated, a kill loses at most a chunk."
         return stage_chunk_of(self.llm)
 
+    def images(self) -> ImageExpansion:
+        "The backend's `ImageExpansion`; the processor loads for the first request with images."
+        if self._lengths is None:
+            self._lengths = ImageExpansion(
+                model_processor(self.source, self.options), self.decode, image_token=self.image_token
+            )
+        return self._lengths
+
     def prompt_length(self, prompt: list[int], images: Sequence) -> int:
         """The prompt's length as the engine counts it: images expanded by the model's processor, once per set of
         images (`ImageExpansion`)."""
-        if not images:
-            return len(prompt)
-        if self._lengths is None:  # the processor loads for the first request with images
-            self._lengths = ImageExpansion(model_processor(self.source, self.options), self.decode)
-        return self._lengths(prompt, images)
+        return self.images()(prompt, images) if images else len(prompt)
 
     def describe(self) -> dict:
         "What a run records of this backend (`backends.contract.DESCRIBE_KEYS`)."
@@ -413,8 +445,10 @@ class VllmBackend:
         jobs = []
         for q, request in enumerate(requests):
             try:
-                prompt, images = self.render_prompt_ids(request), request_images(request)
-                length = self.prompt_length(prompt, images)
+                prompt = self.render_prompt_ids(request)
+                # the figure decoded and its tokens counted once, shared by every probe of it (`ImageExpansion`)
+                images = self.images().decoded(request.images) if request.images else []
+                length = self.prompt_length(prompt, request.images)
                 if length >= self.max_model_len:
                     raise ValueError(
                         f"prompt of {length} tokens{' (images expanded)' if length != len(prompt) else ''} "
@@ -457,6 +491,7 @@ class VllmBackend:
                 out,
                 requests[j.request].prefill,
                 expected_thinking(self.preset.thinking, requests[j.request]),
+                image_token=self.image_token if j.images else None,
                 sample_index=j.sample,
                 seed=requests[j.request].sampling.sample_seed(j.sample),
                 latency_s=elapsed,

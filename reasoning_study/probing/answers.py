@@ -27,7 +27,8 @@ __all__ = ['MAX_RULE_ANSWER_CHARS', 'MATH_TIMEOUT_S', 'MAX_MATH_CHARS', 'EXTRACT
            'LLM_EXTRACTION_MODES', 'clean_answer', 'last_boxed', 'rule_answer', 'extract_by_rules', 'safe_parse',
            'safe_verify', 'normalize_text', 'is_textual', 'serve_comparisons', 'MathHelper', 'math_equal',
            'without_unit', 'rounded_equal', 'free_form_correct', 'predicted_letter', 'verify', 'extractor_question',
-           'extractor_request', 'states_no_answer', 'parse_extractor_reply', 'Extraction', 'extract_answers']
+           'extractor_request', 'states_no_answer', 'parse_extractor_reply', 'Extraction', 'extract_answers',
+           'probe_status']
 
 # %% ../../nbs/51_probing.answers.ipynb #c6bd929d
 _WRAPPERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"), ("**", "**"), ("`", "`"), ('"', '"'))
@@ -489,3 +490,15 @@ def extract_answers(
                 else Extraction(None, "none", completion.text, error="the extractor found no answer")
             )
     return results
+
+# %% ../../nbs/51_probing.answers.ipynb #a63d2491
+def probe_status(completion, extraction: Extraction) -> str:
+    """A probe's status from its completion and its extraction: error (the probe failed), extractor_error (the
+    extractor failed), answered, truncated (the answer did not close in time) or no_answer."""
+    if completion.status == "error":
+        return "error"
+    if extraction.failed:
+        return "extractor_error"
+    if extraction.answer is not None:
+        return "answered"
+    return "truncated" if completion.finish_reason == "length" else "no_answer"

@@ -47,6 +47,7 @@ STUDIES: dict[str, StudyEntry] = {
         StudyEntry("musobench_build", "reasoning_study.studies.musobench.build", "MuSoBenchBuildConfig"),
         StudyEntry("attention_entropy", "reasoning_study.studies.attention.study", "AttentionConfig"),
         StudyEntry("overthinking", "reasoning_study.studies.overthinking.study", "OverthinkingConfig"),
+        StudyEntry("traces", "reasoning_study.studies.traces.study", "TracesConfig"),
     ]
 }
 # notebooks with a typed config that are no study (no run folder of their own)

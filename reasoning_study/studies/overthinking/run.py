@@ -29,7 +29,7 @@ from reasoning_study.metrics.overthinking import (
     in_condition,
     trajectories,
 )
-from ...probing.answers import extract_answers, verify
+from ...probing.answers import extract_answers, probe_status, verify
 from ...probing.judge import JUDGE_SAMPLING, as_cases, judge_request, judge_traces
 from reasoning_study.probing.prober import (
     ProbeStats,
@@ -64,10 +64,10 @@ __all__ = ['RUN_STATS', 'GENERATIONS', 'BENCHMARK_SIZES', 'PAPER_MODELS', 'PAPER
            'TOKENS_PER_UTTERANCE', 'QUESTION_TOKENS', 'IMAGE_TOKENS', 'EXTRACTOR_REPLY_TOKENS', 'JUDGE_REPLY_TOKENS',
            'WORKLOAD_BASIS', 'run_threads', 'load_backends', 'Trace', 'TraceRun', 'load_items', 'asked_format',
            'thinking_switch', 'trace_requests', 'generate_traces', 'utterance_rows', 'Probed', 'probe_tag',
-           'wants_logprobs', 'probe_sampling', 'sum_probe_stats', 'probe_all', 'probe_status', 'correctness',
-           'extract_all', 'answer_logprobs', 'prefix_table', 'trace_table', 'ground_truth_fields', 'judge_cases',
-           'judge_harmful', 'solution_probe_table', 'portable_solutions', 'musobench_prefixes', 'generation_stats',
-           'write_raw', 'run', 'run_counts', 'benchmark_items', 'paper_actual', 'workload']
+           'wants_logprobs', 'probe_sampling', 'sum_probe_stats', 'probe_all', 'correctness', 'extract_all',
+           'answer_logprobs', 'prefix_table', 'trace_table', 'ground_truth_fields', 'judge_cases', 'judge_harmful',
+           'solution_probe_table', 'portable_solutions', 'musobench_prefixes', 'generation_stats', 'write_raw', 'run',
+           'run_counts', 'benchmark_items', 'paper_actual', 'workload']
 
 # %% ../../../nbs/studies/overthinking/20_run.ipynb #441afc53
 def run_threads(config: OverthinkingConfig) -> dict:
@@ -269,18 +269,6 @@ def probe_all(config: OverthinkingConfig, backend, store, run: TraceRun) -> tupl
     return probed, sum_probe_stats(stats)
 
 # %% ../../../nbs/studies/overthinking/20_run.ipynb #ed7fa4f3
-def probe_status(completion, extraction) -> str:
-    """error (the probe failed), extractor_error (the extractor failed), answered, truncated (the answer did not close
-    in time) or no_answer."""
-    if completion.status == "error":
-        return "error"
-    if extraction.failed:
-        return "extractor_error"
-    if extraction.answer is not None:
-        return "answered"
-    return "truncated" if completion.finish_reason == "length" else "no_answer"
-
-
 def correctness(status: str, answer, item: QAItem) -> bool | None:
     "z_i: whether the answer is right; missing (None), never False, when the probe or its extraction failed."
     return None if status in FAILED_PROBE_STATUSES else verify(answer, item)

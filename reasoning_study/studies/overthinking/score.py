@@ -12,7 +12,6 @@ from typing import Mapping
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ...config import config_from
 from ...figures.core import save_figure, table_markdown
 from reasoning_study.figures.overthinking import (
     best_strategy_mask,
@@ -48,7 +47,7 @@ from reasoning_study.metrics.stopping import (
     policy_table,
 )
 from ...probing.judge import taxonomy_table
-from ...provenance import read_record
+from ...provenance import recorded_config
 from .config import OverthinkingConfig
 from reasoning_study.studies.overthinking.report import (
     RAW_TABLES,
@@ -251,10 +250,7 @@ def read_raw(folder: str | Path) -> dict[str, pd.DataFrame]:
 
 def run_config(folder: str | Path) -> OverthinkingConfig:
     "The config a run folder was made with (its run.json)."
-    record = read_record(folder)
-    if record is None:
-        raise FileNotFoundError(f"{folder} has no run.json: its config is unknown")
-    return config_from(OverthinkingConfig, record["config"], where=f"{folder}/run.json")
+    return recorded_config(folder, OverthinkingConfig)
 
 
 def rescore(folder: str | Path) -> dict[str, pd.DataFrame]:
