@@ -165,7 +165,9 @@ def toc_markdown(
 def drawn_facts(files: Iterable) -> Drawn | None:
     """What an item drew, from the `<name>.drawn.json` beside its files (`figures.sections.Drawn`): the runs and counts of
     its figures together; None when none was saved with them."""
-    found = [Drawn.read(s) for f in files if (s := Path(f).with_suffix(DRAWN_SUFFIX)).is_file()]
+    # one sidecar per drawing: a table's .csv and .md share it
+    sidecars = dict.fromkeys(Path(f).with_suffix(DRAWN_SUFFIX) for f in files)
+    found = [Drawn.read(s) for s in sidecars if s.is_file()]
     found = [d for d in found if d is not None]
     if not found:
         return None

@@ -244,7 +244,7 @@ def claim_note(stated: pd.DataFrame) -> str:
     questions = stated["item_id"].nunique()
     one = "one model" if stated["model"].nunique() == 1 else f"{stated['model'].nunique()} models"
     return (
-        f"{n} traces of {one} ({models}) on {questions} questions of "
+        f"{n} trace{'s' * (n != 1)} of {one} ({models}) on {questions} question{'s' * (questions != 1)} of "
         f"{', '.join(sorted(map(str, stated['benchmark'].unique())))}: no claim beyond them"
     )
 
