@@ -34,6 +34,9 @@ SKIPPED = {  # command as written in the README (comments dropped) -> why CI doe
     ".venv/bin/rs-sweep nbs/sweeps/musobench.yaml --gpus 0,1,2,3 --skip-retired --report": "the paper's MuSoBench grid: four GPUs with vLLM and, for its API cells, DEEPSEEK_HOST_URL, DEEPSEEK_HOST_API_KEY and OPENAI_API_KEY",
     ".venv/bin/rs-sweep nbs/sweeps/overthinking.yaml --executor ray --ray-address auto": "the paper's overthinking grid: a Ray cluster with GPUs and the benchmarks' files",
     "export DEEPSEEK_HOST_URL=https://HOST/v1 DEEPSEEK_HOST_API_KEY=... OPENAI_API_KEY=sk-...": "sets the reader's host and API keys (placeholders)",
+    ".venv/bin/rs-run traces outputs/my-traces/run.ipynb -p source path/to/log.eval -p prober smollm2-135m -p out_dir "
+    "outputs/my-traces": "the reader's own trace file (a placeholder path); tests/test_traces_study.py and "
+    "tests/test_trace_importers.py import files of each format and run the prober on the embedded model",
     ".venv/bin/rs-sweep nbs/sweeps/musobench.yaml --preflight --skip-retired": "asks the reader's host and OpenAI for one token each: needs their keys (tests/test_preflight.py runs it against local servers)",
     ".venv/bin/rs-sweep nbs/sweeps/musobench.yaml --report --only deepseek-open__tasks=timetabling,deepseek-open__tasks=subsetsum,"
     "openai-successor__tasks=timetabling,openai-successor__tasks=subsetsum": "calls the reader's DeepSeek host and OpenAI's API: needs DEEPSEEK_HOST_URL, DEEPSEEK_HOST_API_KEY and OPENAI_API_KEY (and spends money)",
