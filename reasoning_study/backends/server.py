@@ -160,6 +160,7 @@ def serve_with_vllm(
     enforce_eager: bool | None = None,  # None: eager without CUDA (no compile pass at start-up)
     extra_args: Sequence[str] = (),
     startup_timeout: float = 600.0,  # seconds to wait for /health
+    kv_cache_gib: int | None = None,  # a CPU server's KV cache (VLLM_CPU_KVCACHE_SPACE; None: the environment's)
 ) -> Iterator[str]:
     "Run vLLM's OpenAI-compatible server for the duration of the block; yields the base_url to call."
     import_vllm()
@@ -169,5 +170,6 @@ def serve_with_vllm(
         enforce_eager = not torch.cuda.is_available()
     port = port or free_port()
     command = vllm_server_command(model_dir, port, dtype, max_model_len, enforce_eager, extra_args)
-    with serve_command(command, port, "vLLM server", {"HF_HUB_OFFLINE": "1"}, startup_timeout) as base_url:
+    env = {"HF_HUB_OFFLINE": "1"} | ({} if kv_cache_gib is None else {"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib)})
+    with serve_command(command, port, "vLLM server", env, startup_timeout) as base_url:
         yield base_url

@@ -44,12 +44,13 @@ from .spec import Cell, Sweep, cell_fingerprint, cell_roles, registered_config
 
 # %% auto #0
 __all__ = ['VL_NOTE', 'TUNED', 'VL_STAND_INS', 'TEMPLATE_NOTES', 'SHAPE_NOTES', 'PREFIX_NOTE', 'END_BIAS', 'END_TOKEN_ID',
-           'THINKING_OFF', 'SERVER_SHAPES', 'REHEARSAL_CONTEXT', 'ENGINE_IN_KERNEL', 'VL_LIMITS', 'STAND_IN_DTYPES',
-           'NO_TORCHVISION', 'GPUS', 'PAPER_MODEL_SHAPES', 'REHEARSAL_FILE', 'PRESETS_FILE', 'REHEARSAL_COLUMNS',
-           'StandIn', 'stand_in', 'residual_writers', 'ending_qwen3', 'stand_in_dir', 'stand_in_weights', 'vl_ready',
-           'stand_in_servers', 'stand_in_changes', 'rehearsal_parameters', 'unreachable_data', 'paper_model_memory',
-           'cell_plan', 'plan_text', 'engine_plan', 'request_fields', 'failed_stage', 'rehearsal_table',
-           'stand_in_table', 'cell_card', 'cards_markdown', 'write_rehearsal', 'rehearse']
+           'THINKING_OFF', 'SERVER_SHAPES', 'REHEARSAL_CONTEXT', 'ENGINE_IN_KERNEL', 'STAND_IN_KV_GIB', 'VL_LIMITS',
+           'STAND_IN_DTYPES', 'NO_TORCHVISION', 'GPUS', 'PAPER_MODEL_SHAPES', 'REHEARSAL_FILE', 'PRESETS_FILE',
+           'REHEARSAL_COLUMNS', 'StandIn', 'stand_in', 'residual_writers', 'ending_qwen3', 'stand_in_dir',
+           'stand_in_weights', 'vl_ready', 'stand_in_servers', 'stand_in_changes', 'rehearsal_parameters',
+           'unreachable_data', 'paper_model_memory', 'cell_plan', 'plan_text', 'engine_plan', 'request_fields',
+           'failed_stage', 'rehearsal_table', 'stand_in_table', 'cell_card', 'cards_markdown', 'write_rehearsal',
+           'rehearse']
 
 # %% ../../nbs/97_sweep.rehearsal.ipynb #92d632a7
 @dataclass(frozen=True)
@@ -203,6 +204,9 @@ REHEARSAL_CONTEXT = 4096  # tokens: the stand-ins' context (the tiny Qwen3 holds
 # a stand-in's vLLM engine core runs in its kernel's process: no engine-core process to start and import vLLM again
 # (measured on the multimodal Instruct cell, two engines: 84 s instead of 108 s); the stand-in servers are unchanged
 ENGINE_IN_KERNEL = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+# GiB of KV cache of each stand-in engine and server (a tiny model's 4,096 tokens need a few MiB; vLLM's CPU build takes
+# whole GiB): a rehearsal holds several at once, and two CI workers hold a rehearsal and other engines together
+STAND_IN_KV_GIB = 1
 # images per prompt a vision-language stand-in's engine takes; no video: the stand-ins have no video processor
 VL_LIMITS = {"image": 4, "video": 0}
 STAND_IN_DTYPES = {"qwen3.5": "bfloat16"}  # the CPU build's gated delta-net (Qwen3.5) kernel takes only bfloat16
@@ -239,6 +243,7 @@ def stand_in_servers(
                     max_model_len=REHEARSAL_CONTEXT,
                     extra_args=[*flags, "--served-model-name", *served],
                     startup_timeout=startup_timeout,
+                    kv_cache_gib=STAND_IN_KV_GIB,
                 )
             )
             urls |= {n: url for n in names}
@@ -515,7 +520,12 @@ def rehearse(
             if stands[p].family == "qwen3" or stands[p].family in VL_FAMILIES
         }
         write_atomic(sweep_dir / PRESETS_FILE, json.dumps(changes, indent=1) + "\n")
-        env = {PRESETS_FILE_ENV: str(sweep_dir / PRESETS_FILE), **{v: "" for v in key_variables()}, **ENGINE_IN_KERNEL}
+        env = {
+            PRESETS_FILE_ENV: str(sweep_dir / PRESETS_FILE),
+            **{v: "" for v in key_variables()},
+            **ENGINE_IN_KERNEL,
+            "VLLM_CPU_KVCACHE_SPACE": str(STAND_IN_KV_GIB),
+        }
         if any(stands[p].family in VL_FAMILIES for p in used):  # torchvision for the vision-language stand-ins' kernels
             env |= vl_environment()
         results = run_sweep(
